@@ -1,0 +1,108 @@
+//! Errors of the blob store.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::id::BlobId;
+
+/// A string that is not a blob id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid blob id {input:?}: {reason}")]
+pub struct IdError {
+    /// The offending input (shortened if long).
+    pub input: String,
+    /// What a blob id must look like.
+    pub reason: &'static str,
+}
+
+/// Everything that can go wrong in the blob store.
+///
+/// Errors about bytes on disk name the file (as the storage backend displays
+/// it) and, inside packs, the offset.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("read", "create", "publish", ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A sync (fsync/fdatasync) failed. The state of the data on disk is
+    /// unknown; the store handle is poisoned and refuses further writes.
+    #[error("sync of {} failed, the store refuses further writes: {source}", path.display())]
+    SyncFailed {
+        /// The file or directory whose sync failed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A write was attempted after an earlier sync failure.
+    #[error("the blob store is poisoned by an earlier failed sync of {}; open it again", path.display())]
+    Poisoned {
+        /// The file or directory whose sync failed first.
+        path: PathBuf,
+    },
+    /// Bytes on disk are not what the format requires.
+    #[error("corrupt {}{}: expected {expected}, found {found}", path.display(), fmt_offset(*offset))]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage inside the file, where known.
+        offset: Option<u64>,
+        /// What the format requires there.
+        expected: String,
+        /// What is there.
+        found: String,
+    },
+    /// No object with this id is in the store.
+    #[error("blob {0} is not in the store")]
+    NotFound(BlobId),
+    /// An object claims (or content has) a raw size above the configured limit.
+    #[error("blob {} in {} is {size} bytes, more than the limit of {max} bytes", id.map(|i| i.to_string()).unwrap_or_else(|| "(new)".into()), path.display())]
+    TooLarge {
+        /// The blob, if known.
+        id: Option<BlobId>,
+        /// The file holding it (or the store directory for new content).
+        path: PathBuf,
+        /// The claimed or actual raw size.
+        size: u64,
+        /// The configured maximum.
+        max: u64,
+    },
+    /// A string is not a blob id.
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    /// Reading a source of a batch put failed.
+    #[error("cannot read {name}: {source}")]
+    Source {
+        /// The caller's name for the source (typically a file path).
+        name: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn fmt_offset(offset: Option<u64>) -> String {
+    match offset {
+        Some(o) => format!(" at offset {o}"),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// Whether the error reports damaged data (as opposed to I/O trouble or
+    /// a missing object).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}
+
+/// Result of blob store operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

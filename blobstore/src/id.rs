@@ -1,0 +1,172 @@
+//! Blob identity: the SHA-256 of the raw (uncompressed) content.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::IdError;
+
+/// The identity of a blob: SHA-256 of its raw bytes.
+///
+/// Displayed and parsed as 64 lowercase hexadecimal digits. Parsing accepts
+/// nothing else (no uppercase, no prefix, no path separators), so an id taken
+/// from user input can be used to build a path inside the store.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobId([u8; 32]);
+
+impl BlobId {
+    /// Length of an id in bytes.
+    pub const LEN: usize = 32;
+
+    /// The id of `data`.
+    pub fn of(data: &[u8]) -> Self {
+        BlobId(Sha256::digest(data).into())
+    }
+
+    /// An id from its 32 raw bytes.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        BlobId(bytes)
+    }
+
+    /// The 32 raw bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The 64-digit lowercase hex form.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Parses the 64-digit lowercase hex form.
+    pub fn parse(s: &str) -> Result<Self, IdError> {
+        if s.len() != 64 {
+            return Err(IdError {
+                input: truncate_for_message(s),
+                reason: "a blob id is 64 hexadecimal digits",
+            });
+        }
+        if !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(IdError {
+                input: truncate_for_message(s),
+                reason: "a blob id has only the digits 0-9 and a-f",
+            });
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).map_err(|_| IdError {
+            input: truncate_for_message(s),
+            reason: "not hexadecimal",
+        })?;
+        Ok(BlobId(out))
+    }
+}
+
+fn truncate_for_message(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.len() <= MAX {
+        s.to_owned()
+    } else {
+        let mut end = MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &s[..end])
+    }
+}
+
+impl fmt::Display for BlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for BlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BlobId({self})")
+    }
+}
+
+impl FromStr for BlobId {
+    type Err = IdError;
+    fn from_str(s: &str) -> Result<Self, IdError> {
+        BlobId::parse(s)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for BlobId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.serialize_str(&self.to_hex())
+        } else {
+            s.serialize_bytes(&self.0)
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for BlobId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = BlobId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a SHA-256 blob id (64 hex digits or 32 bytes)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BlobId, E> {
+                BlobId::parse(v).map_err(E::custom)
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<BlobId, E> {
+                let arr: [u8; 32] = v
+                    .try_into()
+                    .map_err(|_| E::invalid_length(v.len(), &"32 bytes"))?;
+                Ok(BlobId(arr))
+            }
+        }
+        if d.is_human_readable() {
+            d.deserialize_str(Visitor)
+        } else {
+            d.deserialize_bytes(Visitor)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_content_has_the_known_sha256() {
+        assert_eq!(
+            BlobId::of(b"").to_hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let id = BlobId::of(b"hello");
+        assert_eq!(BlobId::parse(&id.to_string()).expect("parse"), id);
+        assert_eq!(id.to_string(), id.to_hex());
+    }
+
+    #[test]
+    fn parse_refuses_anything_but_64_lowercase_hex_digits() {
+        let good = BlobId::of(b"x").to_hex();
+        for bad in [
+            String::new(),
+            good[..63].to_owned(),
+            format!("{good}0"),
+            good.to_uppercase(),
+            format!("../{}", &good[3..]),
+            format!("{}/{}", &good[..2], &good[3..]),
+            "g".repeat(64),
+        ] {
+            assert!(BlobId::parse(&bad).is_err(), "accepted {bad:?}");
+        }
+    }
+}

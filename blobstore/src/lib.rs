@@ -1,0 +1,20 @@
+//! The content-addressable blob store of jp-store.
+//!
+//! Every content payload of a conversation (attached files, tool output, base
+//! configs) is stored here once, keyed by the SHA-256 of its raw bytes
+//! ([`BlobId`]), zstd-compressed behind a small header. Single writes become
+//! *loose objects*; batches become one immutable *pack* plus a memory-mapped
+//! *index*. Every read is verified against the id, so damage is an error naming
+//! the file (and offset), never wrong bytes.
+//!
+//! All file I/O goes through the [`storage`] layer, so tests can crash the
+//! store at any sync point and inject faults. The byte layout and the write
+//! protocol are specified in `format-spec.md` at the root of the repository.
+
+pub mod error;
+pub mod id;
+mod mmap;
+pub mod storage;
+
+pub use error::{Error, IdError, Result};
+pub use id::BlobId;

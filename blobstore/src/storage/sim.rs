@@ -1,0 +1,4 @@
+//! Simulated storage (being written).
+/// Placeholder.
+#[derive(Debug)]
+pub struct SimStorage;

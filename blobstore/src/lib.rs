@@ -11,10 +11,20 @@
 //! store at any sync point and inject faults. The byte layout and the write
 //! protocol are specified in `format-spec.md` at the root of the repository.
 
+mod batch;
 pub mod error;
 pub mod id;
 mod mmap;
+pub mod object;
+pub mod pack;
 pub mod storage;
+mod store;
+mod verify;
 
 pub use error::{Error, IdError, Result};
 pub use id::BlobId;
+pub use store::{
+    BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,
+    RewriteOutcome, SweepOutcome, OBJECTS_DIR, PACKS_DIR, TMP_DIR,
+};
+pub use verify::{Problem, VerifyProgress, VerifyReport};

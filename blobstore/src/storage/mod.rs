@@ -74,6 +74,7 @@ pub struct DirEntry {
 /// All I/O is positional, so one handle can be shared by threads without a
 /// cursor. A handle whose `sync_data`/`sync_all` failed must not be trusted for
 /// further writes: the caller poisons whatever state depends on it.
+#[allow(clippy::len_without_is_empty)]
 pub trait StorageFile: Send + Sync + fmt::Debug {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
     /// (0 at end of file).

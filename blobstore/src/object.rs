@@ -1,0 +1,341 @@
+//! The object codec: the 20-byte header and the (optionally zstd-compressed)
+//! payload that make up every stored object, loose or in a pack.
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "jpsb"
+//!      4     1  format version (1)
+//!      5     1  codec: 0 = raw, 1 = zstd (one frame)
+//!      6     2  reserved, zero
+//!      8     8  raw length, u64 little endian
+//!     16     4  CRC-32 (IEEE) of bytes 0..16 and of the payload, u32 LE
+//!     20     -  payload
+//! ```
+//!
+//! The CRC makes every stored bit count: a flip anywhere in the object is
+//! found without decompressing ([`check_stored`]), including flips that zstd
+//! would ignore. Decoding is bounded: the raw length must not exceed the
+//! configured maximum before anything is allocated, and decompression never
+//! produces more than the raw length. The decoded bytes are then hashed and
+//! compared with the id, so what a read returns is always the content.
+
+use crate::id::BlobId;
+
+/// Magic bytes that start every object.
+pub const OBJECT_MAGIC: [u8; 4] = *b"jpsb";
+/// Current object format version.
+pub const OBJECT_VERSION: u8 = 1;
+/// Length of the object header.
+pub const HEADER_LEN: usize = 20;
+
+/// How an object's payload is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// The payload is the raw content.
+    Raw = 0,
+    /// The payload is one zstd frame of the raw content.
+    Zstd = 1,
+}
+
+/// A parsed object header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Payload encoding.
+    pub codec: Codec,
+    /// Length of the raw content.
+    pub raw_len: u64,
+}
+
+/// Why bytes are not a valid object. The caller adds the file and offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// Offset of the problem relative to the start of the object.
+    pub offset: u64,
+    /// What the format requires.
+    pub expected: String,
+    /// What was found.
+    pub found: String,
+}
+
+impl DecodeError {
+    fn new(offset: u64, expected: impl Into<String>, found: impl Into<String>) -> Self {
+        Self {
+            offset,
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
+}
+
+impl Header {
+    /// Encodes the header.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[..4].copy_from_slice(&OBJECT_MAGIC);
+        out[4] = OBJECT_VERSION;
+        out[5] = self.codec as u8;
+        out[8..16].copy_from_slice(&self.raw_len.to_le_bytes());
+        out
+    }
+
+    /// Encodes the header with the CRC of `payload`.
+    pub fn encode_with_payload(&self, payload: &[u8]) -> [u8; HEADER_LEN] {
+        let mut out = self.encode();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&out[..16]);
+        crc.update(payload);
+        out[16..20].copy_from_slice(&crc.finalize().to_le_bytes());
+        out
+    }
+
+    /// Decodes and checks a header.
+    pub fn decode(bytes: &[u8]) -> Result<Header, DecodeError> {
+        if bytes.len() < HEADER_LEN {
+            return Err(DecodeError::new(
+                bytes.len() as u64,
+                format!("a {HEADER_LEN}-byte object header"),
+                format!("{} bytes", bytes.len()),
+            ));
+        }
+        if bytes[..4] != OBJECT_MAGIC {
+            return Err(DecodeError::new(
+                0,
+                "object magic \"jpsb\"",
+                format!("{:02x?}", &bytes[..4]),
+            ));
+        }
+        if bytes[4] != OBJECT_VERSION {
+            return Err(DecodeError::new(
+                4,
+                format!("object format version {OBJECT_VERSION}"),
+                format!("version {}", bytes[4]),
+            ));
+        }
+        let codec = match bytes[5] {
+            0 => Codec::Raw,
+            1 => Codec::Zstd,
+            other => {
+                return Err(DecodeError::new(
+                    5,
+                    "codec 0 (raw) or 1 (zstd)",
+                    format!("codec {other}"),
+                ))
+            }
+        };
+        if bytes[6..8] != [0, 0] {
+            return Err(DecodeError::new(
+                6,
+                "reserved bytes to be zero",
+                format!("{:02x?}", &bytes[6..8]),
+            ));
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&bytes[8..16]);
+        Ok(Header {
+            codec,
+            raw_len: u64::from_le_bytes(len),
+        })
+    }
+}
+
+/// Encodes `data` as an object: zstd at `level`, or raw if compression does not
+/// make it smaller. Returns header and payload in one buffer.
+pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    let compressed = zstd::bulk::compress(data, level)?;
+    let (codec, payload) = if compressed.len() < data.len() {
+        (Codec::Zstd, compressed.as_slice())
+    } else {
+        (Codec::Raw, data)
+    };
+    let header = Header {
+        codec,
+        raw_len: data.len() as u64,
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&header.encode_with_payload(payload));
+    out.extend_from_slice(payload);
+    Ok(out)
+}
+
+/// Checks a whole stored object (header and payload) without decompressing:
+/// the header's fields and the CRC over header and payload.
+pub fn check_stored(object: &[u8]) -> Result<Header, DecodeError> {
+    let header = Header::decode(object)?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&object[..16]);
+    crc.update(&object[HEADER_LEN..]);
+    let found = crc.finalize();
+    let mut want = [0u8; 4];
+    want.copy_from_slice(&object[16..20]);
+    let want = u32::from_le_bytes(want);
+    if found != want {
+        return Err(DecodeError::new(
+            16,
+            format!("object CRC-32 {want:08x}"),
+            format!("bytes with CRC-32 {found:08x}"),
+        ));
+    }
+    Ok(header)
+}
+
+/// Decodes a whole object (header and payload) and checks that the content
+/// hashes to `id`. `max_len` bounds the raw length before allocation.
+pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, DecodeError> {
+    let header = check_stored(object)?;
+    if header.raw_len > max_len {
+        return Err(DecodeError::new(
+            8,
+            format!("a raw length of at most {max_len} bytes (the configured maximum)"),
+            format!("{} bytes", header.raw_len),
+        ));
+    }
+    let payload = &object[HEADER_LEN..];
+    // Checked above against max_len, which the caller chose to fit in memory.
+    let raw_len = usize::try_from(header.raw_len).map_err(|_| {
+        DecodeError::new(
+            8,
+            "a raw length that fits in memory",
+            header.raw_len.to_string(),
+        )
+    })?;
+    let data = match header.codec {
+        Codec::Raw => {
+            if payload.len() != raw_len {
+                return Err(DecodeError::new(
+                    HEADER_LEN as u64,
+                    format!("{raw_len} payload bytes"),
+                    format!("{} bytes", payload.len()),
+                ));
+            }
+            payload.to_vec()
+        }
+        Codec::Zstd => decompress_bounded(payload, raw_len)?,
+    };
+    let actual = BlobId::of(&data);
+    if actual != *id {
+        return Err(DecodeError::new(
+            HEADER_LEN as u64,
+            format!("content with SHA-256 {id}"),
+            format!("content with SHA-256 {actual}"),
+        ));
+    }
+    Ok(data)
+}
+
+/// Decompresses one zstd frame into exactly `raw_len` bytes, never more.
+fn decompress_bounded(payload: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::with_capacity(raw_len);
+    let mut dec = zstd::bulk::Decompressor::new()
+        .map_err(|e| DecodeError::new(HEADER_LEN as u64, "a zstd decoder", e.to_string()))?;
+    // decompress_to_buffer writes at most the spare capacity of `out`: a frame
+    // that would expand beyond raw_len fails instead of allocating.
+    match dec.decompress_to_buffer(payload, &mut out) {
+        Ok(n) if n == raw_len => Ok(out),
+        Ok(n) => Err(DecodeError::new(
+            HEADER_LEN as u64,
+            format!("a zstd frame of {raw_len} raw bytes"),
+            format!("{n} bytes"),
+        )),
+        Err(e) => Err(DecodeError::new(
+            HEADER_LEN as u64,
+            format!("a valid zstd frame of at most {raw_len} raw bytes"),
+            e.to_string(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: u64 = 1 << 30;
+
+    /// Rewrites the raw length and fixes the CRC, as a hostile writer would.
+    fn forge_raw_len(obj: &mut [u8], len: u64) {
+        let codec = if obj[5] == 0 { Codec::Raw } else { Codec::Zstd };
+        let header = Header {
+            codec,
+            raw_len: len,
+        }
+        .encode_with_payload(&obj[HEADER_LEN..]);
+        obj[..HEADER_LEN].copy_from_slice(&header);
+    }
+
+    #[test]
+    fn compressible_content_is_zstd_and_round_trips() {
+        let data = b"fn main() { println!(\"hello\"); }\n".repeat(100);
+        let obj = encode(&data, 3).expect("encode");
+        assert_eq!(Header::decode(&obj).expect("header").codec, Codec::Zstd);
+        assert!(obj.len() < data.len());
+        assert_eq!(decode(&obj, &BlobId::of(&data), MAX).expect("decode"), data);
+    }
+
+    #[test]
+    fn incompressible_and_empty_content_is_stored_raw() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        for d in [&data[..], b"", b"x"] {
+            let obj = encode(d, 3).expect("encode");
+            assert_eq!(Header::decode(&obj).expect("header").codec, Codec::Raw);
+            assert_eq!(obj.len(), HEADER_LEN + d.len());
+            assert_eq!(decode(&obj, &BlobId::of(d), MAX).expect("decode"), d);
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_detected() {
+        let data = b"some content that compresses, compresses, compresses".repeat(4);
+        let id = BlobId::of(&data);
+        let obj = encode(&data, 3).expect("encode");
+        for byte in 0..obj.len() {
+            for bit in 0..8 {
+                let mut bad = obj.clone();
+                bad[byte] ^= 1 << bit;
+                assert!(
+                    decode(&bad, &id, MAX).is_err(),
+                    "flip at {byte}.{bit} undetected"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_detected() {
+        let data = b"truncate me, truncate me, truncate me".repeat(8);
+        let id = BlobId::of(&data);
+        let obj = encode(&data, 3).expect("encode");
+        for len in 0..obj.len() {
+            assert!(
+                decode(&obj[..len], &id, MAX).is_err(),
+                "truncation to {len} undetected"
+            );
+        }
+    }
+
+    #[test]
+    fn a_forged_huge_raw_length_is_refused_before_allocating() {
+        let data = vec![0u8; 1 << 20];
+        let mut obj = encode(&data, 3).expect("encode");
+        forge_raw_len(&mut obj, u64::MAX);
+        let err = decode(&obj, &BlobId::of(&data), MAX).expect_err("accepted");
+        assert_eq!(err.offset, 8);
+        assert!(err.expected.contains("at most"), "{err:?}");
+    }
+
+    #[test]
+    fn a_bomb_that_expands_beyond_its_claimed_length_is_refused() {
+        // 64 MiB of zeros compresses to a few KiB; claim 1 KiB.
+        let data = vec![0u8; 64 << 20];
+        let mut obj = encode(&data, 3).expect("encode");
+        forge_raw_len(&mut obj, 1024);
+        let err = decode(&obj, &BlobId::of(&data), MAX).expect_err("accepted");
+        assert_eq!(err.offset, HEADER_LEN as u64);
+    }
+}

@@ -1,0 +1,872 @@
+//! [`BlobStore`]: loose objects and packs behind one API.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use crate::error::{Error, Result};
+use crate::id::BlobId;
+use crate::object::{self, Header, HEADER_LEN};
+use crate::pack::{self, Pack, PackEntry};
+use crate::storage::{
+    parent_dir, publish_new_file, read_exact_at, OpenMode, PublishError, Storage,
+};
+
+/// Directory of loose objects, below the store's base directory.
+pub const OBJECTS_DIR: &str = "objects";
+/// Directory of packs and their indexes.
+pub const PACKS_DIR: &str = "packs";
+/// Directory of temp files (same file system as the rest, so links work).
+pub const TMP_DIR: &str = "tmp";
+
+/// Tunables of a [`BlobStore`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// zstd compression level for new objects (1-22; default 3).
+    pub compression_level: i32,
+    /// Largest raw blob the store accepts or decodes, in bytes. Objects whose
+    /// header claims more are refused before any allocation (default 1 GiB).
+    pub max_blob_len: u64,
+    /// Worker threads for batch put and verify (default: available cores).
+    pub threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            compression_level: 3,
+            max_blob_len: 1 << 30,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// Where a stored object lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A loose object file.
+    Loose(PathBuf),
+    /// An object inside a pack.
+    Packed {
+        /// The pack's name.
+        pack: String,
+        /// Offset of the object inside the pack file.
+        offset: u64,
+    },
+}
+
+/// The result of a single put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// The content's id.
+    pub id: BlobId,
+    /// Whether this call stored a new object (false: it was already present).
+    pub stored: bool,
+}
+
+/// A loose object, as listed for gc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LooseObject {
+    /// Its id.
+    pub id: BlobId,
+    /// Bytes on disk.
+    pub stored_len: u64,
+    /// Last modification (creation or freshening).
+    pub modified: SystemTime,
+}
+
+/// A pack, as listed for gc and stats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackInfo {
+    /// Its name (hex BLAKE3 of the pack file).
+    pub name: String,
+    /// Number of objects.
+    pub objects: usize,
+    /// Bytes of the pack file.
+    pub pack_bytes: u64,
+    /// Last modification of the index (publication or freshening).
+    pub modified: SystemTime,
+}
+
+/// The content-addressable blob store. See the crate documentation.
+///
+/// A `BlobStore` is `Send + Sync`; threads share one handle. Processes share
+/// the directory: every write is safe against concurrent writers (format-spec.md,
+/// "Concurrency").
+#[derive(Debug)]
+pub struct BlobStore {
+    storage: Arc<dyn Storage>,
+    base: PathBuf,
+    options: Options,
+    packs: RwLock<HashMap<String, Arc<Pack>>>,
+    poisoned: Mutex<Option<PathBuf>>,
+    tmp_counter: AtomicU64,
+}
+
+impl BlobStore {
+    /// Opens (creating its directories if needed) the blob store at `base`
+    /// inside `storage`.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        base: impl Into<PathBuf>,
+        options: Options,
+    ) -> Result<Self> {
+        let base = base.into();
+        let store = Self {
+            storage,
+            base,
+            options,
+            packs: RwLock::new(HashMap::new()),
+            poisoned: Mutex::new(None),
+            tmp_counter: AtomicU64::new(0),
+        };
+        for dir in [OBJECTS_DIR, PACKS_DIR, TMP_DIR] {
+            store.ensure_dir(&store.base.join(dir))?;
+        }
+        store.refresh_packs()?;
+        Ok(store)
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The storage backend.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The base directory inside the storage.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    // ----- paths and small helpers -------------------------------------------------
+
+    fn loose_path(&self, id: &BlobId) -> PathBuf {
+        let hex = id.to_hex();
+        self.base.join(OBJECTS_DIR).join(&hex[..2]).join(&hex[2..])
+    }
+
+    fn shown(&self, path: &Path) -> PathBuf {
+        self.storage.display_path(path)
+    }
+
+    fn io(&self, op: &'static str, path: &Path, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: self.shown(path),
+            source,
+        }
+    }
+
+    fn corrupt(&self, path: &Path, offset: Option<u64>, expected: String, found: String) -> Error {
+        Error::Corrupt {
+            path: self.shown(path),
+            offset,
+            expected,
+            found,
+        }
+    }
+
+    /// Records a failed sync and returns the error to report.
+    fn sync_failed(&self, path: &Path, source: io::Error) -> Error {
+        let mut p = self.poisoned.lock().unwrap_or_else(|e| e.into_inner());
+        if p.is_none() {
+            *p = Some(self.shown(path));
+        }
+        Error::SyncFailed {
+            path: self.shown(path),
+            source,
+        }
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        let p = self.poisoned.lock().unwrap_or_else(|e| e.into_inner());
+        match &*p {
+            Some(path) => Err(Error::Poisoned { path: path.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn publish_error(&self, e: PublishError) -> Error {
+        match e {
+            PublishError::Io(op, path, source) => self.io(op, &path, source),
+            PublishError::Sync(path, source) => self.sync_failed(&path, source),
+        }
+    }
+
+    /// Creates a directory if missing and makes its entry durable.
+    fn ensure_dir(&self, dir: &Path) -> Result<()> {
+        match self.storage.metadata(dir) {
+            Ok(m) if m.is_dir => return Ok(()),
+            Ok(_) => {
+                return Err(self.corrupt(dir, None, "a directory".into(), "a file".into()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(self.io("inspect", dir, e)),
+        }
+        self.check_poisoned()?;
+        self.storage
+            .create_dir_all(dir)
+            .map_err(|e| self.io("create directory", dir, e))?;
+        let parent = parent_dir(dir);
+        self.storage
+            .sync_dir(parent)
+            .map_err(|e| self.sync_failed(parent, e))
+    }
+
+    fn tmp_path(&self, kind: &str) -> PathBuf {
+        let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        self.base
+            .join(TMP_DIR)
+            .join(format!("{}-{nanos}-{n}.{kind}", std::process::id()))
+    }
+
+    fn check_len(&self, len: u64) -> Result<()> {
+        if len > self.options.max_blob_len {
+            return Err(Error::TooLarge {
+                id: None,
+                path: self.shown(&self.base),
+                size: len,
+                max: self.options.max_blob_len,
+            });
+        }
+        Ok(())
+    }
+
+    // ----- packs --------------------------------------------------------------
+
+    /// Rescans the packs directory: loads new packs, forgets removed ones.
+    pub fn refresh_packs(&self) -> Result<()> {
+        let dir = self.base.join(PACKS_DIR);
+        let entries = self
+            .storage
+            .read_dir(&dir)
+            .map_err(|e| self.io("list", &dir, e))?;
+        let names: HashSet<String> = entries
+            .iter()
+            .filter_map(|e| pack::name_of_index_file(&e.name).map(str::to_owned))
+            .collect();
+        let known: Vec<String> = {
+            let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+            packs.keys().cloned().collect()
+        };
+        let mut loaded = Vec::new();
+        for name in &names {
+            if known.contains(name) {
+                continue;
+            }
+            match self.load_pack(name) {
+                Ok(p) => loaded.push(p),
+                // Removed by a concurrent rewrite between listing and opening.
+                Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if loaded.is_empty() && known.iter().all(|k| names.contains(k)) {
+            return Ok(());
+        }
+        let mut packs = self.packs.write().unwrap_or_else(|e| e.into_inner());
+        packs.retain(|k, _| names.contains(k));
+        for p in loaded {
+            packs.insert(p.name.clone(), Arc::new(p));
+        }
+        Ok(())
+    }
+
+    fn load_pack(&self, name: &str) -> Result<Pack> {
+        let (pack_path, index_path) = pack::pack_file_names(&self.base.join(PACKS_DIR), name);
+        let index = self
+            .storage
+            .map(&index_path)
+            .map_err(|e| self.io("map", &index_path, e))?;
+        let file = self
+            .storage
+            .open(&pack_path, OpenMode::Read)
+            .map_err(|e| self.io("open", &pack_path, e))?;
+        let pack_len = file.len().map_err(|e| self.io("inspect", &pack_path, e))?;
+        Pack::new(
+            name.to_owned(),
+            pack_path,
+            index_path.clone(),
+            index,
+            file,
+            pack_len,
+        )
+        .map_err(|(offset, expected, found)| {
+            self.corrupt(&index_path, Some(offset), expected, found)
+        })
+    }
+
+    fn find_in_packs(&self, id: &BlobId) -> Option<(Arc<Pack>, PackEntry)> {
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        packs
+            .values()
+            .find_map(|p| p.find(id).map(|e| (Arc::clone(p), e)))
+    }
+
+    /// The packs currently loaded (after a refresh).
+    pub fn packs(&self) -> Result<Vec<PackInfo>> {
+        self.refresh_packs()?;
+        let packs: Vec<Arc<Pack>> = {
+            let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+            packs.values().cloned().collect()
+        };
+        let mut out = Vec::with_capacity(packs.len());
+        for p in packs {
+            let modified = match self.storage.metadata(&p.index_path) {
+                Ok(m) => m.modified,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io("inspect", &p.index_path, e)),
+            };
+            out.push(PackInfo {
+                name: p.name.clone(),
+                objects: p.len(),
+                pack_bytes: p.pack_len,
+                modified,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The ids in one pack.
+    pub fn pack_ids(&self, name: &str) -> Result<Vec<BlobId>> {
+        let pack = self.pack_by_name(name)?;
+        Ok(pack.entries().map(|e| e.id).collect())
+    }
+
+    fn pack_by_name(&self, name: &str) -> Result<Arc<Pack>> {
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        packs.get(name).cloned().ok_or_else(|| {
+            let (_, idx) = pack::pack_file_names(&self.base.join(PACKS_DIR), name);
+            self.io("find pack", &idx, io::Error::from(io::ErrorKind::NotFound))
+        })
+    }
+
+    // ----- reads --------------------------------------------------------------
+
+    /// Where `id` is stored, refreshing the pack list once on a miss.
+    pub fn locate(&self, id: &BlobId) -> Result<Option<Location>> {
+        for attempt in 0..2 {
+            if let Some((p, e)) = self.find_in_packs(id) {
+                return Ok(Some(Location::Packed {
+                    pack: p.name.clone(),
+                    offset: e.offset,
+                }));
+            }
+            let path = self.loose_path(id);
+            match self.storage.metadata(&path) {
+                Ok(_) => return Ok(Some(Location::Loose(path))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io("inspect", &path, e)),
+            }
+            if attempt == 0 {
+                self.refresh_packs()?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `id` is in the store, without rescanning the packs directory
+    /// (for batch writes, which rescan once at the start).
+    pub(crate) fn exists_cached(&self, id: &BlobId) -> Result<bool> {
+        if self.find_in_packs(id).is_some() {
+            return Ok(true);
+        }
+        let path = self.loose_path(id);
+        match self.storage.metadata(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(self.io("inspect", &path, e)),
+        }
+    }
+
+    /// Whether `id` is in the store.
+    pub fn exists(&self, id: &BlobId) -> Result<bool> {
+        Ok(self.locate(id)?.is_some())
+    }
+
+    /// The raw size of `id`, without reading its content (a pack index lookup or
+    /// a 16-byte header read).
+    pub fn size(&self, id: &BlobId) -> Result<u64> {
+        match self.locate(id)? {
+            None => Err(Error::NotFound(*id)),
+            Some(Location::Packed { .. }) => match self.find_in_packs(id) {
+                Some((_, e)) => Ok(e.raw_len),
+                None => Err(Error::NotFound(*id)),
+            },
+            Some(Location::Loose(path)) => {
+                let file = self
+                    .storage
+                    .open(&path, OpenMode::Read)
+                    .map_err(|e| self.io("open", &path, e))?;
+                let mut h = [0u8; HEADER_LEN];
+                read_exact_at(&*file, &mut h, 0).map_err(|e| {
+                    if e.kind() == io::ErrorKind::UnexpectedEof {
+                        self.corrupt(
+                            &path,
+                            Some(0),
+                            format!("a {HEADER_LEN}-byte object header"),
+                            "a shorter file".into(),
+                        )
+                    } else {
+                        self.io("read", &path, e)
+                    }
+                })?;
+                let header = Header::decode(&h)
+                    .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))?;
+                Ok(header.raw_len)
+            }
+        }
+    }
+
+    /// Reads and verifies the content of `id`.
+    ///
+    /// The bytes returned always hash to `id`. If the object is damaged in one
+    /// place and intact in another (a loose copy and a packed copy), the intact
+    /// copy is returned; if no copy is intact, the first damage is reported.
+    pub fn get(&self, id: &BlobId) -> Result<Vec<u8>> {
+        let mut first_err = None;
+        for attempt in 0..2 {
+            if let Some((p, e)) = self.find_in_packs(id) {
+                match self.read_packed(&p, &e) {
+                    Ok(data) => return Ok(data),
+                    // The pack was removed by a concurrent rewrite after we
+                    // looked it up; retry with a fresh pack list.
+                    Err(Error::Io { ref source, .. })
+                        if source.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => {
+                        first_err.get_or_insert(err);
+                    }
+                }
+            }
+            match self.read_loose(id) {
+                Ok(Some(data)) => return Ok(data),
+                Ok(None) => {}
+                Err(err) => {
+                    first_err.get_or_insert(err);
+                }
+            }
+            if first_err.is_some() {
+                break;
+            }
+            if attempt == 0 {
+                self.refresh_packs()?;
+            }
+        }
+        Err(first_err.unwrap_or(Error::NotFound(*id)))
+    }
+
+    pub(crate) fn read_loose(&self, id: &BlobId) -> Result<Option<Vec<u8>>> {
+        let path = self.loose_path(id);
+        let file = match self.storage.open(&path, OpenMode::Read) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io("open", &path, e)),
+        };
+        let len = file.len().map_err(|e| self.io("inspect", &path, e))?;
+        let max = self.options.max_blob_len.saturating_add(HEADER_LEN as u64);
+        if len > max {
+            return Err(Error::TooLarge {
+                id: Some(*id),
+                path: self.shown(&path),
+                size: len,
+                max: self.options.max_blob_len,
+            });
+        }
+        let mut buf = vec![0u8; len as usize];
+        read_exact_at(&*file, &mut buf, 0).map_err(|e| self.io("read", &path, e))?;
+        object::decode(&buf, id, self.options.max_blob_len)
+            .map(Some)
+            .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))
+    }
+
+    pub(crate) fn read_packed(&self, p: &Pack, e: &PackEntry) -> Result<Vec<u8>> {
+        let max = self.options.max_blob_len.saturating_add(HEADER_LEN as u64);
+        let stored = p
+            .read_stored(e, max)
+            .map_err(|err| self.pack_read_error(p, e, err))?;
+        object::decode(&stored, &e.id, self.options.max_blob_len)
+            .map_err(|d| self.corrupt(&p.pack_path, Some(e.offset + d.offset), d.expected, d.found))
+    }
+
+    fn pack_read_error(&self, p: &Pack, e: &PackEntry, err: pack::ReadError) -> Error {
+        match err {
+            pack::ReadError::Bounds(msg) => self.corrupt(
+                &p.index_path,
+                None,
+                format!("entry for {} inside the pack", e.id),
+                msg,
+            ),
+            pack::ReadError::TooLarge(size) => Error::TooLarge {
+                id: Some(e.id),
+                path: self.shown(&p.pack_path),
+                size,
+                max: self.options.max_blob_len,
+            },
+            pack::ReadError::Object(d) => self.corrupt(
+                &p.pack_path,
+                Some(e.offset + d.offset),
+                format!("object {}: {}", e.id, d.expected),
+                d.found,
+            ),
+            pack::ReadError::Io(source) if source.kind() == io::ErrorKind::UnexpectedEof => self
+                .corrupt(
+                    &p.pack_path,
+                    Some(e.offset),
+                    format!("{} bytes of object {}", e.stored_len, e.id),
+                    "end of file".into(),
+                ),
+            pack::ReadError::Io(source) => self.io("read", &p.pack_path, source),
+        }
+    }
+
+    // ----- writes -------------------------------------------------------------
+
+    /// Stores `data` as a loose object (if not present) and returns its id.
+    /// When this returns, the object is durable.
+    pub fn put(&self, data: &[u8]) -> Result<PutOutcome> {
+        self.check_len(data.len() as u64)?;
+        let id = BlobId::of(data);
+        if self.exists(&id)? {
+            return Ok(PutOutcome { id, stored: false });
+        }
+        self.check_poisoned()?;
+        let encoded = object::encode(data, self.options.compression_level)
+            .map_err(|e| self.io("compress", &self.base, e))?;
+        let stored = self.publish_loose(&id, &encoded)?;
+        Ok(PutOutcome { id, stored })
+    }
+
+    fn publish_loose(&self, id: &BlobId, encoded: &[u8]) -> Result<bool> {
+        let path = self.loose_path(id);
+        self.ensure_dir(parent_dir(&path))?;
+        let tmp = self.tmp_path("obj");
+        publish_new_file(&*self.storage, &tmp, &path, encoded).map_err(|e| self.publish_error(e))
+    }
+
+    /// Stores many blobs as one pack: hashes and compresses on
+    /// [`Options::threads`] threads, writes one pack file and one index, and
+    /// syncs each once. Content already in the store (or repeated within the
+    /// batch) is not stored again.
+    ///
+    /// `read(i)` produces the content of item `i` for `i in 0..count`; it is
+    /// called from worker threads. Returns the ids in input order. On any error
+    /// (including a failing `read`) nothing is published.
+    pub fn put_batch<F>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize) -> io::Result<Vec<u8>> + Sync,
+    {
+        crate::batch::put_batch(self, count, &read, progress)
+    }
+
+    pub(crate) fn new_tmp_path(&self, kind: &str) -> PathBuf {
+        self.tmp_path(kind)
+    }
+
+    pub(crate) fn poison_on_sync(&self, path: &Path, e: io::Error) -> Error {
+        self.sync_failed(path, e)
+    }
+
+    pub(crate) fn io_error(&self, op: &'static str, path: &Path, e: io::Error) -> Error {
+        self.io(op, path, e)
+    }
+
+    pub(crate) fn ensure_writable(&self) -> Result<()> {
+        self.check_poisoned()
+    }
+
+    pub(crate) fn len_limit(&self, len: u64) -> Result<()> {
+        self.check_len(len)
+    }
+
+    /// Publishes a synced temp pack and temp index (pack first, then index: an
+    /// index is only ever visible when its pack is durable).
+    pub(crate) fn publish_pack(&self, name: &str, tmp_pack: &Path, tmp_index: &Path) -> Result<()> {
+        let dir = self.base.join(PACKS_DIR);
+        let (pack_path, index_path) = pack::pack_file_names(&dir, name);
+        for (tmp, to) in [(tmp_pack, &pack_path), (tmp_index, &index_path)] {
+            crate::storage::publish_synced(&*self.storage, tmp, to)
+                .map_err(|e| self.publish_error(e))?;
+        }
+        let _ = self.storage.remove_file(tmp_pack);
+        let _ = self.storage.remove_file(tmp_index);
+        self.refresh_packs()
+    }
+
+    /// Refreshes the modification time of the object holding `id` (its loose
+    /// file, or the index of its pack) so a concurrent gc's grace period spares
+    /// it (format-spec.md, "Garbage collection protocol").
+    pub fn freshen(&self, id: &BlobId) -> Result<bool> {
+        let path = match self.locate(id)? {
+            None => return Ok(false),
+            Some(Location::Loose(p)) => p,
+            Some(Location::Packed { pack, .. }) => {
+                pack::pack_file_names(&self.base.join(PACKS_DIR), &pack).1
+            }
+        };
+        self.check_poisoned()?;
+        let file = match self.storage.open(&path, OpenMode::Read) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(self.io("open", &path, e)),
+        };
+        file.set_modified(SystemTime::now())
+            .map_err(|e| self.io("freshen", &path, e))?;
+        Ok(true)
+    }
+
+    // ----- listing --------------------------------------------------------------
+
+    /// All loose objects, with size and modification time.
+    pub fn loose_objects(&self) -> Result<Vec<LooseObject>> {
+        let objects = self.base.join(OBJECTS_DIR);
+        let fanout = self
+            .storage
+            .read_dir(&objects)
+            .map_err(|e| self.io("list", &objects, e))?;
+        let mut out = Vec::new();
+        for dir in fanout {
+            if !dir.metadata.is_dir || dir.name.len() != 2 {
+                continue;
+            }
+            let path = objects.join(&dir.name);
+            let entries = match self.storage.read_dir(&path) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io("list", &path, e)),
+            };
+            for f in entries {
+                if f.metadata.is_dir {
+                    continue;
+                }
+                if let Ok(id) = BlobId::parse(&format!("{}{}", dir.name, f.name)) {
+                    out.push(LooseObject {
+                        id,
+                        stored_len: f.metadata.len,
+                        modified: f.metadata.modified,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|o| o.id);
+        Ok(out)
+    }
+
+    /// Every id in the store (loose and packed), sorted, without duplicates.
+    pub fn ids(&self) -> Result<Vec<BlobId>> {
+        let mut ids: Vec<BlobId> = self.loose_objects()?.into_iter().map(|o| o.id).collect();
+        self.refresh_packs()?;
+        {
+            let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+            for p in packs.values() {
+                ids.extend(p.entries().map(|e| e.id));
+            }
+        }
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    pub(crate) fn loaded_packs(&self) -> Vec<Arc<Pack>> {
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<Arc<Pack>> = packs.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub(crate) fn display(&self, path: &Path) -> PathBuf {
+        self.shown(path)
+    }
+
+    // ----- sweep ------------------------------------------------------------------
+
+    /// Deletes the loose objects `ids` (the sweep primitive of gc). Ids that
+    /// are not loose objects are ignored. Returns the number of objects and
+    /// bytes removed. The directories are synced so the removal is durable.
+    pub fn delete_loose(&self, ids: &[BlobId]) -> Result<SweepOutcome> {
+        self.check_poisoned()?;
+        let mut out = SweepOutcome::default();
+        let mut dirs = HashSet::new();
+        for id in ids {
+            let path = self.loose_path(id);
+            let len = match self.storage.metadata(&path) {
+                Ok(m) => m.len,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io("inspect", &path, e)),
+            };
+            match self.storage.remove_file(&path) {
+                Ok(()) => {
+                    out.objects += 1;
+                    out.bytes += len;
+                    dirs.insert(parent_dir(&path).to_path_buf());
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io("remove", &path, e)),
+            }
+        }
+        for dir in dirs {
+            self.storage
+                .sync_dir(&dir)
+                .map_err(|e| self.sync_failed(&dir, e))?;
+        }
+        Ok(out)
+    }
+
+    /// Rewrites pack `name` keeping only the objects for which `keep` is true:
+    /// writes and publishes a new pack of those (unless none are kept), then
+    /// removes the old index and the old pack. Object bytes are copied
+    /// unchanged after their CRC-32 is checked; a damaged object aborts the
+    /// rewrite and leaves the old pack in place.
+    pub fn rewrite_pack(
+        &self,
+        name: &str,
+        keep: &dyn Fn(&BlobId) -> bool,
+    ) -> Result<RewriteOutcome> {
+        self.check_poisoned()?;
+        self.refresh_packs()?;
+        let old = self.pack_by_name(name)?;
+        let kept: Vec<PackEntry> = old.entries().filter(|e| keep(&e.id)).collect();
+        let mut outcome = RewriteOutcome {
+            removed_objects: old.len() - kept.len(),
+            kept_objects: kept.len(),
+            old_bytes: old.pack_len,
+            new_pack: None,
+            new_bytes: 0,
+        };
+        if kept.len() == old.len() {
+            outcome.new_bytes = old.pack_len;
+            outcome.new_pack = Some(old.name.clone());
+            return Ok(outcome);
+        }
+        if !kept.is_empty() {
+            let max = self.options.max_blob_len.saturating_add(HEADER_LEN as u64);
+            let mut writer = crate::batch::PackWriter::create(self)?;
+            for e in &kept {
+                let stored = old
+                    .read_stored(e, max)
+                    .map_err(|err| self.pack_read_error(&old, e, err))?;
+                writer.add(e.id, e.raw_len, &stored)?;
+            }
+            let (new_name, bytes) = writer.finish()?;
+            outcome.new_pack = Some(new_name);
+            outcome.new_bytes = bytes;
+        }
+        let dir = self.base.join(PACKS_DIR);
+        if outcome.new_pack.as_deref() != Some(name) {
+            // Index first: a pack without an index is invisible, an index without
+            // its pack would be damage.
+            for path in [&old.index_path, &old.pack_path] {
+                match self.storage.remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(self.io("remove", path, e)),
+                }
+                self.storage
+                    .sync_dir(&dir)
+                    .map_err(|e| self.sync_failed(&dir, e))?;
+            }
+        }
+        self.refresh_packs()?;
+        Ok(outcome)
+    }
+
+    /// Removes temp files older than `age` (left by crashed writers). Younger
+    /// ones may belong to a writer that is still running.
+    pub fn cleanup_temp(&self, age: Duration) -> Result<SweepOutcome> {
+        let dir = self.base.join(TMP_DIR);
+        let entries = self
+            .storage
+            .read_dir(&dir)
+            .map_err(|e| self.io("list", &dir, e))?;
+        let now = SystemTime::now();
+        let mut out = SweepOutcome::default();
+        for e in entries {
+            if e.metadata.is_dir {
+                continue;
+            }
+            let old = now
+                .duration_since(e.metadata.modified)
+                .map(|d| d >= age)
+                .unwrap_or(false);
+            if old {
+                let path = dir.join(&e.name);
+                match self.storage.remove_file(&path) {
+                    Ok(()) => {
+                        out.objects += 1;
+                        out.bytes += e.metadata.len;
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(self.io("remove", &path, err)),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Progress of a batch put.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchProgress {
+    /// Items processed so far.
+    pub items_done: usize,
+    /// Items in the batch.
+    pub items_total: usize,
+    /// Raw bytes processed so far.
+    pub bytes_done: u64,
+}
+
+/// The result of a batch put.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Ids in input order.
+    pub ids: Vec<BlobId>,
+    /// Raw sizes in input order.
+    pub sizes: Vec<u64>,
+    /// Objects written to the new pack.
+    pub new_objects: usize,
+    /// Raw bytes of all items.
+    pub raw_bytes: u64,
+    /// Bytes of the new pack file (0 if none was written).
+    pub pack_bytes: u64,
+    /// Name of the new pack, if the batch had new content.
+    pub pack: Option<String>,
+}
+
+/// What a sweep removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepOutcome {
+    /// Files removed.
+    pub objects: usize,
+    /// Bytes of the removed files.
+    pub bytes: u64,
+}
+
+/// What a pack rewrite did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RewriteOutcome {
+    /// Objects dropped.
+    pub removed_objects: usize,
+    /// Objects kept.
+    pub kept_objects: usize,
+    /// Size of the old pack.
+    pub old_bytes: u64,
+    /// The new pack (None if nothing was kept).
+    pub new_pack: Option<String>,
+    /// Size of the new pack.
+    pub new_bytes: u64,
+}

@@ -1,0 +1,514 @@
+//! Behaviour of the blob store on the real file system.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jpstore_blobstore::storage::{LocalStorage, Storage};
+use jpstore_blobstore::{BlobId, BlobStore, Error, Location, Options};
+
+fn open(dir: &Path) -> BlobStore {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).expect("storage"));
+    BlobStore::open(storage, "blobs", Options::default()).expect("open store")
+}
+
+fn source_like(seed: u64, len: usize) -> Vec<u8> {
+    // Deterministic text that compresses roughly like source code.
+    let words = [
+        "fn ",
+        "let ",
+        "mut ",
+        "self",
+        "impl ",
+        "pub ",
+        "struct ",
+        "Result<",
+        ">",
+        "(",
+        ")",
+        "{\n",
+        "}\n",
+        "    ",
+        "match ",
+        "=> ",
+        "Some(",
+        "None",
+        "return ",
+        ";\n",
+        "// ",
+        "value",
+        "index",
+        "buffer",
+        "error",
+        "io::Error",
+        "&mut ",
+        "Vec<u8>",
+        "usize",
+        "0x",
+        "if ",
+        "else ",
+    ];
+    let mut out = Vec::with_capacity(len);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(words[(x % words.len() as u64) as usize].as_bytes());
+        if x % 11 == 0 {
+            out.extend_from_slice(format!("{}", x % 1000).as_bytes());
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn loose_file(dir: &Path, id: &BlobId) -> PathBuf {
+    let hex = id.to_hex();
+    dir.join("blobs/objects").join(&hex[..2]).join(&hex[2..])
+}
+
+fn only_pack_files(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut pack = None;
+    let mut idx = None;
+    for e in std::fs::read_dir(dir.join("blobs/packs")).expect("list packs") {
+        let p = e.expect("entry").path();
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("pack") => pack = Some(p),
+            Some("idx") => idx = Some(p),
+            _ => {}
+        }
+    }
+    (pack.expect("a pack"), idx.expect("an index"))
+}
+
+#[test]
+fn round_trips_empty_tiny_large_and_incompressible_content() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let cases: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"x".to_vec(),
+        b"check succeeded".to_vec(),
+        source_like(1, 24 << 20),
+        random_bytes(2, 3 << 20),
+    ];
+    for data in &cases {
+        let out = store.put(data).expect("put");
+        assert!(out.stored);
+        assert_eq!(out.id, BlobId::of(data));
+        assert_eq!(store.get(&out.id).expect("get"), *data);
+        assert_eq!(store.size(&out.id).expect("size"), data.len() as u64);
+    }
+    // Reopen: everything is still there.
+    let store = open(dir.path());
+    for data in &cases {
+        assert_eq!(
+            store.get(&BlobId::of(data)).expect("get after reopen"),
+            *data
+        );
+    }
+    let on_disk = std::fs::metadata(loose_file(dir.path(), &BlobId::of(&cases[3])))
+        .expect("stat")
+        .len();
+    assert!(
+        on_disk < (cases[3].len() / 3) as u64,
+        "source-like content stored in {on_disk} bytes"
+    );
+    let raw = std::fs::metadata(loose_file(dir.path(), &BlobId::of(&cases[4])))
+        .expect("stat")
+        .len();
+    assert_eq!(
+        raw,
+        cases[4].len() as u64 + 20,
+        "incompressible content is stored raw"
+    );
+}
+
+#[test]
+fn the_same_content_twice_is_one_object() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let a = store.put(b"same bytes").expect("put");
+    let b = store.put(b"same bytes").expect("put again");
+    assert!(a.stored);
+    assert!(!b.stored);
+    assert_eq!(a.id, b.id);
+    assert_eq!(store.ids().expect("ids"), vec![a.id]);
+    let batch = store
+        .put_batch(3, |_| Ok(b"same bytes".to_vec()), &mut |_| {})
+        .expect("batch");
+    assert_eq!(batch.ids, vec![a.id; 3]);
+    assert_eq!(batch.new_objects, 0);
+    assert!(
+        batch.pack.is_none(),
+        "a batch of known content writes no pack"
+    );
+}
+
+#[test]
+fn loose_and_packed_lookups_return_the_same_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..500u64)
+        .map(|i| source_like(i, (i as usize * 37) % 5000))
+        .collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    assert!(batch.pack.is_some());
+    // Duplicates inside the batch (i = 0 is empty... and any repeats) are stored once.
+    let unique: std::collections::HashSet<_> = items.iter().map(|d| BlobId::of(d)).collect();
+    assert_eq!(batch.new_objects, unique.len());
+
+    let other = tempfile::tempdir().expect("tempdir");
+    let loose = open(other.path());
+    for (i, data) in items.iter().enumerate() {
+        assert_eq!(batch.ids[i], BlobId::of(data));
+        let id = loose.put(data).expect("loose put").id;
+        assert!(matches!(
+            store.locate(&id).expect("locate"),
+            Some(Location::Packed { .. })
+        ));
+        assert!(matches!(
+            loose.locate(&id).expect("locate"),
+            Some(Location::Loose(_))
+        ));
+        assert_eq!(
+            store.get(&id).expect("packed get"),
+            loose.get(&id).expect("loose get")
+        );
+        assert_eq!(store.size(&id).expect("size"), data.len() as u64);
+    }
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.packed_objects, unique.len());
+}
+
+#[test]
+fn a_flipped_bit_in_a_loose_object_is_detected_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let data = source_like(7, 10_000);
+    let id = store.put(&data).expect("put").id;
+    let path = loose_file(dir.path(), &id);
+    let mut bytes = std::fs::read(&path).expect("read");
+    for at in [3usize, 9, 20, bytes.len() - 1] {
+        let orig = bytes[at];
+        bytes[at] ^= 0x10;
+        std::fs::write(&path, &bytes).expect("write");
+        let err = store.get(&id).expect_err("damage undetected");
+        assert!(err.is_corruption(), "{err}");
+        assert!(
+            err.to_string().contains(&id.to_hex()[2..]),
+            "error does not name the file: {err}"
+        );
+        bytes[at] = orig;
+    }
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+    let err = store.get(&id).expect_err("truncation undetected");
+    assert!(err.is_corruption(), "{err}");
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert_eq!(report.problems.len(), 1);
+    assert_eq!(report.problems[0].blob, Some(id));
+}
+
+#[test]
+fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..50u64).map(|i| source_like(i + 100, 2000)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let (pack, _) = only_pack_files(dir.path());
+    let mut bytes = std::fs::read(&pack).expect("read pack");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    // Packs are published read-only in spirit; replace the file for the test.
+    std::fs::write(&pack, &bytes).expect("write pack");
+    let store = open(dir.path());
+    let mut damaged = Vec::new();
+    for id in &batch.ids {
+        if let Err(e) = store.get(id) {
+            assert!(e.is_corruption(), "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains(".pack") && msg.contains("at offset"), "{msg}");
+            damaged.push(*id);
+        }
+    }
+    assert_eq!(
+        damaged.len(),
+        1,
+        "exactly the object holding byte {at} is damaged"
+    );
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    // The damaged object and the pack checksum.
+    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
+    assert!(report.problems.iter().any(|p| p.blob == Some(damaged[0])));
+    assert!(report
+        .problems
+        .iter()
+        .any(|p| p.blob.is_none() && p.error.to_string().contains("pack checksum")));
+}
+
+#[test]
+fn a_damaged_or_truncated_pack_index_is_detected_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..20u64).map(|i| source_like(i + 200, 500)).collect();
+    store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    drop(store);
+    let (_, idx) = only_pack_files(dir.path());
+    let good = std::fs::read(&idx).expect("read idx");
+    for damage in [0usize, 1] {
+        let mut bytes = good.clone();
+        if damage == 0 {
+            bytes[1100] ^= 0x80;
+        } else {
+            bytes.truncate(bytes.len() - 10);
+        }
+        std::fs::remove_file(&idx).expect("rm");
+        std::fs::write(&idx, &bytes).expect("write idx");
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+        let err = BlobStore::open(storage, "blobs", Options::default())
+            .expect_err("damaged index accepted");
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains(".idx"), "{err}");
+    }
+}
+
+#[test]
+fn a_forged_header_claiming_a_huge_size_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+    let store = BlobStore::open(
+        storage,
+        "blobs",
+        Options {
+            max_blob_len: 1 << 20,
+            ..Options::default()
+        },
+    )
+    .expect("open");
+    let data = vec![b'a'; 4096];
+    let id = store.put(&data).expect("put").id;
+    let path = loose_file(dir.path(), &id);
+    let mut bytes = std::fs::read(&path).expect("read");
+    // A hostile writer forges the length and fixes the CRC.
+    let header = jpstore_blobstore::object::Header::decode(&bytes).expect("header");
+    let forged = jpstore_blobstore::object::Header {
+        raw_len: 40 << 30,
+        ..header
+    }
+    .encode_with_payload(&bytes[jpstore_blobstore::object::HEADER_LEN..]);
+    bytes[..jpstore_blobstore::object::HEADER_LEN].copy_from_slice(&forged);
+    std::fs::write(&path, &bytes).expect("write");
+    let err = store.get(&id).expect_err("forged size accepted");
+    assert!(err.to_string().contains("at most"), "{err}");
+    let err = store
+        .put(&vec![0u8; (1 << 20) + 1])
+        .expect_err("oversized put accepted");
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+}
+
+#[test]
+fn rewrite_pack_keeps_only_listed_ids_and_delete_loose_removes_objects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..100u64).map(|i| source_like(i + 300, 1000)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let name = batch.pack.clone().expect("pack");
+    let keep: std::collections::HashSet<BlobId> = batch.ids.iter().step_by(3).copied().collect();
+    let out = store
+        .rewrite_pack(&name, &|id| keep.contains(id))
+        .expect("rewrite");
+    assert_eq!(out.kept_objects, keep.len());
+    assert_eq!(out.removed_objects, 100 - keep.len());
+    assert!(out.new_bytes < out.old_bytes);
+    for id in &batch.ids {
+        assert_eq!(store.exists(id).expect("exists"), keep.contains(id), "{id}");
+    }
+    let packs = store.packs().expect("packs");
+    assert_eq!(packs.len(), 1);
+    assert_ne!(packs[0].name, name);
+
+    let a = store.put(b"loose a").expect("put").id;
+    let b = store.put(b"loose b").expect("put").id;
+    let swept = store.delete_loose(&[a]).expect("sweep");
+    assert_eq!(swept.objects, 1);
+    assert!(!store.exists(&a).expect("exists"));
+    assert!(store.exists(&b).expect("exists"));
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+
+    let out = store
+        .rewrite_pack(&packs[0].name, &|_| false)
+        .expect("rewrite to nothing");
+    assert_eq!(out.new_pack, None);
+    assert!(store.packs().expect("packs").is_empty());
+}
+
+#[test]
+fn ids_lists_loose_and_packed_objects_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let a = store.put(b"alpha").expect("put").id;
+    let batch = store
+        .put_batch(
+            2,
+            |i| {
+                Ok(if i == 0 {
+                    b"beta".to_vec()
+                } else {
+                    b"gamma".to_vec()
+                })
+            },
+            &mut |_| {},
+        )
+        .expect("batch");
+    let mut expected = vec![a, batch.ids[0], batch.ids[1]];
+    expected.sort();
+    assert_eq!(store.ids().expect("ids"), expected);
+}
+
+#[test]
+fn a_failing_batch_source_publishes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let err = store
+        .put_batch(
+            100,
+            |i| {
+                if i == 57 {
+                    Err(std::io::Error::other("unreadable"))
+                } else {
+                    Ok(source_like(i as u64, 100))
+                }
+            },
+            &mut |_| {},
+        )
+        .expect_err("batch with a failing source succeeded");
+    assert!(matches!(err, Error::Source { .. }), "{err}");
+    assert!(store.ids().expect("ids").is_empty());
+    assert!(store.packs().expect("packs").is_empty());
+    let tmp: Vec<_> = std::fs::read_dir(dir.path().join("blobs/tmp"))
+        .expect("tmp")
+        .collect();
+    assert!(tmp.is_empty(), "temp files left: {tmp:?}");
+}
+
+/// Child side of the multi-process test: writes an overlapping set of blobs.
+fn child_writer(dir: &Path, seed: u64) {
+    let store = open(dir);
+    for round in 0..20u64 {
+        // Half of each round is shared by all writers, half is our own.
+        let items: Vec<Vec<u8>> = (0..20u64)
+            .map(|i| {
+                if i % 2 == 0 {
+                    source_like(round * 100 + i, 3000)
+                } else {
+                    source_like(seed * 10_000 + round * 100 + i, 3000)
+                }
+            })
+            .collect();
+        if round % 2 == 0 {
+            store
+                .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+                .expect("batch");
+        } else {
+            for d in &items {
+                store.put(d).expect("put");
+            }
+        }
+    }
+}
+
+#[test]
+fn concurrent_writer_process() {
+    // Entry point for the children of the test below; does nothing otherwise.
+    if let (Ok(dir), Ok(seed)) = (
+        std::env::var("JPSTORE_TEST_DIR"),
+        std::env::var("JPSTORE_TEST_SEED"),
+    ) {
+        child_writer(Path::new(&dir), seed.parse().expect("seed"));
+    }
+}
+
+#[test]
+fn several_processes_writing_overlapping_blobs_leave_a_clean_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (1..=4u64)
+        .map(|seed| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "concurrent_writer_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("JPSTORE_TEST_DIR", dir.path())
+                .env("JPSTORE_TEST_SEED", seed.to_string())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success(), "a writer process failed");
+    }
+    let store = open(dir.path());
+    for seed in 1..=4u64 {
+        for round in 0..20u64 {
+            for i in 0..20u64 {
+                let data = if i % 2 == 0 {
+                    source_like(round * 100 + i, 3000)
+                } else {
+                    source_like(seed * 10_000 + round * 100 + i, 3000)
+                };
+                assert_eq!(
+                    store
+                        .get(&BlobId::of(&data))
+                        .expect("blob written by a child"),
+                    data
+                );
+            }
+        }
+    }
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(store.ids().expect("ids").len(), 10 * 20 + 4 * 10 * 20);
+}
+
+#[test]
+fn verify_reports_progress_up_to_the_total() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    for i in 0..10u64 {
+        store.put(&source_like(i, 100)).expect("put");
+    }
+    let mut last = None;
+    let report = store.verify_all(&mut |p| last = Some(p)).expect("verify");
+    let last = last.expect("progress was reported");
+    assert_eq!(last.done, last.total);
+    assert_eq!(last.total, 10);
+    assert_eq!(last.bytes_done, last.bytes_total);
+    assert!(report.is_clean());
+}

@@ -1,0 +1,198 @@
+//! `jp-store init` and `jp-store blob ...`: direct access to the blob store.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use jpstore_blobstore::storage::{LocalStorage, Storage};
+use jpstore_blobstore::{BlobId, BlobStore, Options};
+
+use crate::output::Progress;
+
+/// Name of the blob store directory inside a store.
+pub const BLOBS_DIR: &str = "blobs";
+
+#[derive(Subcommand, Debug)]
+pub enum BlobCommand {
+    /// Store files as blobs and print their ids. Several files are written as
+    /// one pack (one sync for the batch); a single file as a loose object.
+    Put {
+        /// Files to store.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the content of a blob to standard output.
+    Cat {
+        /// The blob id (64 hex digits).
+        id: String,
+    },
+    /// List blob ids (loose and packed).
+    Ls {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read, decompress and hash every blob; check every pack against its index.
+    /// Exits 1 if damage is found.
+    Verify {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Opens the blob store of the store at `dir`, creating it if `create`.
+pub fn open_blobs(dir: &Path, create: bool) -> Result<BlobStore> {
+    let storage = if create {
+        LocalStorage::create(dir)
+    } else {
+        LocalStorage::open(dir)
+    }
+    .with_context(|| {
+        format!(
+            "no store at {} (create one with `jp-store init`)",
+            dir.display()
+        )
+    })?;
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    Ok(BlobStore::open(storage, BLOBS_DIR, Options::default())?)
+}
+
+pub fn init(dir: &Path) -> Result<ExitCode> {
+    open_blobs(dir, true)?;
+    println!("{}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
+    match cmd {
+        BlobCommand::Put { files, json } => {
+            let store = open_blobs(dir, false)?;
+            let ids = put_files(&store, &files)?;
+            if json {
+                let list: Vec<_> = files
+                    .iter()
+                    .zip(&ids)
+                    .map(|(f, (id, size))| {
+                        serde_json::json!({"path": f, "id": id.to_hex(), "size": size})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                for (f, (id, _)) in files.iter().zip(&ids) {
+                    println!("{id}  {}", f.display());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BlobCommand::Cat { id } => {
+            let store = open_blobs(dir, false)?;
+            let id = BlobId::parse(&id)?;
+            let data = store.get(&id)?;
+            std::io::stdout()
+                .lock()
+                .write_all(&data)
+                .context("writing to standard output")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        BlobCommand::Ls { json } => {
+            let store = open_blobs(dir, false)?;
+            let ids = store.ids()?;
+            if json {
+                let list: Vec<String> = ids.iter().map(BlobId::to_hex).collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                for id in ids {
+                    println!("{id}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BlobCommand::Verify { json } => {
+            let store = open_blobs(dir, false)?;
+            let mut progress = Progress::new("verifying");
+            let report = store.verify_all(&mut |p| progress.update(p.bytes_done, p.bytes_total))?;
+            progress.finish();
+            if json {
+                let problems: Vec<_> = report
+                    .problems
+                    .iter()
+                    .map(|p| {
+                        serde_json::json!({
+                            "blob": p.blob.map(|b| b.to_hex()),
+                            "error": p.error.to_string(),
+                        })
+                    })
+                    .collect();
+                let out = serde_json::json!({
+                    "clean": report.is_clean(),
+                    "loose_objects": report.loose_objects,
+                    "packs": report.packs,
+                    "packed_objects": report.packed_objects,
+                    "bytes": report.bytes,
+                    "problems": problems,
+                    "unindexed_packs": report.unindexed_packs,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!(
+                    "checked {} loose objects, {} packs with {} objects, {} bytes",
+                    report.loose_objects, report.packs, report.packed_objects, report.bytes
+                );
+                for p in &report.unindexed_packs {
+                    println!(
+                        "note: {} has no index (left by an interrupted write; gc removes it)",
+                        p.display()
+                    );
+                }
+                for p in &report.problems {
+                    println!("damage: {}", p.error);
+                }
+                if report.is_clean() {
+                    println!("clean");
+                }
+            }
+            Ok(if report.is_clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}
+
+/// Stores files: one loose object for a single file, a pack for several.
+pub fn put_files(store: &BlobStore, files: &[PathBuf]) -> Result<Vec<(BlobId, u64)>> {
+    if let [file] = files {
+        let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let out = store.put(&data)?;
+        return Ok(vec![(out.id, data.len() as u64)]);
+    }
+    let mut progress = Progress::new("storing");
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let outcome = store
+        .put_batch(
+            files.len(),
+            |i| {
+                std::fs::read(&files[i]).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", files[i].display()))
+                })
+            },
+            &mut |p| progress.update(p.bytes_done, total),
+        )
+        .context("storing the batch")?;
+    progress.finish();
+    if outcome.ids.len() != files.len() {
+        bail!("the store returned {} ids for {} files", outcome.ids.len(), files.len());
+    }
+    Ok(outcome.ids.into_iter().zip(outcome.sizes).collect())
+}

@@ -1,0 +1,42 @@
+//! Terminal output helpers: progress bars on a terminal, silence otherwise.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A byte-progress bar on stderr, shown only when stderr is a terminal.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// A bar labelled `what` (hidden when stderr is not a terminal).
+    pub fn new(what: &str) -> Self {
+        if !std::io::stderr().is_terminal() {
+            return Self { bar: None };
+        }
+        let bar = ProgressBar::new(0);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        Self { bar: Some(bar) }
+    }
+
+    /// Sets the position and total, in bytes.
+    pub fn update(&mut self, done: u64, total: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

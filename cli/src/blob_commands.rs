@@ -192,7 +192,11 @@ pub fn put_files(store: &BlobStore, files: &[PathBuf]) -> Result<Vec<(BlobId, u6
         .context("storing the batch")?;
     progress.finish();
     if outcome.ids.len() != files.len() {
-        bail!("the store returned {} ids for {} files", outcome.ids.len(), files.len());
+        bail!(
+            "the store returned {} ids for {} files",
+            outcome.ids.len(),
+            files.len()
+        );
     }
     Ok(outcome.ids.into_iter().zip(outcome.sizes).collect())
 }

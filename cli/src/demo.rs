@@ -35,8 +35,14 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     let batch = store.put_batch(contents.len(), |i| Ok(contents[i].to_vec()), &mut |_| {})?;
     for ((path, content), id) in SAMPLE_WORKSPACE.iter().zip(&batch.ids) {
         let back = store.get(id)?;
-        ensure!(back == content.as_bytes(), "blob {id} read back differently");
-        ensure!(*id == BlobId::of(content.as_bytes()), "blob id of {path} is not its SHA-256");
+        ensure!(
+            back == content.as_bytes(),
+            "blob {id} read back differently"
+        );
+        ensure!(
+            *id == BlobId::of(content.as_bytes()),
+            "blob id of {path} is not its SHA-256"
+        );
         println!("{id}  {:>6} bytes  {path}", content.len());
     }
     println!(
@@ -47,7 +53,11 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         batch.pack_bytes
     );
     let report = store.verify_all(&mut |_| {})?;
-    ensure!(report.is_clean(), "verify found damage: {:?}", report.problems);
+    ensure!(
+        report.is_clean(),
+        "verify found damage: {:?}",
+        report.problems
+    );
     println!(
         "verified {} objects in {} pack(s): clean",
         report.packed_objects + report.loose_objects,

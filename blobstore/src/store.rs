@@ -200,7 +200,8 @@ impl BlobStore {
         }
     }
 
-    /// Creates a directory if missing and makes its entry durable.
+    /// Creates a directory (and missing ancestors) if missing and makes each
+    /// new entry durable by syncing its parent.
     fn ensure_dir(&self, dir: &Path) -> Result<()> {
         match self.storage.metadata(dir) {
             Ok(m) if m.is_dir => return Ok(()),
@@ -211,10 +212,15 @@ impl BlobStore {
             Err(e) => return Err(self.io("inspect", dir, e)),
         }
         self.check_poisoned()?;
+        // Every new directory needs its parent synced to be durable, so
+        // create missing ancestors one level at a time.
+        let parent = parent_dir(dir);
+        if parent != Path::new(".") {
+            self.ensure_dir(parent)?;
+        }
         self.storage
             .create_dir_all(dir)
             .map_err(|e| self.io("create directory", dir, e))?;
-        let parent = parent_dir(dir);
         self.storage
             .sync_dir(parent)
             .map_err(|e| self.sync_failed(parent, e))

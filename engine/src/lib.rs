@@ -1,1 +1,4 @@
 pub fn placeholder() {}
+
+pub mod error;
+pub mod log;

@@ -1,0 +1,108 @@
+//! Errors of the engine.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the engine.
+///
+/// Errors about bytes on disk name the file (as the storage backend displays
+/// it, see `Storage::display_path`) and the byte offset of the damage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O operation failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("open", "read", "lock", ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A sync (fsync/fdatasync) failed. What is on disk is unknown; the
+    /// handle that wrote is poisoned and refuses further writes.
+    #[error("sync of {} failed, the writer refuses further appends: {source}", path.display())]
+    SyncFailed {
+        /// The file whose sync failed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A write was attempted through a handle that an earlier failed write or
+    /// sync poisoned.
+    #[error("the writer of {} is poisoned by an earlier failed write or sync; open the log again", path.display())]
+    Poisoned {
+        /// The file whose write or sync failed.
+        path: PathBuf,
+    },
+    /// Bytes on disk are not what the format requires.
+    #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage inside the file.
+        offset: u64,
+        /// What the format requires there.
+        expected: String,
+        /// What is there.
+        found: String,
+    },
+    /// A log record (on disk, or a batch being appended) is larger than the
+    /// configured limit.
+    #[error("{} in {} is {size} bytes, more than the limit of {max} bytes", match offset { Some(o) => format!("record at offset {o}"), None => "batch to append".to_string() }, path.display())]
+    RecordTooLarge {
+        /// The log file.
+        path: PathBuf,
+        /// Offset of the record on disk; `None` for a batch being appended.
+        offset: Option<u64>,
+        /// The size the record claims, or the encoded size of the batch.
+        size: u64,
+        /// The configured maximum.
+        max: u64,
+    },
+    /// A file was written by a newer format (or uses features this build does
+    /// not know).
+    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version {supported} without flags", path.display())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Its format version.
+        version: u16,
+        /// Its flags.
+        flags: u16,
+        /// The version this build writes and reads.
+        supported: u16,
+    },
+    /// A file to be created exists already.
+    #[error("{} already exists", path.display())]
+    AlreadyExists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// An append of a batch without entries.
+    #[error("refusing to append an empty batch to {}", path.display())]
+    EmptyBatch {
+        /// The log file.
+        path: PathBuf,
+    },
+}
+
+impl Error {
+    /// Whether the error reports damaged data on disk (as opposed to I/O
+    /// trouble, limits or misuse).
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::RecordTooLarge {
+                    offset: Some(_),
+                    ..
+                }
+        )
+    }
+}
+
+/// Result of engine operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

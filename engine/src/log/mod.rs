@@ -1,0 +1,135 @@
+//! The framing layer of a conversation log: an append-only file of
+//! checksummed records, each holding one batch of opaque entries.
+//!
+//! What the entries mean is decided above this module; here an entry is a
+//! byte string. The byte layout, the append protocol, recovery and the
+//! crash-point analysis are in `engine/LOG-FORMAT.md`.
+//!
+//! # Invariants
+//!
+//! 1. **Append-only.** The only write to an existing log is a record at its
+//!    end, by the one [`LogWriter`] holding the exclusive lock on the sidecar
+//!    file `<log>.lock`. The only bytes ever removed are a torn tail, by a
+//!    writer that just took the lock.
+//! 2. **Acknowledged means durable.** [`LogWriter::append`] returns `Ok` only
+//!    after `sync_data` of the record succeeded. A failed write or sync
+//!    poisons the writer; it never retries.
+//! 3. **Batches are atomic.** One batch is one record with one checksum:
+//!    readers and recovery see all of its entries or none.
+//! 4. **Nothing unchecked is used.** No field of a record header is used
+//!    before the header checksum matched, no payload before its checksum
+//!    matched; a length over [`LogOptions::max_record_size`] is refused
+//!    before anything is allocated.
+//! 5. **Damage is never skipped or cut.** Only the prefix of the one record
+//!    a writer can have had in flight (a *torn tail*) is cut, and the writer
+//!    reports it ([`LogWriter::cut_tail`]). Any other bad record is an error
+//!    naming the file and offset; readers never change the file.
+//! 6. **Readers see whole batches.** A [`LogReader`] takes no lock, reads
+//!    only below the length it observed when a walk started, and treats a
+//!    record still being written as not yet there, never as damage.
+//! 7. **Append cost is constant.** The writer keeps the end offset; an append
+//!    encodes, writes and syncs one record and reads nothing.
+//!
+//! # Memory
+//!
+//! Walks ([`Records`]) read ahead in 64 KiB chunks and hold at most one
+//! record in memory, so logs of any length can be read; [`scan`] collects
+//! all records, which is fine because logs hold event metadata and blob
+//! references, not content.
+
+mod reader;
+mod record;
+mod scan;
+mod writer;
+
+use std::path::Path;
+
+use jpstore_blobstore::storage::Storage;
+
+pub use reader::{LogReader, Records};
+pub use record::{FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN};
+pub use scan::{Damage, LogEnd};
+pub use writer::{lock_path, CutTail, LogWriter};
+
+use crate::error::Result;
+
+/// Offset of the first record of every log.
+pub const FIRST_RECORD: u64 = FILE_HEADER_LEN;
+
+/// Default limit of a record's payload: 64 MiB.
+pub const DEFAULT_MAX_RECORD_SIZE: u32 = 64 << 20;
+
+/// Settings of readers and writers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Largest payload (the length field of a record) that is written or
+    /// read. A batch encoding to more is refused by `append`; a record on
+    /// disk claiming more is reported as [`Damage::TooLarge`] without
+    /// allocating. Readers must allow at least what writers write.
+    pub max_record_size: u32,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            max_record_size: DEFAULT_MAX_RECORD_SIZE,
+        }
+    }
+}
+
+/// One record of a log: a batch of entries and where it lies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Offset of the record in the file.
+    pub offset: u64,
+    /// Bytes of the record on disk (header and payload).
+    pub len: u64,
+    /// The entries of the batch, in append order.
+    pub entries: Vec<Vec<u8>>,
+}
+
+impl Record {
+    /// Offset just after the record: where the next one starts.
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+}
+
+/// Everything a read-only pass over a log finds (for fsck).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// The valid records, in order.
+    pub records: Vec<Record>,
+    /// How they end: clean, a torn tail, or damage.
+    pub end: LogEnd,
+}
+
+/// Reads the whole log at `path` without a lock and without changing it.
+///
+/// Damage after the header is reported in [`Scan::end`], not as an error;
+/// errors are I/O failures and an unreadable file header ([`Error::Corrupt`]
+/// at offset 0 or 12, [`Error::Unsupported`]). A torn tail may also be a
+/// record a concurrent writer is writing.
+///
+/// [`Error::Corrupt`]: crate::error::Error::Corrupt
+/// [`Error::Unsupported`]: crate::error::Error::Unsupported
+pub fn scan(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Scan> {
+    let reader = LogReader::open(storage, path, options)?;
+    let mut walk = reader.records()?;
+    let mut records = Vec::new();
+    for record in walk.by_ref() {
+        match record {
+            Ok(r) => records.push(r),
+            Err(e) if e.is_corruption() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let end = walk
+        .end()
+        .cloned()
+        .expect("a walk that ended without an I/O error has an end");
+    Ok(Scan { records, end })
+}
+
+#[cfg(test)]
+mod tests;

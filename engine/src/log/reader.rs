@@ -1,0 +1,214 @@
+//! Reading a log without a lock: whole batches only, incrementally.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use jpstore_blobstore::storage::{OpenMode, Storage, StorageFile};
+
+use super::record::{check_file_header, decode_batch, HeaderProblem, FILE_HEADER_LEN};
+use super::scan::{LogEnd, Step, Walker};
+use super::{LogOptions, Record};
+use crate::error::{Error, Result};
+
+/// A read-only handle on a log. Takes no lock: a writer may append while it
+/// reads, and the reader sees whole batches only.
+#[derive(Debug)]
+pub struct LogReader {
+    file: Box<dyn StorageFile>,
+    path: PathBuf,
+    options: LogOptions,
+}
+
+impl LogReader {
+    /// Opens the log at `path` and checks its file header.
+    pub fn open(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
+        let display = storage.display_path(path);
+        let file = storage
+            .open(path, OpenMode::Read)
+            .map_err(|source| Error::Io {
+                op: "open",
+                path: display.clone(),
+                source,
+            })?;
+        check_header(&*file, &display)?;
+        Ok(LogReader {
+            file,
+            path: display,
+            options,
+        })
+    }
+
+    /// The log file, as the storage displays it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// All records, from the first.
+    pub fn records(&self) -> Result<Records<'_>> {
+        self.records_from(FILE_HEADER_LEN)
+    }
+
+    /// The records starting at `offset`, which must be a record boundary this
+    /// log reported before ([`Record::end`], [`Records::position`],
+    /// [`LogEnd::valid_end`]) or [`FIRST_RECORD`](super::FIRST_RECORD).
+    ///
+    /// The walk covers the file as long as it is now; records appended later
+    /// are read by a later call from [`Records::position`].
+    pub fn records_from(&self, offset: u64) -> Result<Records<'_>> {
+        let len = self.file.len().map_err(|source| self.io("stat", source))?;
+        if offset < FILE_HEADER_LEN {
+            return Err(self.io(
+                "read",
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("offset {offset} is inside the file header"),
+                ),
+            ));
+        }
+        if offset > len {
+            // A boundary we reported lies beyond the end: the file lost bytes
+            // that were valid records.
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                offset: len,
+                expected: format!(
+                    "a log at least {offset} bytes long (records were read up to there)"
+                ),
+                found: format!("the file ends at {len}"),
+            });
+        }
+        Ok(Records {
+            reader: self,
+            walker: Walker::new(&*self.file, len, self.options.max_record_size),
+            position: offset,
+            end: None,
+            done: false,
+        })
+    }
+
+    fn io(&self, op: &'static str, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// Checks the file header of an open log.
+pub(crate) fn check_header(file: &dyn StorageFile, display: &Path) -> Result<()> {
+    let mut header = [0u8; FILE_HEADER_LEN as usize];
+    let mut got = 0;
+    while got < header.len() {
+        match file.read_at(&mut header[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "read",
+                    path: display.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    check_file_header(&header[..got]).map_err(|p| match p {
+        HeaderProblem::Damaged(offset, expected, found) => Error::Corrupt {
+            path: display.to_path_buf(),
+            offset,
+            expected: expected.to_string(),
+            found,
+        },
+        HeaderProblem::Unsupported { version, flags } => Error::Unsupported {
+            path: display.to_path_buf(),
+            version,
+            flags,
+            supported: super::FORMAT_VERSION,
+        },
+    })
+}
+
+/// An iterator over the records of a log, one record in memory at a time.
+///
+/// It ends quietly at a clean end or a torn tail (for a reader, most likely a
+/// batch being written right now: not yet visible). Damage is yielded once
+/// as an [`Error::Corrupt`] (or [`Error::RecordTooLarge`]) naming the offset;
+/// an I/O error is yielded once. Either ends the iteration.
+#[derive(Debug)]
+pub struct Records<'r> {
+    reader: &'r LogReader,
+    walker: Walker<'r>,
+    position: u64,
+    end: Option<LogEnd>,
+    done: bool,
+}
+
+impl Records<'_> {
+    /// Offset of the next record to read: after the iteration, where a later
+    /// [`LogReader::records_from`] resumes to see what was appended since.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// How the walk ended, once the iterator returned `None` or an error of
+    /// damage (`None` before, and after an I/O error).
+    pub fn end(&self) -> Option<&LogEnd> {
+        self.end.as_ref()
+    }
+
+    /// The file length this walk is bounded by.
+    pub fn limit(&self) -> u64 {
+        self.walker.limit()
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let offset = self.position;
+        let path = &self.reader.path;
+        match self.walker.step(offset) {
+            Ok(Step::Record { len, payload }) => match decode_batch(payload) {
+                Ok(entries) => {
+                    self.position += len;
+                    Some(Ok(Record {
+                        offset,
+                        len,
+                        entries,
+                    }))
+                }
+                Err(found) => {
+                    // `step` checked the structure; this cannot happen, but
+                    // data from disk never panics.
+                    self.done = true;
+                    let damage = super::Damage::Malformed(found);
+                    let err = damage.to_error(path, offset);
+                    self.end = Some(LogEnd::Damaged { offset, damage });
+                    Some(Err(err))
+                }
+            },
+            Ok(Step::End(end)) => {
+                self.done = true;
+                let err = match &end {
+                    LogEnd::Damaged { offset, damage } => Some(damage.to_error(path, *offset)),
+                    LogEnd::Clean { .. } | LogEnd::TornTail { .. } => None,
+                };
+                self.end = Some(end);
+                err.map(Err)
+            }
+            Err(source) => {
+                self.done = true;
+                Some(Err(Error::Io {
+                    op: "read",
+                    path: path.clone(),
+                    source,
+                }))
+            }
+        }
+    }
+}

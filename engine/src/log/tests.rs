@@ -1,0 +1,716 @@
+//! Tests of the log framing through its public API.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use jpstore_blobstore::storage::{
+    DirEntry, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
+};
+
+use super::*;
+use crate::error::Error;
+
+const LOG: &str = "conv.log";
+
+fn store() -> (tempfile::TempDir, LocalStorage) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = LocalStorage::open(dir.path()).expect("storage");
+    (dir, storage)
+}
+
+/// Batch `i` of writer `tag`: 1 to 3 entries of varied sizes, the first one
+/// naming the batch, the others derived from it (so a mixed-up batch shows).
+fn batch(tag: u8, i: u32, big: bool) -> Vec<Vec<u8>> {
+    let mut entries = vec![format!("{tag}:{i}").into_bytes()];
+    for j in 0..(i % 3) {
+        let len = if big {
+            (i as usize * 7919 + j as usize * 104_729) % 150_000
+        } else {
+            (i as usize * 13 + j as usize * 5) % 40
+        };
+        entries.push((0..len).map(|k| (k as u32 ^ i ^ j) as u8 ^ tag).collect());
+    }
+    entries
+}
+
+fn open_writer(storage: &dyn Storage, name: &str) -> LogWriter {
+    LogWriter::open(storage, Path::new(name), LogOptions::default()).expect("open writer")
+}
+
+fn scan_ok(storage: &dyn Storage, name: &str) -> Scan {
+    scan(storage, Path::new(name), LogOptions::default()).expect("scan")
+}
+
+fn entries_of(scan: &Scan) -> Vec<Vec<Vec<u8>>> {
+    scan.records.iter().map(|r| r.entries.clone()).collect()
+}
+
+/// A small log of five batches; returns its bytes and record boundaries.
+fn small_log(dir: &Path, storage: &dyn Storage) -> (Vec<u8>, Vec<u64>, Vec<Vec<Vec<u8>>>) {
+    let mut w = LogWriter::create(storage, Path::new(LOG), LogOptions::default()).expect("create");
+    let batches: Vec<_> = (0..5).map(|i| batch(1, i, false)).collect();
+    let mut bounds = vec![FIRST_RECORD];
+    for b in &batches {
+        let off = w.append(b).expect("append");
+        assert_eq!(off, *bounds.last().expect("nonempty"));
+        bounds.push(w.end());
+    }
+    drop(w);
+    let bytes = fs::read(dir.join(LOG)).expect("read");
+    assert_eq!(bytes.len() as u64, *bounds.last().expect("nonempty"));
+    (bytes, bounds, batches)
+}
+
+#[test]
+fn append_then_read_back_across_reopen() {
+    let (_dir, storage) = store();
+    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    assert_eq!(w.end(), FIRST_RECORD);
+    assert_eq!(w.cut_tail(), None);
+    let first: Vec<_> = (0..4).map(|i| batch(1, i, true)).collect();
+    for b in &first {
+        w.append(b).expect("append");
+    }
+    let end = w.end();
+    drop(w);
+
+    let s = scan_ok(&storage, LOG);
+    assert_eq!(entries_of(&s), first);
+    assert_eq!(s.end, LogEnd::Clean { offset: end });
+
+    let mut w = open_writer(&storage, LOG);
+    assert_eq!(w.end(), end);
+    assert_eq!(w.cut_tail(), None);
+    let second: Vec<_> = (4..9).map(|i| batch(1, i, true)).collect();
+    for b in &second {
+        w.append(b).expect("append");
+    }
+    // Slices of byte slices are batches too.
+    let borrowed: [&[u8]; 2] = [b"a", b""];
+    w.append(&borrowed).expect("append slices");
+    drop(w);
+
+    let mut all = first;
+    all.extend(second);
+    all.push(vec![b"a".to_vec(), Vec::new()]);
+    let s = scan_ok(&storage, LOG);
+    assert_eq!(entries_of(&s), all);
+    for pair in s.records.windows(2) {
+        assert_eq!(pair[0].end(), pair[1].offset);
+    }
+}
+
+#[test]
+fn create_publishes_whole_or_refuses() {
+    let (dir, storage) = store();
+    let w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    drop(w);
+    let err = LogWriter::create(&storage, Path::new(LOG), LogOptions::default())
+        .expect_err("created twice");
+    assert!(matches!(err, Error::AlreadyExists { .. }), "{err}");
+    assert_eq!(fs::read(dir.path().join(LOG)).expect("read").len(), 16);
+    let mut names: Vec<_> = storage
+        .read_dir(Path::new("."))
+        .expect("ls")
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [LOG.to_string(), format!("{LOG}.lock")],
+        "temp files left"
+    );
+    let missing = LogWriter::open(&storage, Path::new("other.log"), LogOptions::default())
+        .expect_err("opened a missing log");
+    assert!(missing.to_string().contains("other.log"), "{missing}");
+}
+
+#[test]
+fn empty_batch_is_refused() {
+    let (_dir, storage) = store();
+    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    let none: [Vec<u8>; 0] = [];
+    assert!(matches!(w.append(&none), Err(Error::EmptyBatch { .. })));
+    assert_eq!(w.end(), FIRST_RECORD);
+    w.append(&[b"x"]).expect("append after refusal");
+}
+
+#[test]
+fn truncation_at_every_offset_keeps_exactly_the_complete_batches() {
+    let (dir, storage) = store();
+    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
+    let extra = vec![b"after recovery".to_vec()];
+    for cut in 0..=bytes.len() {
+        let name = format!("cut{cut}.log");
+        fs::write(dir.path().join(&name), &bytes[..cut]).expect("write");
+        let cut = cut as u64;
+        if cut < FILE_HEADER_LEN {
+            let err = LogReader::open(&storage, Path::new(&name), LogOptions::default())
+                .expect_err("short header accepted");
+            assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
+            let err = LogWriter::open(&storage, Path::new(&name), LogOptions::default())
+                .expect_err("short header accepted");
+            assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
+            continue;
+        }
+        let complete = bounds.iter().filter(|&&b| b <= cut).count() - 1;
+        let valid_end = bounds[complete];
+        let expected_end = if valid_end == cut {
+            LogEnd::Clean { offset: cut }
+        } else {
+            LogEnd::TornTail {
+                offset: valid_end,
+                len: cut - valid_end,
+            }
+        };
+
+        // A reader sees the complete batches and does not touch the file.
+        let s = scan_ok(&storage, &name);
+        assert_eq!(entries_of(&s), &batches[..complete], "cut at {cut}");
+        assert_eq!(s.end, expected_end, "cut at {cut}");
+        assert_eq!(
+            fs::metadata(dir.path().join(&name)).expect("stat").len(),
+            cut
+        );
+
+        // A writer cuts the torn tail, says so, and appends after it.
+        let mut w = open_writer(&storage, &name);
+        assert_eq!(w.end(), valid_end, "cut at {cut}");
+        let expected_cut = (valid_end != cut).then_some(CutTail {
+            offset: valid_end,
+            len: cut - valid_end,
+        });
+        assert_eq!(w.cut_tail(), expected_cut, "cut at {cut}");
+        assert_eq!(
+            fs::metadata(dir.path().join(&name)).expect("stat").len(),
+            valid_end
+        );
+        w.append(&extra).expect("append");
+        drop(w);
+        let s = scan_ok(&storage, &name);
+        let mut want = batches[..complete].to_vec();
+        want.push(extra.clone());
+        assert_eq!(entries_of(&s), want, "cut at {cut}");
+        assert!(matches!(s.end, LogEnd::Clean { .. }));
+        fs::remove_file(dir.path().join(&name)).expect("rm");
+    }
+}
+
+#[test]
+fn zero_filled_tail_is_torn_unless_longer_than_a_record() {
+    let (dir, storage) = store();
+    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
+    let end = *bounds.last().expect("nonempty");
+    let small = LogOptions {
+        max_record_size: 100,
+    };
+    for zeros in [1usize, 11, 12, 13, 50, 112] {
+        let name = format!("z{zeros}.log");
+        let mut b = bytes.clone();
+        b.resize(b.len() + zeros, 0);
+        fs::write(dir.path().join(&name), &b).expect("write");
+        let s = scan(&storage, Path::new(&name), small).expect("scan");
+        assert_eq!(entries_of(&s), batches);
+        assert_eq!(
+            s.end,
+            LogEnd::TornTail {
+                offset: end,
+                len: zeros as u64
+            }
+        );
+        let w = LogWriter::open(&storage, Path::new(&name), small).expect("open");
+        assert_eq!(w.end(), end);
+    }
+    // More zeros than one record can hold cannot be a torn record.
+    let name = "zmany.log";
+    let mut b = bytes.clone();
+    b.resize(b.len() + 113, 0);
+    fs::write(dir.path().join(name), &b).expect("write");
+    let s = scan(&storage, Path::new(name), small).expect("scan");
+    assert_eq!(
+        s.end,
+        LogEnd::Damaged {
+            offset: end,
+            damage: Damage::HeaderChecksum {
+                valid_record_at: None
+            }
+        }
+    );
+    let err = LogWriter::open(&storage, Path::new(name), small).expect_err("cut damage");
+    assert!(
+        matches!(err, Error::Corrupt { offset, .. } if offset == end),
+        "{err}"
+    );
+    assert_eq!(fs::read(dir.path().join(name)).expect("read"), b);
+}
+
+#[test]
+fn flipped_byte_in_an_earlier_record_is_damage_at_its_offset() {
+    let (dir, storage) = store();
+    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
+    let shown = storage.display_path(Path::new("flip.log"));
+    // Every byte of every record but the last.
+    for rec in 0..bounds.len() - 2 {
+        for pos in bounds[rec]..bounds[rec + 1] {
+            let mut b = bytes.clone();
+            b[pos as usize] ^= 0x01;
+            fs::write(dir.path().join("flip.log"), &b).expect("write");
+            let at = bounds[rec];
+
+            let s = scan_ok(&storage, "flip.log");
+            assert_eq!(entries_of(&s), &batches[..rec], "flip at {pos}");
+            assert!(
+                matches!(s.end, LogEnd::Damaged { offset, .. } if offset == at),
+                "flip at {pos}: {:?}",
+                s.end
+            );
+
+            // The reader yields the records before it, then the damage.
+            let reader = LogReader::open(&storage, Path::new("flip.log"), LogOptions::default())
+                .expect("open");
+            let items: Vec<_> = reader.records().expect("walk").collect();
+            assert_eq!(items.len(), rec + 1);
+            let err = items
+                .into_iter()
+                .last()
+                .expect("item")
+                .expect_err("damage skipped");
+            assert!(
+                matches!(err, Error::Corrupt { offset, .. } if offset == at),
+                "{err}"
+            );
+
+            // The writer refuses, names file and offset, and cuts nothing.
+            let err = LogWriter::open(&storage, Path::new("flip.log"), LogOptions::default())
+                .expect_err("writer accepted damage");
+            let msg = err.to_string();
+            assert!(err.is_corruption(), "{msg}");
+            assert!(msg.contains(&shown.display().to_string()), "{msg}");
+            assert!(msg.contains(&format!("offset {at}")), "{msg}");
+            assert_eq!(fs::read(dir.path().join("flip.log")).expect("read"), b);
+        }
+    }
+}
+
+#[test]
+fn flipped_byte_in_the_last_record_reads_as_a_torn_tail() {
+    // Documented ambiguity: a damaged last record looks like a torn write.
+    let (dir, storage) = store();
+    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
+    let last = bounds[bounds.len() - 2];
+    for pos in last..bytes.len() as u64 {
+        let mut b = bytes.clone();
+        b[pos as usize] ^= 0x80;
+        fs::write(dir.path().join("flip.log"), &b).expect("write");
+        let s = scan_ok(&storage, "flip.log");
+        assert_eq!(entries_of(&s), &batches[..batches.len() - 1]);
+        assert_eq!(
+            s.end,
+            LogEnd::TornTail {
+                offset: last,
+                len: bytes.len() as u64 - last
+            },
+            "flip at {pos}"
+        );
+        let w = open_writer(&storage, "flip.log");
+        assert_eq!(w.cut_tail().map(|c| c.offset), Some(last));
+    }
+}
+
+#[test]
+fn damaged_file_header_is_refused() {
+    let (dir, storage) = store();
+    let (bytes, _, _) = small_log(dir.path(), &storage);
+    for pos in 0..16 {
+        let mut b = bytes.clone();
+        b[pos] ^= 0x04;
+        fs::write(dir.path().join("h.log"), &b).expect("write");
+        let err = scan(&storage, Path::new("h.log"), LogOptions::default()).expect_err("accepted");
+        assert!(err.is_corruption(), "{err}");
+        assert!(LogWriter::open(&storage, Path::new("h.log"), LogOptions::default()).is_err());
+        assert_eq!(fs::read(dir.path().join("h.log")).expect("read"), b);
+    }
+    let mut b = bytes.clone();
+    b[8] = 2;
+    let crc = crc32fast::hash(&b[..12]);
+    b[12..16].copy_from_slice(&crc.to_le_bytes());
+    fs::write(dir.path().join("v2.log"), &b).expect("write");
+    let err = scan(&storage, Path::new("v2.log"), LogOptions::default()).expect_err("accepted");
+    assert!(
+        matches!(err, Error::Unsupported { version: 2, .. }),
+        "{err}"
+    );
+}
+
+/// A record header with a valid checksum claiming `len` payload bytes.
+fn header_claiming(len: u32) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes());
+    let crc = crc32fast::hash(&h);
+    h.extend_from_slice(&crc.to_le_bytes());
+    h
+}
+
+#[test]
+fn record_claiming_a_huge_length_is_refused_without_reading_it() {
+    let (dir, storage) = store();
+    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
+    let end = *bounds.last().expect("nonempty");
+    for claim in [u32::MAX, u32::MAX - 3, DEFAULT_MAX_RECORD_SIZE + 1] {
+        let mut b = bytes.clone();
+        b.extend_from_slice(&header_claiming(claim));
+        b.extend_from_slice(b"some bytes");
+        fs::write(dir.path().join("huge.log"), &b).expect("write");
+        let s = scan_ok(&storage, "huge.log");
+        assert_eq!(entries_of(&s), batches);
+        assert_eq!(
+            s.end,
+            LogEnd::Damaged {
+                offset: end,
+                damage: Damage::TooLarge {
+                    size: claim.into(),
+                    max: DEFAULT_MAX_RECORD_SIZE.into()
+                }
+            }
+        );
+        let err = LogWriter::open(&storage, Path::new("huge.log"), LogOptions::default())
+            .expect_err("accepted");
+        assert!(
+            matches!(err, Error::RecordTooLarge { offset: Some(o), size, .. } if o == end && size == u64::from(claim)),
+            "{err}"
+        );
+        assert_eq!(fs::read(dir.path().join("huge.log")).expect("read"), b);
+    }
+}
+
+#[test]
+fn batch_over_the_limit_is_refused_on_append() {
+    let (_dir, storage) = store();
+    let opts = LogOptions {
+        max_record_size: 100,
+    };
+    let mut w = LogWriter::create(&storage, Path::new(LOG), opts).expect("create");
+    // 4 (count) + 4 (length) + 92 = 100 bytes: exactly the limit.
+    w.append(&[vec![7u8; 92]]).expect("at the limit");
+    let end = w.end();
+    let err = w.append(&[vec![7u8; 93]]).expect_err("over the limit");
+    assert!(
+        matches!(
+            err,
+            Error::RecordTooLarge {
+                offset: None,
+                size: 101,
+                max: 100,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!w.is_poisoned());
+    assert_eq!(w.end(), end);
+    w.append(&[b"small"]).expect("append after refusal");
+    drop(w);
+    let s = scan(&storage, Path::new(LOG), opts).expect("scan");
+    assert_eq!(s.records.len(), 2);
+    // A reader with a smaller limit refuses the record instead of reading it.
+    let tiny = LogOptions {
+        max_record_size: 50,
+    };
+    let s = scan(&storage, Path::new(LOG), tiny).expect("scan");
+    assert!(matches!(
+        s.end,
+        LogEnd::Damaged {
+            damage: Damage::TooLarge { size: 100, .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn incremental_reads_return_only_what_was_appended_since() {
+    let (_dir, storage) = store();
+    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    let reader = LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+    let mut pos = FIRST_RECORD;
+    let mut seen = Vec::new();
+    for round in 0..4u32 {
+        for i in 0..round {
+            w.append(&batch(2, round * 10 + i, false)).expect("append");
+        }
+        let mut walk = reader.records_from(pos).expect("walk");
+        let new: Vec<_> = walk.by_ref().map(|r| r.expect("record").entries).collect();
+        assert_eq!(new.len() as u32, round);
+        assert_eq!(walk.end(), Some(&LogEnd::Clean { offset: w.end() }));
+        pos = walk.position();
+        assert_eq!(pos, w.end());
+        seen.extend(new);
+    }
+    assert_eq!(entries_of(&scan_ok(&storage, LOG)), seen);
+    // An offset beyond the end is not silently accepted.
+    let err = reader.records_from(w.end() + 1).expect_err("beyond end");
+    assert!(err.is_corruption(), "{err}");
+    assert!(reader.records_from(3).is_err());
+}
+
+#[test]
+fn try_open_does_not_wait_for_a_held_lock() {
+    let (_dir, storage) = store();
+    let w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    let other = LogWriter::try_open(&storage, Path::new(LOG), LogOptions::default()).expect("try");
+    assert!(other.is_none(), "two writers hold the lock");
+    drop(w);
+    let other = LogWriter::try_open(&storage, Path::new(LOG), LogOptions::default()).expect("try");
+    assert!(other.is_some());
+}
+
+/// Checks that `scan` holds each expected batch whole, exactly once.
+fn assert_each_batch_once(scan: &Scan, expected: &[(u8, u32)], big: bool) {
+    let mut seen = BTreeSet::new();
+    for r in &scan.records {
+        let name = String::from_utf8(r.entries[0].clone()).expect("utf8");
+        let (tag, i) = name.split_once(':').expect("tag:i");
+        let (tag, i): (u8, u32) = (tag.parse().expect("tag"), i.parse().expect("i"));
+        assert_eq!(r.entries, batch(tag, i, big), "batch {name} not whole");
+        assert!(seen.insert((tag, i)), "batch {name} twice");
+    }
+    let want: BTreeSet<_> = expected.iter().copied().collect();
+    assert_eq!(seen, want);
+    assert!(matches!(scan.end, LogEnd::Clean { .. }), "{:?}", scan.end);
+}
+
+/// Appends `n` batches tagged `tag`, each with its own writer handle, so the
+/// lock changes hands between batches and every writer re-reads the tail.
+fn append_with_fresh_writers(storage: &dyn Storage, tag: u8, n: u32) {
+    for i in 0..n {
+        let mut w = open_writer(storage, LOG);
+        w.append(&batch(tag, i, false)).expect("append");
+    }
+}
+
+#[test]
+fn writers_in_threads_append_every_batch_once() {
+    let (_dir, storage) = store();
+    drop(LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create"));
+    let n = 40;
+    std::thread::scope(|s| {
+        for tag in 1..=3u8 {
+            let storage = &storage;
+            s.spawn(move || append_with_fresh_writers(storage, tag, n));
+        }
+    });
+    let expected: Vec<_> = (1..=3u8)
+        .flat_map(|t| (0..n).map(move |i| (t, i)))
+        .collect();
+    assert_each_batch_once(&scan_ok(&storage, LOG), &expected, false);
+}
+
+const CHILD_ENV: &str = "JPSTORE_LOG_TEST_CHILD";
+
+#[test]
+fn writers_in_processes_append_every_batch_once() {
+    let n = 30;
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        // Child: "<tag>:<dir>".
+        let (tag, dir) = spec.split_once(':').expect("child spec");
+        let storage = LocalStorage::open(dir).expect("storage");
+        append_with_fresh_writers(&storage, tag.parse().expect("tag"), n);
+        return;
+    }
+    let (dir, storage) = store();
+    drop(LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create"));
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = [1u8, 2]
+        .iter()
+        .map(|tag| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "log::tests::writers_in_processes_append_every_batch_once",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ENV, format!("{tag}:{}", dir.path().display()))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    append_with_fresh_writers(&storage, 3, n);
+    for mut child in children {
+        assert!(child.wait().expect("wait").success(), "child failed");
+    }
+    let expected: Vec<_> = (1..=3u8)
+        .flat_map(|t| (0..n).map(move |i| (t, i)))
+        .collect();
+    let s = scan_ok(&storage, LOG);
+    assert_each_batch_once(&s, &expected, false);
+}
+
+#[test]
+fn reader_concurrent_with_a_writer_sees_only_whole_batches() {
+    let (_dir, storage) = store();
+    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    let n = 120u32;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..n {
+                w.append(&batch(5, i, true)).expect("append");
+            }
+            done.store(true, Ordering::Release);
+        });
+        let reader =
+            LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+        let mut pos = FIRST_RECORD;
+        let mut next = 0u32;
+        loop {
+            let finished = done.load(Ordering::Acquire);
+            let mut walk = reader.records_from(pos).expect("walk");
+            for r in walk.by_ref() {
+                let r = r.expect("a reader saw damage while a writer appended");
+                assert_eq!(r.entries, batch(5, next, true), "batch {next} not whole");
+                next += 1;
+            }
+            assert!(
+                matches!(
+                    walk.end(),
+                    Some(LogEnd::Clean { .. } | LogEnd::TornTail { .. })
+                ),
+                "{:?}",
+                walk.end()
+            );
+            pos = walk.position();
+            if finished {
+                break;
+            }
+        }
+        assert_eq!(next, n);
+    });
+}
+
+/// A [`LocalStorage`] whose `sync_data` fails while `fail` is set.
+#[derive(Debug)]
+struct FailingSync {
+    inner: LocalStorage,
+    fail: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct FailingFile {
+    inner: Box<dyn StorageFile>,
+    fail: Arc<AtomicBool>,
+}
+
+impl StorageFile for FailingFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.inner.write_at(buf, offset)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected EIO"));
+        }
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.inner.sync_all()
+    }
+    fn lock(&self, kind: LockKind, wait: bool) -> io::Result<bool> {
+        self.inner.lock(kind, wait)
+    }
+    fn unlock(&self) -> io::Result<()> {
+        self.inner.unlock()
+    }
+    fn set_modified(&self, time: SystemTime) -> io::Result<()> {
+        self.inner.set_modified(time)
+    }
+}
+
+impl Storage for FailingSync {
+    fn display_path(&self, path: &Path) -> PathBuf {
+        self.inner.display_path(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(FailingFile {
+            inner: self.inner.open(path, mode)?,
+            fail: self.fail.clone(),
+        }))
+    }
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.inner.metadata(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.inner.read_dir(path)
+    }
+    fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.link_noreplace(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<Mapping> {
+        self.inner.map(path)
+    }
+}
+
+#[test]
+fn failed_sync_poisons_the_writer_for_good() {
+    let (_dir, inner) = store();
+    let fail = Arc::new(AtomicBool::new(false));
+    let storage = FailingSync {
+        inner,
+        fail: fail.clone(),
+    };
+    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
+    w.append(&[b"durable"]).expect("append");
+    let end = w.end();
+    fail.store(true, Ordering::SeqCst);
+    let err = w
+        .append(&[b"unknown"])
+        .expect_err("sync failure acknowledged");
+    assert!(matches!(err, Error::SyncFailed { .. }), "{err}");
+    // Even once syncs work again, the handle never retries or acknowledges.
+    fail.store(false, Ordering::SeqCst);
+    for _ in 0..2 {
+        let err = w.append(&[b"later"]).expect_err("poisoned writer appended");
+        assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    }
+    assert!(w.is_poisoned());
+    assert_eq!(w.end(), end);
+    drop(w);
+    // A new writer starts from what is on disk: the unsynced batch is
+    // whole (it reached the page cache) or absent, never partial.
+    let mut w = open_writer(&storage, LOG);
+    w.append(&[b"after reopen"]).expect("append");
+    drop(w);
+    let got = entries_of(&scan_ok(&storage, LOG));
+    assert_eq!(got.first(), Some(&vec![b"durable".to_vec()]));
+    assert_eq!(got.last(), Some(&vec![b"after reopen".to_vec()]));
+    assert!(got.len() == 2 || got[1] == vec![b"unknown".to_vec()]);
+}

@@ -68,14 +68,7 @@ impl LogReader {
         if offset > len {
             // A boundary we reported lies beyond the end: the file lost bytes
             // that were valid records.
-            return Err(Error::Corrupt {
-                path: self.path.clone(),
-                offset: len,
-                expected: format!(
-                    "a log at least {offset} bytes long (records were read up to there)"
-                ),
-                found: format!("the file ends at {len}"),
-            });
+            return Err(shrunk(&self.path, offset, len));
         }
         Ok(Records {
             reader: self,
@@ -83,6 +76,7 @@ impl LogReader {
             position: offset,
             end: None,
             done: false,
+            rechecked: false,
         })
     }
 
@@ -92,6 +86,16 @@ impl LogReader {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// The log ends at `len`, before `offset`, a record boundary read earlier.
+fn shrunk(path: &Path, offset: u64, len: u64) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        offset: len,
+        expected: format!("a log at least {offset} bytes long (records were read up to there)"),
+        found: format!("the file ends at {len}"),
     }
 }
 
@@ -142,6 +146,7 @@ pub struct Records<'r> {
     position: u64,
     end: Option<LogEnd>,
     done: bool,
+    rechecked: bool,
 }
 
 impl Records<'_> {
@@ -192,6 +197,32 @@ impl Iterator for Records<'_> {
                     Some(Err(err))
                 }
             },
+            Ok(Step::End(LogEnd::Damaged { .. })) if !self.rechecked => {
+                // Confirm damage with a fresh look before reporting it: if a
+                // writer cut a torn tail inside our snapshot and appended over
+                // it while we read, the bytes we saw were never one state of
+                // the file. Real damage is still there on the second look.
+                self.rechecked = true;
+                let file = &*self.reader.file;
+                match file.len() {
+                    Ok(len) if len >= offset => {
+                        self.walker = Walker::new(file, len, self.reader.options.max_record_size);
+                        self.next()
+                    }
+                    Ok(len) => {
+                        self.done = true;
+                        Some(Err(shrunk(path, offset, len)))
+                    }
+                    Err(source) => {
+                        self.done = true;
+                        Some(Err(Error::Io {
+                            op: "stat",
+                            path: path.clone(),
+                            source,
+                        }))
+                    }
+                }
+            }
             Ok(Step::End(end)) => {
                 self.done = true;
                 let err = match &end {

@@ -208,6 +208,26 @@ mod tests {
         decode_record_header(&h).expect("valid header")
     }
 
+    /// The worked example of `engine/LOG-FORMAT.md`, byte for byte.
+    #[test]
+    fn bytes_match_the_spec_example() {
+        assert_eq!(
+            encode_file_header(),
+            [
+                0x89, 0x4a, 0x50, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x01, 0x00, 0x00, 0x00, 0x82, 0x53,
+                0x6d, 0x0c
+            ]
+        );
+        let entries: [&[u8]; 2] = [b"hi", b""];
+        assert_eq!(
+            encode_record(&entries),
+            [
+                0x0e, 0x00, 0x00, 0x00, 0x5c, 0xf5, 0xa5, 0x44, 0x5f, 0x01, 0xbd, 0xe0, 0x02, 0x00,
+                0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x68, 0x69, 0x00, 0x00, 0x00, 0x00
+            ]
+        );
+    }
+
     #[test]
     fn record_round_trips() {
         let entries: Vec<Vec<u8>> = vec![b"one".to_vec(), Vec::new(), vec![0xff; 300]];

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -594,22 +594,35 @@ fn reader_concurrent_with_a_writer_sees_only_whole_batches() {
     });
 }
 
-/// A [`LocalStorage`] whose `sync_data` fails while `fail` is set.
+/// A [`LocalStorage`] whose `sync_data` fails while `fail` is set, and whose
+/// next `garble` reads return one flipped byte (a read racing a writer).
+#[derive(Debug, Default)]
+struct Faults {
+    fail: AtomicBool,
+    garble: AtomicUsize,
+}
+
 #[derive(Debug)]
 struct FailingSync {
     inner: LocalStorage,
-    fail: Arc<AtomicBool>,
+    faults: Arc<Faults>,
 }
 
 #[derive(Debug)]
 struct FailingFile {
     inner: Box<dyn StorageFile>,
-    fail: Arc<AtomicBool>,
+    faults: Arc<Faults>,
 }
 
 impl StorageFile for FailingFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
+        let n = self.inner.read_at(buf, offset)?;
+        let garble = &self.faults.garble;
+        if n > 0 && garble.load(Ordering::SeqCst) > 0 {
+            garble.fetch_sub(1, Ordering::SeqCst);
+            buf[n / 2] ^= 0xff;
+        }
+        Ok(n)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.inner.write_at(buf, offset)
@@ -621,7 +634,7 @@ impl StorageFile for FailingFile {
         self.inner.set_len(len)
     }
     fn sync_data(&self) -> io::Result<()> {
-        if self.fail.load(Ordering::SeqCst) {
+        if self.faults.fail.load(Ordering::SeqCst) {
             return Err(io::Error::other("injected EIO"));
         }
         self.inner.sync_data()
@@ -650,7 +663,7 @@ impl Storage for FailingSync {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
         Ok(Box::new(FailingFile {
             inner: self.inner.open(path, mode)?,
-            fail: self.fail.clone(),
+            faults: self.faults.clone(),
         }))
     }
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
@@ -682,10 +695,11 @@ impl Storage for FailingSync {
 #[test]
 fn failed_sync_poisons_the_writer_for_good() {
     let (_dir, inner) = store();
-    let fail = Arc::new(AtomicBool::new(false));
+    let faults = Arc::new(Faults::default());
+    let fail = &faults.fail;
     let storage = FailingSync {
         inner,
-        fail: fail.clone(),
+        faults: faults.clone(),
     };
     let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
     w.append(&[b"durable"]).expect("append");
@@ -713,4 +727,32 @@ fn failed_sync_poisons_the_writer_for_good() {
     assert_eq!(got.first(), Some(&vec![b"durable".to_vec()]));
     assert_eq!(got.last(), Some(&vec![b"after reopen".to_vec()]));
     assert!(got.len() == 2 || got[1] == vec![b"unknown".to_vec()]);
+}
+
+#[test]
+fn reader_confirms_damage_before_reporting_it() {
+    let (dir, inner) = store();
+    let (_, _, batches) = small_log(dir.path(), &inner);
+    let faults = Arc::new(Faults::default());
+    let storage = FailingSync {
+        inner,
+        faults: faults.clone(),
+    };
+    let reader = LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+    // The first look at the records is garbled, as when a writer cut a torn
+    // tail and appended over it during the read: not reported as damage.
+    faults.garble.store(1, Ordering::SeqCst);
+    let mut walk = reader.records().expect("walk");
+    let got: Vec<_> = walk
+        .by_ref()
+        .map(|r| r.expect("transient damage reported").entries)
+        .collect();
+    assert_eq!(got, batches);
+    assert!(matches!(walk.end(), Some(LogEnd::Clean { .. })));
+    // Damage that is still there on the second look is reported.
+    faults.garble.store(2, Ordering::SeqCst);
+    let items: Vec<_> = reader.records().expect("walk").collect();
+    assert!(items
+        .iter()
+        .any(|r| r.as_ref().is_err_and(Error::is_corruption)));
 }

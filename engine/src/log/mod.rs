@@ -117,17 +117,19 @@ pub fn scan(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<S
     let reader = LogReader::open(storage, path, options)?;
     let mut walk = reader.records()?;
     let mut records = Vec::new();
-    for record in walk.by_ref() {
-        match record {
+    let mut error = None;
+    for item in walk.by_ref() {
+        match item {
             Ok(r) => records.push(r),
-            Err(e) if e.is_corruption() => break,
-            Err(e) => return Err(e),
+            Err(e) => error = Some(e),
         }
     }
-    let end = walk
-        .end()
-        .cloned()
-        .expect("a walk that ended without an I/O error has an end");
+    // Damage of a record is in the end; an error without an end (I/O, or a
+    // log that shrank under the reader) is returned.
+    let end = match walk.end() {
+        Some(end) => end.clone(),
+        None => return Err(error.expect("a walk stops at an end or after an error")),
+    };
     Ok(Scan { records, end })
 }
 

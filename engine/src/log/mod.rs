@@ -3,7 +3,7 @@
 //!
 //! What the entries mean is decided above this module; here an entry is a
 //! byte string. The byte layout, the append protocol, recovery and the
-//! crash-point analysis are in `engine/LOG-FORMAT.md`.
+//! crash-point analysis are in `format-spec.md` (section 3).
 //!
 //! # Invariants
 //!

@@ -1,7 +1,7 @@
 //! The byte codec of a log: file header, record header, batch payload.
 //!
 //! Pure functions over byte slices; no I/O. The layout is specified in
-//! `engine/LOG-FORMAT.md`; every constant here is named there.
+//! `format-spec.md` (section 3); every constant here is named there.
 
 /// First bytes of every log file: a byte with the high bit set (catches 7-bit
 /// transports), the name, CR LF (catches newline translation).
@@ -208,7 +208,7 @@ mod tests {
         decode_record_header(&h).expect("valid header")
     }
 
-    /// The worked example of `engine/LOG-FORMAT.md`, byte for byte.
+    /// The worked example of `format-spec.md` (section 3), byte for byte.
     #[test]
     fn bytes_match_the_spec_example() {
         assert_eq!(

@@ -2,7 +2,7 @@
 //!
 //! Shared by the reader (which stops at the end), the writer's recovery (which
 //! cuts a torn tail) and `scan` (which reports everything). The rules are those
-//! of "Recovery" in `engine/LOG-FORMAT.md`:
+//! of "Recovery" in `format-spec.md` (section 3):
 //!
 //! - a record is *valid* when its header checksum matches, its length is within
 //!   the limit, all its bytes lie before the end, its payload checksum matches

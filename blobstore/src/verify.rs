@@ -99,7 +99,9 @@ impl BlobStore {
             report.packs += 1;
             report.packed_objects += p.len();
         }
-        report.unindexed_packs = self.unindexed_packs(&packs)?;
+        let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
+        report.unindexed_packs = unindexed;
+        report.problems.extend(packless);
         let total = jobs.len();
         let bytes_total: u64 = jobs.iter().map(Job::bytes).sum();
         let threads = self.options().threads.clamp(1, total.max(1));
@@ -258,17 +260,47 @@ impl BlobStore {
         Ok(())
     }
 
-    fn unindexed_packs(&self, packs: &[Arc<Pack>]) -> Result<Vec<PathBuf>> {
+    /// Pack files without an index (not damage) and indexes whose pack file is
+    /// missing (damage: the index promises objects that cannot be read).
+    fn pack_dir_anomalies(&self, packs: &[Arc<Pack>]) -> Result<(Vec<PathBuf>, Vec<Problem>)> {
         let dir = self.base().join(PACKS_DIR);
         let entries = self
             .storage()
             .read_dir(&dir)
             .map_err(|e| self.io_error("list", &dir, e))?;
-        Ok(entries
+        let has = |name: &str, pack_file: bool| {
+            entries.iter().any(|e| {
+                let n = if pack_file {
+                    pack::name_of_pack_file(&e.name)
+                } else {
+                    pack::name_of_index_file(&e.name)
+                };
+                n == Some(name)
+            })
+        };
+        let unindexed = entries
             .iter()
             .filter_map(|e| pack::name_of_pack_file(&e.name))
-            .filter(|name| !packs.iter().any(|p| p.name == *name))
+            .filter(|name| !packs.iter().any(|p| p.name == *name) && !has(name, false))
             .map(|name| self.display(&pack::pack_file_names(&dir, name).0))
-            .collect())
+            .collect();
+        let packless = entries
+            .iter()
+            .filter_map(|e| pack::name_of_index_file(&e.name))
+            .filter(|name| !has(name, true))
+            .map(|name| {
+                let (pack_path, index_path) = pack::pack_file_names(&dir, name);
+                Problem {
+                    blob: None,
+                    error: Error::Corrupt {
+                        path: self.display(&index_path),
+                        offset: None,
+                        expected: format!("its pack file {}", self.display(&pack_path).display()),
+                        found: "no such file".into(),
+                    },
+                }
+            })
+            .collect();
+        Ok((unindexed, packless))
     }
 }

@@ -513,3 +513,30 @@ fn verify_reports_progress_up_to_the_total() {
     assert_eq!(last.bytes_done, last.bytes_total);
     assert!(report.is_clean());
 }
+
+#[test]
+fn an_index_whose_pack_is_missing_is_damage_and_a_pack_without_index_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..5u64).map(|i| source_like(i + 400, 800)).collect();
+    store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let (pack, idx) = only_pack_files(dir.path());
+    let saved_idx = std::fs::read(&idx).expect("read idx");
+    std::fs::remove_file(&idx).expect("rm idx");
+    let store = open(dir.path());
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.unindexed_packs.len(), 1);
+
+    std::fs::write(&idx, &saved_idx).expect("restore idx");
+    std::fs::remove_file(&pack).expect("rm pack");
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    let msg = report.problems[0].error.to_string();
+    assert!(
+        msg.contains(".idx") && msg.contains("no such file"),
+        "{msg}"
+    );
+}

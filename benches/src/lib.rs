@@ -1,1 +1,9 @@
 //! Workload generators shared by the benchmarks.
+//!
+//! Everything here is deterministic: the same seed gives the same bytes on
+//! every machine, so figures from different runs measure the same work.
+
+pub mod workload;
+
+pub use workload::rng::Rng;
+pub use workload::source_tree::{write_to_dir, FileKind, GeneratedFile, SourceTree};

@@ -7,13 +7,13 @@
 use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::object;
 use crate::pack::{self, PackEntry};
+use crate::parallel;
 use crate::storage::{write_all_at, OpenMode, StorageFile};
 use crate::store::{BatchOutcome, BatchProgress, BlobStore};
 
@@ -152,69 +152,41 @@ pub(crate) fn put_batch(
 ) -> Result<BatchOutcome> {
     store.ensure_writable()?;
     store.refresh_packs()?;
-    let threads = store.options().threads.clamp(1, count.max(1));
     let level = store.options().compression_level;
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
     let claimed: Mutex<HashSet<BlobId>> = Mutex::new(HashSet::new());
     let mut ids = vec![None; count];
     let mut sizes = vec![0u64; count];
     let mut outcome = BatchOutcome::default();
+    let mut writer: Option<PackWriter<'_>> = None;
+    let mut done = 0usize;
 
-    let result: Result<Option<PackWriter<'_>>> = std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel::<Result<Item>>(threads * 2);
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, stop, claimed) = (&next, &stop, &claimed);
-            s.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= count {
-                    break;
-                }
-                let item = prepare(store, index, read, level, claimed);
-                let failed = item.is_err();
-                if tx.send(item).is_err() || failed {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut writer: Option<PackWriter<'_>> = None;
-        for (done, item) in rx.iter().enumerate() {
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
-            };
+    parallel::run(
+        count,
+        store.options().threads,
+        2,
+        |index| prepare(store, index, read, level, &claimed),
+        |item| {
             if let Some(encoded) = &item.encoded {
-                if writer.is_none() {
-                    writer = Some(PackWriter::create(store)?);
-                }
-                if let Some(w) = writer.as_mut() {
-                    if let Err(e) = w.add(item.id, item.raw_len, encoded) {
-                        stop.store(true, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                }
+                let w = match writer.as_mut() {
+                    Some(w) => w,
+                    None => writer.insert(PackWriter::create(store)?),
+                };
+                w.add(item.id, item.raw_len, encoded)?;
             }
             ids[item.index] = Some(item.id);
             sizes[item.index] = item.raw_len;
             outcome.raw_bytes += item.raw_len;
+            done += 1;
             progress(BatchProgress {
-                items_done: done + 1,
+                items_done: done,
                 items_total: count,
                 bytes_done: outcome.raw_bytes,
             });
-        }
-        Ok(writer)
-    });
+            Ok(())
+        },
+    )?;
 
-    if let Some(writer) = result? {
+    if let Some(writer) = writer {
         outcome.new_objects = writer.len();
         let (name, bytes) = writer.finish()?;
         outcome.pack = Some(name);

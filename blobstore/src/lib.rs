@@ -17,6 +17,7 @@ pub mod id;
 mod mmap;
 pub mod object;
 pub mod pack;
+mod parallel;
 pub mod storage;
 mod store;
 mod verify;

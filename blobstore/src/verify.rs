@@ -2,12 +2,12 @@
 //! against their indexes. Runs on [`Options::threads`](crate::Options) threads.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::pack::{self, Pack, PACK_HEADER_LEN, PACK_TRAILER_LEN};
+use crate::parallel;
 use crate::storage::read_exact_at;
 use crate::store::{BlobStore, PACKS_DIR};
 
@@ -104,48 +104,27 @@ impl BlobStore {
         report.problems.extend(packless);
         let total = jobs.len();
         let bytes_total: u64 = jobs.iter().map(Job::bytes).sum();
-        let threads = self.options().threads.clamp(1, total.max(1));
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let outcome: Result<()> = std::thread::scope(|s| {
-            let (tx, rx) = mpsc::sync_channel::<(u64, Result<Option<Problem>>)>(threads * 4);
-            for _ in 0..threads {
-                let tx = tx.clone();
-                let (jobs, next, stop) = (&jobs, &next, &stop);
-                s.spawn(move || loop {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(job) = jobs.get(i) else { break };
-                    let result = self.verify_job(job);
-                    if tx.send((job.bytes(), result)).is_err() {
-                        break;
-                    }
-                });
-            }
-            drop(tx);
-            let mut p = VerifyProgress {
-                total,
-                bytes_total,
-                ..VerifyProgress::default()
-            };
-            for (bytes, result) in rx.iter() {
-                match result {
-                    Ok(Some(problem)) => report.problems.push(problem),
-                    Ok(None) => {}
-                    Err(e) => {
-                        stop.store(true, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                }
+        let mut p = VerifyProgress {
+            total,
+            bytes_total,
+            ..VerifyProgress::default()
+        };
+        parallel::run(
+            total,
+            self.options().threads,
+            4,
+            |i| {
+                self.verify_job(&jobs[i])
+                    .map(|problem| (jobs[i].bytes(), problem))
+            },
+            |(bytes, problem)| {
+                report.problems.extend(problem);
                 p.done += 1;
                 p.bytes_done += bytes;
                 progress(p);
-            }
-            Ok(())
-        });
-        outcome?;
+                Ok(())
+            },
+        )?;
         report.bytes = bytes_total;
         Ok(report)
     }

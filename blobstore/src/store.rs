@@ -543,7 +543,9 @@ impl BlobStore {
     pub fn put(&self, data: &[u8]) -> Result<PutOutcome> {
         self.check_len(data.len() as u64)?;
         let id = BlobId::of(data);
-        if self.exists(&id)? {
+        // No rescan of packs/ on a miss (every new put is a miss): a pack
+        // published since our last scan only costs a redundant loose copy.
+        if self.exists_cached(&id)? {
             return Ok(PutOutcome { id, stored: false });
         }
         self.check_poisoned()?;

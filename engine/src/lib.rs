@@ -7,3 +7,4 @@
 
 pub mod error;
 pub mod log;
+pub mod timestamp;

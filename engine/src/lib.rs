@@ -5,6 +5,7 @@
 //! ([`log`]), specified in `format-spec.md` section 3. All file I/O goes
 //! through `jpstore_blobstore::storage`.
 
+pub mod config;
 pub mod error;
 pub mod log;
 pub mod timestamp;

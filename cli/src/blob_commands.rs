@@ -1,19 +1,15 @@
-//! `jp-store init` and `jp-store blob ...`: direct access to the blob store.
+//! `jp-store blob ...`: direct access to the blob store (plumbing).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use jpstore_blobstore::storage::{LocalStorage, Storage};
-use jpstore_blobstore::{BlobId, BlobStore, Options};
+use jpstore_blobstore::{BlobId, BlobStore};
 
+use crate::conversation_commands::open_store;
 use crate::output::Progress;
-
-/// Name of the blob store directory inside a store.
-pub const BLOBS_DIR: &str = "blobs";
 
 #[derive(Subcommand, Debug)]
 pub enum BlobCommand {
@@ -47,34 +43,12 @@ pub enum BlobCommand {
     },
 }
 
-/// Opens the blob store of the store at `dir`, creating it if `create`.
-pub fn open_blobs(dir: &Path, create: bool) -> Result<BlobStore> {
-    let storage = if create {
-        LocalStorage::create(dir)
-    } else {
-        LocalStorage::open(dir)
-    }
-    .with_context(|| {
-        format!(
-            "no store at {} (create one with `jp-store init`)",
-            dir.display()
-        )
-    })?;
-    let storage: Arc<dyn Storage> = Arc::new(storage);
-    Ok(BlobStore::open(storage, BLOBS_DIR, Options::default())?)
-}
-
-pub fn init(dir: &Path) -> Result<ExitCode> {
-    open_blobs(dir, true)?;
-    println!("{}", dir.display());
-    Ok(ExitCode::SUCCESS)
-}
-
 pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
     match cmd {
         BlobCommand::Put { files, json } => {
-            let store = open_blobs(dir, false)?;
-            let ids = put_files(&store, &files)?;
+            let store = open_store(dir)?;
+            let store = store.blobs();
+            let ids = put_files(store, &files)?;
             if json {
                 let list: Vec<_> = files
                     .iter()
@@ -92,7 +66,8 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BlobCommand::Cat { id } => {
-            let store = open_blobs(dir, false)?;
+            let store = open_store(dir)?;
+            let store = store.blobs();
             let id = BlobId::parse(&id)?;
             let data = store.get(&id)?;
             std::io::stdout()
@@ -102,7 +77,8 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BlobCommand::Ls { json } => {
-            let store = open_blobs(dir, false)?;
+            let store = open_store(dir)?;
+            let store = store.blobs();
             let ids = store.ids()?;
             if json {
                 let list: Vec<String> = ids.iter().map(BlobId::to_hex).collect();
@@ -115,7 +91,8 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BlobCommand::Verify { json } => {
-            let store = open_blobs(dir, false)?;
+            let store = open_store(dir)?;
+            let store = store.blobs();
             let mut progress = Progress::new("verifying");
             let report = store.verify_all(&mut |p| progress.update(p.bytes_done, p.bytes_total))?;
             progress.finish();

@@ -2,6 +2,7 @@
 //! in the `jpstore-engine` and `jpstore-blobstore` libraries.
 
 mod blob_commands;
+mod conversation_commands;
 mod demo;
 mod output;
 
@@ -10,10 +11,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use conversation_commands::{ExportArgs, NewArgs};
+
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
+///
+/// Exit status: 0 on success, 1 when the work failed, 2 on bad usage.
 #[derive(Parser, Debug)]
-#[command(name = "jp-store", version, about, long_about = None)]
+#[command(name = "jp-store", version, about, long_about)]
 struct Cli {
     /// The store directory.
     #[arg(long, global = true, env = "JP_STORE_DIR", default_value = ".jp-store")]
@@ -25,10 +30,50 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create an empty store (if none exists) and print its location.
+    /// Create a store (if none exists) and print its location. An existing
+    /// store and its config.toml are left as they are.
     Init,
-    /// Run the built-in demonstration on the embedded sample workspace: store
-    /// its files in a fresh store, read them back and verify the store.
+    /// Create a conversation and print its id.
+    New(NewArgs),
+    /// Append events, read from standard input as JSON (one array, or one
+    /// object per line), as one durable batch: all or nothing.
+    ///
+    /// Events are JP's entries without base64. Content given inline (tool
+    /// response text, resource text or base64 `blob`) is moved into the blob
+    /// store; {"$blob": "<sha256>", "size": N} refers to content already
+    /// there. A missing `timestamp` is set to now. The batch is acknowledged
+    /// (exit 0) only once it is durable; on any error nothing is appended.
+    Append {
+        /// The conversation id.
+        id: String,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List conversations (id, turns, events, last activity, title).
+    Ls {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a conversation for a person: turns, roles, tool calls, sizes.
+    Print {
+        /// The conversation id.
+        id: String,
+    },
+    /// Export a conversation.
+    Export(ExportArgs),
+    /// Counts and sizes of the whole store, or of one conversation.
+    Stats {
+        /// Only this conversation.
+        id: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the built-in demonstration on the embedded sample conversation:
+    /// create a store, append the conversation, print it, export it and
+    /// check the export against the input.
     Demo {
         /// Where to create the demonstration store (default: a new temp dir,
         /// removed afterwards).
@@ -42,10 +87,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let dir = &cli.store;
     let result = match cli.command {
-        Command::Init => blob_commands::init(&cli.store),
+        Command::Init => conversation_commands::init(dir),
+        Command::New(args) => conversation_commands::new(dir, args),
+        Command::Append { id, json } => conversation_commands::append(dir, &id, json),
+        Command::Ls { json } => conversation_commands::ls(dir, json),
+        Command::Print { id } => conversation_commands::print(dir, &id),
+        Command::Export(args) => conversation_commands::export(dir, args),
+        Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
         Command::Demo { dir } => demo::run(dir),
-        Command::Blob(cmd) => blob_commands::run(&cli.store, cmd),
+        Command::Blob(cmd) => blob_commands::run(dir, cmd),
     };
     match result {
         Ok(code) => code,

@@ -81,6 +81,51 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// A blob store operation failed.
+    #[error(transparent)]
+    Blob(#[from] jpstore_blobstore::Error),
+    /// A conversation id that is not valid.
+    #[error("invalid conversation id {input:?}: {reason}")]
+    InvalidId {
+        /// What was given (at most 80 characters of it).
+        input: String,
+        /// What a valid id looks like.
+        reason: &'static str,
+    },
+    /// No conversation has this id.
+    #[error("no conversation with id {id}")]
+    NotFound {
+        /// The id.
+        id: String,
+    },
+    /// A conversation with this id exists already.
+    #[error("a conversation with id {id} exists already")]
+    ConversationExists {
+        /// The id.
+        id: String,
+    },
+    /// An entry of a batch to append is not acceptable; nothing was
+    /// appended.
+    #[error("entry {} of the batch: {}{message}", index + 1, if field.is_empty() { String::new() } else { format!("field `{field}`: ") })]
+    BadEntry {
+        /// 0-based position of the entry in the batch.
+        index: usize,
+        /// The field at fault (a path inside the entry; may be empty).
+        field: String,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
+    /// The directory is not a jp-store store.
+    #[error("{} is not a jp-store store ({reason}); create one with `jp-store init`", path.display())]
+    NotAStore {
+        /// The directory.
+        path: PathBuf,
+        /// What is missing.
+        reason: String,
+    },
+    /// A config file or config blob is not valid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// An append of a batch without entries.
     #[error("refusing to append an empty batch to {}", path.display())]
     EmptyBatch {

@@ -1,11 +1,25 @@
 //! The jp-store engine: event model, conversation logs, config, projection,
 //! compaction, deduplication and fsck/gc marking.
 //!
-//! Built so far: the framing layer of the per-conversation append-only log
-//! ([`log`]), specified in `format-spec.md` section 3. All file I/O goes
-//! through `jpstore_blobstore::storage`.
+//! - [`store`]: a store directory (blob store, conversations, workspace
+//!   config) and the operations on it.
+//! - [`conversation`]: one conversation's log of entries, its metadata, and
+//!   the single writer with the append protocol.
+//! - [`event`]: the event model, its JSON form and turn numbering.
+//! - [`export`]: the plain JSON form of a conversation.
+//! - [`log`]: the framing layer of logs (checksummed records of batches).
+//! - [`config`], [`timestamp`]: config objects and JP's timestamps.
+//!
+//! Every byte on disk is specified in `format-spec.md`. All file I/O goes
+//! through `jpstore_blobstore::storage`, so tests can inject faults.
 
 pub mod config;
+pub mod conversation;
 pub mod error;
+pub mod event;
+pub mod export;
 pub mod log;
+pub mod store;
 pub mod timestamp;
+
+pub use store::{NewConversation, Store, StoreOptions};

@@ -47,7 +47,7 @@ use std::path::Path;
 use jpstore_blobstore::storage::Storage;
 
 pub use reader::{LogReader, Records};
-pub use record::{FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN};
+pub use record::{payload_len, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN};
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, CutTail, LogWriter};
 

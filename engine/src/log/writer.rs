@@ -46,9 +46,35 @@ impl LogWriter {
     /// for writing. The log appears whole (a synced, valid header) or not at
     /// all. Fails with [`Error::AlreadyExists`] if the name is taken.
     pub fn create(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
+        Self::create_with::<&[u8]>(storage, path, options, &[])
+    }
+
+    /// Like [`LogWriter::create`], but the new log holds `first` as its first
+    /// record from the moment it appears (an empty `first` writes no record).
+    /// The log appears with that record or not at all, so a conversation is
+    /// never seen without what its creator wrote first.
+    pub fn create_with<E: AsRef<[u8]>>(
+        storage: &dyn Storage,
+        path: &Path,
+        options: LogOptions,
+        first: &[E],
+    ) -> Result<Self> {
+        let mut bytes = encode_file_header().to_vec();
+        if !first.is_empty() {
+            let size = payload_len(first).unwrap_or(u64::MAX);
+            if size > u64::from(options.max_record_size) {
+                return Err(Error::RecordTooLarge {
+                    path: storage.display_path(path),
+                    offset: None,
+                    size,
+                    max: options.max_record_size.into(),
+                });
+            }
+            bytes.extend_from_slice(&encode_record(first));
+        }
         let lock = lock_waiting(storage, path)?;
         let tmp = temp_path(path);
-        match publish_new_file(storage, &tmp, path, &encode_file_header()) {
+        match publish_new_file(storage, &tmp, path, &bytes) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(Error::AlreadyExists {

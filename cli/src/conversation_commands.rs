@@ -1,0 +1,515 @@
+//! Conversation commands: `new`, `append`, `ls`, `print`, `export`, `stats`.
+//! Parsing of arguments and rendering only; the work is in the engine.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::error::Error as EngineError;
+use jpstore_engine::event::input::{parse_input, ParsedInput};
+use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::event::turns::TurnCounter;
+use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, ResourceContent};
+use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::{NewConversation, Store, StoreOptions};
+use serde_json::json;
+
+/// Largest input `append` reads from standard input.
+const MAX_INPUT: u64 = 1 << 30;
+
+/// Opens the store at `dir`.
+pub fn open_store(dir: &Path) -> Result<Store> {
+    Ok(Store::open_dir(dir, StoreOptions::default())?)
+}
+
+fn parse_id(s: &str) -> Result<ConversationId> {
+    Ok(ConversationId::parse(s)?)
+}
+
+pub fn init(dir: &Path) -> Result<ExitCode> {
+    Store::init_dir(dir, StoreOptions::default())?;
+    println!("{}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The id (default: JP's kind, the UTC time in deciseconds).
+    #[arg(long)]
+    id: Option<String>,
+    /// A title.
+    #[arg(long)]
+    title: Option<String>,
+    /// A label KEY=VALUE (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = args.id.as_deref().map(parse_id).transpose()?;
+    let labels = args
+        .labels
+        .iter()
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => bail!("a label is KEY=VALUE, got {l:?}"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let writer = store.create(NewConversation {
+        id,
+        title: args.title,
+        labels,
+        ..Default::default()
+    })?;
+    if args.json {
+        println!("{}", json!({"id": writer.id().as_str()}));
+    } else {
+        println!("{}", writer.id());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = parse_id(id)?;
+    let mut text = String::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_INPUT + 1)
+        .read_to_string(&mut text)
+        .context("reading events from standard input (UTF-8 JSON expected)")?;
+    if text.len() as u64 > MAX_INPUT {
+        bail!("standard input is larger than {MAX_INPUT} bytes");
+    }
+    let ParsedInput { entries, lines } = parse_input(
+        &text,
+        ParseMode::Strict {
+            now: Timestamp::now(),
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
+    let mut writer = store.writer(&id)?;
+    if let Some(cut) = writer.cut_tail() {
+        eprintln!(
+            "jp-store: note: cut a torn tail of {} bytes at offset {} (an append interrupted by a crash)",
+            cut.len, cut.offset
+        );
+    }
+    let outcome = match writer.append(entries) {
+        Ok(o) => o,
+        Err(EngineError::BadEntry {
+            index,
+            field,
+            message,
+        }) => {
+            let line = lines.get(index).copied().unwrap_or(0);
+            let field = if field.is_empty() {
+                String::new()
+            } else {
+                format!("field `{field}`: ")
+            };
+            bail!(
+                "stdin line {line} (entry {}): {field}{message}; nothing was appended",
+                index + 1
+            );
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
+    };
+    if json_out {
+        println!(
+            "{}",
+            json!({
+                "id": id.as_str(),
+                "offset": outcome.offset,
+                "entries": outcome.entries,
+                "payloads": outcome.payloads,
+                "new_blobs": outcome.new_blobs,
+                "new_blob_bytes": outcome.new_blob_bytes,
+            })
+        );
+    } else {
+        println!(
+            "appended {} entries to {id} ({} payloads, {} new blobs of {} bytes)",
+            outcome.entries, outcome.payloads, outcome.new_blobs, outcome.new_blob_bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let list = store.list()?;
+    if json_out {
+        let items: Vec<_> = list
+            .iter()
+            .map(|l| {
+                json!({
+                    "id": l.id.as_str(),
+                    "title": l.state.metadata.title(),
+                    "created": l.state.metadata.created().map(|t| t.to_jp_string()),
+                    "last_activity": l.state.last_activity().map(|t| t.to_jp_string()),
+                    "labels": l.state.metadata.labels().into_iter().collect::<BTreeMap<_, _>>(),
+                    "turns": l.state.turns.turns(),
+                    "events": l.state.entries,
+                    "log_bytes": l.log_bytes,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        println!("no conversations");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<20} {:>5} {:>7}  {:<21}  TITLE",
+        "ID", "TURNS", "EVENTS", "LAST ACTIVITY"
+    );
+    for l in &list {
+        let last = l
+            .state
+            .last_activity()
+            .map(|t| short_time(&t))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<20} {:>5} {:>7}  {:<21}  {}",
+            l.id,
+            l.state.turns.turns(),
+            l.state.entries,
+            last,
+            l.state.metadata.title().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn short_time(t: &Timestamp) -> String {
+    let s = t.to_jp_string();
+    s.split('.').next().unwrap_or(&s).to_owned()
+}
+
+/// A human-readable size.
+fn size(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// The first line of `s`, at most `max` characters, with an ellipsis when
+/// cut.
+fn excerpt(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let cut: String = line.chars().take(max).collect();
+    if cut.len() < s.trim_end().len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+pub fn print(dir: &Path, id: &str) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(id)?)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    print_conversation(&mut out, &conv).context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn print_conversation(out: &mut impl Write, conv: &Conversation) -> std::io::Result<()> {
+    let meta = &conv.state.metadata;
+    writeln!(
+        out,
+        "conversation {}{}",
+        conv.id,
+        meta.title().map(|t| format!(": {t}")).unwrap_or_default()
+    )?;
+    let mut turns = TurnCounter::new();
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    for entry in &conv.entries {
+        let step = turns.step(entry);
+        if step.opened {
+            writeln!(out, "\n── turn {} ──", step.turn)?;
+        }
+        let Some(e) = entry.event() else {
+            if let Entry::Unknown(o) = entry {
+                let t = o.get("type").and_then(|t| t.as_str()).unwrap_or("?");
+                writeln!(out, "  [unknown entry `{t}`, kept as is]")?;
+            }
+            continue;
+        };
+        match &e.kind {
+            EventKind::TurnStart => {}
+            EventKind::ChatRequest(r) => {
+                let author = r.author.as_deref().unwrap_or("user");
+                writeln!(out, "{author}: {}", excerpt(&r.content, 100))?;
+                for res in &r.resources {
+                    let (kind, p) = match &res.content {
+                        ResourceContent::Text(p) => ("text", p),
+                        ResourceContent::Binary(p) => ("binary", p),
+                    };
+                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(p.size))?;
+                }
+            }
+            EventKind::ChatResponse(ChatResponse::Message(m)) => {
+                writeln!(out, "assistant: {}", excerpt(m, 100))?;
+            }
+            EventKind::ChatResponse(ChatResponse::Reasoning(m)) => {
+                writeln!(
+                    out,
+                    "assistant (reasoning, {}): {}",
+                    size(m.len() as u64),
+                    excerpt(m, 80)
+                )?;
+            }
+            EventKind::ChatResponse(ChatResponse::Data(d)) => {
+                writeln!(out, "assistant (data): {}", excerpt(&d.to_string(), 100))?;
+            }
+            EventKind::ToolCallRequest(r) => {
+                names.insert(&r.id, &r.name);
+                let args = serde_json::Value::Object(r.arguments.clone()).to_string();
+                writeln!(out, "  → {} [{}] {}", r.name, r.id, excerpt(&args, 80))?;
+            }
+            EventKind::ToolCallResponse(r) => {
+                let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+                let mut total = 0;
+                for b in &r.content {
+                    match b {
+                        Block::Text(t) => total += t.text.size,
+                        Block::Resource(rb) => total += rb.resource.content.payload().size,
+                        Block::Other(_) => {}
+                    }
+                }
+                writeln!(
+                    out,
+                    "  ← {name} [{}] {}{} in {} block(s)",
+                    r.id,
+                    if r.is_error { "error, " } else { "" },
+                    size(total),
+                    r.content.len()
+                )?;
+            }
+            EventKind::InquiryRequest(r) => {
+                let q = r
+                    .question
+                    .get("text")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("");
+                writeln!(out, "  ? inquiry [{}]: {}", r.id, excerpt(q, 80))?;
+            }
+            EventKind::InquiryResponse(r) => {
+                writeln!(
+                    out,
+                    "  = answer [{}]: {}",
+                    r.id,
+                    excerpt(&r.answer.to_string(), 80)
+                )?;
+            }
+            EventKind::ConfigDelta(d) => {
+                let keys: Vec<&str> = d.delta.keys().map(String::as_str).collect();
+                writeln!(out, "  [config change: {}]", keys.join(", "))?;
+            }
+            EventKind::Compaction(c) => {
+                writeln!(
+                    out,
+                    "  [compaction of turns {}..={}{}]",
+                    c.from_turn,
+                    c.to_turn,
+                    if c.summary.is_some() {
+                        ", summarized"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "\n{} turns, {} events",
+        conv.state.turns.turns(),
+        conv.state.entries
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON document: id, metadata, base config and the events (plain,
+    /// without JP's base64).
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The conversation id.
+    id: String,
+    /// The output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+    format: ExportFormat,
+    /// Write to this file instead of standard output (replaced atomically).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Leave content as {"$blob", "size"} references instead of inlining it.
+    #[arg(long)]
+    refs: bool,
+}
+
+pub fn export(dir: &Path, args: ExportArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(&args.id)?)?;
+    let mode = if args.refs {
+        ContentMode::Refs
+    } else {
+        ContentMode::Inline
+    };
+    let doc = match args.format {
+        ExportFormat::Json => conversation_json(&store, &conv, mode)?,
+    };
+    let mut bytes = serde_json::to_vec_pretty(&doc)?;
+    bytes.push(b'\n');
+    match args.out {
+        None => std::io::stdout()
+            .lock()
+            .write_all(&bytes)
+            .context("writing to standard output")?,
+        Some(path) => write_file_atomically(&path, &bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temp file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let ids = match id {
+        Some(id) => {
+            let id = parse_id(id)?;
+            if !store.exists(&id)? {
+                return Err(EngineError::NotFound { id: id.to_string() }.into());
+            }
+            vec![id]
+        }
+        None => store.ids()?,
+    };
+    let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
+    let mut distinct = std::collections::HashSet::new();
+    let (mut turns, mut entries, mut records, mut log_bytes, mut refs, mut content) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    for id in &ids {
+        let conv = store.read(id)?;
+        turns += conv.state.turns.turns();
+        entries += conv.state.entries;
+        records += conv.state.records;
+        log_bytes += conv.log_end;
+        refs += conv.state.blob_refs;
+        content += conv.state.content_bytes;
+        for e in &conv.entries {
+            let t = match e {
+                Entry::Event(ev) => ev.kind.type_name().to_owned(),
+                Entry::Unknown(o) => o
+                    .get("type")
+                    .and_then(|t| t.as_str())
+                    .map_or_else(|| "(no type)".to_owned(), |t| format!("{t} (unknown)")),
+            };
+            *by_type.entry(t).or_default() += 1;
+            e.for_each_content(&mut |r| {
+                distinct.insert(r.id);
+            });
+        }
+        if let Some(b) = conv.state.metadata.base_config {
+            distinct.insert(b.id);
+        }
+    }
+    // Stored bytes of the blobs these conversations reference.
+    let mut referenced_raw = 0u64;
+    for blob in &distinct {
+        referenced_raw += store.blobs().size(blob).unwrap_or(0);
+    }
+    let loose = store.blobs().loose_objects()?;
+    let packs = store.blobs().packs()?;
+    let loose_bytes: u64 = loose.iter().map(|o| o.stored_len).sum();
+    let pack_bytes: u64 = packs.iter().map(|p| p.pack_bytes).sum();
+    if json_out {
+        let mut out = json!({
+            "conversations": ids.len(),
+            "turns": turns,
+            "entries": entries,
+            "entries_by_type": by_type,
+            "records": records,
+            "log_bytes": log_bytes,
+            "content_references": refs,
+            "content_bytes_referenced": content,
+            "distinct_blobs_referenced": distinct.len(),
+            "distinct_blob_bytes_referenced": referenced_raw,
+        });
+        if id.is_none() {
+            out["blob_store"] = json!({
+                "loose_objects": loose.len(),
+                "loose_bytes": loose_bytes,
+                "packs": packs.len(),
+                "packed_objects": packs.iter().map(|p| p.objects).sum::<usize>(),
+                "pack_bytes": pack_bytes,
+            });
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("conversations: {}", ids.len());
+    println!("turns:         {turns}");
+    println!(
+        "entries:       {entries} in {records} records, log {}",
+        size(log_bytes)
+    );
+    for (t, n) in &by_type {
+        println!("  {t:<26} {n}");
+    }
+    println!(
+        "content:       {refs} references to {} ({} distinct blobs, {})",
+        size(content),
+        distinct.len(),
+        size(referenced_raw)
+    );
+    if id.is_none() {
+        println!(
+            "blob store:    {} loose objects ({}), {} packs with {} objects ({})",
+            loose.len(),
+            size(loose_bytes),
+            packs.len(),
+            packs.iter().map(|p| p.objects).sum::<usize>(),
+            size(pack_bytes)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,147 @@
+//! Conversations: one directory per conversation holding its log, the
+//! encoding of log entries ([`codec`]), metadata ([`meta`]), reading
+//! ([`read`]), the single writer with its append protocol ([`writer`]) and
+//! the state that validates appends ([`state`]).
+//!
+//! Layout (format-spec.md section 4.1):
+//!
+//! ```text
+//! conversations/<id>/events.log        the log (section 3 framing, section 4 entries)
+//! conversations/<id>/events.log.lock   the writer lock
+//! ```
+
+pub mod codec;
+pub mod meta;
+pub mod read;
+pub mod state;
+pub mod writer;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::Error;
+use crate::timestamp::Timestamp;
+
+/// Directory of conversations inside the store.
+pub const CONVERSATIONS_DIR: &str = "conversations";
+/// Name of the log inside a conversation's directory.
+pub const LOG_FILE: &str = "events.log";
+
+/// Longest conversation id.
+pub const MAX_ID_LEN: usize = 64;
+
+/// A conversation id: 1 to 64 of `0-9 A-Z a-z _ -`, not starting with `-`.
+/// JP's ids (UTC deciseconds, e.g. `17738399468`) are of this form. Ids are
+/// directory names, so nothing else is accepted (no `/`, no `.`, no `..`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConversationId(String);
+
+impl ConversationId {
+    /// Validates `s` as an id.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let reason = if s.is_empty() {
+            Some("an id is not empty")
+        } else if s.len() > MAX_ID_LEN {
+            Some("an id has at most 64 characters")
+        } else if s.starts_with('-') {
+            Some("an id does not start with `-`")
+        } else if !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            Some("an id has only the characters 0-9, A-Z, a-z, `_` and `-`")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(Error::InvalidId {
+                input: s.chars().take(80).collect(),
+                reason,
+            }),
+            None => Ok(ConversationId(s.to_owned())),
+        }
+    }
+
+    /// The id JP would give a conversation created at `t`: UTC deciseconds
+    /// since the Unix epoch.
+    pub fn from_time(t: Timestamp) -> Self {
+        let ds = t.unix_secs().max(0) * 10 + i64::from(t.subsec_nanos() / 100_000_000);
+        ConversationId(ds.to_string())
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id following this one numerically, for ids that are numbers (used
+    /// to find a free id when two conversations are created in the same
+    /// decisecond).
+    pub fn next_numeric(&self) -> Option<Self> {
+        let n: u64 = self.0.parse().ok()?;
+        Some(ConversationId(n.checked_add(1)?.to_string()))
+    }
+
+    /// The conversation's directory, relative to the store root.
+    pub fn dir(&self) -> PathBuf {
+        PathBuf::from(CONVERSATIONS_DIR).join(&self.0)
+    }
+
+    /// The conversation's log, relative to the store root.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir().join(LOG_FILE)
+    }
+}
+
+impl fmt::Display for ConversationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for ConversationId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Self::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_could_escape_the_directory_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../x",
+            "-rf",
+            "a b",
+            "é",
+            &"9".repeat(65),
+            "a\0",
+        ] {
+            assert!(ConversationId::parse(bad).is_err(), "accepted {bad:?}");
+        }
+        for good in ["17738399468", "a", "my-conv_2", &"z".repeat(64)] {
+            assert_eq!(ConversationId::parse(good).expect("valid").as_str(), good);
+        }
+    }
+
+    #[test]
+    fn ids_from_time_are_jp_deciseconds() {
+        let t = Timestamp::parse("2026-03-18 13:19:06.8").expect("time");
+        assert_eq!(ConversationId::from_time(t).as_str(), "17738399468");
+        assert_eq!(
+            ConversationId::parse("17738399468")
+                .expect("id")
+                .next_numeric()
+                .map(|i| i.0),
+            Some("17738399469".to_string())
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! What is known about a conversation after reading its log: metadata,
+//! counts, turn state, and what an append must be checked against.
+//!
+//! The state is folded entry by entry, so a writer keeps it current in
+//! constant time per appended entry.
+
+use std::collections::BTreeMap;
+
+use super::codec::LogEntry;
+use super::meta::Metadata;
+use crate::event::turns::TurnCounter;
+use crate::event::{Entry, EventKind};
+use crate::timestamp::Timestamp;
+
+/// The folded state of a conversation's log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConversationState {
+    /// Metadata after every patch.
+    pub metadata: Metadata,
+    /// Number of entries (events and unknown entries; not metadata patches).
+    pub entries: u64,
+    /// Of those, entries of unknown type.
+    pub unknown_entries: u64,
+    /// Number of records (batches).
+    pub records: u64,
+    /// Turn numbering state.
+    pub turns: TurnCounter,
+    /// Tool call requests of the current turn, by id (the tool's name).
+    pub open_requests: BTreeMap<String, String>,
+    /// Timestamp of the latest event.
+    pub last_event: Option<Timestamp>,
+    /// Number of content payloads referenced (with repetitions).
+    pub blob_refs: u64,
+    /// Sum of the raw sizes of referenced payloads (with repetitions).
+    pub content_bytes: u64,
+}
+
+/// Why an entry cannot be appended to the conversation as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The field at fault (a path inside the entry; empty for the entry).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConversationState {
+    /// Folds one log entry in.
+    pub fn apply(&mut self, entry: &LogEntry) {
+        match entry {
+            LogEntry::Meta(p) => self.metadata.apply(p),
+            LogEntry::Event(e) => self.apply_entry(e),
+        }
+    }
+
+    /// Folds one event entry in.
+    pub fn apply_entry(&mut self, entry: &Entry) {
+        self.entries += 1;
+        let step = self.turns.step(entry);
+        if step.opened {
+            self.open_requests.clear();
+        }
+        entry.for_each_content(&mut |r| {
+            self.blob_refs += 1;
+            self.content_bytes = self.content_bytes.saturating_add(r.size);
+        });
+        let Some(event) = entry.event() else {
+            self.unknown_entries += 1;
+            return;
+        };
+        self.last_event = Some(match self.last_event {
+            Some(t) => t.max(event.timestamp),
+            None => event.timestamp,
+        });
+        if let EventKind::ToolCallRequest(r) = &event.kind {
+            self.open_requests.insert(r.id.clone(), r.name.clone());
+        }
+    }
+
+    /// Checks that `entry` may follow the entries folded so far (JP refuses
+    /// the same on write): a tool call response must answer a request of the
+    /// current turn.
+    pub fn check<C>(&self, entry: &Entry<C>) -> Result<(), Refusal> {
+        let Some(event) = entry.event() else {
+            return Ok(());
+        };
+        if let EventKind::ToolCallResponse(r) = &event.kind {
+            // A turn_start just before would have opened a new turn and so
+            // cleared the requests; the caller folds entries of a batch in
+            // order, so `open_requests` is the current turn's.
+            if !self.open_requests.contains_key(&r.id) {
+                let known = if self.open_requests.is_empty() {
+                    "the current turn has no tool call requests".to_string()
+                } else {
+                    format!(
+                        "the current turn's requests are {}",
+                        self.open_requests
+                            .keys()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                return Err(Refusal {
+                    field: "id".into(),
+                    message: format!(
+                        "tool_call_response `{}` answers no tool_call_request of the current turn ({known})",
+                        r.id
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Like [`check`](Self::check) followed by folding the entry's turn
+    /// structure in, for checking a batch entry by entry on a copy.
+    pub fn check_and_step<C>(&mut self, entry: &Entry<C>) -> Result<(), Refusal> {
+        self.check(entry)?;
+        let step = self.turns.step(entry);
+        if step.opened {
+            self.open_requests.clear();
+        }
+        if let Some(EventKind::ToolCallRequest(r)) = entry.event().map(|e| &e.kind) {
+            self.open_requests.insert(r.id.clone(), r.name.clone());
+        }
+        Ok(())
+    }
+
+    /// When the conversation was last active: its latest event, or its
+    /// creation time.
+    pub fn last_activity(&self) -> Option<Timestamp> {
+        match (self.last_event, self.metadata.created()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The single writer of a conversation: creation, and the append protocol
+//! (format-spec.md section 4.4).
+//!
+//! An append (1) checks the batch against the conversation (structure,
+//! blob references, size) without writing anything, (2) makes every new
+//! content payload durable in the blob store, (3) writes the batch as one log
+//! record and syncs it once. It is acknowledged only after (3). A failure in
+//! (1) or (2) leaves the log untouched; blobs written in (2) without their
+//! record are unreferenced and left to gc.
+
+use std::collections::HashMap;
+
+use jpstore_blobstore::{BlobId, BlobStore};
+
+use super::codec::{self, LogEntry};
+use super::meta::MetaPatch;
+use super::read::{fold_records, open_reader};
+use super::state::ConversationState;
+use super::ConversationId;
+use crate::error::{Error, Result};
+use crate::event::{BlobRef, Entry, Payload};
+use crate::log::{payload_len, LogOptions, LogWriter, FIRST_RECORD};
+
+/// Batches with more new blobs than this store them as one pack (four
+/// syncs) instead of loose objects (two syncs each).
+pub const LOOSE_BLOBS_MAX: usize = 4;
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Offset of the record in the log.
+    pub offset: u64,
+    /// Entries appended.
+    pub entries: usize,
+    /// Content payloads in the batch (with repetitions).
+    pub payloads: usize,
+    /// Blobs this append stored (the rest were already in the store).
+    pub new_blobs: usize,
+    /// Raw bytes of those blobs.
+    pub new_blob_bytes: u64,
+}
+
+/// The writer of one conversation. Holds the log's writer lock until
+/// dropped; other processes wait (or, with `try_open`, give up).
+#[derive(Debug)]
+pub struct ConversationWriter<'s> {
+    blobs: &'s BlobStore,
+    id: ConversationId,
+    log: LogWriter,
+    state: ConversationState,
+    options: LogOptions,
+}
+
+impl<'s> ConversationWriter<'s> {
+    /// Creates a conversation whose log starts with `first` (its metadata).
+    /// Fails with [`Error::ConversationExists`] if the id is taken.
+    pub(crate) fn create(
+        blobs: &'s BlobStore,
+        id: ConversationId,
+        first: MetaPatch,
+        options: LogOptions,
+    ) -> Result<Self> {
+        let storage = &**blobs.storage();
+        let io = |op, source| Error::Io {
+            op,
+            path: storage.display_path(&id.dir()),
+            source,
+        };
+        storage
+            .create_dir_all(&id.dir())
+            .map_err(|e| io("create", e))?;
+        // The new directory's entry must be durable before the log inside it
+        // is acknowledged.
+        let parent = std::path::Path::new(super::CONVERSATIONS_DIR);
+        storage
+            .sync_dir(parent)
+            .map_err(|source| Error::SyncFailed {
+                path: storage.display_path(parent),
+                source,
+            })?;
+        let first_entry = codec::encode_meta(&first);
+        let log = match LogWriter::create_with(storage, &id.log_path(), options, &[first_entry]) {
+            Err(Error::AlreadyExists { .. }) => {
+                return Err(Error::ConversationExists { id: id.to_string() })
+            }
+            other => other?,
+        };
+        let mut state = ConversationState::default();
+        state.apply(&LogEntry::Meta(first));
+        state.records = 1;
+        Ok(ConversationWriter {
+            blobs,
+            id,
+            log,
+            state,
+            options,
+        })
+    }
+
+    /// Opens the conversation for appending: waits for its writer lock,
+    /// recovers a torn tail, and reads the log to know its state.
+    pub(crate) fn open(
+        blobs: &'s BlobStore,
+        id: ConversationId,
+        options: LogOptions,
+    ) -> Result<Self> {
+        let storage = &**blobs.storage();
+        // Check existence first so that a missing conversation is not
+        // reported as a failure to create its lock file.
+        open_reader(storage, &id, options)?;
+        let log = LogWriter::open(storage, &id.log_path(), options)?;
+        let reader = open_reader(storage, &id, options)?;
+        let mut state = ConversationState::default();
+        let end = fold_records(&reader, FIRST_RECORD, &mut state, &mut |_, _| {})?;
+        if end != log.end() {
+            // We hold the lock, so nobody appended; a difference means the
+            // file changed under us in a way the format does not allow.
+            return Err(Error::Corrupt {
+                path: log.path().to_path_buf(),
+                offset: end.min(log.end()),
+                expected: format!("the log to end at {} as its writer found", log.end()),
+                found: format!("records ending at {end}"),
+            });
+        }
+        Ok(ConversationWriter {
+            blobs,
+            id,
+            log,
+            state,
+            options,
+        })
+    }
+
+    /// The conversation's id.
+    pub fn id(&self) -> &ConversationId {
+        &self.id
+    }
+
+    /// The state after every acknowledged append.
+    pub fn state(&self) -> &ConversationState {
+        &self.state
+    }
+
+    /// The torn tail cut when the log was opened, if any.
+    pub fn cut_tail(&self) -> Option<crate::log::CutTail> {
+        self.log.cut_tail()
+    }
+
+    /// Appends a batch of entries; content given inline goes to the blob
+    /// store first. All or nothing: on error nothing is appended.
+    pub fn append(&mut self, batch: Vec<Entry<Payload>>) -> Result<AppendOutcome> {
+        if batch.is_empty() {
+            return Err(Error::EmptyBatch {
+                path: self.log.path().to_path_buf(),
+            });
+        }
+        // 1. Structure, against the conversation so far.
+        let mut probe = self.state.clone();
+        for (index, entry) in batch.iter().enumerate() {
+            probe.check_and_step(entry).map_err(|r| Error::BadEntry {
+                index,
+                field: r.field,
+                message: r.message,
+            })?;
+        }
+        // 2. Content: hash inline payloads, check references.
+        let mut new: HashMap<BlobId, Vec<u8>> = HashMap::new();
+        let mut payloads = 0usize;
+        let mut stored = Vec::with_capacity(batch.len());
+        for (index, entry) in batch.into_iter().enumerate() {
+            let blobs = self.blobs;
+            let entry = entry.try_map_content(&mut |p| -> Result<BlobRef> {
+                payloads += 1;
+                match p {
+                    Payload::Inline(bytes) => {
+                        let r = BlobRef {
+                            id: BlobId::of(&bytes),
+                            size: bytes.len() as u64,
+                        };
+                        new.entry(r.id).or_insert(bytes);
+                        Ok(r)
+                    }
+                    Payload::Ref(r) => {
+                        check_reference(blobs, &r, index)?;
+                        Ok(r)
+                    }
+                }
+            })?;
+            stored.push(entry);
+        }
+        // 3. Size, before anything is written.
+        let encoded: Vec<Vec<u8>> = stored.iter().map(codec::encode_event).collect();
+        self.check_size(&encoded)?;
+        // 4. Blobs durable first (invariant 2), then the record.
+        let (new_blobs, new_blob_bytes) = self.put_blobs(new)?;
+        let offset = self.log.append(&encoded)?;
+        self.state.records += 1;
+        for e in &stored {
+            self.state.apply_entry(e);
+        }
+        Ok(AppendOutcome {
+            offset,
+            entries: stored.len(),
+            payloads,
+            new_blobs,
+            new_blob_bytes,
+        })
+    }
+
+    /// Appends entries whose content is already in the blob store (for
+    /// import and fork). References are checked like those of [`append`]
+    /// (Self::append); structure is not, since imported files are kept as
+    /// they were written.
+    pub fn append_stored(&mut self, batch: &[Entry]) -> Result<u64> {
+        for (index, entry) in batch.iter().enumerate() {
+            let mut result = Ok(());
+            entry.for_each_content(&mut |r| {
+                if result.is_ok() {
+                    result = check_reference(self.blobs, r, index);
+                }
+            });
+            result?;
+        }
+        let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
+        self.check_size(&encoded)?;
+        let offset = self.log.append(&encoded)?;
+        self.state.records += 1;
+        for e in batch {
+            self.state.apply_entry(e);
+        }
+        Ok(offset)
+    }
+
+    /// Changes the conversation's metadata (one durable record).
+    pub fn set_metadata(&mut self, patch: MetaPatch) -> Result<u64> {
+        if let Some(r) = &patch.base_config {
+            check_reference(self.blobs, r, 0)?;
+        }
+        let offset = self.log.append(&[codec::encode_meta(&patch)])?;
+        self.state.records += 1;
+        self.state.apply(&LogEntry::Meta(patch));
+        Ok(offset)
+    }
+
+    fn check_size(&self, encoded: &[Vec<u8>]) -> Result<()> {
+        let size = payload_len(encoded).unwrap_or(u64::MAX);
+        let max = u64::from(self.options.max_record_size);
+        if size > max {
+            return Err(Error::RecordTooLarge {
+                path: self.log.path().to_path_buf(),
+                offset: None,
+                size,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    fn put_blobs(&self, new: HashMap<BlobId, Vec<u8>>) -> Result<(usize, u64)> {
+        let mut missing = Vec::new();
+        for (id, bytes) in new {
+            if !self.blobs.exists(&id)? {
+                missing.push(bytes);
+            }
+        }
+        if missing.len() <= LOOSE_BLOBS_MAX {
+            let mut count = 0;
+            let mut bytes = 0;
+            for data in &missing {
+                if self.blobs.put(data)?.stored {
+                    count += 1;
+                    bytes += data.len() as u64;
+                }
+            }
+            Ok((count, bytes))
+        } else {
+            let out =
+                self.blobs
+                    .put_batch(missing.len(), |i| Ok(missing[i].clone()), &mut |_| {})?;
+            // Every item was missing a moment ago; one stored meanwhile by
+            // another process is counted here too.
+            Ok((out.new_objects, out.raw_bytes))
+        }
+    }
+}
+
+fn check_reference(blobs: &BlobStore, r: &BlobRef, index: usize) -> Result<()> {
+    match blobs.size(&r.id) {
+        Ok(size) if size == r.size => Ok(()),
+        Ok(size) => Err(Error::BadEntry {
+            index,
+            field: "$blob".into(),
+            message: format!(
+                "blob {} has {size} bytes, but the reference says {}",
+                r.id, r.size
+            ),
+        }),
+        Err(jpstore_blobstore::Error::NotFound(_)) => Err(Error::BadEntry {
+            index,
+            field: "$blob".into(),
+            message: format!("blob {} is not in the store", r.id),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}

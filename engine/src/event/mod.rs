@@ -1,0 +1,12 @@
+//! Events: the model ([`model`]), its JSON form ([`json`]) and turn
+//! numbering ([`turns`]).
+//!
+//! The MessagePack form stored in logs is defined by the serde derives of
+//! the model and framed by `conversation::codec` (format-spec.md section 4).
+
+pub mod input;
+pub mod json;
+pub mod model;
+pub mod turns;
+
+pub use model::*;

@@ -1,0 +1,67 @@
+//! The plain JSON form of a conversation (`export --format json`): JP's
+//! entries without base64, content inline (or as `{"$blob", "size"}`
+//! references on request), metadata and base config beside them.
+
+use serde_json::{Map, Value};
+
+use crate::conversation::read::Conversation;
+use crate::error::{Error, Result};
+use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
+use crate::event::{BlobRef, Entry, Payload};
+use crate::store::Store;
+
+/// How content appears in rendered JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentMode {
+    /// Read every blob and put the content inline.
+    Inline,
+    /// Leave `{"$blob", "size"}` references; no blob is read.
+    Refs,
+}
+
+/// Renders one entry.
+pub fn entry_json(store: &Store, entry: &Entry, mode: ContentMode) -> Result<Value> {
+    render_entry(entry, &mut |r: &BlobRef, kind: PayloadKind| match mode {
+        ContentMode::Refs => Ok(blob_ref_json(r)),
+        ContentMode::Inline => {
+            let bytes = store.blobs().get(&r.id)?;
+            payload_json(&Payload::Inline(bytes), kind).map_err(|found| {
+                Error::Blob(jpstore_blobstore::Error::Corrupt {
+                    path: store.storage().display_path(store.blobs().base()),
+                    offset: None,
+                    expected: format!("blob {} to be UTF-8 text, as it is referenced", r.id),
+                    found,
+                })
+            })
+        }
+    })
+}
+
+/// Renders a whole conversation: `{"id", "metadata", "base_config",
+/// "events"}`. The metadata holds every field set (title, created, labels,
+/// and any others).
+pub fn conversation_json(
+    store: &Store,
+    conversation: &Conversation,
+    mode: ContentMode,
+) -> Result<Value> {
+    let events = conversation
+        .entries
+        .iter()
+        .map(|e| entry_json(store, e, mode))
+        .collect::<Result<Vec<_>>>()?;
+    let base = match (mode, conversation.state.metadata.base_config) {
+        (ContentMode::Refs, Some(r)) => blob_ref_json(&r),
+        (_, None) => Value::Null,
+        (ContentMode::Inline, Some(_)) => Value::Object(store.base_config(conversation)?),
+    };
+    let mut out = Map::new();
+    out.insert("id".into(), conversation.id.to_string().into());
+    out.insert(
+        "metadata".into(),
+        Value::Object(conversation.state.metadata.fields.clone()),
+    );
+    out.insert("base_config".into(), base);
+    out.insert("events".into(), Value::Array(events));
+    Ok(Value::Object(out))
+}

@@ -1,0 +1,382 @@
+//! A jp-store store: the directory holding the blob store, the
+//! conversations and the workspace config (format-spec.md section 1).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jpstore_blobstore::storage::{LocalStorage, OpenMode, Storage};
+use jpstore_blobstore::{BlobStore, Options as BlobOptions};
+use serde_json::Value;
+
+use crate::config;
+use crate::conversation::meta::MetaPatch;
+use crate::conversation::read::{read_conversation, read_state, Conversation};
+use crate::conversation::state::ConversationState;
+use crate::conversation::writer::ConversationWriter;
+use crate::conversation::{ConversationId, CONVERSATIONS_DIR, LOG_FILE};
+use crate::error::{Error, Result};
+use crate::event::{BlobRef, EventKind, Object};
+use crate::log::LogOptions;
+use crate::timestamp::Timestamp;
+
+/// The blob store's directory inside the store.
+pub const BLOBS_DIR: &str = "blobs";
+/// The workspace config file.
+pub const CONFIG_FILE: &str = "config.toml";
+/// Largest workspace config file read.
+pub const MAX_CONFIG_FILE: u64 = 16 << 20;
+
+/// Settings of a [`Store`].
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Settings of the logs.
+    pub log: LogOptions,
+    /// Settings of the blob store.
+    pub blobs: BlobOptions,
+}
+
+/// What a new conversation starts with.
+#[derive(Debug, Clone, Default)]
+pub struct NewConversation {
+    /// Its id; `None` picks JP's kind of id (UTC deciseconds of now, the
+    /// next free one if taken).
+    pub id: Option<ConversationId>,
+    /// A title.
+    pub title: Option<String>,
+    /// Labels.
+    pub labels: Vec<(String, String)>,
+    /// The base config; `None` uses the workspace config.
+    pub base_config: Option<Object>,
+    /// The creation time; `None` is now.
+    pub created: Option<Timestamp>,
+    /// Further metadata fields, kept as they are.
+    pub extra: Object,
+}
+
+/// One line of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// The conversation's id.
+    pub id: ConversationId,
+    /// Its state (metadata and counts).
+    pub state: ConversationState,
+    /// Bytes of its log.
+    pub log_bytes: u64,
+}
+
+/// An open store.
+#[derive(Debug)]
+pub struct Store {
+    storage: Arc<dyn Storage>,
+    blobs: BlobStore,
+    options: StoreOptions,
+}
+
+impl Store {
+    /// Creates a store in `root` (the directory is created if needed) or
+    /// completes one that exists; an existing config file is kept.
+    pub fn init_dir(root: &Path, options: StoreOptions) -> Result<Store> {
+        let storage = LocalStorage::create(root).map_err(|source| Error::Io {
+            op: "create",
+            path: root.to_path_buf(),
+            source,
+        })?;
+        Self::init(Arc::new(storage), options)
+    }
+
+    /// Opens the store in `root`, which must have been created by `init`.
+    pub fn open_dir(root: &Path, options: StoreOptions) -> Result<Store> {
+        let storage = match LocalStorage::open(root) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAStore {
+                    path: root.to_path_buf(),
+                    reason: "the directory does not exist".into(),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "open",
+                    path: root.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        Self::open(Arc::new(storage), options)
+    }
+
+    /// Creates (or completes) a store inside `storage`.
+    pub fn init(storage: Arc<dyn Storage>, options: StoreOptions) -> Result<Store> {
+        let conv = Path::new(CONVERSATIONS_DIR);
+        storage.create_dir_all(conv).map_err(|source| Error::Io {
+            op: "create",
+            path: storage.display_path(conv),
+            source,
+        })?;
+        let cfg = Path::new(CONFIG_FILE);
+        let tmp = PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()));
+        jpstore_blobstore::storage::publish_new_file(
+            &*storage,
+            &tmp,
+            cfg,
+            config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
+        )
+        .map_err(|e| publish_error(&*storage, e))?;
+        storage
+            .sync_dir(Path::new("."))
+            .map_err(|source| Error::SyncFailed {
+                path: storage.display_path(Path::new(".")),
+                source,
+            })?;
+        Self::open(storage, options)
+    }
+
+    /// Opens a store inside `storage`.
+    pub fn open(storage: Arc<dyn Storage>, options: StoreOptions) -> Result<Store> {
+        match storage.metadata(Path::new(CONVERSATIONS_DIR)) {
+            Ok(m) if m.is_dir => {}
+            Ok(_) => {
+                return Err(Error::NotAStore {
+                    path: storage.display_path(Path::new(".")),
+                    reason: format!("{CONVERSATIONS_DIR} is not a directory"),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAStore {
+                    path: storage.display_path(Path::new(".")),
+                    reason: format!("it has no {CONVERSATIONS_DIR}/ directory"),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "stat",
+                    path: storage.display_path(Path::new(CONVERSATIONS_DIR)),
+                    source,
+                })
+            }
+        }
+        let blobs = BlobStore::open(storage.clone(), BLOBS_DIR, options.blobs.clone())?;
+        Ok(Store {
+            storage,
+            blobs,
+            options,
+        })
+    }
+
+    /// The blob store.
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
+    }
+
+    /// The storage everything is read and written through.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The workspace config (`config.toml`) as a JSON object; empty if the
+    /// file does not exist.
+    pub fn workspace_config(&self) -> Result<Object> {
+        let path = Path::new(CONFIG_FILE);
+        let display = self.storage.display_path(path);
+        let file = match self.storage.open(path, OpenMode::Read) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Object::new()),
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "open",
+                    path: display,
+                    source,
+                })
+            }
+        };
+        let bytes =
+            jpstore_blobstore::storage::read_all(&*file, MAX_CONFIG_FILE).map_err(|source| {
+                Error::Io {
+                    op: "read",
+                    path: display.clone(),
+                    source,
+                }
+            })?;
+        let text = String::from_utf8(bytes).map_err(|e| Error::Corrupt {
+            path: display.clone(),
+            offset: e.utf8_error().valid_up_to() as u64,
+            expected: "UTF-8 text (TOML)".into(),
+            found: "a byte that is not UTF-8".into(),
+        })?;
+        Ok(config::parse_workspace_toml(&text, &display)?)
+    }
+
+    /// Creates a conversation and returns its writer.
+    pub fn create(&self, new: NewConversation) -> Result<ConversationWriter<'_>> {
+        let created = new.created.unwrap_or_else(Timestamp::now);
+        let base = match new.base_config {
+            Some(b) => b,
+            None => self.workspace_config()?,
+        };
+        let base_ref = self.put_config(&base)?;
+        let mut fields = Object::new();
+        if let Some(t) = new.title {
+            fields.insert("title".into(), Value::String(t));
+        }
+        fields.insert("created".into(), Value::String(created.to_jp_string()));
+        if !new.labels.is_empty() {
+            let labels: Object = new
+                .labels
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            fields.insert("labels".into(), Value::Object(labels));
+        }
+        for (k, v) in new.extra {
+            fields.entry(k).or_insert(v);
+        }
+        let patch = MetaPatch {
+            base_config: Some(base_ref),
+            fields,
+        };
+        match new.id {
+            Some(id) => ConversationWriter::create(&self.blobs, id, patch, self.options.log),
+            None => {
+                let mut id = ConversationId::from_time(created);
+                // Two conversations created in the same decisecond: take the
+                // next free number, as JP does.
+                for _ in 0..1000 {
+                    match ConversationWriter::create(
+                        &self.blobs,
+                        id.clone(),
+                        patch.clone(),
+                        self.options.log,
+                    ) {
+                        Err(Error::ConversationExists { .. }) => {}
+                        other => return other,
+                    }
+                    id = match id.next_numeric() {
+                        Some(next) => next,
+                        None => break,
+                    };
+                }
+                Err(Error::ConversationExists { id: id.to_string() })
+            }
+        }
+    }
+
+    /// Stores a config object as a blob (canonical bytes, so equal configs
+    /// are one blob).
+    pub fn put_config(&self, config: &Object) -> Result<BlobRef> {
+        let bytes = config::canonical_bytes(config);
+        let out = self.blobs.put(&bytes)?;
+        Ok(BlobRef {
+            id: out.id,
+            size: bytes.len() as u64,
+        })
+    }
+
+    /// Opens a conversation for appending (waits for its writer lock).
+    pub fn writer(&self, id: &ConversationId) -> Result<ConversationWriter<'_>> {
+        ConversationWriter::open(&self.blobs, id.clone(), self.options.log)
+    }
+
+    /// Reads a whole conversation (no lock).
+    pub fn read(&self, id: &ConversationId) -> Result<Conversation> {
+        read_conversation(&*self.storage, id, self.options.log)
+    }
+
+    /// The ids of all conversations, sorted. Directories whose name is not a
+    /// valid id, or that hold no log (a creation interrupted before its log
+    /// was published), are not conversations.
+    pub fn ids(&self) -> Result<Vec<ConversationId>> {
+        let dir = Path::new(CONVERSATIONS_DIR);
+        let entries = self.storage.read_dir(dir).map_err(|source| Error::Io {
+            op: "list",
+            path: self.storage.display_path(dir),
+            source,
+        })?;
+        let mut ids = Vec::new();
+        for e in entries {
+            let Ok(id) = ConversationId::parse(&e.name) else {
+                continue;
+            };
+            match self.storage.metadata(&id.dir().join(LOG_FILE)) {
+                Ok(m) if !m.is_dir => ids.push(id),
+                _ => {}
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Whether a conversation exists.
+    pub fn exists(&self, id: &ConversationId) -> Result<bool> {
+        match self.storage.metadata(&id.log_path()) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(Error::Io {
+                op: "stat",
+                path: self.storage.display_path(&id.log_path()),
+                source,
+            }),
+        }
+    }
+
+    /// Metadata and counts of every conversation.
+    pub fn list(&self) -> Result<Vec<Listing>> {
+        self.ids()?
+            .into_iter()
+            .map(|id| {
+                let (state, log_bytes) = read_state(&*self.storage, &id, self.options.log)?;
+                Ok(Listing {
+                    id,
+                    state,
+                    log_bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// The base config of a conversation (empty if it has none).
+    pub fn base_config(&self, conversation: &Conversation) -> Result<Object> {
+        match conversation.state.metadata.base_config {
+            None => Ok(Object::new()),
+            Some(r) => {
+                let bytes = self.blobs.get(&r.id)?;
+                Ok(config::parse_config_json(
+                    &bytes,
+                    &format!("base config blob {}", r.id),
+                )?)
+            }
+        }
+    }
+
+    /// The config in effect at entry `index` of `conversation`: its base
+    /// with every config delta before `index` merged over it.
+    pub fn config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
+        let base = self.base_config(conversation)?;
+        let deltas = conversation.entries[..index.min(conversation.entries.len())]
+            .iter()
+            .filter_map(|e| match e.event().map(|e| &e.kind) {
+                Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
+                _ => None,
+            });
+        Ok(config::config_after(&base, deltas))
+    }
+}
+
+fn publish_error(storage: &dyn Storage, e: jpstore_blobstore::storage::PublishError) -> Error {
+    use jpstore_blobstore::storage::PublishError;
+    match e {
+        PublishError::Io(op, p, source) => Error::Io {
+            op,
+            path: storage.display_path(&p),
+            source,
+        },
+        PublishError::Sync(p, source) => Error::SyncFailed {
+            path: storage.display_path(&p),
+            source,
+        },
+    }
+}

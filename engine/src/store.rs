@@ -328,7 +328,7 @@ impl Store {
         self.ids()?
             .into_iter()
             .map(|id| {
-                let (state, log_bytes) = read_state(&*self.storage, &id, self.options.log)?;
+                let (state, log_bytes) = read_state(&*self.storage, &id, self.options.log, true)?;
                 Ok(Listing {
                     id,
                     state,

@@ -35,7 +35,8 @@ impl MetaPatch {
 }
 
 /// The metadata of a conversation.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Metadata {
     /// The base config blob, if the conversation has one.
     pub base_config: Option<BlobRef>,

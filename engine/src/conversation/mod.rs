@@ -1,5 +1,6 @@
 //! Conversations: one directory per conversation holding its log, the
-//! encoding of log entries ([`codec`]), metadata ([`meta`]), reading
+//! encoding of log entries ([`codec`]), metadata ([`meta`]), the head
+//! cache that spares reading whole logs ([`head`]), reading
 //! ([`read`]), the single writer with its append protocol ([`writer`]) and
 //! the state that validates appends ([`state`]).
 //!
@@ -8,9 +9,11 @@
 //! ```text
 //! conversations/<id>/events.log        the log (section 3 framing, section 4 entries)
 //! conversations/<id>/events.log.lock   the writer lock
+//! conversations/<id>/head              a cache of the folded state (section 4.6)
 //! ```
 
 pub mod codec;
+pub mod head;
 pub mod meta;
 pub mod read;
 pub mod state;
@@ -96,7 +99,7 @@ impl ConversationId {
 
 impl fmt::Display for ConversationId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -145,3 +148,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod store_tests;

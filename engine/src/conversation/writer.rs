@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use jpstore_blobstore::{BlobId, BlobStore};
 
 use super::codec::{self, LogEntry};
+use super::head::{self, Head};
 use super::meta::MetaPatch;
 use super::read::{fold_records, open_reader};
 use super::state::ConversationState;
@@ -49,6 +50,35 @@ pub struct ConversationWriter<'s> {
     log: LogWriter,
     state: ConversationState,
     options: LogOptions,
+    /// End of the log prefix the head cache on disk covers (0: none).
+    head_end: u64,
+}
+
+impl Drop for ConversationWriter<'_> {
+    /// Leaves the head cache current, so the next open or listing reads
+    /// nothing of the log (best effort, not synced: format-spec.md 4.6).
+    fn drop(&mut self) {
+        if self.log.end() == self.head_end {
+            return;
+        }
+        let storage = &**self.blobs.storage();
+        let first = head::first_record_crc(storage, &self.id);
+        if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
+            (self.log.last_record(), first)
+        {
+            head::store(
+                storage,
+                &self.id,
+                &Head {
+                    log_end: self.log.end(),
+                    last_record,
+                    last_record_crc,
+                    first_record_crc,
+                    state: self.state.clone(),
+                },
+            );
+        }
+    }
 }
 
 impl<'s> ConversationWriter<'s> {
@@ -94,11 +124,15 @@ impl<'s> ConversationWriter<'s> {
             log,
             state,
             options,
+            head_end: 0,
         })
     }
 
     /// Opens the conversation for appending: waits for its writer lock,
-    /// recovers a torn tail, and reads the log to know its state.
+    /// checks the framing of the whole log (so damage anywhere is found and
+    /// a torn tail is cut), and folds the entries to know its state: from the
+    /// head cache on when it can be trusted (format-spec.md 4.6), so only
+    /// records appended since the cache was written are decoded.
     pub(crate) fn open(
         blobs: &'s BlobStore,
         id: ConversationId,
@@ -109,17 +143,22 @@ impl<'s> ConversationWriter<'s> {
         // reported as a failure to create its lock file.
         open_reader(storage, &id, options)?;
         let log = LogWriter::open(storage, &id.log_path(), options)?;
+        let cached = head::load(storage, &id);
+        head::remove_stale_temps(storage, &id);
+        let (mut state, from) = match cached {
+            Some(h) if h.log_end <= log.end() => (h.state, h.log_end),
+            _ => (ConversationState::default(), FIRST_RECORD),
+        };
         let reader = open_reader(storage, &id, options)?;
-        let mut state = ConversationState::default();
-        let end = fold_records(&reader, FIRST_RECORD, &mut state, &mut |_, _| {})?;
-        if end != log.end() {
+        let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
+        if fold.end != log.end() {
             // We hold the lock, so nobody appended; a difference means the
             // file changed under us in a way the format does not allow.
             return Err(Error::Corrupt {
                 path: log.path().to_path_buf(),
-                offset: end.min(log.end()),
+                offset: fold.end.min(log.end()),
                 expected: format!("the log to end at {} as its writer found", log.end()),
-                found: format!("records ending at {end}"),
+                found: format!("records ending at {}", fold.end),
             });
         }
         Ok(ConversationWriter {
@@ -128,6 +167,7 @@ impl<'s> ConversationWriter<'s> {
             log,
             state,
             options,
+            head_end: from,
         })
     }
 

@@ -8,7 +8,8 @@
 use super::model::{Entry, EventKind};
 
 /// Assigns turn indices to entries one at a time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnCounter {
     /// Index of the current turn, once one exists.
     current: Option<u64>,

@@ -47,7 +47,10 @@ use std::path::Path;
 use jpstore_blobstore::storage::Storage;
 
 pub use reader::{LogReader, Records};
-pub use record::{payload_len, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN};
+pub use record::{
+    decode_record_header, payload_len, RecordHeader, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,
+    RECORD_HEADER_LEN,
+};
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, CutTail, LogWriter};
 
@@ -84,6 +87,8 @@ pub struct Record {
     pub offset: u64,
     /// Bytes of the record on disk (header and payload).
     pub len: u64,
+    /// The payload's crc32, as stored in (and checked against) the header.
+    pub payload_crc: u32,
     /// The entries of the batch, in append order.
     pub entries: Vec<Vec<u8>>,
 }

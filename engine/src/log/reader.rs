@@ -178,12 +178,17 @@ impl Iterator for Records<'_> {
         let offset = self.position;
         let path = &self.reader.path;
         match self.walker.step(offset) {
-            Ok(Step::Record { len, payload }) => match decode_batch(payload) {
+            Ok(Step::Record {
+                len,
+                payload,
+                payload_crc,
+            }) => match decode_batch(payload) {
                 Ok(entries) => {
                     self.position += len;
                     Some(Ok(Record {
                         offset,
                         len,
+                        payload_crc,
                         entries,
                     }))
                 }

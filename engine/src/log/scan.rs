@@ -132,7 +132,11 @@ impl Damage {
 /// One step of a walk.
 pub(crate) enum Step<'w> {
     /// A valid record: its length on disk and its (checked) payload.
-    Record { len: u64, payload: &'w [u8] },
+    Record {
+        len: u64,
+        payload: &'w [u8],
+        payload_crc: u32,
+    },
     /// The walk is over.
     End(LogEnd),
 }
@@ -271,6 +275,7 @@ impl<'f> Walker<'f> {
         Ok(Step::Record {
             len: header.record_len(),
             payload,
+            payload_crc: header.payload_crc,
         })
     }
 

@@ -39,6 +39,7 @@ pub struct LogWriter {
     max_record_size: u32,
     poisoned: bool,
     cut: Option<CutTail>,
+    last: Option<(u64, u32)>,
 }
 
 impl LogWriter {
@@ -95,7 +96,7 @@ impl LogWriter {
                 })
             }
         }
-        Self::open_locked(storage, path, options, lock)
+        Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN)
     }
 
     /// Opens an existing log for writing, waiting for the writer lock.
@@ -105,7 +106,7 @@ impl LogWriter {
     /// error and nothing is changed.
     pub fn open(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
         let lock = lock_waiting(storage, path)?;
-        Self::open_locked(storage, path, options, lock)
+        Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN)
     }
 
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
@@ -116,7 +117,9 @@ impl LogWriter {
         options: LogOptions,
     ) -> Result<Option<Self>> {
         match lock(storage, path, false)? {
-            Some(lock) => Self::open_locked(storage, path, options, lock).map(Some),
+            Some(lock) => {
+                Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN).map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -126,6 +129,7 @@ impl LogWriter {
         path: &Path,
         options: LogOptions,
         lock: Box<dyn StorageFile>,
+        resume: u64,
     ) -> Result<Self> {
         // The log is opened only now that the lock is held, so whatever
         // another writer did before releasing it (appends, a repair that
@@ -142,10 +146,20 @@ impl LogWriter {
         check_header(&*file, &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
         let mut walker = Walker::new(&*file, len, options.max_record_size);
-        let mut pos = FILE_HEADER_LEN;
+        let mut pos = if resume <= len {
+            resume
+        } else {
+            FILE_HEADER_LEN
+        };
+        let mut last = None;
         let end = loop {
             match walker.step(pos).map_err(|e| io("read", e))? {
-                Step::Record { len, .. } => pos += len,
+                Step::Record {
+                    len, payload_crc, ..
+                } => {
+                    last = Some((pos, payload_crc));
+                    pos += len;
+                }
                 Step::End(end) => break end,
             }
         };
@@ -172,6 +186,7 @@ impl LogWriter {
             max_record_size: options.max_record_size,
             poisoned: false,
             cut,
+            last,
         })
     }
 
@@ -223,8 +238,16 @@ impl LogWriter {
             });
         }
         let offset = self.end;
+        let payload_crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
+        self.last = Some((offset, payload_crc));
         self.end += record.len() as u64;
         Ok(offset)
+    }
+
+    /// The offset and payload crc32 of the last record this writer read
+    /// when it opened the log (from its resume point on) or appended.
+    pub fn last_record(&self) -> Option<(u64, u32)> {
+        self.last
     }
 
     /// Offset where the next record will be written (the length of the log).

@@ -1,0 +1,214 @@
+//! The head cache of a conversation (format-spec.md section 4.6): the folded
+//! [`ConversationState`] as of a record boundary of the log, so that
+//! listings and writers read only the records appended since, not the whole
+//! log.
+//!
+//! The cache is never authoritative. It is written without a sync (a temp
+//! file renamed over `head`), checked by a CRC-32, and trusted only if the
+//! record it claims ends its prefix is really there (its header's checksum
+//! and payload CRC match and it ends where the cache says). Anything else
+//! (missing, damaged, stale beyond the log's end, another log) means: fold
+//! the whole log, as if there were no cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jpstore_blobstore::storage::{read_all, read_exact_at, write_all_at, OpenMode, Storage};
+use serde::{Deserialize, Serialize};
+
+use super::state::ConversationState;
+use super::ConversationId;
+use crate::log::{decode_record_header, FIRST_RECORD, RECORD_HEADER_LEN};
+
+/// Name of the head cache inside a conversation's directory.
+pub const HEAD_FILE: &str = "head";
+/// Magic of a head file.
+pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
+/// Version of the head file layout.
+pub const HEAD_VERSION: u16 = 1;
+/// Length of the head file's header.
+pub const HEAD_HEADER_LEN: usize = 16;
+/// Largest head file read (the state holds metadata and the current turn's
+/// tool call ids, so it is small; this bounds what a damaged file costs).
+pub const MAX_HEAD_LEN: u64 = 16 << 20;
+
+/// A folded state and the log prefix it covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Head {
+    /// End of the covered prefix: a record boundary.
+    pub log_end: u64,
+    /// Offset of the last record of the prefix (it ends at `log_end`).
+    pub last_record: u64,
+    /// The payload CRC stored in that record's header.
+    pub last_record_crc: u32,
+    /// The payload CRC of the log's first record (the creation metadata,
+    /// which holds the creation time to the nanosecond): ties the head to
+    /// this conversation's log and no other.
+    pub first_record_crc: u32,
+    /// The state after folding the prefix.
+    pub state: ConversationState,
+}
+
+/// Path of the head file of `id`, relative to the store root.
+pub fn head_path(id: &ConversationId) -> PathBuf {
+    id.dir().join(HEAD_FILE)
+}
+
+/// Encodes a head file.
+pub fn encode(head: &Head) -> Vec<u8> {
+    let body = match rmp_serde::to_vec_named(head) {
+        Ok(b) => b,
+        Err(e) => unreachable!("MessagePack encoding of a head failed: {e}"),
+    };
+    let mut out = Vec::with_capacity(HEAD_HEADER_LEN + body.len());
+    out.extend_from_slice(&HEAD_MAGIC);
+    out.extend_from_slice(&HEAD_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decodes a head file; `None` if it is not a valid one of this version.
+pub fn decode(bytes: &[u8]) -> Option<Head> {
+    let header = bytes.get(..HEAD_HEADER_LEN)?;
+    if header[0..4] != HEAD_MAGIC
+        || u16::from_le_bytes([header[4], header[5]]) != HEAD_VERSION
+        || header[6..8] != [0, 0]
+    {
+        return None;
+    }
+    let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
+    let crc = u32::from_le_bytes([header[12], header[13], header[14], header[15]]);
+    let body = &bytes[HEAD_HEADER_LEN..];
+    if body.len() != len || crc32fast::hash(body) != crc {
+        return None;
+    }
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(body));
+    de.set_max_depth(super::codec::MAX_DEPTH);
+    let head = Head::deserialize(&mut de).ok()?;
+    (de.position() == body.len() as u64).then_some(head)
+}
+
+/// Reads the head cache of `id` and checks it against the log; `None` when
+/// there is none or it cannot be trusted.
+pub fn load(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
+    let file = storage.open(&head_path(id), OpenMode::Read).ok()?;
+    let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
+    let head = decode(&bytes)?;
+    matches_log(storage, id, &head).then_some(head)
+}
+
+/// Whether the log of `id` has, at `head.last_record`, a valid record header
+/// with the cached payload CRC that ends at `head.log_end`.
+fn matches_log(storage: &dyn Storage, id: &ConversationId, head: &Head) -> bool {
+    if head.last_record < FIRST_RECORD || head.log_end <= head.last_record {
+        return false;
+    }
+    let Ok(log) = storage.open(&id.log_path(), OpenMode::Read) else {
+        return false;
+    };
+    match log.len() {
+        Ok(len) if len >= head.log_end => {}
+        _ => return false,
+    }
+    let header_at = |offset: u64| {
+        let mut buf = [0u8; RECORD_HEADER_LEN as usize];
+        read_exact_at(&*log, &mut buf, offset).ok()?;
+        decode_record_header(&buf)
+    };
+    let first_ok = header_at(FIRST_RECORD).is_some_and(|h| h.payload_crc == head.first_record_crc);
+    first_ok
+        && header_at(head.last_record).is_some_and(|h| {
+            h.payload_crc == head.last_record_crc
+                && head.last_record + h.record_len() == head.log_end
+        })
+}
+
+/// The payload crc32 of the first record of the log of `id`, if readable.
+pub fn first_record_crc(storage: &dyn Storage, id: &ConversationId) -> Option<u32> {
+    let log = storage.open(&id.log_path(), OpenMode::Read).ok()?;
+    let mut buf = [0u8; RECORD_HEADER_LEN as usize];
+    read_exact_at(&*log, &mut buf, FIRST_RECORD).ok()?;
+    decode_record_header(&buf).map(|h| h.payload_crc)
+}
+
+/// Replaces the head cache of `id`, best effort: the cache is an
+/// optimisation, so failures (a read-only store, a full disk) are ignored.
+/// Not synced: after a crash the file may be stale or damaged, which
+/// [`load`] detects.
+pub fn store(storage: &dyn Storage, id: &ConversationId, head: &Head) {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tmp = id.dir().join(format!(
+        "{HEAD_FILE}.tmp.{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let ok = (|| {
+        let file = storage.open(&tmp, OpenMode::CreateNew).ok()?;
+        write_all_at(&*file, &encode(head), 0).ok()?;
+        drop(file);
+        storage.rename(&tmp, &head_path(id)).ok()
+    })();
+    if ok.is_none() {
+        let _ = storage.remove_file(&tmp);
+    }
+}
+
+/// Removes temp files of head writes that a crash interrupted. Called by a
+/// writer holding the conversation's lock; a temp file of a concurrent
+/// listing may be removed too, which only makes that listing's best-effort
+/// write fail.
+pub fn remove_stale_temps(storage: &dyn Storage, id: &ConversationId) {
+    let Ok(entries) = storage.read_dir(&id.dir()) else {
+        return;
+    };
+    let prefix = format!("{HEAD_FILE}.tmp.");
+    for e in entries {
+        if e.name.starts_with(&prefix) && !e.metadata.is_dir {
+            let _ = storage.remove_file(&Path::new(&id.dir()).join(&e.name));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Head {
+        let mut state = ConversationState {
+            entries: 7,
+            ..Default::default()
+        };
+        state
+            .open_requests
+            .insert("call_1".into(), "fs_read_file".into());
+        Head {
+            log_end: 4096,
+            last_record: 4000,
+            last_record_crc: 0xdead_beef,
+            first_record_crc: 0x1234_5678,
+            state,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_refuses_every_damage() {
+        let bytes = encode(&sample());
+        assert_eq!(decode(&bytes), Some(sample()));
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert_eq!(decode(&bad), None, "flip at byte {i} accepted");
+        }
+        for cut in 0..bytes.len() {
+            assert_eq!(
+                decode(&bytes[..cut]),
+                None,
+                "prefix of {cut} bytes accepted"
+            );
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Tests of conversations through `Store`: the head cache, listing, and the
+//! append checks.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::head::{self, head_path};
+use super::read::read_state;
+use super::ConversationId;
+use crate::error::Error;
+use crate::event::input::parse_input;
+use crate::event::json::ParseMode;
+use crate::event::{Entry, Payload};
+use crate::timestamp::Timestamp;
+use crate::{NewConversation, Store, StoreOptions};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(&dir.path().join("s"), StoreOptions::default()).expect("init");
+    (dir, store)
+}
+
+fn events(text: &str) -> Vec<Entry<Payload>> {
+    parse_input(
+        text,
+        ParseMode::Strict {
+            now: Timestamp::from_unix(1_780_000_000, 0).expect("time"),
+        },
+    )
+    .expect("valid input")
+    .entries
+}
+
+fn new_conv(store: &Store, id: &str) -> ConversationId {
+    let id = ConversationId::parse(id).expect("id");
+    store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            title: Some(format!("title of {id}")),
+            ..Default::default()
+        })
+        .expect("create");
+    id
+}
+
+fn turn(i: u32) -> String {
+    format!(
+        "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"q{i}\"}}\n\
+         {{\"type\":\"tool_call_request\",\"id\":\"c{i}\",\"name\":\"fs_read_file\",\"arguments\":{{}}}}\n\
+         {{\"type\":\"tool_call_response\",\"id\":\"c{i}\",\"content\":\"file {i}\"}}\n"
+    )
+}
+
+/// The state of `id` computed from the whole log, ignoring any cache.
+fn full_state(store: &Store, id: &ConversationId) -> super::state::ConversationState {
+    store.read(id).expect("read").state
+}
+
+#[test]
+fn listing_uses_the_head_and_reads_only_the_tail() {
+    let (_d, store) = store();
+    let id = new_conv(&store, "a1");
+    {
+        let mut w = store.writer(&id).expect("writer");
+        for i in 0..3 {
+            w.append(events(&turn(i))).expect("append");
+        }
+    } // drop writes the head
+    let head = head::load(&**store.storage(), &id).expect("a trusted head after the writer closed");
+    let log_len = store.storage().metadata(&id.log_path()).expect("stat").len;
+    assert_eq!(head.log_end, log_len);
+    assert_eq!(head.state, full_state(&store, &id));
+
+    // A writer that never closes (a crash) leaves the head behind the log.
+    let mut w = store.writer(&id).expect("writer");
+    w.append(events(&turn(3))).expect("append");
+    std::mem::forget(w);
+    let listed = store.list().expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state, full_state(&store, &id));
+    assert_eq!(listed[0].state.turns.turns(), 4);
+    assert_eq!(listed[0].log_bytes, store.read(&id).expect("read").log_end);
+    // The listing refreshed the head.
+    let refreshed = head::load(&**store.storage(), &id).expect("head");
+    assert_eq!(refreshed.log_end, listed[0].log_bytes);
+}
+
+#[test]
+fn a_damaged_or_foreign_head_is_ignored() {
+    let (dir, store) = store();
+    let a = new_conv(&store, "a");
+    let b = new_conv(&store, "b");
+    for (id, n) in [(&a, 2), (&b, 3)] {
+        let mut w = store.writer(id).expect("writer");
+        for i in 0..n {
+            w.append(events(&turn(i))).expect("append");
+        }
+    }
+    let root = dir.path().join("s");
+    let head_a = root.join(head_path(&a));
+    let head_b = root.join(head_path(&b));
+    // A's head copied over B's: it describes another log.
+    std::fs::copy(&head_a, &head_b).expect("copy");
+    let (state, _) = read_state(&**store.storage(), &b, Default::default(), false).expect("state");
+    assert_eq!(state, full_state(&store, &b));
+    // A flipped byte in A's head.
+    let mut bytes = std::fs::read(&head_a).expect("read head");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&head_a, &bytes).expect("write head");
+    assert!(head::load(&**store.storage(), &a).is_none());
+    let (state, _) = read_state(&**store.storage(), &a, Default::default(), false).expect("state");
+    assert_eq!(state, full_state(&store, &a));
+    // A writer opened over a damaged head still knows the current turn.
+    let mut w = store.writer(&a).expect("writer");
+    w.append(events(
+        "{\"type\":\"tool_call_response\",\"id\":\"c1\",\"content\":\"again\"}",
+    ))
+    .expect("a response to the current turn's request is accepted");
+}
+
+#[test]
+fn a_writer_finds_damage_in_the_middle_even_with_a_head() {
+    let (dir, store) = store();
+    let id = new_conv(&store, "d");
+    let mut offsets = Vec::new();
+    {
+        let mut w = store.writer(&id).expect("writer");
+        for i in 0..3 {
+            offsets.push(w.append(events(&turn(i))).expect("append").offset);
+        }
+    }
+    assert!(head::load(&**store.storage(), &id).is_some());
+    let log = dir.path().join("s").join(id.log_path());
+    let mut bytes = std::fs::read(&log).expect("read log");
+    let at = offsets[1] as usize + 20;
+    bytes[at] ^= 0x40;
+    std::fs::write(&log, &bytes).expect("write log");
+    let err = store.writer(&id).expect_err("damage must be found");
+    let msg = err.to_string();
+    assert!(msg.contains(&offsets[1].to_string()), "{msg}");
+    assert!(msg.contains("events.log"), "{msg}");
+    assert_eq!(
+        std::fs::read(&log).expect("read log"),
+        bytes,
+        "the log was changed"
+    );
+}
+
+#[test]
+fn refused_batches_leave_the_log_as_it_was() {
+    let (dir, store) = store();
+    let id = new_conv(&store, "r");
+    let mut w = store.writer(&id).expect("writer");
+    w.append(events(&turn(0))).expect("append");
+    let log = dir.path().join("s").join(id.log_path());
+    let before = std::fs::read(&log).expect("read");
+    let missing = jpstore_blobstore::BlobId::of(b"not stored").to_hex();
+    let cases = [
+        // Answers a request of the previous turn.
+        "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"x\"}\n{\"type\":\"tool_call_response\",\"id\":\"c0\",\"content\":\"late\"}".to_string(),
+        format!("{{\"type\":\"tool_call_response\",\"id\":\"c0\",\"content\":{{\"$blob\":\"{missing}\",\"size\":10}}}}"),
+    ];
+    for text in &cases {
+        let err = w.append(events(text)).expect_err("refused");
+        assert!(matches!(err, Error::BadEntry { .. }), "{err}");
+        assert_eq!(std::fs::read(&log).expect("read"), before, "{text}");
+    }
+    // A reference to stored content with the wrong size.
+    let stored = store.blobs().put(b"twelve bytes").expect("put");
+    let text = format!(
+        "{{\"type\":\"tool_call_response\",\"id\":\"c0\",\"content\":{{\"$blob\":\"{}\",\"size\":3}}}}",
+        stored.id
+    );
+    let err = w.append(events(&text)).expect_err("refused");
+    assert!(err.to_string().contains("has 12 bytes"), "{err}");
+    // The right size is accepted, and the writer is still usable.
+    let text = text.replace("\"size\":3", "\"size\":12");
+    w.append(events(&text)).expect("accepted");
+    assert_eq!(w.state().entries, 5);
+}
+
+#[test]
+fn new_ids_follow_jp_and_skip_taken_ones() {
+    let (_d, store) = store();
+    let t = Timestamp::parse("2026-03-18 13:19:06.8").expect("time");
+    let mk = || {
+        store
+            .create(NewConversation {
+                created: Some(t),
+                ..Default::default()
+            })
+            .expect("create")
+            .id()
+            .to_string()
+    };
+    assert_eq!(mk(), "17738399468");
+    assert_eq!(mk(), "17738399469");
+    let ids: Vec<String> = store
+        .ids()
+        .expect("ids")
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(ids, ["17738399468", "17738399469"]);
+    // A directory without a log (an interrupted creation) is not listed.
+    store
+        .storage()
+        .create_dir_all(Path::new("conversations/17738399470"))
+        .expect("mkdir");
+    assert_eq!(store.ids().expect("ids").len(), 2);
+    assert_eq!(mk(), "17738399470", "the empty directory is reused");
+}
+
+#[test]
+fn metadata_and_config_come_from_the_log() {
+    let (_d, store) = store();
+    let base = json!({"conversation": {"compaction": {"keep_last": 3}}, "x": [1, 2]});
+    let serde_json::Value::Object(base) = base else {
+        unreachable!()
+    };
+    let id = ConversationId::parse("c").expect("id");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            title: Some("T".into()),
+            labels: vec![("k".into(), "v".into())],
+            base_config: Some(base.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    w.append(events(
+        "{\"type\":\"config_delta\",\"delta\":{\"conversation\":{\"compaction\":{\"default_profile\":\"p\"}},\"x\":[3]}}\n{\"type\":\"turn_start\"}",
+    ))
+    .expect("append");
+    drop(w);
+    let conv = store.read(&id).expect("read");
+    assert_eq!(conv.state.metadata.title(), Some("T"));
+    assert_eq!(conv.state.metadata.labels(), vec![("k".into(), "v".into())]);
+    assert_eq!(store.base_config(&conv).expect("base"), base);
+    let at_end = store.config_at(&conv, conv.entries.len()).expect("config");
+    assert_eq!(
+        serde_json::Value::Object(at_end),
+        json!({"conversation": {"compaction": {"keep_last": 3, "default_profile": "p"}}, "x": [3]})
+    );
+    assert_eq!(store.config_at(&conv, 0).expect("config"), base);
+    // A second conversation with the same base config shares its blob.
+    let w2 = store
+        .create(NewConversation {
+            id: Some(ConversationId::parse("c2").expect("id")),
+            base_config: Some(base),
+            ..Default::default()
+        })
+        .expect("create");
+    assert_eq!(
+        w2.state().metadata.base_config,
+        conv.state.metadata.base_config
+    );
+}

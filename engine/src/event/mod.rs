@@ -10,3 +10,6 @@ pub mod model;
 pub mod turns;
 
 pub use model::*;
+
+#[cfg(test)]
+mod proptests;

@@ -1,79 +1,110 @@
-//! `jp-store demo`: the main job on an embedded sample conversation: create
-//! a store, append the conversation turn by turn, print it, export it and
-//! check that the export equals what was appended.
+//! `jp-store demo`: the main job on the embedded sample JP workspace: create
+//! a store, import the workspace's conversation, print it, append a turn,
+//! and export it back to JP's format, checking that the exported files equal
+//! the originals as JSON values.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{ensure, Context, Result};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::event::EventKind;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::jp::export::jp_files;
+use jpstore_engine::jp::import::{find_sources, prepare, read_source};
 use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_engine::{Store, StoreOptions};
 
 use crate::conversation_commands::print_conversation;
 
-/// The sample conversation (plain JSON events, written for jp-store after
-/// the JP workspace in `samples/jp-workspace`), embedded in the binary.
-pub const SAMPLE_EVENTS: &str = include_str!("../samples/fix-the-flaky-test.events.json");
+/// The sample JP workspace shipped with jp-store (written for it), embedded
+/// in the binary: (path inside the workspace, content).
+pub const SAMPLE_WORKSPACE: &[(&str, &str)] = &[
+    (
+        ".jp/conversations/17738399468-fix-the-flaky-test/events.json",
+        include_str!("../samples/jp-workspace/.jp/conversations/17738399468-fix-the-flaky-test/events.json"),
+    ),
+    (
+        ".jp/conversations/17738399468-fix-the-flaky-test/metadata.json",
+        include_str!("../samples/jp-workspace/.jp/conversations/17738399468-fix-the-flaky-test/metadata.json"),
+    ),
+];
+
+/// The turn the demo appends, as `jp-store append` reads it.
+const NEXT_TURN: &str = r#"{"type": "turn_start"}
+{"type": "chat_request", "content": "Thanks. Summarise the fix in one line."}
+{"type": "chat_response", "message": "Join the writer thread before reopening the log."}
+"#;
 
 pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
-    let (dir, _guard) = match dir {
-        Some(d) => (d, None),
-        None => {
-            let t = tempfile::tempdir().context("creating a temp dir for the demo store")?;
-            (t.path().join("store"), Some(t))
+    let tmp = tempfile::tempdir().context("creating a temp dir for the demo")?;
+    let store_dir = dir.unwrap_or_else(|| tmp.path().join("store"));
+    let workspace = tmp.path().join("workspace");
+    for (path, content) in SAMPLE_WORKSPACE {
+        let p = workspace.join(path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
         }
-    };
-    let store = Store::init_dir(&dir, StoreOptions::default())?;
-    println!("store: {}\n", dir.display());
+        std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let store = Store::init_dir(&store_dir, StoreOptions::default())?;
+    println!("store: {}", store_dir.display());
+
+    // 1. Import the JP workspace.
+    let sources = find_sources(&workspace)?;
+    let prepared = sources
+        .iter()
+        .map(|s| read_source(s).map(prepare))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (imported, totals) = store.import(prepared, false, &mut |_| {})?;
+    println!(
+        "imported {} JP conversation(s): {} blobs stored\n",
+        imported.len(),
+        totals.new_blobs
+    );
+
+    // 2. Print it.
+    let id = ConversationId::parse("17738399468")?;
+    let conv = store.read(&id)?;
+    print_conversation(&mut std::io::stdout().lock(), &conv)?;
+
+    // 3. Export it back: equal to the original files as JSON values.
+    let files = jp_files(&store, &conv)?;
+    let original_dir = sources.first().context("the sample has a conversation")?;
+    check_equal(&original_dir.join("events.json"), &files.events)?;
+    check_equal(&original_dir.join("metadata.json"), &files.metadata)?;
+    println!("\nexport --format jp gives back the imported files (equal as JSON)");
+
+    // 4. Append a turn, as an agent would: one durable batch.
     let parsed = parse_input(
-        SAMPLE_EVENTS,
+        NEXT_TURN,
         ParseMode::Strict {
             now: Timestamp::now(),
         },
     )
-    .map_err(|e| anyhow::anyhow!("the embedded sample: {e}"))?;
-    let id = ConversationId::parse("17738399468")?;
-    let mut writer = store.create(NewConversation {
-        id: Some(id.clone()),
-        title: Some("Fix the flaky test".into()),
-        labels: vec![("project".into(), "jp-store".into())],
-        ..Default::default()
-    })?;
-    // One durable batch per turn, as an agent would append them.
-    let mut batch = Vec::new();
-    let mut batches = 0;
-    for entry in parsed.entries {
-        let opens_turn = matches!(entry.event().map(|e| &e.kind), Some(EventKind::TurnStart));
-        if opens_turn && !batch.is_empty() {
-            writer.append(std::mem::take(&mut batch))?;
-            batches += 1;
-        }
-        batch.push(entry);
-    }
-    writer.append(batch)?;
-    batches += 1;
+    .map_err(|e| anyhow::anyhow!("the demo's turn: {e}"))?;
+    let mut writer = store.writer(&id)?;
+    let outcome = writer.append(parsed.entries)?;
     drop(writer);
-
     let conv = store.read(&id)?;
-    print_conversation(&mut std::io::stdout().lock(), &conv)?;
-
-    let exported = conversation_json(&store, &conv, ContentMode::Inline)?;
-    let original: serde_json::Value = serde_json::from_str(SAMPLE_EVENTS)?;
-    ensure!(
-        exported["events"] == original,
-        "the export differs from the appended events"
-    );
-    let stats = store.blobs().loose_objects()?;
     println!(
-        "\nappended {} events in {batches} batches; {} blobs in the store; \
-         export --format json gives back exactly the appended events",
-        conv.state.entries,
-        stats.len()
+        "appended {} events as one record at offset {}; the conversation now has {} turns",
+        outcome.entries,
+        outcome.offset,
+        conv.state.turns.turns()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn check_equal(original: &Path, exported: &serde_json::Value) -> Result<()> {
+    let text = std::fs::read_to_string(original)
+        .with_context(|| format!("reading {}", original.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)?;
+    ensure!(
+        &value == exported,
+        "the export of {} differs from the original",
+        original.display()
+    );
+    Ok(())
 }

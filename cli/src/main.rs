@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use conversation_commands::{ExportArgs, NewArgs};
+use conversation_commands::{ExportArgs, ImportArgs, NewArgs};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -33,6 +33,11 @@ enum Command {
     /// Create a store (if none exists) and print its location. An existing
     /// store and its config.toml are left as they are.
     Init,
+    /// Import JP conversations (events.json, metadata.json, base_config.json),
+    /// undoing JP's base64; content and base configs go into the blob store.
+    /// Exit 1 if any directory was not valid JP data (the others are
+    /// imported).
+    Import(ImportArgs),
     /// Create a conversation and print its id.
     New(NewArgs),
     /// Append events, read from standard input as JSON (one array, or one
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
     let dir = &cli.store;
     let result = match cli.command {
         Command::Init => conversation_commands::init(dir),
+        Command::Import(args) => conversation_commands::import(dir, args),
         Command::New(args) => conversation_commands::new(dir, args),
         Command::Append { id, json } => conversation_commands::append(dir, &id, json),
         Command::Ls { json } => conversation_commands::ls(dir, json),

@@ -33,6 +33,14 @@ impl Progress {
         }
     }
 
+    /// Prints a line above the bar (or to stderr when there is no bar).
+    pub fn println(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("jp-store: {line}"),
+        }
+    }
+
     /// Removes the bar.
     pub fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {

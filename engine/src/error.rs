@@ -123,6 +123,14 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+    /// A file to import is not valid JP data.
+    #[error("{}: not valid JP data: {reason}", path.display())]
+    NotJp {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A config file or config blob is not valid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),

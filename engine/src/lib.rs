@@ -7,6 +7,7 @@
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
 //! - [`export`]: the plain JSON form of a conversation.
+//! - [`jp`]: import and export of JP's conversation files.
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
 //!
@@ -18,6 +19,7 @@ pub mod conversation;
 pub mod error;
 pub mod event;
 pub mod export;
+pub mod jp;
 pub mod log;
 pub mod store;
 pub mod timestamp;

@@ -240,7 +240,7 @@ impl Store {
             fields,
         };
         match new.id {
-            Some(id) => ConversationWriter::create(&self.blobs, id, patch, self.options.log),
+            Some(id) => ConversationWriter::create(&self.blobs, id, patch, &[], self.options.log),
             None => {
                 let mut id = ConversationId::from_time(created);
                 // Two conversations created in the same decisecond: take the
@@ -250,6 +250,7 @@ impl Store {
                         &self.blobs,
                         id.clone(),
                         patch.clone(),
+                        &[],
                         self.options.log,
                     ) {
                         Err(Error::ConversationExists { .. }) => {}
@@ -321,6 +322,51 @@ impl Store {
                 source,
             }),
         }
+    }
+
+    /// Removes a conversation: waits for its writer lock, moves its
+    /// directory aside under a name that is not an id (so it is no longer
+    /// listed, at once and atomically), syncs, then deletes it. Blobs stay
+    /// until gc. An unknown id is [`Error::NotFound`].
+    pub fn remove(&self, id: &ConversationId) -> Result<()> {
+        if !self.exists(id)? {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+        let _lock = crate::log::lock_waiting(&*self.storage, &id.log_path())?;
+        let aside = PathBuf::from(CONVERSATIONS_DIR).join(format!(
+            ".removed-{id}-{}-{}",
+            std::process::id(),
+            Timestamp::now().subsec_nanos()
+        ));
+        let io = |op, path: &Path, source| Error::Io {
+            op,
+            path: self.storage.display_path(path),
+            source,
+        };
+        self.storage
+            .rename(&id.dir(), &aside)
+            .map_err(|e| io("move aside", &id.dir(), e))?;
+        let conv = Path::new(CONVERSATIONS_DIR);
+        self.storage
+            .sync_dir(conv)
+            .map_err(|source| Error::SyncFailed {
+                path: self.storage.display_path(conv),
+                source,
+            })?;
+        let entries = self
+            .storage
+            .read_dir(&aside)
+            .map_err(|e| io("list", &aside, e))?;
+        for e in entries {
+            let p = aside.join(&e.name);
+            self.storage
+                .remove_file(&p)
+                .map_err(|err| io("remove", &p, err))?;
+        }
+        self.storage
+            .remove_dir(&aside)
+            .map_err(|e| io("remove", &aside, e))?;
+        Ok(())
     }
 
     /// Metadata and counts of every conversation.

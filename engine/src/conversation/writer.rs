@@ -82,12 +82,16 @@ impl Drop for ConversationWriter<'_> {
 }
 
 impl<'s> ConversationWriter<'s> {
-    /// Creates a conversation whose log starts with `first` (its metadata).
-    /// Fails with [`Error::ConversationExists`] if the id is taken.
+    /// Creates a conversation whose log starts with `first` (its metadata)
+    /// followed by `entries` (already in stored form, their blobs already
+    /// durable: import and fork), all published at once: the conversation
+    /// appears whole or not at all. Fails with [`Error::ConversationExists`]
+    /// if the id is taken.
     pub(crate) fn create(
         blobs: &'s BlobStore,
         id: ConversationId,
         first: MetaPatch,
+        entries: &[Entry],
         options: LogOptions,
     ) -> Result<Self> {
         let storage = &**blobs.storage();
@@ -96,6 +100,36 @@ impl<'s> ConversationWriter<'s> {
             path: storage.display_path(&id.dir()),
             source,
         };
+        // Records: the metadata alone, then the entries in batches that fit
+        // the record size limit.
+        let meta = vec![codec::encode_meta(&first)];
+        let mut batches: Vec<Vec<Vec<u8>>> = vec![meta];
+        let max = u64::from(options.max_record_size);
+        let mut current: Vec<Vec<u8>> = Vec::new();
+        let mut size = 4u64;
+        for (index, entry) in entries.iter().enumerate() {
+            let bytes = codec::encode_event(entry);
+            let add = 4 + bytes.len() as u64;
+            if 4 + add > max {
+                return Err(Error::BadEntry {
+                    index,
+                    field: String::new(),
+                    message: format!(
+                        "the entry encodes to {} bytes, more than a record holds ({max} bytes)",
+                        bytes.len()
+                    ),
+                });
+            }
+            if size + add > max {
+                batches.push(std::mem::take(&mut current));
+                size = 4;
+            }
+            size += add;
+            current.push(bytes);
+        }
+        if !current.is_empty() {
+            batches.push(current);
+        }
         storage
             .create_dir_all(&id.dir())
             .map_err(|e| io("create", e))?;
@@ -108,8 +142,8 @@ impl<'s> ConversationWriter<'s> {
                 path: storage.display_path(parent),
                 source,
             })?;
-        let first_entry = codec::encode_meta(&first);
-        let log = match LogWriter::create_with(storage, &id.log_path(), options, &[first_entry]) {
+        let records: Vec<&[Vec<u8>]> = batches.iter().map(Vec::as_slice).collect();
+        let log = match LogWriter::create_with_records(storage, &id.log_path(), options, &records) {
             Err(Error::AlreadyExists { .. }) => {
                 return Err(Error::ConversationExists { id: id.to_string() })
             }
@@ -117,7 +151,10 @@ impl<'s> ConversationWriter<'s> {
         };
         let mut state = ConversationState::default();
         state.apply(&LogEntry::Meta(first));
-        state.records = 1;
+        for e in entries {
+            state.apply_entry(e);
+        }
+        state.records = batches.len() as u64;
         Ok(ConversationWriter {
             blobs,
             id,
@@ -174,6 +211,11 @@ impl<'s> ConversationWriter<'s> {
     /// The conversation's id.
     pub fn id(&self) -> &ConversationId {
         &self.id
+    }
+
+    /// The length of the log: where the next record goes.
+    pub fn log_end(&self) -> u64 {
+        self.log.end()
     }
 
     /// The state after every acknowledged append.

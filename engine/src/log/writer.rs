@@ -60,9 +60,26 @@ impl LogWriter {
         options: LogOptions,
         first: &[E],
     ) -> Result<Self> {
+        let records: &[&[E]] = if first.is_empty() { &[] } else { &[first] };
+        Self::create_with_records(storage, path, options, records)
+    }
+
+    /// Like [`LogWriter::create_with`] with any number of records (each a
+    /// non-empty batch): the log appears with all of them or not at all.
+    pub fn create_with_records<E: AsRef<[u8]>>(
+        storage: &dyn Storage,
+        path: &Path,
+        options: LogOptions,
+        records: &[&[E]],
+    ) -> Result<Self> {
         let mut bytes = encode_file_header().to_vec();
-        if !first.is_empty() {
-            let size = payload_len(first).unwrap_or(u64::MAX);
+        for batch in records {
+            if batch.is_empty() {
+                return Err(Error::EmptyBatch {
+                    path: storage.display_path(path),
+                });
+            }
+            let size = payload_len(batch).unwrap_or(u64::MAX);
             if size > u64::from(options.max_record_size) {
                 return Err(Error::RecordTooLarge {
                     path: storage.display_path(path),
@@ -71,7 +88,7 @@ impl LogWriter {
                     max: options.max_record_size.into(),
                 });
             }
-            bytes.extend_from_slice(&encode_record(first));
+            bytes.extend_from_slice(&encode_record(batch));
         }
         let lock = lock_waiting(storage, path)?;
         let tmp = temp_path(path);
@@ -300,8 +317,10 @@ fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn
     }
 }
 
-/// Waits for the sidecar lock of `path`.
-fn lock_waiting(storage: &dyn Storage, path: &Path) -> Result<Box<dyn StorageFile>> {
+/// Waits for the sidecar lock of the log at `path` (the lock a
+/// [`LogWriter`] holds), for operations that must exclude the writer
+/// without opening the log, such as removing a conversation.
+pub fn lock_waiting(storage: &dyn Storage, path: &Path) -> Result<Box<dyn StorageFile>> {
     lock(storage, path, true)?.ok_or_else(|| Error::Io {
         op: "lock",
         path: storage.display_path(&lock_path(path)),

@@ -1,0 +1,115 @@
+//! JP's base64 (jp-format.md section 2): standard alphabet, padded, over
+//! UTF-8, applied to the whole `tool_call_response.content`, every string
+//! leaf of `tool_call_request.arguments` and every string leaf of an event's
+//! `metadata`. JP decodes leniently: a value that is not valid base64, or
+//! does not decode to UTF-8, is kept as it is.
+//!
+//! To export exactly what was imported, decoding records the paths of the
+//! leaves that were kept as they were (*raw* leaves), and encoding skips
+//! them. A valid padded base64 string decodes to bytes whose encoding is that
+//! same string (the decoder refuses non-canonical trailing bits), so
+//! everything else round-trips.
+
+use base64::Engine as _;
+use serde_json::Value;
+
+/// Decodes `s` as JP does: `Some` only for valid padded standard base64 of
+/// UTF-8 text.
+pub fn decode(s: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Encodes `s` as JP does.
+pub fn encode(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+}
+
+/// Decodes every string leaf of `v` in place; pushes the path (JSON
+/// Pointer, RFC 6901, relative to `v`) of every leaf kept as it was.
+pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
+    match v {
+        Value::String(s) => match decode(s) {
+            Some(d) => *s = d,
+            None => raw.push(path.clone()),
+        },
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                decode_leaves(item, path, raw);
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                decode_leaves(item, path, raw);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Encodes every string leaf of `v` in place, except those at the paths in
+/// `raw` (as recorded by [`decode_leaves`]).
+pub fn encode_leaves(v: &mut Value, path: &mut String, raw: &[String]) {
+    match v {
+        Value::String(s) if !raw.iter().any(|r| r == path) => *s = encode(s),
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                encode_leaves(item, path, raw);
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                encode_leaves(item, path, raw);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lenient_like_jp() {
+        assert_eq!(decode("aGVsbG8="), Some("hello".into()));
+        assert_eq!(decode("aGVsbG8"), None, "unpadded is not JP's base64");
+        assert_eq!(decode("not base64!"), None);
+        assert_eq!(
+            decode("//79"),
+            None,
+            "valid base64 of bytes that are not UTF-8"
+        );
+        assert_eq!(decode(""), Some(String::new()));
+    }
+
+    #[test]
+    fn leaves_round_trip_with_raw_ones_kept() {
+        let original = json!({"a": encode("x/y"), "b": [encode("1"), "plain text!", 5], "c~/d": {"e": "//79"}});
+        let mut v = original.clone();
+        let mut raw = Vec::new();
+        decode_leaves(&mut v, &mut String::new(), &mut raw);
+        assert_eq!(v["a"], "x/y");
+        assert_eq!(v["b"][0], "1");
+        assert_eq!(raw, vec!["/b/1".to_string(), "/c~0~1d/e".to_string()]);
+        encode_leaves(&mut v, &mut String::new(), &raw);
+        assert_eq!(v, original);
+    }
+}

@@ -1,0 +1,478 @@
+//! Reading JP conversation directories and importing them into a store.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use jpstore_blobstore::storage::{read_all, LocalStorage, OpenMode, Storage};
+use jpstore_blobstore::BlobId;
+use serde_json::{Map, Value};
+
+use super::base64::{decode, decode_leaves};
+use super::{ConfigLayout, JpInfo, JP_FIELD};
+use crate::config;
+use crate::conversation::meta::MetaPatch;
+use crate::conversation::ConversationId;
+use crate::error::{Error, Result};
+use crate::event::json::{parse_entry, ParseMode};
+use crate::event::{BlobRef, Entry, Object, Payload};
+use crate::store::Store;
+use crate::timestamp::Timestamp;
+
+/// Largest JP file read.
+pub const MAX_JP_FILE: u64 = 2 << 30;
+
+/// The files of one JP conversation, parsed as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JpSource {
+    /// The directory.
+    pub path: PathBuf,
+    /// Its name.
+    pub dir_name: String,
+    /// Whether it is under `.archive/`.
+    pub archived: bool,
+    /// The id (the number before the first `-` of the name).
+    pub id: ConversationId,
+    /// `metadata.json`.
+    pub metadata: Object,
+    /// `events.json`.
+    pub events: Vec<Value>,
+    /// `base_config.json`, if present.
+    pub base_config: Option<Object>,
+    /// Bytes of the files read.
+    pub bytes: u64,
+}
+
+fn invalid(path: &Path, reason: impl Into<String>) -> Error {
+    Error::NotJp {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Finds JP conversation directories under `path`: `path` itself if it holds
+/// an `events.json`; else its subdirectories that do (and those of its
+/// `.archive/`); a workspace root is searched at `.jp/conversations`.
+pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
+    let io = |op, source| Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.join("events.json").is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let meta = std::fs::metadata(path).map_err(|e| io("open", e))?;
+    if !meta.is_dir() {
+        return Err(invalid(
+            path,
+            "not a directory (expected a JP conversation directory or a directory holding them)",
+        ));
+    }
+    let workspace = path.join(".jp").join("conversations");
+    let base = if workspace.is_dir() {
+        workspace
+    } else {
+        path.to_path_buf()
+    };
+    let mut found = Vec::new();
+    for dir in [base.clone(), base.join(".archive")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries {
+            let e = e.map_err(|e| io("list", e))?;
+            let p = e.path();
+            if p.is_dir() && p.join("events.json").is_file() {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn read_json(storage: &LocalStorage, dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
+    let file = match storage.open(Path::new(name), OpenMode::Read) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(Error::Io {
+                op: "open",
+                path: dir.join(name),
+                source,
+            })
+        }
+    };
+    let bytes = read_all(&*file, MAX_JP_FILE).map_err(|source| Error::Io {
+        op: "read",
+        path: dir.join(name),
+        source,
+    })?;
+    let v = serde_json::from_slice(&bytes).map_err(|e| {
+        invalid(
+            &dir.join(name),
+            format!(
+                "invalid JSON at line {}, column {}: {e}",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    Ok(Some((v, bytes.len() as u64)))
+}
+
+/// Reads one JP conversation directory.
+pub fn read_source(dir: &Path) -> Result<JpSource> {
+    let dir_name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| invalid(dir, "the directory name is not UTF-8"))?
+        .to_owned();
+    let id_part = dir_name.split('-').next().unwrap_or("");
+    if id_part.is_empty() || !id_part.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(
+            dir,
+            "the directory name does not start with a JP conversation id (digits, then `-` or the end)",
+        ));
+    }
+    let id = ConversationId::parse(id_part).map_err(|e| {
+        invalid(
+            dir,
+            format!("no conversation id in the directory name: {e}"),
+        )
+    })?;
+    let archived = dir
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|n| n == ".archive");
+    let storage = LocalStorage::open(dir).map_err(|source| Error::Io {
+        op: "open",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let (events, mut bytes) =
+        read_json(&storage, dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let Value::Array(events) = events else {
+        return Err(invalid(
+            &dir.join("events.json"),
+            "expected a JSON array of entries",
+        ));
+    };
+    let metadata = match read_json(&storage, dir, "metadata.json")? {
+        None => Map::new(),
+        Some((Value::Object(o), n)) => {
+            bytes += n;
+            o
+        }
+        Some(_) => {
+            return Err(invalid(
+                &dir.join("metadata.json"),
+                "expected a JSON object",
+            ))
+        }
+    };
+    let base_config = match read_json(&storage, dir, "base_config.json")? {
+        None => None,
+        Some((Value::Object(o), n)) => {
+            bytes += n;
+            Some(o)
+        }
+        Some(_) => {
+            return Err(invalid(
+                &dir.join("base_config.json"),
+                "expected a JSON object",
+            ))
+        }
+    };
+    Ok(JpSource {
+        path: dir.to_path_buf(),
+        dir_name,
+        archived,
+        id,
+        metadata,
+        events,
+        base_config,
+        bytes,
+    })
+}
+
+/// A JP conversation converted to jp-store's form, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The conversation id.
+    pub id: ConversationId,
+    /// Metadata fields (JP's `metadata.json`, `created`, and `jp`).
+    pub fields: Object,
+    /// The base config, if any.
+    pub base_config: Option<Object>,
+    /// The entries, content inline.
+    pub entries: Vec<Entry<Payload>>,
+    /// Bytes of the JP files.
+    pub source_bytes: u64,
+}
+
+/// Converts a JP conversation: detects the config layout, undoes base64
+/// where JP applies it (recording the leaves that were not base64), and
+/// parses entries leniently (entries that do not fit the model are kept
+/// verbatim).
+pub fn prepare(src: JpSource) -> Prepared {
+    let mut events = src.events;
+    let first_is_delta = events
+        .first()
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str)
+        == Some("config_delta");
+    let (layout, base_config, first_entry) = if src.base_config.is_some() {
+        (ConfigLayout::BaseConfigFile, src.base_config, None)
+    } else if first_is_delta {
+        match events.first().and_then(|e| e.get("delta")) {
+            Some(Value::Object(delta)) => {
+                let delta = delta.clone();
+                let mut first = match events.remove(0) {
+                    Value::Object(o) => o,
+                    _ => Map::new(),
+                };
+                first.remove("delta");
+                (ConfigLayout::FirstConfigDelta, Some(delta), Some(first))
+            }
+            Some(_) => (ConfigLayout::None, None, None),
+            None => (ConfigLayout::Flattened, None, None),
+        }
+    } else {
+        (ConfigLayout::None, None, None)
+    };
+    let mut raw = std::collections::BTreeMap::new();
+    let entries = events
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (entry, leaves) = import_entry(v);
+            if !leaves.is_empty() {
+                raw.insert(i.to_string(), leaves);
+            }
+            entry
+        })
+        .collect();
+    let mut fields = src.metadata;
+    let created_added = !fields.contains_key("created");
+    if created_added {
+        // JP's id is the creation time in deciseconds.
+        if let Ok(ds) = src.id.as_str().parse::<i64>() {
+            if let Some(t) = Timestamp::from_unix(ds / 10, (ds % 10) as u32 * 100_000_000) {
+                fields.insert("created".into(), t.to_jp_string().into());
+            }
+        }
+    }
+    let created_added = created_added && fields.contains_key("created");
+    let info = JpInfo {
+        dir: src.dir_name,
+        archived: src.archived,
+        layout,
+        first_entry,
+        raw,
+        created_added,
+    };
+    fields.insert(JP_FIELD.into(), info.to_value());
+    Prepared {
+        id: src.id,
+        fields,
+        base_config,
+        entries,
+        source_bytes: src.bytes,
+    }
+}
+
+/// Converts one entry of `events.json`: the entry and the JSON Pointers of
+/// the string leaves that JP would have encoded but that are not base64.
+fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
+    let Value::Object(obj) = v else {
+        // Not an object: JP could not have written it; kept verbatim.
+        let mut o = Map::new();
+        o.insert("$value".into(), v.clone());
+        return (Entry::Unknown(o), Vec::new());
+    };
+    let mut decoded = obj.clone();
+    let mut raw = Vec::new();
+    match obj.get("type").and_then(Value::as_str) {
+        Some("tool_call_response") => {
+            if let Some(Value::String(s)) = decoded.get_mut("content") {
+                match decode(s) {
+                    Some(d) => *s = d,
+                    None => raw.push("/content".to_string()),
+                }
+            }
+        }
+        Some("tool_call_request") => {
+            if let Some(args) = decoded.get_mut("arguments") {
+                decode_leaves(args, &mut "/arguments".to_string(), &mut raw);
+            }
+        }
+        _ => {}
+    }
+    if let Some(meta) = decoded.get_mut("metadata") {
+        decode_leaves(meta, &mut "/metadata".to_string(), &mut raw);
+    }
+    match parse_entry(&Value::Object(decoded), ParseMode::Lenient) {
+        Ok(Entry::Event(e)) => (Entry::Event(e), raw),
+        // Unknown, or not fitting the model: the original bytes' JSON, with
+        // its base64 untouched, so export writes it back as it was.
+        _ => (Entry::Unknown(obj.clone()), Vec::new()),
+    }
+}
+
+/// What happened to one conversation of an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Imported {
+    /// Stored.
+    Stored {
+        /// Its id.
+        id: ConversationId,
+        /// Entries stored.
+        entries: usize,
+        /// Bytes of the JP files.
+        source_bytes: u64,
+        /// Bytes of its log.
+        log_bytes: u64,
+        /// Whether an existing conversation was replaced (`force`).
+        replaced: bool,
+    },
+    /// Skipped: a conversation with this id exists (and `force` was not set).
+    Skipped {
+        /// Its id.
+        id: ConversationId,
+    },
+}
+
+/// Totals of the blob writes of an import batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlobTotals {
+    /// Distinct payloads (content and base configs) of the batch.
+    pub payloads: usize,
+    /// Of those, blobs newly stored.
+    pub new_blobs: usize,
+    /// Bytes written to the blob store (pack or loose objects, compressed).
+    pub stored_bytes: u64,
+}
+
+impl Store {
+    /// Imports prepared conversations: all their content (and base configs)
+    /// goes into the blob store first, as one pack when there are more than a
+    /// few new blobs; then each conversation's log is published whole. A
+    /// conversation whose id exists is skipped, or with `force` replaced.
+    pub fn import(
+        &self,
+        batch: Vec<Prepared>,
+        force: bool,
+        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+    ) -> Result<(Vec<Imported>, BlobTotals)> {
+        let mut todo = Vec::new();
+        let mut results = Vec::new();
+        for p in batch {
+            let exists = self.exists(&p.id)?;
+            if exists && !force {
+                results.push((results.len() + todo.len(), Imported::Skipped { id: p.id }));
+            } else {
+                todo.push((results.len() + todo.len(), p, exists));
+            }
+        }
+        // 1. Every payload of every conversation, durable first.
+        let mut payloads: HashMap<BlobId, Vec<u8>> = HashMap::new();
+        let mut stored = Vec::with_capacity(todo.len());
+        for (slot, p, exists) in todo {
+            let mut add = |bytes: Vec<u8>| {
+                let r = BlobRef {
+                    id: BlobId::of(&bytes),
+                    size: bytes.len() as u64,
+                };
+                payloads.entry(r.id).or_insert(bytes);
+                r
+            };
+            let base = p
+                .base_config
+                .as_ref()
+                .map(|c| add(config::canonical_bytes(c)));
+            let entries: Vec<Entry> = p
+                .entries
+                .into_iter()
+                .map(|e| {
+                    e.try_map_content(&mut |c| match c {
+                        Payload::Inline(b) => Ok::<_, std::convert::Infallible>(add(b)),
+                        Payload::Ref(r) => Ok(r),
+                    })
+                    .unwrap_or_else(|never| match never {})
+                })
+                .collect();
+            stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
+        }
+        let totals = self.put_payloads(payloads, progress)?;
+        // 2. The logs.
+        for (slot, id, fields, base, entries, source_bytes, exists) in stored {
+            if exists {
+                self.remove(&id)?;
+            }
+            let patch = MetaPatch {
+                base_config: base,
+                fields,
+            };
+            let writer = crate::conversation::writer::ConversationWriter::create(
+                self.blobs(),
+                id.clone(),
+                patch,
+                &entries,
+                self.options().log,
+            )?;
+            let log_bytes = writer.log_end();
+            drop(writer);
+            results.push((
+                slot,
+                Imported::Stored {
+                    id,
+                    entries: entries.len(),
+                    source_bytes,
+                    log_bytes,
+                    replaced: exists,
+                },
+            ));
+        }
+        results.sort_by_key(|(slot, _)| *slot);
+        Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
+    }
+
+    fn put_payloads(
+        &self,
+        payloads: HashMap<BlobId, Vec<u8>>,
+        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+    ) -> Result<BlobTotals> {
+        let mut missing = Vec::new();
+        let count = payloads.len();
+        for (id, bytes) in payloads {
+            if !self.blobs().exists(&id)? {
+                missing.push(bytes);
+            }
+        }
+        let mut totals = BlobTotals {
+            payloads: count,
+            ..Default::default()
+        };
+        if missing.len() <= crate::conversation::writer::LOOSE_BLOBS_MAX {
+            for data in &missing {
+                let out = self.blobs().put(data)?;
+                if out.stored {
+                    totals.new_blobs += 1;
+                    if let Some(jpstore_blobstore::Location::Loose(path)) =
+                        self.blobs().locate(&out.id)?
+                    {
+                        totals.stored_bytes += self.storage().metadata(&path).map_or(0, |m| m.len);
+                    }
+                }
+            }
+        } else {
+            let out =
+                self.blobs()
+                    .put_batch(missing.len(), |i| Ok(missing[i].clone()), progress)?;
+            totals.new_blobs = out.new_objects;
+            totals.stored_bytes = out.pack_bytes;
+        }
+        Ok(totals)
+    }
+}

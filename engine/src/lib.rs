@@ -21,6 +21,7 @@ pub mod event;
 pub mod export;
 pub mod jp;
 pub mod log;
+pub mod projection;
 pub mod store;
 pub mod timestamp;
 

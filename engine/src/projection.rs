@@ -1,0 +1,374 @@
+//! The projection: the view an LLM is sent, computed from a conversation's
+//! entries with compaction overlays applied (jp-format.md sections 3-6, RFD
+//! 064, D17). It reads no blob content: payloads stay references, and the
+//! only text it creates (summaries, stripped responses, interrupted calls) is
+//! inline.
+//!
+//! Rules, in the order they are applied:
+//! 1. For every turn and separately for each policy kind (summary, reasoning,
+//!    tool calls), the covering compaction with that kind set and the latest
+//!    timestamp wins; on equal timestamps the later one in the stream. Ranges
+//!    past the last turn are clamped. A winning summary overrides the other
+//!    two kinds for that turn.
+//! 2. Config deltas and unknown entries pass through at their place, also
+//!    inside summarized turns; compaction entries are dropped.
+//! 3. A summarized turn's events are dropped; at the start of each contiguous
+//!    run of turns won by the same summary, `turn_start`, a `chat_request`
+//!    `[Summary of previous conversation]` and a `chat_response` with the
+//!    summary are injected, with the timestamp of the run's first event.
+//! 4. Reasoning `strip` drops reasoning responses.
+//! 5. Tool calls `omit` drops requests and responses.
+//! 6. `strip` with `request` empties arguments; 7. with `response` replaces
+//!    the content by `[compacted] <name>: success|error`. Per-tool overrides
+//!    frozen in the compaction (D17) keep a tool's request or response.
+//! 8. Orphans (section 6, [`repair_orphans`]): a request without a response
+//!    gets a synthetic error response right after it; a response without a
+//!    request is dropped.
+
+use std::collections::HashMap;
+
+use crate::event::turns::turn_indices;
+use crate::event::{
+    BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
+    Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
+};
+use crate::timestamp::Timestamp;
+
+/// Content of the request injected before a summary.
+pub const SUMMARY_REQUEST: &str = "[Summary of previous conversation]";
+/// Content of the synthetic response of an interrupted tool call.
+pub const INTERRUPTED: &str = "Tool call was interrupted.";
+
+/// The winning compaction of one policy kind for one turn: its position in
+/// the stream.
+type Winner = Option<usize>;
+
+/// Which compaction governs each policy kind of one turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct TurnPolicy {
+    summary: Winner,
+    reasoning: Winner,
+    tool_calls: Winner,
+}
+
+/// Compactions by stream position, and the policy of every turn.
+struct Plan<'a> {
+    compactions: HashMap<usize, &'a Compaction>,
+    turns: Vec<TurnPolicy>,
+}
+
+fn plan<'a, C>(entries: &'a [Entry<C>], turn_of: &[u64]) -> Plan<'a> {
+    let turn_count = turn_of
+        .iter()
+        .zip(entries)
+        .filter(|(_, e)| {
+            e.event().is_some_and(|e| {
+                e.kind.is_conversation_event() || matches!(e.kind, EventKind::TurnStart)
+            })
+        })
+        .map(|(t, _)| t + 1)
+        .max()
+        .unwrap_or(0) as usize;
+    let mut compactions = HashMap::new();
+    let mut found: Vec<(usize, &Compaction, Timestamp)> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(Event {
+            kind: EventKind::Compaction(c),
+            timestamp,
+            ..
+        }) = e.event()
+        {
+            compactions.insert(i, c);
+            found.push((i, c, *timestamp));
+        }
+    }
+    let mut turns = vec![TurnPolicy::default(); turn_count];
+    if turn_count > 0 {
+        let last = (turn_count - 1) as u64;
+        // Later wins: sort by (timestamp, position) and let each overwrite.
+        found.sort_by_key(|(i, _, ts)| (*ts, *i));
+        for (i, c, _) in found {
+            if c.from_turn > last {
+                continue;
+            }
+            for t in c.from_turn..=c.to_turn.min(last) {
+                let p = &mut turns[t as usize];
+                if c.summary.is_some() {
+                    p.summary = Some(i);
+                }
+                if c.strip_reasoning {
+                    p.reasoning = Some(i);
+                }
+                if c.tool_calls.is_some() {
+                    p.tool_calls = Some(i);
+                }
+            }
+        }
+        for p in &mut turns {
+            if p.summary.is_some() {
+                p.reasoning = None;
+                p.tool_calls = None;
+            }
+        }
+    }
+    Plan { compactions, turns }
+}
+
+fn inline(text: &str) -> Payload {
+    Payload::Inline(text.as_bytes().to_vec())
+}
+
+fn synthetic(timestamp: Timestamp, kind: EventKind<Payload>) -> Entry<Payload> {
+    Entry::Event(Event {
+        timestamp,
+        kind,
+        metadata: Default::default(),
+        extra: Default::default(),
+    })
+}
+
+fn summary_events(timestamp: Timestamp, summary: &str) -> [Entry<Payload>; 3] {
+    [
+        synthetic(timestamp, EventKind::TurnStart),
+        synthetic(
+            timestamp,
+            EventKind::ChatRequest(ChatRequest {
+                content: SUMMARY_REQUEST.into(),
+                schema: None,
+                author: None,
+                resources: Vec::new(),
+            }),
+        ),
+        synthetic(
+            timestamp,
+            EventKind::ChatResponse(ChatResponse::Message(summary.into())),
+        ),
+    ]
+}
+
+fn compacted_response(id: &str, name: &str, is_error: bool) -> ToolCallResponse<Payload> {
+    let outcome = if is_error { "error" } else { "success" };
+    ToolCallResponse {
+        id: id.to_owned(),
+        content: vec![Block::Text(TextBlock {
+            text: inline(&format!("[compacted] {name}: {outcome}")),
+            mime_type: None,
+            annotations: None,
+            extra: Default::default(),
+        })],
+        plain: true,
+        is_error,
+    }
+}
+
+/// Applies the compactions of `entries` (rules 1-7). The result holds no
+/// compaction entries; content stays references except the text the rules
+/// create. Orphans are not repaired here ([`repair_orphans`] does that, for
+/// what is sent to a provider).
+pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
+    let turn_of = turn_indices(entries);
+    let plan = plan(entries, &turn_of);
+    let policy = |i: usize| -> TurnPolicy {
+        plan.turns
+            .get(turn_of[i] as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    // Tool names by call id, as the requests name them (for stripped
+    // responses; a reused id takes the latest request before the response).
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut out = Vec::with_capacity(entries.len());
+    // The summary whose run is open, and the turn the run is at.
+    let mut open_run: Option<(usize, u64)> = None;
+    for (i, entry) in entries.iter().enumerate() {
+        let p = policy(i);
+        let turn = turn_of[i];
+        let event = match entry {
+            Entry::Unknown(o) => {
+                out.push(Entry::Unknown(o.clone()));
+                continue;
+            }
+            Entry::Event(e) => e,
+        };
+        if let EventKind::ToolCallRequest(r) = &event.kind {
+            names.insert(&r.id, &r.name);
+        }
+        match &event.kind {
+            EventKind::Compaction(_) => continue,
+            EventKind::ConfigDelta(_) => {
+                out.push(to_payload(entry));
+                continue;
+            }
+            _ => {}
+        }
+        // Rule 3: summaries.
+        if let Some(s) = p.summary {
+            let continues =
+                matches!(open_run, Some((run, t)) if run == s && (t == turn || t + 1 == turn));
+            if !continues {
+                let text = plan
+                    .compactions
+                    .get(&s)
+                    .and_then(|c| c.summary.as_deref())
+                    .unwrap_or("");
+                out.extend(summary_events(event.timestamp, text));
+            }
+            open_run = Some((s, turn));
+            continue;
+        }
+        open_run = None;
+        let compaction = |w: Winner| w.and_then(|i| plan.compactions.get(&i).copied());
+        match &event.kind {
+            // Rule 4.
+            EventKind::ChatResponse(ChatResponse::Reasoning(_))
+                if compaction(p.reasoning).is_some() =>
+            {
+                continue
+            }
+            EventKind::ToolCallRequest(r) => {
+                if let Some(c) = compaction(p.tool_calls) {
+                    match c.tool_calls {
+                        Some(ToolCallPolicy::Omit) => continue,
+                        Some(ToolCallPolicy::Strip { request: true, .. })
+                            if !keeps(c, &r.name, true) =>
+                        {
+                            let mut e = to_payload_event(event);
+                            if let EventKind::ToolCallRequest(r) = &mut e.kind {
+                                r.arguments = Default::default();
+                            }
+                            out.push(Entry::Event(e));
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            EventKind::ToolCallResponse(r) => {
+                if let Some(c) = compaction(p.tool_calls) {
+                    let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+                    match c.tool_calls {
+                        Some(ToolCallPolicy::Omit) => continue,
+                        Some(ToolCallPolicy::Strip { response: true, .. })
+                            if !keeps(c, name, false) =>
+                        {
+                            out.push(Entry::Event(Event {
+                                timestamp: event.timestamp,
+                                kind: EventKind::ToolCallResponse(compacted_response(
+                                    &r.id, name, r.is_error,
+                                )),
+                                metadata: event.metadata.clone(),
+                                extra: event.extra.clone(),
+                            }));
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        out.push(to_payload(entry));
+    }
+    out
+}
+
+/// Whether the per-tool override of `c` keeps the tool's request (or
+/// response).
+fn keeps(c: &Compaction, tool: &str, request: bool) -> bool {
+    c.tool_overrides.get(tool).is_some_and(|o| {
+        let mode = if request { o.request } else { o.response };
+        mode == Some(FieldMode::Keep)
+    })
+}
+
+fn to_payload(entry: &Entry<BlobRef>) -> Entry<Payload> {
+    entry
+        .clone()
+        .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
+        .unwrap_or_else(|never| match never {})
+}
+
+fn to_payload_event(event: &Event<BlobRef>) -> Event<Payload> {
+    match to_payload(&Entry::Event(event.clone())) {
+        Entry::Event(e) => e,
+        Entry::Unknown(_) => unreachable!("an event maps to an event"),
+    }
+}
+
+/// Section 6: every tool call request without a response gets a synthetic
+/// error response (`Tool call was interrupted.`) right after it; responses
+/// without a request are dropped. A response answers the latest earlier
+/// request with its id that has no response yet, so reused ids pair up in
+/// order. Idempotent.
+pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
+    // First pass: which requests are answered, which responses answer one.
+    let mut open: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut answered = vec![false; entries.len()];
+    let mut orphan_response = vec![false; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        match e.event().map(|e| &e.kind) {
+            Some(EventKind::ToolCallRequest(r)) => open.entry(r.id.clone()).or_default().push(i),
+            Some(EventKind::ToolCallResponse(r)) => match open.get_mut(&r.id).and_then(Vec::pop) {
+                Some(req) => answered[req] = true,
+                None => orphan_response[i] = true,
+            },
+            _ => {}
+        }
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        if orphan_response[i] {
+            continue;
+        }
+        let interrupted = match e.event().map(|ev| (&ev.kind, ev.timestamp)) {
+            Some((EventKind::ToolCallRequest(r), ts)) if !answered[i] => Some((r.id.clone(), ts)),
+            _ => None,
+        };
+        out.push(e);
+        if let Some((id, ts)) = interrupted {
+            out.push(synthetic(
+                ts,
+                EventKind::ToolCallResponse(ToolCallResponse {
+                    id,
+                    content: vec![Block::Text(TextBlock {
+                        text: inline(INTERRUPTED),
+                        mime_type: None,
+                        annotations: None,
+                        extra: Default::default(),
+                    })],
+                    plain: true,
+                    is_error: true,
+                }),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether an entry of a view is part of what `view` prints: the five
+/// conversation event types (config deltas, inquiries, compactions and
+/// unknown entries are not part of a view).
+pub fn in_view<C>(entry: &Entry<C>) -> bool {
+    matches!(
+        entry.event().map(|e| &e.kind),
+        Some(
+            EventKind::TurnStart
+                | EventKind::ChatRequest(_)
+                | EventKind::ChatResponse(_)
+                | EventKind::ToolCallRequest(_)
+                | EventKind::ToolCallResponse(_)
+        )
+    )
+}
+
+/// The view: compactions applied, orphans repaired, and only the events a
+/// view shows.
+pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
+    repair_orphans(project(entries))
+        .into_iter()
+        .filter(in_view)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,8 +14,8 @@ use jpstore_engine::error::Error as EngineError;
 use jpstore_engine::event::input::{parse_input, ParsedInput};
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::turns::TurnCounter;
-use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, ResourceContent};
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
+use jpstore_engine::export::{conversation_json, view_json, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
@@ -226,26 +226,56 @@ fn excerpt(s: &str, max: usize) -> String {
     }
 }
 
-pub fn print(dir: &Path, id: &str) -> Result<ExitCode> {
+pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let conv = store.read(&parse_id(id)?)?;
     let out = std::io::stdout();
     let mut out = out.lock();
-    print_conversation(&mut out, &conv).context("writing to standard output")?;
+    print_conversation(&mut out, &conv, compacted).context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn print_conversation(out: &mut impl Write, conv: &Conversation) -> std::io::Result<()> {
+fn payload_size(p: &Payload) -> u64 {
+    match p {
+        Payload::Ref(r) => r.size,
+        Payload::Inline(b) => b.len() as u64,
+    }
+}
+
+/// Prints a conversation for a person; with `compacted`, what the model
+/// sees (the view: compactions applied, orphans repaired).
+pub fn print_conversation(
+    out: &mut impl Write,
+    conv: &Conversation,
+    compacted: bool,
+) -> std::io::Result<()> {
     let meta = &conv.state.metadata;
     writeln!(
         out,
-        "conversation {}{}",
+        "conversation {}{}{}",
         conv.id,
-        meta.title().map(|t| format!(": {t}")).unwrap_or_default()
+        meta.title().map(|t| format!(": {t}")).unwrap_or_default(),
+        if compacted {
+            " (as the model sees it)"
+        } else {
+            ""
+        }
     )?;
+    let entries: Vec<Entry<Payload>> = if compacted {
+        jpstore_engine::projection::view(&conv.entries)
+    } else {
+        conv.entries
+            .iter()
+            .map(|e| {
+                e.clone()
+                    .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
+                    .unwrap_or_else(|never| match never {})
+            })
+            .collect()
+    };
     let mut turns = TurnCounter::new();
     let mut names: BTreeMap<&str, &str> = BTreeMap::new();
-    for entry in &conv.entries {
+    for entry in &entries {
         let step = turns.step(entry);
         if step.opened {
             writeln!(out, "\n── turn {} ──", step.turn)?;
@@ -267,7 +297,7 @@ pub fn print_conversation(out: &mut impl Write, conv: &Conversation) -> std::io:
                         ResourceContent::Text(p) => ("text", p),
                         ResourceContent::Binary(p) => ("binary", p),
                     };
-                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(p.size))?;
+                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(payload_size(p)))?;
                 }
             }
             EventKind::ChatResponse(ChatResponse::Message(m)) => {
@@ -294,8 +324,8 @@ pub fn print_conversation(out: &mut impl Write, conv: &Conversation) -> std::io:
                 let mut total = 0;
                 for b in &r.content {
                     match b {
-                        Block::Text(t) => total += t.text.size,
-                        Block::Resource(rb) => total += rb.resource.content.payload().size,
+                        Block::Text(t) => total += payload_size(&t.text),
+                        Block::Resource(rb) => total += payload_size(rb.resource.content.payload()),
                         Block::Other(_) => {}
                     }
                 }
@@ -343,12 +373,7 @@ pub fn print_conversation(out: &mut impl Write, conv: &Conversation) -> std::io:
             }
         }
     }
-    writeln!(
-        out,
-        "\n{} turns, {} events",
-        conv.state.turns.turns(),
-        conv.state.entries
-    )
+    writeln!(out, "\n{} turns, {} events", turns.turns(), entries.len())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -688,4 +713,31 @@ pub fn import(dir: &Path, args: ImportArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ViewFormat {
+    /// The projected events as a JSON array (jp-store's plain form; tool
+    /// response content always a list of blocks).
+    Json,
+}
+
+pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(id)?)?;
+    let mode = if refs {
+        ContentMode::Refs
+    } else {
+        ContentMode::Inline
+    };
+    let doc = match format {
+        ViewFormat::Json => view_json(&store, &conv, mode)?,
+    };
+    let mut bytes = serde_json::to_vec_pretty(&doc)?;
+    bytes.push(b'\n');
+    std::io::stdout()
+        .lock()
+        .write_all(&bytes)
+        .context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
 }

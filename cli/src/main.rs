@@ -65,6 +65,23 @@ enum Command {
     Print {
         /// The conversation id.
         id: String,
+        /// Show what the model sees: compactions applied, interrupted tool
+        /// calls answered.
+        #[arg(long)]
+        compacted: bool,
+    },
+    /// Print the view an LLM is sent: the conversation events with
+    /// compactions applied and orphaned tool calls repaired (config deltas,
+    /// inquiries and compactions are not part of it).
+    View {
+        /// The conversation id.
+        id: String,
+        /// The output format.
+        #[arg(long, value_enum, default_value_t = conversation_commands::ViewFormat::Json)]
+        format: conversation_commands::ViewFormat,
+        /// Leave content as {"$blob", "size"} references: no blob is read.
+        #[arg(long)]
+        refs: bool,
     },
     /// Export a conversation.
     Export(ExportArgs),
@@ -99,7 +116,8 @@ fn main() -> ExitCode {
         Command::New(args) => conversation_commands::new(dir, args),
         Command::Append { id, json } => conversation_commands::append(dir, &id, json),
         Command::Ls { json } => conversation_commands::ls(dir, json),
-        Command::Print { id } => conversation_commands::print(dir, &id),
+        Command::Print { id, compacted } => conversation_commands::print(dir, &id, compacted),
+        Command::View { id, format, refs } => conversation_commands::view(dir, &id, format, refs),
         Command::Export(args) => conversation_commands::export(dir, args),
         Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
         Command::Demo { dir } => demo::run(dir),

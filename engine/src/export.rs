@@ -2,6 +2,7 @@
 //! entries without base64, content inline (or as `{"$blob", "size"}`
 //! references on request), metadata and base config beside them.
 
+use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use crate::conversation::read::Conversation;
@@ -25,14 +26,7 @@ pub fn entry_json(store: &Store, entry: &Entry, mode: ContentMode) -> Result<Val
         ContentMode::Refs => Ok(blob_ref_json(r)),
         ContentMode::Inline => {
             let bytes = store.blobs().get(&r.id)?;
-            payload_json(&Payload::Inline(bytes), kind).map_err(|found| {
-                Error::Blob(jpstore_blobstore::Error::Corrupt {
-                    path: store.storage().display_path(store.blobs().base()),
-                    offset: None,
-                    expected: format!("blob {} to be UTF-8 text, as it is referenced", r.id),
-                    found,
-                })
-            })
+            inline_json(store, r, bytes, kind)
         }
     })
 }
@@ -64,4 +58,47 @@ pub fn conversation_json(
     out.insert("base_config".into(), base);
     out.insert("events".into(), Value::Array(events));
     Ok(Value::Object(out))
+}
+
+/// Renders the view of a conversation (its projection with orphans
+/// repaired, [`crate::projection::view`]) as a JSON array of events. Tool
+/// response content is always a list of blocks. With [`ContentMode::Refs`]
+/// no blob is read: content stays `{"$blob", "size"}` references (the text
+/// the projection creates is inline).
+pub fn view_json(store: &Store, conversation: &Conversation, mode: ContentMode) -> Result<Value> {
+    let events = crate::projection::view(&conversation.entries);
+    let out = events
+        .into_iter()
+        .map(|mut e| {
+            if let Entry::Event(ev) = &mut e {
+                if let crate::event::EventKind::ToolCallResponse(r) = &mut ev.kind {
+                    r.plain = false;
+                }
+            }
+            render_entry(&e, &mut |p: &Payload, kind: PayloadKind| match (p, mode) {
+                (Payload::Ref(r), ContentMode::Refs) => Ok(blob_ref_json(r)),
+                (Payload::Ref(r), ContentMode::Inline) => {
+                    let bytes = store.blobs().get(&r.id)?;
+                    inline_json(store, r, bytes, kind)
+                }
+                (Payload::Inline(b), _) => {
+                    payload_json(p, kind).map_err(|found| not_text(store, &BlobId::of(b), found))
+                }
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Value::Array(out))
+}
+
+fn inline_json(store: &Store, r: &BlobRef, bytes: Vec<u8>, kind: PayloadKind) -> Result<Value> {
+    payload_json(&Payload::Inline(bytes), kind).map_err(|found| not_text(store, &r.id, found))
+}
+
+fn not_text(store: &Store, id: &BlobId, found: String) -> Error {
+    Error::Blob(jpstore_blobstore::Error::Corrupt {
+        path: store.storage().display_path(store.blobs().base()),
+        offset: None,
+        expected: format!("blob {id} to be UTF-8 text, as it is referenced"),
+        found,
+    })
 }

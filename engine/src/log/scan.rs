@@ -15,7 +15,7 @@
 use std::io;
 use std::path::Path;
 
-use jpstore_blobstore::storage::{read_exact_at, StorageFile};
+use jpstore_blobstore::storage::StorageFile;
 
 use super::record::{
     check_batch, decode_record_header, RecordHeader, MIN_PAYLOAD_LEN, RECORD_HEADER_LEN,
@@ -141,6 +141,21 @@ pub(crate) enum Step<'w> {
     End(LogEnd),
 }
 
+/// Reads into `buf` at `offset` until it is full or the file ends; returns
+/// the bytes read.
+fn read_up_to(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
 /// Bytes read ahead when the next record is small.
 const READ_AHEAD: usize = 64 * 1024;
 
@@ -197,15 +212,23 @@ impl<'f> Walker<'f> {
                 .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "record too large"))?;
             self.buf.clear();
             self.buf.resize(want, 0);
-            if let Err(e) = read_exact_at(self.file, &mut self.buf, off) {
-                self.buf.clear();
-                return if e.kind() == io::ErrorKind::UnexpectedEof {
-                    Ok(None)
-                } else {
-                    Err(e)
-                };
-            }
+            // Read what is there: the file may have shrunk below `limit`
+            // since the walk started (a writer cut a torn tail). Bytes below
+            // the cut are whole records and must still be seen, so a short
+            // read is only a miss if it does not cover `[off, end)`.
+            let got = match read_up_to(self.file, &mut self.buf, off) {
+                Ok(got) => got,
+                Err(e) => {
+                    self.buf.clear();
+                    return Err(e);
+                }
+            };
+            self.buf.truncate(got);
             self.buf_start = off;
+            if (got as u64) < n {
+                self.buf.clear();
+                return Ok(None);
+            }
         }
         let from = usize::try_from(off - self.buf_start).expect("inside the buffer");
         let to = usize::try_from(end - self.buf_start).expect("inside the buffer");

@@ -1,1 +1,185 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests: locating (and building) the
+//! `jp-store` binary, running it, canonical timestamps and snapshots of a
+//! store directory.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The `jp-store` binary of this build, built once per test process.
+///
+/// Cargo tells only tests of the `jp-store` package where its binary is, so
+/// the path is derived from the test executable (`<target>/<profile>/deps/
+/// <test>`), and `cargo build -p jp-store` is run once (a no-op when it is up
+/// to date) so that a test never runs a stale binary.
+pub fn jp_store_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_binary)
+}
+
+fn build_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the path of the test executable");
+    let mut profile_dir = exe
+        .parent()
+        .expect("the test executable is in a directory")
+        .to_path_buf();
+    if profile_dir.ends_with("deps") {
+        profile_dir.pop();
+    }
+    let bin = profile_dir.join(format!("jp-store{}", std::env::consts::EXE_SUFFIX));
+    let target_dir = profile_dir
+        .parent()
+        .expect("the profile directory is inside the target directory");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("the profile directory has a UTF-8 name");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", "jp-store", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let status = cmd.status().expect("running cargo build -p jp-store");
+    assert!(status.success(), "cargo build -p jp-store failed: {status}");
+    assert!(bin.is_file(), "{} missing after the build", bin.display());
+    bin
+}
+
+/// A finished run of the binary.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status code (`None` if killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    fn from_output(out: Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Panics (showing the output) unless the exit status is `code`.
+    pub fn expect_code(&self, code: i32, what: &str) -> &Run {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{what}: exit status {:?}, expected {code}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Panics unless the run succeeded; returns standard output.
+    pub fn ok(&self, what: &str) -> &str {
+        self.expect_code(0, what);
+        &self.stdout
+    }
+
+    /// Standard output parsed as JSON.
+    pub fn json(&self, what: &str) -> Value {
+        serde_json::from_str(self.ok(what))
+            .unwrap_or_else(|e| panic!("{what}: output is not JSON: {e}\n{}", self.stdout))
+    }
+}
+
+/// Runs `jp-store --store <store> <args>` with `stdin` as standard input
+/// (written from another thread, so large inputs cannot deadlock; a child
+/// that exits without reading it is fine).
+pub fn run_jp_store(store: &Path, args: &[&str], stdin: &[u8]) -> Run {
+    let mut child = Command::new(jp_store_bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("JP_STORE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning jp-store");
+    let mut input = child.stdin.take().expect("stdin of the child");
+    let out = std::thread::scope(|s| {
+        s.spawn(move || {
+            // A child that fails before reading closes the pipe: not an
+            // error of the test.
+            let _ = input.write_all(stdin);
+        });
+        child.wait_with_output().expect("waiting for jp-store")
+    });
+    Run::from_output(out)
+}
+
+/// A canonical JP timestamp (as the engine renders it), distinct for each
+/// `i` and increasing with it.
+pub fn ts(i: u64) -> String {
+    format!(
+        "2026-05-29 {:02}:{:02}:{:02}.{}",
+        10 + i / 3600 % 10,
+        i / 60 % 60,
+        i % 60,
+        i % 9 + 1
+    )
+}
+
+/// Every file below `root` with its content (directories as `None`), for
+/// checking that an operation changed nothing.
+pub fn tree_snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+        for entry in entries {
+            let entry = entry.unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .expect("a path below the root")
+                .to_path_buf();
+            if path.is_dir() {
+                out.insert(rel, None);
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path)
+                    .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                out.insert(rel, Some(bytes));
+            }
+        }
+    }
+    out
+}
+
+/// The log of conversation `id` in the store at `root`.
+pub fn log_path(root: &Path, id: &str) -> PathBuf {
+    root.join("conversations").join(id).join("events.log")
+}
+
+/// The `events` array of an exported conversation.
+pub fn events_of(export: &Value) -> Vec<Value> {
+    export["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no events array in {export}"))
+        .clone()
+}

@@ -1,0 +1,471 @@
+//! Conversations round trip through the library: every entry type appended,
+//! the store dropped and reopened, and the export gives back exactly what was
+//! appended; content lives in the blob store under its SHA-256, once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use base64::Engine as _;
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::event::input::parse_input;
+use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::event::{Entry, Object, Payload};
+use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_tests::{events_of, ts};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Bytes that are not UTF-8, for a binary resource.
+fn binary_bytes() -> Vec<u8> {
+    (0..=255u8)
+        .rev()
+        .chain([0x89, b'P', b'N', b'G', 0, 0xff])
+        .collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Batches covering every entry type, in canonical form (what export gives
+/// back: canonical timestamps, `is_error` and `arguments` always present).
+fn batches() -> Vec<Vec<Value>> {
+    let shared = "fn shared() -> u32 { 42 }\n";
+    vec![
+        // Turn 0: a request with text and binary resources, every kind of
+        // response.
+        vec![
+            json!({"type": "turn_start", "timestamp": ts(1)}),
+            json!({
+                "type": "chat_request",
+                "timestamp": ts(2),
+                "content": "Fix the flaky test in src/lib.rs",
+                "author": "alice",
+                "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                "resources": [
+                    {
+                        "uri": "file:///work/src/lib.rs",
+                        "mimeType": "text/x-rust",
+                        "text": shared,
+                        "name": "src/lib.rs",
+                        "title": "The library",
+                        "description": "the file under test",
+                        "annotations": {"audience": ["assistant"], "priority": 0.5},
+                        "formatted": "```rust\nfn shared() -> u32 { 42 }\n```"
+                    },
+                    {
+                        "uri": "file:///work/logo.png",
+                        "mimeType": "image/png",
+                        "blob": b64(&binary_bytes())
+                    }
+                ]
+            }),
+            json!({"type": "chat_response", "timestamp": ts(3), "reasoning": "The test races on a port."}),
+            json!({"type": "chat_response", "timestamp": ts(4), "message": "Let me read the file."}),
+            json!({"type": "chat_response", "timestamp": ts(5), "data": {"plan": ["read", "fix"], "n": 2, "ok": null}}),
+        ],
+        // Tool calls: a plain string response and typed blocks (text,
+        // resource, an unknown `question` block).
+        vec![
+            json!({"type": "tool_call_request", "timestamp": ts(6), "id": "call_1", "name": "read_file",
+                   "arguments": {"path": "src/lib.rs", "lines": [1, 20]}}),
+            json!({"type": "tool_call_response", "timestamp": ts(7), "id": "call_1",
+                   "content": shared, "is_error": false}),
+            json!({"type": "tool_call_request", "timestamp": ts(8), "id": "call_2", "name": "run_tests",
+                   "arguments": {}}),
+            json!({
+                "type": "tool_call_response",
+                "timestamp": ts(9),
+                "id": "call_2",
+                "content": [
+                    {"type": "text", "text": "2 passed, 1 failed", "mimeType": "text/markdown",
+                     "annotations": {"priority": 1}},
+                    {"type": "resource", "resource": {
+                        "uri": "file:///work/target/test.log",
+                        "mimeType": "text/plain",
+                        "text": "test flaky ... FAILED\n"
+                    }},
+                    {"type": "resource", "resource": {
+                        "uri": "file:///work/core",
+                        "blob": b64(&[0, 1, 2, 0xfe, 0xff])
+                    }},
+                    {"type": "question", "question": {"text": "Retry?", "answer_type": "boolean"},
+                     "id": "q1", "future": [1, 2, 3]}
+                ],
+                "is_error": true
+            }),
+        ],
+        // Inquiries and a config change.
+        vec![
+            json!({"type": "inquiry_request", "timestamp": ts(10), "id": "inq_1",
+                   "source": {"source": "tool", "name": "run_tests"},
+                   "question": {"text": "Run all tests?", "answer_type": "boolean", "default": true}}),
+            json!({"type": "inquiry_response", "timestamp": ts(11), "id": "inq_1", "answer": true}),
+            json!({"type": "config_delta", "timestamp": ts(12),
+                   "delta": {"assistant": {"model": {"id": "model-b"}}, "tools": ["c"]}}),
+        ],
+        // Turn 1: compaction, an unknown entry, a known entry with an
+        // unknown field, event metadata.
+        vec![
+            json!({"type": "turn_start", "timestamp": ts(13)}),
+            json!({"type": "chat_request", "timestamp": ts(14), "content": "Now summarize.",
+                   "x_client": {"name": "jp", "version": [0, 9]}}),
+            json!({"type": "compaction", "timestamp": ts(15), "from_turn": 0, "to_turn": 0,
+                   "summary": {"summary": "Fixed the flaky test."},
+                   "reasoning": "strip",
+                   "tool_calls": {"policy": "strip", "request": true, "response": false},
+                   "tool_overrides": {"read_file": {"request": "keep"}, "run_tests": {"response": "strip"}},
+                   "source": "manual"}),
+            json!({"type": "future_entry_kind", "timestamp": "not even a timestamp",
+                   "payload": {"nested": [1, {"a": null}], "f": 1.5}, "n": -3}),
+            json!({"type": "chat_response", "timestamp": ts(16), "message": "Done.",
+                   "metadata": {"provider": {"signature": "c2lnbmF0dXJl"}, "tokens": 12}}),
+            json!({"type": "config_delta", "timestamp": ts(17), "delta": {"style": null, "new": {"k": 1}}}),
+        ],
+        // The same content again: no new blob.
+        vec![
+            json!({"type": "tool_call_request", "timestamp": ts(18), "id": "call_3", "name": "read_file",
+                   "arguments": {"path": "src/lib.rs"}}),
+            json!({"type": "tool_call_response", "timestamp": ts(19), "id": "call_3",
+                   "content": shared, "is_error": false}),
+            json!({"type": "compaction", "timestamp": ts(20), "from_turn": 0, "to_turn": 1,
+                   "tool_calls": {"policy": "omit"}, "source": "auto"}),
+        ],
+    ]
+}
+
+fn parse(batch: &[Value]) -> Vec<Entry<Payload>> {
+    let text = serde_json::to_string(batch).expect("serialize batch");
+    parse_input(
+        &text,
+        ParseMode::Strict {
+            now: jpstore_engine::timestamp::Timestamp::now(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("batch does not parse: {e}\n{text}"))
+    .entries
+}
+
+fn base_config() -> Object {
+    let v = json!({
+        "assistant": {"model": {"id": "model-a", "parameters": {"temperature": 0.5}}, "name": "jp"},
+        "tools": ["a", "b"],
+        "style": {"code": {"color": true}}
+    });
+    v.as_object().expect("object").clone()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn blob_ref(bytes: &[u8]) -> Value {
+    json!({"$blob": sha256_hex(bytes), "size": bytes.len()})
+}
+
+/// Replaces inline text content at `key` of `obj` by its reference.
+fn text_to_ref(obj: &mut Value, key: &str, refs: &mut Vec<Vec<u8>>) {
+    let text = obj[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{key}` is not a string in {obj}"))
+        .as_bytes()
+        .to_vec();
+    obj[key] = blob_ref(&text);
+    refs.push(text);
+}
+
+fn resource_to_refs(res: &mut Value, refs: &mut Vec<Vec<u8>>) {
+    if res.get("text").is_some() {
+        text_to_ref(res, "text", refs);
+    } else {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(res["blob"].as_str().expect("base64 blob"))
+            .expect("valid base64");
+        res["blob"] = blob_ref(&bytes);
+        refs.push(bytes);
+    }
+    if res.get("formatted").is_some() {
+        text_to_ref(res, "formatted", refs);
+    }
+}
+
+/// What `ContentMode::Refs` must give for `events`, computed independently
+/// of the engine: every content payload replaced by its SHA-256 and size.
+/// Also returns every payload's bytes.
+fn expected_refs(events: &[Value]) -> (Vec<Value>, Vec<Vec<u8>>) {
+    let mut refs = Vec::new();
+    let mut out = events.to_vec();
+    for e in &mut out {
+        match e["type"].as_str() {
+            Some("chat_request") => {
+                if let Some(resources) = e.get_mut("resources").and_then(Value::as_array_mut) {
+                    for r in resources {
+                        resource_to_refs(r, &mut refs);
+                    }
+                }
+            }
+            Some("tool_call_response") => {
+                if e["content"].is_string() {
+                    text_to_ref(e, "content", &mut refs);
+                } else {
+                    for block in e["content"].as_array_mut().expect("blocks") {
+                        match block["type"].as_str() {
+                            Some("text") => text_to_ref(block, "text", &mut refs),
+                            Some("resource") => resource_to_refs(&mut block["resource"], &mut refs),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (out, refs)
+}
+
+fn open(root: &Path) -> Store {
+    Store::open_dir(root, StoreOptions::default()).expect("reopen the store")
+}
+
+#[test]
+fn every_entry_type_round_trips_through_the_log_and_the_blob_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let id = ConversationId::parse("roundtrip").expect("id");
+    let batches = batches();
+    let mut outcomes = Vec::new();
+    {
+        let store = Store::init_dir(&root, StoreOptions::default()).expect("init");
+        let mut writer = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                title: Some("Round trip".into()),
+                labels: vec![("team".into(), "storage".into())],
+                base_config: Some(base_config()),
+                ..Default::default()
+            })
+            .expect("create");
+        for (i, batch) in batches.iter().enumerate() {
+            let out = writer
+                .append(parse(batch))
+                .unwrap_or_else(|e| panic!("append of batch {i}: {e}"));
+            assert_eq!(out.entries, batch.len(), "batch {i}: entries appended");
+            outcomes.push(out);
+        }
+    }
+
+    let store = open(&root);
+    let conv = store.read(&id).expect("read");
+    let all: Vec<Value> = batches.iter().flatten().cloned().collect();
+
+    // Inline: exactly what was appended.
+    let inline = conversation_json(&store, &conv, ContentMode::Inline).expect("inline export");
+    let got = events_of(&inline);
+    assert_eq!(got.len(), all.len(), "number of events");
+    for (i, (g, w)) in got.iter().zip(&all).enumerate() {
+        assert_eq!(g, w, "event {i} differs after the round trip");
+    }
+    assert_eq!(inline["id"], json!("roundtrip"));
+    assert_eq!(inline["metadata"]["title"], json!("Round trip"));
+    assert_eq!(inline["metadata"]["labels"], json!({"team": "storage"}));
+    assert_eq!(inline["base_config"], Value::Object(base_config()));
+
+    // Refs: every content payload is its SHA-256 and size, nothing else
+    // changes.
+    let refs = conversation_json(&store, &conv, ContentMode::Refs).expect("refs export");
+    let (want_refs, payloads) = expected_refs(&all);
+    let got_refs = events_of(&refs);
+    for (i, (g, w)) in got_refs.iter().zip(&want_refs).enumerate() {
+        assert_eq!(g, w, "event {i} as references");
+    }
+    assert_eq!(got_refs.len(), want_refs.len());
+    let config_bytes = serde_json::to_vec(&json!({
+        "assistant": {"model": {"id": "model-a", "parameters": {"temperature": 0.5}}, "name": "jp"},
+        "style": {"code": {"color": true}},
+        "tools": ["a", "b"]
+    }))
+    .expect("canonical config");
+    assert_eq!(refs["base_config"], blob_ref(&config_bytes));
+
+    // Each payload is in the blob store under its SHA-256; identical content
+    // is one blob; nothing else was stored.
+    let distinct: BTreeSet<String> = payloads.iter().map(|p| sha256_hex(p)).collect();
+    assert!(
+        distinct.len() < payloads.len(),
+        "the workload repeats content"
+    );
+    for p in &payloads {
+        let id = jpstore_blobstore::BlobId::parse(&sha256_hex(p)).expect("blob id");
+        assert_eq!(&store.blobs().get(&id).expect("blob of a payload"), p);
+    }
+    let mut want_ids = distinct.clone();
+    want_ids.insert(sha256_hex(&config_bytes));
+    let have_ids: BTreeSet<String> = store
+        .blobs()
+        .ids()
+        .expect("blob ids")
+        .iter()
+        .map(|i| i.to_hex())
+        .collect();
+    assert_eq!(have_ids, want_ids, "blobs in the store");
+    // The last batch only repeats content.
+    let last = outcomes.last().expect("outcomes");
+    assert_eq!((last.payloads, last.new_blobs), (1, 0), "{last:?}");
+    let new_total: usize = outcomes.iter().map(|o| o.new_blobs).sum();
+    assert_eq!(new_total, distinct.len(), "blobs stored by the appends");
+
+    // Counts folded from the log.
+    assert_eq!(conv.state.entries, all.len() as u64);
+    assert_eq!(conv.state.unknown_entries, 1);
+    assert_eq!(conv.state.records, batches.len() as u64 + 1);
+    assert_eq!(conv.state.turns.turns(), 2);
+    assert_eq!(conv.state.blob_refs, payloads.len() as u64);
+    let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
+    assert_eq!(conv.state.content_bytes, bytes);
+}
+
+#[test]
+fn appending_the_same_content_twice_stores_one_blob() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(ConversationId::parse("dup").expect("id")),
+            base_config: Some(Object::new()),
+            ..Default::default()
+        })
+        .expect("create");
+    let content = "the same tool output\n".repeat(20);
+    let batch = |n: u64| {
+        vec![
+            json!({"type": "tool_call_request", "timestamp": ts(n), "id": format!("c{n}"), "name": "t", "arguments": {}}),
+            json!({"type": "tool_call_response", "timestamp": ts(n + 1), "id": format!("c{n}"), "content": content, "is_error": false}),
+        ]
+    };
+    let before = store.blobs().ids().expect("ids").len();
+    let first = w.append(parse(&batch(1))).expect("first append");
+    let second = w.append(parse(&batch(3))).expect("second append");
+    assert_eq!((first.payloads, first.new_blobs), (1, 1), "{first:?}");
+    assert_eq!((second.payloads, second.new_blobs), (1, 0), "{second:?}");
+    assert_eq!(store.blobs().ids().expect("ids").len(), before + 1);
+    // Twice in one batch: one blob too.
+    let mut changed = batch(5);
+    changed.extend(batch(7));
+    changed[1]["content"] = json!("new content, twice");
+    changed[3]["content"] = json!("new content, twice");
+    let third = w.append(parse(&changed)).expect("third append");
+    assert_eq!((third.payloads, third.new_blobs), (2, 1), "{third:?}");
+    assert_eq!(store.blobs().ids().expect("ids").len(), before + 2);
+}
+
+/// A config delta, as an entry.
+fn delta(n: u64, d: Value) -> Value {
+    json!({"type": "config_delta", "timestamp": ts(n), "delta": d})
+}
+
+#[test]
+fn config_at_merges_earlier_deltas_over_the_base_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let id = ConversationId::parse("config").expect("id");
+    let entries = [
+        json!({"type": "turn_start", "timestamp": ts(1)}),
+        json!({"type": "chat_request", "timestamp": ts(2), "content": "hi"}),
+        delta(
+            3,
+            json!({"assistant": {"model": {"id": "model-b"}}, "tools": ["c"]}),
+        ),
+        json!({"type": "chat_response", "timestamp": ts(4), "message": "hello"}),
+        delta(
+            5,
+            json!({"style": null, "assistant": {"model": {"parameters": {"top_p": 0.9}}}, "new": {"k": [1]}}),
+        ),
+        json!({"type": "chat_response", "timestamp": ts(6), "message": "bye"}),
+    ];
+    {
+        let store = Store::init_dir(root, StoreOptions::default()).expect("init");
+        let mut w = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                base_config: Some(base_config()),
+                ..Default::default()
+            })
+            .expect("create");
+        // Two batches, so deltas from different records count.
+        w.append(parse(&entries[..3])).expect("append 1");
+        w.append(parse(&entries[3..])).expect("append 2");
+    }
+    let store = open(root);
+    let conv = store.read(&id).expect("read");
+    let base = Value::Object(base_config());
+    let after_first = json!({
+        "assistant": {"model": {"id": "model-b", "parameters": {"temperature": 0.5}}, "name": "jp"},
+        "tools": ["c"],
+        "style": {"code": {"color": true}}
+    });
+    let after_second = json!({
+        "assistant": {"model": {"id": "model-b", "parameters": {"temperature": 0.5, "top_p": 0.9}}, "name": "jp"},
+        "tools": ["c"],
+        "style": null,
+        "new": {"k": [1]}
+    });
+    // A delta applies to the entries after it, not to itself.
+    let want = [
+        &base,
+        &base,
+        &base,
+        &after_first,
+        &after_first,
+        &after_second,
+        &after_second,
+    ];
+    for (index, want) in want.iter().enumerate() {
+        let got = store.config_at(&conv, index).expect("config_at");
+        assert_eq!(&Value::Object(got), *want, "config at entry {index}");
+    }
+    // Past the end: everything applied.
+    let got = store.config_at(&conv, 100).expect("config_at past the end");
+    assert_eq!(Value::Object(got), after_second);
+    // The base itself is unchanged by the deltas.
+    assert_eq!(
+        Value::Object(store.base_config(&conv).expect("base config")),
+        base
+    );
+}
+
+#[test]
+fn equal_base_configs_share_one_blob() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    // Equal objects with keys in different orders: one canonical form.
+    let a = json!({"b": {"y": 1, "x": [2, 1]}, "a": "s"});
+    let b = json!({"a": "s", "b": {"x": [2, 1], "y": 1}});
+    let different = json!({"a": "s", "b": {"x": [1, 2], "y": 1}});
+    let mut refs = BTreeMap::new();
+    for (name, cfg) in [("one", &a), ("two", &b), ("three", &different)] {
+        let id = ConversationId::parse(name).expect("id");
+        store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                base_config: Some(cfg.as_object().expect("object").clone()),
+                ..Default::default()
+            })
+            .expect("create");
+        let conv = store.read(&id).expect("read");
+        let r = conv.state.metadata.base_config.expect("a base config");
+        assert_eq!(
+            Value::Object(store.base_config(&conv).expect("base")),
+            *cfg,
+            "{name}: base config reads back"
+        );
+        refs.insert(name, r);
+    }
+    assert_eq!(refs["one"], refs["two"], "equal configs, one blob");
+    assert_ne!(refs["one"], refs["three"], "array order matters");
+    let canonical = br#"{"a":"s","b":{"x":[2,1],"y":1}}"#;
+    assert_eq!(refs["one"].id.to_hex(), sha256_hex(canonical));
+    assert_eq!(refs["one"].size, canonical.len() as u64);
+    // Two config blobs in all (plus the workspace template is not stored).
+    assert_eq!(store.blobs().ids().expect("ids").len(), 2);
+}

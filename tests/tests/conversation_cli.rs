@@ -1,0 +1,550 @@
+//! The `jp-store` binary on conversations, as real processes: the commands
+//! work together, and bad input is refused with exit status 1, a message
+//! naming the problem, and nothing written.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::{events_of, log_path, run_jp_store, tree_snapshot, ts, Run};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// A store made by `jp-store init` in a temp dir.
+struct CliStore {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl CliStore {
+    fn new() -> CliStore {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("store");
+        let s = CliStore { _dir: dir, root };
+        let out = s.run(&["init"], b"");
+        assert_eq!(out.ok("init").trim(), s.root.display().to_string());
+        s
+    }
+
+    fn run(&self, args: &[&str], stdin: &[u8]) -> Run {
+        run_jp_store(&self.root, args, stdin)
+    }
+
+    fn append(&self, id: &str, stdin: &str) -> Run {
+        self.run(&["append", id], stdin.as_bytes())
+    }
+
+    fn export(&self, id: &str) -> Value {
+        self.run(&["export", id, "--format", "json"], b"")
+            .json("export")
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+fn array(events: &[Value]) -> String {
+    serde_json::to_string_pretty(events).expect("serialize")
+}
+
+fn lines(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("serialize") + "\n")
+        .collect()
+}
+
+fn first_batch() -> Vec<Value> {
+    vec![
+        json!({"type": "turn_start", "timestamp": ts(1)}),
+        json!({"type": "chat_request", "timestamp": ts(2), "content": "Fix the flaky test"}),
+        json!({"type": "tool_call_request", "timestamp": ts(3), "id": "call_1", "name": "read_file",
+               "arguments": {"path": "src/lib.rs"}}),
+        json!({"type": "tool_call_response", "timestamp": ts(4), "id": "call_1",
+               "content": "fn main() {}\n", "is_error": false}),
+        json!({"type": "chat_response", "timestamp": ts(5), "message": "Fixed."}),
+    ]
+}
+
+fn second_batch() -> Vec<Value> {
+    vec![
+        json!({"type": "turn_start", "timestamp": ts(6)}),
+        json!({"type": "chat_request", "timestamp": ts(7), "content": "Run the tests",
+               "resources": [{"uri": "file:///work/Cargo.toml", "mimeType": "text/x-toml", "text": "[package]\n"}]}),
+        json!({"type": "tool_call_request", "timestamp": ts(8), "id": "call_2", "name": "run_tests",
+               "arguments": {}}),
+        json!({"type": "tool_call_response", "timestamp": ts(9), "id": "call_2",
+               "content": [{"type": "text", "text": "3 passed"}], "is_error": false}),
+        json!({"type": "chat_response", "timestamp": ts(10), "reasoning": "All green."}),
+    ]
+}
+
+#[test]
+fn new_append_ls_print_export_stats_work_together() {
+    let s = CliStore::new();
+    let out = s.run(&["new", "--title", "T", "--label", "k=v"], b"");
+    let id = out.ok("new").trim().to_string();
+    assert!(
+        !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()),
+        "new printed {id:?}, not a JP id"
+    );
+
+    // A JSON array, then JSON Lines.
+    let out = s.run(&["append", &id, "--json"], array(&first_batch()).as_bytes());
+    let report = out.json("append array");
+    assert_eq!(report["entries"], json!(5), "{report}");
+    assert_eq!(report["new_blobs"], json!(1), "{report}");
+    s.append(&id, &lines(&second_batch()))
+        .ok("append JSON Lines");
+
+    let ls = s.run(&["ls", "--json"], b"").json("ls");
+    let items = ls.as_array().expect("ls gives an array");
+    assert_eq!(items.len(), 1, "{ls}");
+    let item = &items[0];
+    assert_eq!(item["id"], json!(id), "{item}");
+    assert_eq!(item["title"], json!("T"), "{item}");
+    assert_eq!(item["labels"], json!({"k": "v"}), "{item}");
+    assert_eq!(item["turns"], json!(2), "{item}");
+    assert_eq!(item["events"], json!(10), "{item}");
+    assert_eq!(
+        item["last_activity"].as_str().map(|t| t >= ts(10).as_str()),
+        Some(true),
+        "{item}"
+    );
+
+    let print = s.run(&["print", &id], b"");
+    let text = print.ok("print");
+    for want in [
+        "conversation",
+        ": T",
+        "turn 0",
+        "turn 1",
+        "read_file",
+        "run_tests",
+        "[call_1]",
+        "Fix the flaky test",
+        "file:///work/Cargo.toml",
+        "2 turns, 10 events",
+    ] {
+        assert!(text.contains(want), "print lacks {want:?}:\n{text}");
+    }
+    assert!(
+        text.find("turn 0") < text.find("read_file")
+            && text.find("read_file") < text.find("turn 1"),
+        "read_file is in turn 0:\n{text}"
+    );
+
+    let export = s.export(&id);
+    let mut want = first_batch();
+    want.extend(second_batch());
+    assert_eq!(events_of(&export), want, "export gives back the events");
+    assert_eq!(export["id"], json!(id));
+    assert_eq!(export["metadata"]["title"], json!("T"));
+    let refs = s.run(&["export", &id, "--refs"], b"").json("export --refs");
+    let content = &refs["events"][3]["content"];
+    assert_eq!(
+        content,
+        &json!({"$blob": hex::encode(Sha256::digest(b"fn main() {}\n")), "size": 13}),
+        "a reference"
+    );
+
+    for args in [vec!["stats", "--json"], vec!["stats", &id, "--json"]] {
+        let stats = s.run(&args, b"").json("stats");
+        assert_eq!(stats["conversations"], json!(1), "{stats}");
+        assert_eq!(stats["turns"], json!(2), "{stats}");
+        assert_eq!(stats["entries"], json!(10), "{stats}");
+        assert_eq!(
+            stats["records"],
+            json!(3),
+            "metadata and two batches: {stats}"
+        );
+        assert_eq!(
+            stats["entries_by_type"],
+            json!({"turn_start": 2, "chat_request": 2, "tool_call_request": 2,
+                   "tool_call_response": 2, "chat_response": 2}),
+            "{stats}"
+        );
+        assert_eq!(stats["content_references"], json!(3), "{stats}");
+        assert_eq!(
+            stats["content_bytes_referenced"],
+            json!(13 + 10 + 8),
+            "{stats}"
+        );
+        // Three contents and the base config.
+        assert_eq!(stats["distinct_blobs_referenced"], json!(4), "{stats}");
+    }
+}
+
+/// Runs `append` with `stdin` on `id` and checks it is refused: exit status
+/// 1, every word of `words` in the message, and no file of the store changed.
+fn refused(s: &CliStore, case: &str, id: &str, stdin: &[u8], words: &[&str]) {
+    let before = tree_snapshot(s.root());
+    let out = s.run(&["append", id], stdin);
+    out.expect_code(1, case);
+    for w in words {
+        assert!(
+            out.stderr.contains(w),
+            "{case}: the message lacks {w:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        out.stderr.starts_with("jp-store: error: "),
+        "{case}: {}",
+        out.stderr
+    );
+    let after = tree_snapshot(s.root());
+    if before != after {
+        let changed: Vec<_> = after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(*v))
+            .map(|(k, _)| k)
+            .chain(before.keys().filter(|k| !after.contains_key(*k)))
+            .collect();
+        panic!("{case}: the store changed: {changed:?}");
+    }
+}
+
+const CONV: &str = "conv";
+
+/// A store with conversation `conv` whose turn 0 holds an unanswered tool
+/// call request `call_a`.
+fn store_with_open_request() -> CliStore {
+    let s = CliStore::new();
+    s.run(&["new", "--id", CONV], b"").ok("new --id");
+    s.append(
+        CONV,
+        &lines(&[
+            json!({"type": "turn_start", "timestamp": ts(1)}),
+            json!({"type": "chat_request", "timestamp": ts(2), "content": "q"}),
+            json!({"type": "tool_call_request", "timestamp": ts(3), "id": "call_a", "name": "slow_tool", "arguments": {}}),
+        ]),
+    )
+    .ok("first append");
+    s
+}
+
+#[test]
+fn bad_json_is_refused_naming_the_line() {
+    let s = store_with_open_request();
+    let log = std::fs::read(log_path(s.root(), CONV)).expect("log");
+    refused(
+        &s,
+        "malformed JSON array",
+        CONV,
+        br#"[{"type": "turn_start"},, {"type": "chat_request", "content": "x"}]"#,
+        &["line 1, column", "invalid JSON", "nothing was appended"],
+    );
+    refused(
+        &s,
+        "malformed JSON Lines",
+        CONV,
+        b"{\"type\": \"turn_start\"}\n{\"type\": \"chat_request\" \"content\": \"x\"}\n",
+        &["line 2, column", "invalid JSON"],
+    );
+    refused(
+        &s,
+        "truncated JSON array",
+        CONV,
+        b"[\n{\"type\": \"turn_start\"},\n{\"type\": \"chat_request\", \"content\": \"x",
+        &["line 3", "invalid JSON", "EOF"],
+    );
+    refused(
+        &s,
+        "truncated JSON Lines",
+        CONV,
+        b"{\"type\": \"turn_start\"}\n{\"type\": \"chat_request\", \"content\"",
+        &["line 2", "invalid JSON"],
+    );
+    refused(&s, "empty input", CONV, b"  \n", &["no events"]);
+    refused(
+        &s,
+        "not an object",
+        CONV,
+        b"[\n{\"type\": \"turn_start\"},\n42\n]",
+        &["line 3", "entry 2", "expected an event object"],
+    );
+    assert_eq!(
+        std::fs::read(log_path(s.root(), CONV)).expect("log"),
+        log,
+        "the log changed"
+    );
+}
+
+#[test]
+fn entries_that_do_not_fit_the_model_are_refused_naming_entry_and_field() {
+    let s = store_with_open_request();
+    refused(
+        &s,
+        "content: 5",
+        CONV,
+        b"{\"type\": \"turn_start\"}\n{\"type\": \"chat_request\", \"content\": 5}\n",
+        &[
+            "line 2",
+            "entry 2",
+            "field `content`",
+            "expected a string",
+            "number 5",
+        ],
+    );
+    refused(
+        &s,
+        "missing field",
+        CONV,
+        br#"[{"type": "tool_call_request", "name": "x"}]"#,
+        &["entry 1", "field `id`", "missing"],
+    );
+    refused(
+        &s,
+        "two kinds of response",
+        CONV,
+        br#"[{"type": "chat_response", "message": "a", "reasoning": "b"}]"#,
+        &["entry 1", "exactly one of"],
+    );
+    refused(
+        &s,
+        "bad timestamp",
+        CONV,
+        br#"[{"type": "turn_start", "timestamp": "yesterday"}]"#,
+        &["entry 1", "field `timestamp`"],
+    );
+}
+
+#[test]
+fn tool_call_responses_must_answer_a_request_of_the_current_turn() {
+    let s = store_with_open_request();
+    refused(
+        &s,
+        "response to an unknown id",
+        CONV,
+        br#"{"type": "tool_call_response", "id": "nope", "content": "x"}"#,
+        &[
+            "line 1",
+            "entry 1",
+            "field `id`",
+            "`nope`",
+            "current turn",
+            "`call_a`",
+        ],
+    );
+    // Inside one batch: a turn_start after a conversation event opens a new
+    // turn, so `call_a` of turn 0 is no longer answerable.
+    refused(
+        &s,
+        "response after a new turn in the same batch",
+        CONV,
+        b"{\"type\": \"turn_start\"}\n{\"type\": \"chat_request\", \"content\": \"next\"}\n\
+          {\"type\": \"tool_call_response\", \"id\": \"call_a\", \"content\": \"late\"}\n",
+        &["line 3", "entry 3", "`call_a`", "current turn"],
+    );
+    // Across batches.
+    s.append(
+        CONV,
+        &lines(&[
+            json!({"type": "turn_start", "timestamp": ts(4)}),
+            json!({"type": "chat_request", "timestamp": ts(5), "content": "next"}),
+        ]),
+    )
+    .ok("a new turn");
+    refused(
+        &s,
+        "response to a request of an earlier turn",
+        CONV,
+        br#"{"type": "tool_call_response", "id": "call_a", "content": "late"}"#,
+        &[
+            "entry 1",
+            "`call_a`",
+            "current turn has no tool call requests",
+        ],
+    );
+    // The same response in the turn of its request is accepted.
+    s.append(
+        CONV,
+        &lines(&[
+            json!({"type": "tool_call_request", "timestamp": ts(6), "id": "call_a", "name": "slow_tool", "arguments": {}}),
+            json!({"type": "tool_call_response", "timestamp": ts(7), "id": "call_a", "content": "in time", "is_error": false}),
+        ]),
+    )
+    .ok("a response in its turn");
+}
+
+fn with_blob(reference: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!([{
+        "type": "chat_request",
+        "content": "see attachment",
+        "resources": [{"uri": "file:///x", "text": reference}]
+    }]))
+    .expect("serialize")
+}
+
+#[test]
+fn bad_blob_references_are_refused() {
+    let s = store_with_open_request();
+    let missing = hex::encode(Sha256::digest(b"abc"));
+    refused(
+        &s,
+        "missing blob",
+        CONV,
+        &with_blob(json!({"$blob": missing, "size": 3})),
+        &["entry 1", "$blob", &missing, "not in the store"],
+    );
+    refused(
+        &s,
+        "63 hex digits",
+        CONV,
+        &with_blob(json!({"$blob": &missing[..63], "size": 3})),
+        &[
+            "entry 1",
+            "resources[0].text.$blob",
+            "64 hexadecimal digits",
+        ],
+    );
+    refused(
+        &s,
+        "uppercase hex",
+        CONV,
+        &with_blob(json!({"$blob": missing.to_uppercase(), "size": 3})),
+        &["entry 1", "resources[0].text.$blob", "0-9 and a-f"],
+    );
+    refused(
+        &s,
+        "a path as blob id",
+        CONV,
+        &with_blob(json!({"$blob": "../etc/passwd", "size": 3})),
+        &["entry 1", "resources[0].text.$blob", "../etc/passwd"],
+    );
+    // A blob that exists, with the wrong size.
+    s.append(
+        CONV,
+        &lines(&[
+            json!({"type": "chat_request", "timestamp": ts(8), "content": "store abc",
+                        "resources": [{"uri": "file:///abc", "text": "abc"}]}),
+        ]),
+    )
+    .ok("store abc");
+    refused(
+        &s,
+        "wrong size",
+        CONV,
+        &with_blob(json!({"$blob": missing, "size": 4})),
+        &["entry 1", "$blob", "3 bytes", "says 4"],
+    );
+    // The right size is accepted.
+    s.run(
+        &["append", CONV],
+        &with_blob(json!({"$blob": missing, "size": 3})),
+    )
+    .ok("a valid reference");
+}
+
+#[test]
+fn a_batch_over_the_record_size_limit_is_refused() {
+    let s = store_with_open_request();
+    // 65 MiB of chat_request content: chat_request content lives in the log,
+    // so the record would exceed the 64 MiB default limit.
+    let big = "x".repeat(65 << 20);
+    let mut stdin = Vec::with_capacity(big.len() + 100);
+    stdin.extend_from_slice(br#"[{"type": "chat_request", "content": ""#);
+    stdin.extend_from_slice(big.as_bytes());
+    stdin.extend_from_slice(br#""}]"#);
+    drop(big);
+    refused(
+        &s,
+        "65 MiB batch",
+        CONV,
+        &stdin,
+        &["nothing was appended", "more than the limit", "67108864"],
+    );
+    // The writer is usable afterwards (another process, same log).
+    s.append(CONV, r#"{"type": "chat_response", "message": "small"}"#)
+        .ok("append after the refusal");
+}
+
+#[test]
+fn bad_conversation_ids_are_refused() {
+    let s = store_with_open_request();
+    let ok = br#"{"type": "chat_response", "message": "hi"}"#;
+    refused(
+        &s,
+        "unknown id",
+        "nosuch",
+        ok,
+        &["no conversation with id nosuch"],
+    );
+    for bad in ["a/b", "..", "../conv", "conv/..", "."] {
+        refused(
+            &s,
+            &format!("id {bad:?}"),
+            bad,
+            ok,
+            &["invalid conversation id"],
+        );
+    }
+    // The same refusals from the read commands.
+    for args in [
+        ["export", "nosuch"],
+        ["print", "nosuch"],
+        ["stats", "nosuch"],
+    ] {
+        let out = s.run(&args, b"");
+        out.expect_code(1, &args.join(" "));
+        assert!(out.stderr.contains("nosuch"), "{}", out.stderr);
+    }
+    let out = s.run(&["export", "../conv"], b"");
+    out.expect_code(1, "export ../conv");
+    assert!(
+        out.stderr.contains("invalid conversation id"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn unknown_entry_types_are_accepted_and_exported_verbatim() {
+    let s = store_with_open_request();
+    let unknown = json!({"type": "future_kind", "timestamp": "whenever",
+                         "payload": {"a": [1, 2.5, null, {"b": "c"}]}, "flag": true});
+    let out = s.append(CONV, &lines(std::slice::from_ref(&unknown)));
+    out.ok("append unknown");
+    let export = s.export(CONV);
+    let events = events_of(&export);
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[3], unknown);
+    // print and stats show it as unknown.
+    let print = s.run(&["print", CONV], b"");
+    assert!(
+        print.ok("print").contains("unknown entry `future_kind`"),
+        "{}",
+        print.stdout
+    );
+    let stats = s.run(&["stats", CONV, "--json"], b"").json("stats");
+    assert_eq!(
+        stats["entries_by_type"]["future_kind (unknown)"],
+        json!(1),
+        "{stats}"
+    );
+}
+
+#[test]
+fn bad_usage_exits_with_status_2() {
+    let s = CliStore::new();
+    for args in [
+        vec!["append"],
+        vec!["new", "--label"],
+        vec!["export", "x", "--format", "xml"],
+        vec!["no-such-command"],
+        vec!["ls", "--no-such-flag"],
+    ] {
+        let out = s.run(&args, b"");
+        out.expect_code(2, &args.join(" "));
+        assert!(!out.stderr.is_empty(), "{args:?}: no message");
+    }
+    // Work that fails is 1, not 2.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run_jp_store(&dir.path().join("none"), &["ls"], b"");
+    out.expect_code(1, "ls without a store");
+    assert!(
+        out.stderr.contains("not a jp-store store"),
+        "{}",
+        out.stderr
+    );
+}

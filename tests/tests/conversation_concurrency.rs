@@ -1,0 +1,189 @@
+//! Concurrent appends to one conversation: from several `jp-store append`
+//! processes, and from several threads of one process through the library.
+//! Afterwards every batch is there exactly once, whole and in one piece, and
+//! each writer's batches are in the order it appended them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::event::input::parse_input;
+use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_tests::{events_of, run_jp_store, ts};
+use serde_json::{json, Value};
+
+const BATCHES: usize = 15;
+
+/// Batch `b` of writer `w`: a turn_start, a chat_request naming both (with
+/// an attachment all writers share and one of its own), a chat_response.
+fn batch(w: usize, b: usize) -> Vec<Value> {
+    let n = (w * 100 + b) as u64 * 3;
+    vec![
+        json!({"type": "turn_start", "timestamp": ts(n)}),
+        json!({"type": "chat_request", "timestamp": ts(n + 1), "content": format!("writer {w} batch {b}"),
+        "resources": [
+            {"uri": "file:///shared.txt", "text": "an attachment every writer sends\n"},
+            {"uri": format!("file:///w{w}/b{b}.txt"), "text": format!("private to writer {w}, batch {b}\n")}
+        ]}),
+        json!({"type": "chat_response", "timestamp": ts(n + 2), "message": format!("reply to {w}/{b}")}),
+    ]
+}
+
+/// Checks that `events` holds every batch of `writers` writers exactly
+/// once, whole and contiguous, each writer's in order.
+fn check_batches(events: &[Value], writers: usize, what: &str) {
+    assert_eq!(
+        events.len(),
+        writers * BATCHES * 3,
+        "{what}: number of events"
+    );
+    let mut seen: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (i, chunk) in events.chunks(3).enumerate() {
+        let content = chunk[1]["content"].as_str().unwrap_or_else(|| {
+            panic!(
+                "{what}: events {} to {} are not one batch: {chunk:#?}",
+                3 * i,
+                3 * i + 2
+            )
+        });
+        let (w, b) = parse_name(content).unwrap_or_else(|| {
+            panic!(
+                "{what}: event {} is not a batch's request: {content:?}",
+                3 * i + 1
+            )
+        });
+        assert_eq!(
+            chunk,
+            &batch(w, b)[..],
+            "{what}: batch {w}/{b} at event {} is not whole",
+            3 * i
+        );
+        if let Some(first) = seen.insert((w, b), i) {
+            panic!("{what}: batch {w}/{b} appears twice (batches {first} and {i})");
+        }
+    }
+    for w in 0..writers {
+        let order: Vec<usize> = (0..BATCHES)
+            .map(|b| {
+                *seen
+                    .get(&(w, b))
+                    .unwrap_or_else(|| panic!("{what}: batch {w}/{b} is missing"))
+            })
+            .collect();
+        assert!(
+            order.windows(2).all(|p| p[0] < p[1]),
+            "{what}: writer {w}'s batches are out of order: {order:?}"
+        );
+    }
+}
+
+fn parse_name(content: &str) -> Option<(usize, usize)> {
+    let rest = content.strip_prefix("writer ")?;
+    let (w, b) = rest.split_once(" batch ")?;
+    Some((w.parse().ok()?, b.parse().ok()?))
+}
+
+#[test]
+fn four_processes_append_to_one_conversation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    run_jp_store(&root, &["init"], b"").ok("init");
+    run_jp_store(&root, &["new", "--id", "shared", "--title", "busy"], b"").ok("new");
+    let writers = 4;
+    std::thread::scope(|s| {
+        for w in 0..writers {
+            let root = &root;
+            s.spawn(move || {
+                for b in 0..BATCHES {
+                    let input = serde_json::to_vec(&batch(w, b)).expect("serialize");
+                    let out = run_jp_store(root, &["append", "shared"], &input);
+                    out.ok(&format!("append of batch {w}/{b}"));
+                }
+            });
+        }
+    });
+    let export = run_jp_store(&root, &["export", "shared"], b"").json("export");
+    check_batches(&events_of(&export), writers, "after 4 processes");
+    let ls = run_jp_store(&root, &["ls", "--json"], b"").json("ls");
+    assert_eq!(ls[0]["events"], json!(writers * BATCHES * 3), "{ls}");
+    assert_eq!(ls[0]["turns"], json!(writers * BATCHES), "{ls}");
+    let stats = run_jp_store(&root, &["stats", "--json"], b"").json("stats");
+    assert_eq!(stats["records"], json!(writers * BATCHES + 1), "{stats}");
+    // The shared attachment is one blob: private ones, the shared one and
+    // the base config.
+    assert_eq!(
+        stats["distinct_blobs_referenced"],
+        json!(writers * BATCHES + 2),
+        "{stats}"
+    );
+}
+
+#[test]
+fn threads_append_through_the_library_while_readers_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let id = ConversationId::parse("threads").expect("id");
+    let creator = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    drop(creator);
+    let writers = 2;
+    let done = AtomicBool::new(false);
+    let reads = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let (store, id) = (&store, &id);
+                s.spawn(move || {
+                    for b in 0..BATCHES {
+                        let text = serde_json::to_string(&batch(w, b)).expect("serialize");
+                        let entries = parse_input(
+                            &text,
+                            ParseMode::Strict {
+                                now: jpstore_engine::timestamp::Timestamp::now(),
+                            },
+                        )
+                        .expect("parse")
+                        .entries;
+                        // A writer per batch, so that the threads take turns.
+                        let mut writer = store
+                            .writer(id)
+                            .unwrap_or_else(|e| panic!("writer {w}, batch {b}: {e}"));
+                        writer
+                            .append(entries)
+                            .unwrap_or_else(|e| panic!("append {w}/{b}: {e}"));
+                    }
+                })
+            })
+            .collect();
+        // A reader, lock-free, while the writers write: it sees whole
+        // batches only.
+        let reader = s.spawn(|| {
+            let mut reads = 0;
+            let mut last = 0;
+            while !done.load(Ordering::Acquire) {
+                let conv = store.read(&id).expect("read while writing");
+                let n = conv.entries.len();
+                assert_eq!(n % 3, 0, "a reader saw part of a batch: {n} events");
+                assert!(n >= last, "a reader saw events disappear: {last} then {n}");
+                last = n;
+                reads += 1;
+            }
+            reads
+        });
+        for h in handles {
+            h.join().expect("a writer thread panicked");
+        }
+        done.store(true, Ordering::Release);
+        reader.join().expect("the reader thread panicked")
+    });
+    assert!(reads > 0);
+    let conv = store.read(&id).expect("read");
+    let doc = conversation_json(&store, &conv, ContentMode::Inline).expect("export");
+    check_batches(&events_of(&doc), writers, "after 2 threads");
+    assert_eq!(conv.state.records, (writers * BATCHES + 1) as u64);
+}

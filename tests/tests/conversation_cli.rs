@@ -548,3 +548,36 @@ fn bad_usage_exits_with_status_2() {
         out.stderr
     );
 }
+
+#[test]
+#[ignore = "engine bug: append accepts a text reference to non-UTF-8 content, and export then fails for the whole conversation, reported as blob store corruption"]
+fn a_text_reference_to_binary_content_is_refused_or_exports() {
+    let s = store_with_open_request();
+    // Binary content, stored through a `blob` resource (base64 of ff fe fd).
+    s.append(
+        CONV,
+        r#"{"type": "chat_request", "content": "binary", "resources": [{"uri": "file:///b", "blob": "//79"}]}"#,
+    )
+    .ok("append binary content");
+    let binary = hex::encode(Sha256::digest([0xff, 0xfe, 0xfd]));
+    // The same blob referenced where text is expected.
+    let stdin = with_blob(json!({"$blob": binary, "size": 3}));
+    let before = tree_snapshot(s.root());
+    let out = s.run(&["append", CONV], &stdin);
+    match out.code {
+        Some(1) => {
+            // Refused: it must say why, and write nothing.
+            assert!(out.stderr.contains("UTF-8"), "{}", out.stderr);
+            assert!(
+                before == tree_snapshot(s.root()),
+                "a refused append changed the store"
+            );
+        }
+        Some(0) => {
+            // Accepted: then the conversation must still export.
+            let export = s.run(&["export", CONV], b"");
+            export.expect_code(0, "export after a text reference to binary content");
+        }
+        other => panic!("append exited with {other:?}: {}", out.stderr),
+    }
+}

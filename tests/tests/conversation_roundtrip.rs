@@ -612,3 +612,95 @@ fn what_the_library_acknowledges_reads_back() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+fn request_of(len: usize) -> Vec<Entry<Payload>> {
+    parse(&[json!({"type": "chat_request", "timestamp": ts(1), "content": "x".repeat(len)})])
+}
+
+#[test]
+fn the_record_size_limit_is_exact_and_a_refusal_leaves_the_writer_usable() {
+    const LIMIT: u32 = 1024;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = ConversationId::parse("limit").expect("id");
+    let log = jpstore_tests::log_path(dir.path(), "limit");
+    let log_len = || std::fs::metadata(&log).expect("stat log").len();
+
+    // The payload size of a request of 900 bytes of content, under the
+    // default limit; content lengths above 255 have the same encoding
+    // overhead, so the content that makes the payload exactly LIMIT follows.
+    let at_limit = {
+        let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+        let mut w = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                base_config: Some(Object::new()),
+                ..Default::default()
+            })
+            .expect("create");
+        let out = w.append(request_of(900)).expect("probe append");
+        let payload = log_len() - out.offset - 12;
+        900 + (u64::from(LIMIT) - payload) as usize
+    };
+    std::fs::remove_dir_all(dir.path().join("conversations/limit")).expect("remove probe");
+
+    let mut options = StoreOptions::default();
+    options.log.max_record_size = LIMIT;
+    let store = Store::open_dir(dir.path(), options.clone()).expect("open");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            base_config: Some(Object::new()),
+            ..Default::default()
+        })
+        .expect("create");
+    let before = std::fs::read(&log).expect("read log");
+    let err = w
+        .append(request_of(at_limit + 1))
+        .expect_err("a batch one byte over the limit was appended");
+    match &err {
+        jpstore_engine::error::Error::RecordTooLarge {
+            offset: None,
+            size,
+            max,
+            ..
+        } => assert_eq!(
+            (*size, *max),
+            (u64::from(LIMIT) + 1, u64::from(LIMIT)),
+            "{err}"
+        ),
+        other => panic!("expected RecordTooLarge, got {other}"),
+    }
+    assert_eq!(
+        std::fs::read(&log).expect("read log"),
+        before,
+        "the log changed"
+    );
+    // The writer is not poisoned: a batch exactly at the limit goes in.
+    let out = w
+        .append(request_of(at_limit))
+        .expect("a batch exactly at the limit");
+    assert_eq!(log_len() - out.offset, 12 + u64::from(LIMIT), "record size");
+    drop(w);
+    assert_eq!(store.read(&id).expect("read").entries.len(), 1);
+
+    // A reader configured below the writer's limit refuses the record as
+    // too large, naming it; the writer does not cut it.
+    let mut small = options;
+    small.log.max_record_size = LIMIT / 2;
+    let store = Store::open_dir(dir.path(), small).expect("open with a small limit");
+    let err = store.read(&id).expect_err("read a record over the limit");
+    assert!(err.is_corruption(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("offset {}", out.offset))
+            && msg.contains("1024")
+            && msg.contains("512"),
+        "{msg}"
+    );
+    let len = log_len();
+    let err = store
+        .writer(&id)
+        .expect_err("writer over a too large record");
+    assert!(err.is_corruption(), "{err}");
+    assert_eq!(log_len(), len, "the record was cut");
+}

@@ -187,3 +187,60 @@ fn threads_append_through_the_library_while_readers_read() {
     check_batches(&events_of(&doc), writers, "after 2 threads");
     assert_eq!(conv.state.records, (writers * BATCHES + 1) as u64);
 }
+
+#[test]
+fn processes_creating_conversations_at_once_get_distinct_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    run_jp_store(&root, &["init"], b"").ok("init");
+    // JP's ids are deciseconds: creations within one decisecond must take
+    // the next free number, never share one.
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let root = &root;
+                s.spawn(move || {
+                    (0..5)
+                        .map(|i| {
+                            let title = format!("w{w} n{i}");
+                            run_jp_store(root, &["new", "--title", &title], b"")
+                                .ok(&format!("new {title}"))
+                                .trim()
+                                .to_string()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a thread panicked"))
+            .collect()
+    });
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 20, "ids given twice: {ids:?}");
+    let ls = run_jp_store(&root, &["ls", "--json"], b"").json("ls");
+    let listed: std::collections::BTreeSet<String> = ls
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|i| i["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        distinct.into_iter().cloned().collect(),
+        "listed ids"
+    );
+    let mut titles: Vec<String> = ls
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|i| i["title"].as_str().expect("title").to_string())
+        .collect();
+    titles.sort();
+    let mut want: Vec<String> = (0..4)
+        .flat_map(|w| (0..5).map(move |i| format!("w{w} n{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(titles, want, "each conversation has its own metadata");
+}

@@ -581,3 +581,123 @@ fn a_text_reference_to_binary_content_is_refused_or_exports() {
         other => panic!("append exited with {other:?}: {}", out.stderr),
     }
 }
+
+#[test]
+fn a_tool_call_request_can_be_answered_by_a_later_process() {
+    let s = store_with_open_request();
+    // `call_a` was appended by another process, in the current turn.
+    s.append(
+        CONV,
+        r#"{"type": "tool_call_response", "id": "call_a", "content": "answered later", "is_error": true}"#,
+    )
+    .ok("answer from a later process");
+    let events = events_of(&s.export(CONV));
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[3]["content"], json!("answered later"));
+    assert_eq!(events[3]["is_error"], json!(true));
+    // Input that is not UTF-8 is refused before anything is done.
+    refused(
+        &s,
+        "not UTF-8",
+        CONV,
+        b"\xff\xfe{}",
+        &["UTF-8", "standard input"],
+    );
+}
+
+#[test]
+fn torn_and_damaged_logs_through_the_commands() {
+    let s = store_with_open_request();
+    let log = log_path(s.root(), CONV);
+    let whole = std::fs::read(&log).expect("log");
+    s.append(
+        CONV,
+        r#"{"type": "chat_response", "message": "to be torn"}"#,
+    )
+    .ok("append");
+    let with_last = std::fs::read(&log).expect("log");
+    // A crash in the middle of the last append: 7 bytes of its record.
+    let torn_len = whole.len() + 7;
+    std::fs::write(&log, &with_last[..torn_len]).expect("tear the log");
+
+    // Readers show the whole batches and leave the file alone.
+    assert_eq!(events_of(&s.export(CONV)).len(), 3);
+    let ls = s.run(&["ls", "--json"], b"").json("ls");
+    assert_eq!(ls[0]["events"], json!(3), "{ls}");
+    assert_eq!(std::fs::read(&log).expect("log").len(), torn_len);
+
+    // The next append cuts the tail, says so, and appends.
+    let out = s.append(
+        CONV,
+        r#"{"type": "chat_response", "message": "after the cut"}"#,
+    );
+    out.ok("append after a crash");
+    assert!(
+        out.stderr.contains(&format!(
+            "cut a torn tail of 7 bytes at offset {}",
+            whole.len()
+        )),
+        "{}",
+        out.stderr
+    );
+    let events = events_of(&s.export(CONV));
+    assert_eq!(events.len(), 4);
+    assert_eq!(events[3]["message"], json!("after the cut"));
+
+    // Damage before the last record: every command that reads the log
+    // fails, naming the file and the offset, and nothing is cut.
+    let mut damaged = std::fs::read(&log).expect("log");
+    damaged[whole.len() - 3] ^= 0x20;
+    std::fs::write(&log, &damaged).expect("damage the log");
+    // The damaged record is the one holding the first batch.
+    let offset = {
+        let store =
+            jpstore_engine::Store::open_dir(s.root(), jpstore_engine::StoreOptions::default())
+                .expect("open");
+        let err = store
+            .read(&jpstore_engine::conversation::ConversationId::parse(CONV).expect("id"))
+            .expect_err("read of a damaged log");
+        match err {
+            jpstore_engine::error::Error::Corrupt { offset, .. } => offset,
+            other => panic!("expected Corrupt, got {other}"),
+        }
+    };
+    assert!(offset < whole.len() as u64);
+    for args in [
+        vec!["export", CONV],
+        vec!["print", CONV],
+        vec!["ls"],
+        vec!["stats", CONV],
+    ] {
+        let out = s.run(&args, b"");
+        out.expect_code(1, &args.join(" "));
+        assert!(
+            out.stderr.contains(&log.display().to_string())
+                && out.stderr.contains(&format!("offset {offset}")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    refused(
+        &s,
+        "append to a damaged log",
+        CONV,
+        br#"{"type": "chat_response", "message": "x"}"#,
+        &["corrupt", &format!("offset {offset}")],
+    );
+    assert_eq!(std::fs::read(&log).expect("log"), damaged);
+}
+
+#[test]
+fn export_out_writes_the_same_document_to_a_file() {
+    let s = store_with_open_request();
+    let stdout = s.run(&["export", CONV], b"");
+    let path = s.root().join("..").join("export.json");
+    let path_arg = path.display().to_string();
+    let out = s.run(&["export", CONV, "--out", &path_arg], b"");
+    assert_eq!(out.ok("export --out"), "", "nothing on standard output");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("exported file"),
+        stdout.ok("export")
+    );
+}

@@ -407,3 +407,106 @@ fn a_full_disk_during_the_record_write_leaves_a_torn_tail_that_is_cut() {
     want.extend(failed);
     assert_eq!(export_events(&store, "full disk"), Some(want));
 }
+
+/// A batch that is never acknowledged: only a prefix of its record is on
+/// disk, as a crash in the middle of its append leaves it.
+fn ghost_batch() -> Vec<Value> {
+    vec![json!({"type": "chat_request", "timestamp": ts(50), "content": "ghost ".repeat(60)})]
+}
+
+/// A store whose conversation holds the first batch, followed by a durable
+/// torn tail: all but the last byte of the ghost batch's record.
+fn with_torn_tail() -> (SimStorage, Vec<Value>, CutTail) {
+    // The ghost's record bytes, from a scratch store (records do not depend
+    // on their position).
+    let ghost = {
+        let sim = SimStorage::new();
+        let (store, _) = started(&sim);
+        let end = sim.read_file(&id().log_path()).expect("log").len();
+        let mut w = store.writer(&id()).expect("writer");
+        w.append(parse(&ghost_batch())).expect("ghost append");
+        sim.read_file(&id().log_path()).expect("log")[end..].to_vec()
+    };
+    let sim = SimStorage::new();
+    let (store, first) = started(&sim);
+    drop(store);
+    let end = sim.read_file(&id().log_path()).expect("log").len() as u64;
+    let torn = &ghost[..ghost.len() - 1];
+    let file = sim
+        .open(
+            &id().log_path(),
+            jpstore_blobstore::storage::OpenMode::ReadWrite,
+        )
+        .expect("open the log");
+    jpstore_blobstore::storage::write_all_at(&*file, torn, end).expect("write the torn tail");
+    file.sync_data().expect("sync the torn tail");
+    drop(file);
+    let cut = CutTail {
+        offset: end,
+        len: torn.len() as u64,
+    };
+    (sim, first, cut)
+}
+
+/// Opens the writer (which cuts the torn tail) and appends batches 1 to 3.
+fn recover_and_append(store: &Store, first: &[Value], cut: CutTail) -> Acked {
+    let mut acked = Acked {
+        created: true,
+        batches: vec![first.to_vec()],
+        in_flight: None,
+    };
+    let Ok(mut w) = store.writer(&id()) else {
+        return acked;
+    };
+    assert_eq!(w.cut_tail(), Some(cut), "the torn tail is cut and reported");
+    for batch in &batches()[1..4] {
+        match w.append(parse(batch)) {
+            Ok(_) => acked.batches.push(batch.clone()),
+            Err(_) => {
+                acked.in_flight = Some(batch.clone());
+                break;
+            }
+        }
+    }
+    acked
+}
+
+#[test]
+fn crash_at_every_sync_of_cutting_a_torn_tail_and_appending() {
+    let (sim, first, cut) = with_torn_tail();
+    let store = Store::open(storage(&sim), options()).expect("open");
+    // Readers do not see the torn record.
+    assert_eq!(export_events(&store, "torn"), Some(first.clone()));
+    let start = sim.sync_count();
+    let clean = recover_and_append(&store, &first, cut);
+    let syncs = sim.sync_count() - start;
+    assert_eq!(clean.batches.len(), 4, "{clean:?}");
+    drop(store);
+    assert!(syncs >= 8, "only {syncs} syncs");
+
+    for n in 1..=syncs {
+        for mode in modes() {
+            let what = format!("torn tail recovery: crash at sync {n} of {syncs}, {mode:?}");
+            let (sim, first, cut) = with_torn_tail();
+            let store = Store::open(storage(&sim), options()).expect("open");
+            sim.crash_at_sync(n, mode);
+            let acked = recover_and_append(&store, &first, cut);
+            drop(store);
+            assert!(sim.is_down(), "{what}: the crash did not happen");
+            sim.restart();
+            // The ghost never comes back, whole or in part.
+            let log = sim.read_file(&id().log_path()).expect("log");
+            let ghost_text = "ghost ".repeat(60);
+            let probe = Store::open(storage(&sim), options()).expect("open");
+            if let Some(events) = export_events(&probe, &what) {
+                assert!(
+                    !events.iter().any(|e| e["content"] == json!(ghost_text)),
+                    "{what}: the cut batch is visible again ({} log bytes)",
+                    log.len()
+                );
+            }
+            drop(probe);
+            check_recovered(&sim, &acked, &what);
+        }
+    }
+}

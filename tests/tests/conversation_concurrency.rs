@@ -244,3 +244,141 @@ fn processes_creating_conversations_at_once_get_distinct_ids() {
     want.sort();
     assert_eq!(titles, want, "each conversation has its own metadata");
 }
+
+#[test]
+#[ignore = "engine bug: a walk whose read-ahead spans a torn tail that a writer cuts meanwhile hits end of file and ends as a torn tail at its current offset, so a reader silently sees a prefix of the acknowledged batches (often none)"]
+fn readers_never_fail_while_a_writer_cuts_torn_tails_and_appends_over_them() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let id = ConversationId::parse("cuts").expect("id");
+    let creator = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    drop(creator);
+    let log = jpstore_tests::log_path(dir.path(), "cuts");
+    let rounds = 100;
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut last = 0;
+            while !done.load(Ordering::Acquire) {
+                // Bytes read while the writer cuts and writes over them look
+                // like damage for a moment; the reader must look again, not
+                // fail.
+                let conv = store
+                    .read(&id)
+                    .unwrap_or_else(|e| panic!("read during cuts (after {last} events): {e}"));
+                let n = conv.entries.len();
+                assert_eq!(n % 2, 0, "a reader saw part of a batch: {n} events");
+                assert!(n >= last, "events disappeared: {last} then {n}");
+                last = n;
+            }
+        });
+        for round in 0..rounds {
+            // What a writer that crashed mid-append leaves: bytes that are
+            // not a whole record.
+            {
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&log)
+                    .expect("open the log");
+                let junk: Vec<u8> = (0..200u32).map(|k| (k * 7 + round) as u8).collect();
+                f.write_all(&junk).expect("write a torn tail");
+            }
+            let mut w = store.writer(&id).expect("writer");
+            let cut = w.cut_tail().expect("the torn tail is cut");
+            assert_eq!(cut.len, 200, "round {round}");
+            let n = u64::from(round) * 2;
+            let text = serde_json::to_string(&[
+                json!({"type": "chat_request", "timestamp": ts(n), "content": "y".repeat(round as usize % 50)}),
+                json!({"type": "chat_response", "timestamp": ts(n + 1), "message": format!("round {round}")}),
+            ])
+            .expect("serialize");
+            let entries = parse_input(
+                &text,
+                ParseMode::Strict {
+                    now: jpstore_engine::timestamp::Timestamp::now(),
+                },
+            )
+            .expect("parse")
+            .entries;
+            w.append(entries)
+                .unwrap_or_else(|e| panic!("append in round {round}: {e}"));
+        }
+        done.store(true, Ordering::Release);
+        reader.join().expect("the reader panicked");
+    });
+    let conv = store.read(&id).expect("read");
+    assert_eq!(conv.entries.len(), rounds as usize * 2);
+}
+
+#[test]
+#[ignore = "engine bug: a walk whose read-ahead spans a torn tail that a writer cuts meanwhile hits end of file and ends as a torn tail at its current offset, so a reader silently sees a prefix of the acknowledged batches (often none)"]
+fn a_walk_started_before_a_cut_yields_every_record_below_the_cut() {
+    use jpstore_engine::log::{LogEnd, LogOptions, LogReader};
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let id = ConversationId::parse("cut").expect("id");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    for b in 0..3 {
+        let text = serde_json::to_string(&batch(0, b)).expect("serialize");
+        let entries = parse_input(
+            &text,
+            ParseMode::Strict {
+                now: jpstore_engine::timestamp::Timestamp::now(),
+            },
+        )
+        .expect("parse")
+        .entries;
+        w.append(entries).expect("append");
+    }
+    drop(w);
+    let log = jpstore_tests::log_path(dir.path(), "cut");
+    let valid_end = std::fs::metadata(&log).expect("stat").len();
+    // A crashed writer's torn tail.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .expect("open the log")
+        .write_all(&[7u8; 40])
+        .expect("write a torn tail");
+
+    // A reader starts a walk (it takes the length, torn tail included)...
+    let reader = LogReader::open(&**store.storage(), &id.log_path(), LogOptions::default())
+        .expect("open a reader");
+    let mut walk = reader.records().expect("start a walk");
+    // ...a writer takes the lock and cuts the torn tail...
+    let w = store.writer(&id).expect("writer");
+    assert_eq!(
+        w.cut_tail().map(|c| (c.offset, c.len)),
+        Some((valid_end, 40))
+    );
+    // ...and the walk goes on: every record below the cut is still there and
+    // must be yielded (format-spec 3, "Reading").
+    let offsets: Vec<u64> = walk.by_ref().map(|r| r.expect("a record").offset).collect();
+    assert_eq!(
+        offsets.len(),
+        4,
+        "records yielded: {offsets:?}, walk ended with {:?}",
+        walk.end()
+    );
+    assert_eq!(walk.position(), valid_end);
+    assert!(
+        matches!(
+            walk.end(),
+            Some(LogEnd::Clean { .. } | LogEnd::TornTail { .. })
+        ),
+        "{:?}",
+        walk.end()
+    );
+}

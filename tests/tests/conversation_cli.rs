@@ -701,3 +701,71 @@ fn export_out_writes_the_same_document_to_a_file() {
         stdout.ok("export")
     );
 }
+
+#[test]
+fn store_layout_modes_links_and_foreign_directories() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let s = store_with_open_request();
+    s.append(
+        CONV,
+        r#"{"type": "tool_call_response", "id": "call_a", "content": "stored as a blob", "is_error": false}"#,
+    )
+    .ok("append content");
+
+    // Files 0600, directories 0700, everywhere below the store.
+    let mut checked = 0;
+    for (path, content) in tree_snapshot(s.root()) {
+        let mode = std::fs::symlink_metadata(s.root().join(&path))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777;
+        let want = if content.is_some() { 0o600 } else { 0o700 };
+        assert_eq!(mode, want, "{}: mode {mode:o}", path.display());
+        checked += 1;
+    }
+    assert!(checked > 5, "only {checked} names in the store");
+
+    // Directories that are not conversations are ignored by listings.
+    let conversations = s.root().join("conversations");
+    std::fs::create_dir(conversations.join("not.an.id")).expect("mkdir");
+    std::fs::create_dir(conversations.join("empty")).expect("mkdir");
+    let ls = s.run(&["ls", "--json"], b"").json("ls");
+    let ids: Vec<&str> = ls
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|i| i["id"].as_str())
+        .collect();
+    assert_eq!(ids, [CONV], "{ls}");
+    // An empty directory left by an interrupted creation is reused.
+    s.run(&["new", "--id", "empty"], b"")
+        .ok("new in an empty directory");
+
+    // A log that is a symbolic link is never followed.
+    s.run(&["new", "--id", "linked"], b"").ok("new");
+    let linked = log_path(s.root(), "linked");
+    std::fs::remove_file(&linked).expect("remove log");
+    std::os::unix::fs::symlink(log_path(s.root(), CONV), &linked).expect("symlink");
+    let target_before = std::fs::read(log_path(s.root(), CONV)).expect("log");
+    for args in [vec!["export", "linked"], vec!["print", "linked"]] {
+        let out = s.run(&args, b"");
+        out.expect_code(1, &args.join(" "));
+        assert!(
+            out.stderr.contains("linked/events.log"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let out = s.append(
+        "linked",
+        r#"{"type": "chat_response", "message": "through a link"}"#,
+    );
+    out.expect_code(1, "append through a link");
+    assert!(out.stderr.contains("linked/events.log"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(log_path(s.root(), CONV)).expect("log"),
+        target_before,
+        "the link's target changed"
+    );
+}

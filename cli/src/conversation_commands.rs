@@ -47,28 +47,29 @@ pub struct NewArgs {
     #[arg(long)]
     title: Option<String>,
     /// A label KEY=VALUE (repeatable).
-    #[arg(long = "label", value_name = "KEY=VALUE")]
-    labels: Vec<String>,
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
 }
 
+/// A `--label` value: `KEY=VALUE` with a non-empty key (a usage error
+/// otherwise, exit status 2).
+fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("a label is KEY=VALUE, got {s:?}")),
+    }
+}
+
 pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = args.id.as_deref().map(parse_id).transpose()?;
-    let labels = args
-        .labels
-        .iter()
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-            _ => bail!("a label is KEY=VALUE, got {l:?}"),
-        })
-        .collect::<Result<Vec<_>>>()?;
     let writer = store.create(NewConversation {
         id,
         title: args.title,
-        labels,
+        labels: args.labels,
         ..Default::default()
     })?;
     if args.json {
@@ -148,7 +149,22 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
 
 pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let list = store.list()?;
+    let mut list = Vec::new();
+    let mut failed = Vec::new();
+    for item in store.list_each()? {
+        match item {
+            Ok(l) => list.push(l),
+            Err((id, e)) => failed.push((id, e)),
+        }
+    }
+    for (id, e) in &failed {
+        eprintln!("jp-store: error: conversation {id} cannot be listed: {e}");
+    }
+    let code = if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
     if json_out {
         let items: Vec<_> = list
             .iter()
@@ -166,11 +182,11 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     if list.is_empty() {
         println!("no conversations");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     println!(
         "{:<20} {:>5} {:>7}  {:<21}  TITLE",
@@ -191,7 +207,7 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
             l.state.metadata.title().unwrap_or("")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 fn short_time(t: &Timestamp) -> String {

@@ -270,6 +270,9 @@ impl Store {
     /// are one blob).
     pub fn put_config(&self, config: &Object) -> Result<BlobRef> {
         let bytes = config::canonical_bytes(config);
+        // What is stored must read back (serde_json refuses nesting deeper
+        // than 128 levels).
+        config::parse_config_json(&bytes, "the base config")?;
         let out = self.blobs.put(&bytes)?;
         Ok(BlobRef {
             id: out.id,
@@ -367,6 +370,25 @@ impl Store {
             .remove_dir(&aside)
             .map_err(|e| io("remove", &aside, e))?;
         Ok(())
+    }
+
+    /// Like [`Store::list`], but a conversation that cannot be read does not
+    /// hide the others: it is returned with its error.
+    pub fn list_each(&self) -> Result<Vec<std::result::Result<Listing, (ConversationId, Error)>>> {
+        Ok(self
+            .ids()?
+            .into_iter()
+            .map(
+                |id| match read_state(&*self.storage, &id, self.options.log, true) {
+                    Ok((state, log_bytes)) => Ok(Listing {
+                        id,
+                        state,
+                        log_bytes,
+                    }),
+                    Err(e) => Err((id, e)),
+                },
+            )
+            .collect())
     }
 
     /// Metadata and counts of every conversation.

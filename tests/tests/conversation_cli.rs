@@ -550,7 +550,6 @@ fn bad_usage_exits_with_status_2() {
 }
 
 #[test]
-#[ignore = "engine bug: append accepts a text reference to non-UTF-8 content, and export then fails for the whole conversation, reported as blob store corruption"]
 fn a_text_reference_to_binary_content_is_refused_or_exports() {
     let s = store_with_open_request();
     // Binary content, stored through a `blob` resource (base64 of ff fe fd).
@@ -663,10 +662,12 @@ fn torn_and_damaged_logs_through_the_commands() {
         }
     };
     assert!(offset < whole.len() as u64);
+    // `ls` is not in the list: it lists from each conversation's head cache
+    // and decodes only records appended since (format-spec.md 4.6), so it
+    // does not re-check old records; reading the conversation does.
     for args in [
         vec!["export", CONV],
         vec!["print", CONV],
-        vec!["ls"],
         vec!["stats", CONV],
     ] {
         let out = s.run(&args, b"");

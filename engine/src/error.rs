@@ -123,6 +123,9 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+    /// A compaction cannot be made as asked.
+    #[error(transparent)]
+    Compaction(#[from] crate::compaction::CompactionError),
     /// A file to import is not valid JP data.
     #[error("{}: not valid JP data: {reason}", path.display())]
     NotJp {

@@ -14,6 +14,7 @@
 //! Every byte on disk is specified in `format-spec.md`. All file I/O goes
 //! through `jpstore_blobstore::storage`, so tests can inject faults.
 
+pub mod compaction;
 pub mod config;
 pub mod conversation;
 pub mod error;

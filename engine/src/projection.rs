@@ -71,6 +71,8 @@ fn plan<'a, C>(entries: &'a [Entry<C>], turn_of: &[u64]) -> Plan<'a> {
         .unwrap_or(0) as usize;
     let mut compactions = HashMap::new();
     let mut found: Vec<(usize, &Compaction, Timestamp)> = Vec::new();
+    let revoked = revoked_compactions(entries);
+    let mut ordinal = 0u64;
     for (i, e) in entries.iter().enumerate() {
         if let Some(Event {
             kind: EventKind::Compaction(c),
@@ -78,8 +80,11 @@ fn plan<'a, C>(entries: &'a [Entry<C>], turn_of: &[u64]) -> Plan<'a> {
             ..
         }) = e.event()
         {
-            compactions.insert(i, c);
-            found.push((i, c, *timestamp));
+            if !revoked.contains(&ordinal) {
+                compactions.insert(i, c);
+                found.push((i, c, *timestamp));
+            }
+            ordinal += 1;
         }
     }
     let mut turns = vec![TurnPolicy::default(); turn_count];
@@ -112,6 +117,18 @@ fn plan<'a, C>(entries: &'a [Entry<C>], turn_of: &[u64]) -> Plan<'a> {
         }
     }
     Plan { compactions, turns }
+}
+
+/// Ordinals (0-based, among compaction entries in stream order) of the
+/// compactions revoked by `compaction_undo` entries.
+pub fn revoked_compactions<C>(entries: &[Entry<C>]) -> std::collections::HashSet<u64> {
+    entries
+        .iter()
+        .filter_map(|e| match e.event().map(|e| &e.kind) {
+            Some(EventKind::CompactionUndo(u)) => Some(u.undoes),
+            _ => None,
+        })
+        .collect()
 }
 
 fn inline(text: &str) -> Payload {
@@ -194,7 +211,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
             names.insert(&r.id, &r.name);
         }
         match &event.kind {
-            EventKind::Compaction(_) => continue,
+            EventKind::Compaction(_) | EventKind::CompactionUndo(_) => continue,
             EventKind::ConfigDelta(_) => {
                 out.push(to_payload(entry));
                 continue;

@@ -326,6 +326,20 @@ fn parse_known(obj: &Object, mode: ParseMode) -> Result<Option<Event<Payload>>, 
                 .ok_or_else(|| err("delta", "required but missing"))?,
         }),
         "compaction" => EventKind::Compaction(parse_compaction(&mut f)?),
+        "compaction_undo" => EventKind::CompactionUndo(CompactionUndo {
+            undoes: {
+                let v = f.required("undoes")?;
+                v.as_u64().ok_or_else(|| {
+                    err(
+                        "undoes",
+                        format!(
+                            "expected the 0-based ordinal of a compaction, found {}",
+                            describe(v)
+                        ),
+                    )
+                })?
+            },
+        }),
         _ => return Ok(None),
     };
     let timestamp = match (f.get("timestamp"), mode) {
@@ -767,6 +781,9 @@ pub fn render_entry<C, E>(
             o.insert("delta".into(), Value::Object(d.delta.clone()));
         }
         EventKind::Compaction(c) => render_compaction(c, &mut o),
+        EventKind::CompactionUndo(u) => {
+            o.insert("undoes".into(), u.undoes.into());
+        }
     }
     if !e.metadata.is_empty() {
         o.insert("metadata".into(), Value::Object(e.metadata.clone()));

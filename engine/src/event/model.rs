@@ -97,6 +97,9 @@ pub enum EventKind<C = BlobRef> {
     ConfigDelta(ConfigDelta),
     /// A non-destructive compaction overlay (RFD 064, D17).
     Compaction(Compaction),
+    /// Revokes an earlier compaction (`compact --undo`): the view is as if
+    /// that compaction had never been made. A jp-store extension.
+    CompactionUndo(CompactionUndo),
 }
 
 impl<C> EventKind<C> {
@@ -112,6 +115,7 @@ impl<C> EventKind<C> {
             EventKind::InquiryResponse(_) => "inquiry_response",
             EventKind::ConfigDelta(_) => "config_delta",
             EventKind::Compaction(_) => "compaction",
+            EventKind::CompactionUndo(_) => "compaction_undo",
         }
     }
 
@@ -121,7 +125,10 @@ impl<C> EventKind<C> {
     pub fn is_conversation_event(&self) -> bool {
         !matches!(
             self,
-            EventKind::TurnStart | EventKind::ConfigDelta(_) | EventKind::Compaction(_)
+            EventKind::TurnStart
+                | EventKind::ConfigDelta(_)
+                | EventKind::Compaction(_)
+                | EventKind::CompactionUndo(_)
         )
     }
 }
@@ -340,6 +347,15 @@ pub struct Compaction {
     pub source: Option<CompactionSource>,
 }
 
+/// The revocation of a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionUndo {
+    /// Which compaction: its 0-based ordinal among the conversation's
+    /// compaction entries, in stream order.
+    pub undoes: u64,
+}
+
 /// The tool call policy of a compaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -530,6 +546,7 @@ impl<C> EventKind<C> {
             EventKind::InquiryResponse(r) => EventKind::InquiryResponse(r),
             EventKind::ConfigDelta(d) => EventKind::ConfigDelta(d),
             EventKind::Compaction(c) => EventKind::Compaction(c),
+            EventKind::CompactionUndo(u) => EventKind::CompactionUndo(u),
         })
     }
 }

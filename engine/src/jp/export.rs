@@ -62,12 +62,36 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> Result<JpFiles> {
         );
         events.push(Value::Object(first));
     }
+    // JP has no revocation: revoked compactions and the undo entries are
+    // left out, which gives JP the same view.
+    let revoked = crate::projection::revoked_compactions(&conv.entries);
+    let mut ordinal = 0u64;
+    let mut left_out = 0usize;
     for (i, entry) in conv.entries.iter().enumerate() {
+        match entry.event().map(|e| &e.kind) {
+            Some(EventKind::CompactionUndo(_)) => {
+                left_out += 1;
+                continue;
+            }
+            Some(EventKind::Compaction(_)) => {
+                ordinal += 1;
+                if revoked.contains(&(ordinal - 1)) {
+                    left_out += 1;
+                    continue;
+                }
+            }
+            _ => {}
+        }
         let raw: &[String] = info
             .as_ref()
             .and_then(|inf| inf.raw.get(&i.to_string()))
             .map_or(&[], Vec::as_slice);
         events.push(jp_entry(store, entry, raw, &mut lossy)?);
+    }
+    if left_out > 0 {
+        lossy.push(format!(
+            "{left_out} undone compaction(s) and undo entries left out (JP has no undo; its view is the same)"
+        ));
     }
     let metadata = match &info {
         Some(inf) => {

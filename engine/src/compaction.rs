@@ -1,0 +1,774 @@
+//! Creating compactions (RFD 064, D17, jp-format.md section 5): profiles and
+//! per-tool hints from config, range bounds resolved to absolute turns, the
+//! summary range grown over overlapping summaries, and the dry-run estimate.
+//!
+//! What a compaction does to the view is the projection's business
+//! (`projection.rs`); this module only decides which compaction entry to
+//! append.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::lookup;
+use crate::event::turns::TurnCounter;
+use crate::event::{
+    BlobRef, Compaction, CompactionSource, Entry, EventKind, FieldMode, Object, Payload,
+    ToolCallPolicy, ToolOverride,
+};
+use crate::projection::revoked_compactions;
+use crate::timestamp::Timestamp;
+
+/// Why a compaction cannot be made as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompactionError {
+    /// The conversation has no turns.
+    #[error("the conversation has no turns to compact")]
+    NoTurns,
+    /// A bound could not be parsed.
+    #[error("invalid bound {input:?}: expected a turn index (0-based), -N (N turns before the last), a duration such as 5h or 30m, or `last` (after the last compaction)")]
+    BadBound {
+        /// What was given.
+        input: String,
+    },
+    /// A bound is outside the conversation.
+    #[error("{what} is out of range: {why} (the last turn is {last})")]
+    OutOfRange {
+        /// Which bound.
+        what: &'static str,
+        /// Why.
+        why: String,
+        /// Index of the last turn.
+        last: u64,
+    },
+    /// The resolved range is empty.
+    #[error("the range is empty: from turn {from} to turn {to}")]
+    EmptyRange {
+        /// Resolved start.
+        from: u64,
+        /// Resolved end.
+        to: u64,
+    },
+    /// The config names a profile that does not exist, or has a bad value.
+    #[error("config: {0}")]
+    Config(String),
+    /// A summary profile but no summary text.
+    #[error("profile {profile:?} replaces the range with a summary: give its text with --summary or --summary-file, or name a `command` or `endpoint` in the profile's summary table")]
+    SummaryNeeded {
+        /// The profile.
+        profile: String,
+    },
+    /// Nothing to undo.
+    #[error("{0}")]
+    Undo(String),
+}
+
+/// A range bound as given (RFD 064).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// A 0-based turn index.
+    Absolute(u64),
+    /// `-N`: N turns before the last.
+    FromEnd(u64),
+    /// A duration before now.
+    Ago(Duration),
+    /// `last`: the turn after the last compaction.
+    AfterLastCompaction,
+}
+
+impl Bound {
+    /// Parses `3`, `-2`, `5h`/`30m`/`2d 4h`, or `last`.
+    pub fn parse(s: &str) -> Result<Bound, CompactionError> {
+        let bad = || CompactionError::BadBound { input: s.into() };
+        let t = s.trim();
+        if t == "last" {
+            return Ok(Bound::AfterLastCompaction);
+        }
+        if let Some(n) = t.strip_prefix('-') {
+            return n.parse().map(Bound::FromEnd).map_err(|_| bad());
+        }
+        if let Ok(n) = t.parse() {
+            return Ok(Bound::Absolute(n));
+        }
+        humantime::parse_duration(t)
+            .map(Bound::Ago)
+            .map_err(|_| bad())
+    }
+}
+
+/// What a profile does to the turns it covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// Strip reasoning.
+    pub strip_reasoning: bool,
+    /// The tool call policy.
+    pub tool_calls: Option<ToolCallPolicy>,
+    /// The profile's `summary` table, if it summarizes.
+    pub summary: Option<Object>,
+}
+
+impl Profile {
+    /// The built-in profile used when the config defines none: strips
+    /// reasoning and tool calls (requests and responses).
+    pub fn builtin_default() -> Profile {
+        Profile {
+            name: "default".into(),
+            strip_reasoning: true,
+            tool_calls: Some(ToolCallPolicy::Strip {
+                request: true,
+                response: true,
+            }),
+            summary: None,
+        }
+    }
+}
+
+/// Compaction settings read from a conversation's config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `conversation.compaction.default_profile` (default `default`).
+    pub default_profile: String,
+    /// `conversation.compaction.keep_last` (default 0).
+    pub keep_last: u64,
+    /// `conversation.compaction.profiles`.
+    pub profiles: Object,
+    /// Per-tool hints (`conversation.tools.<name>.compaction`).
+    pub tool_hints: BTreeMap<String, ToolOverride>,
+}
+
+fn config_err(msg: impl Into<String>) -> CompactionError {
+    CompactionError::Config(msg.into())
+}
+
+fn field_mode(v: &Value, key: &str) -> Result<FieldMode, CompactionError> {
+    match v.as_str() {
+        Some("keep") => Ok(FieldMode::Keep),
+        Some("strip") => Ok(FieldMode::Strip),
+        _ => Err(config_err(format!(
+            "{key} must be \"keep\" or \"strip\", found {v}"
+        ))),
+    }
+}
+
+impl Settings {
+    /// Reads the settings from a config object.
+    pub fn from_config(config: &Object) -> Result<Settings, CompactionError> {
+        let default_profile = match lookup(config, "conversation.compaction.default_profile") {
+            None => "default".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => {
+                return Err(config_err(format!(
+                    "conversation.compaction.default_profile must be a string, found {v}"
+                )))
+            }
+        };
+        let keep_last = match lookup(config, "conversation.compaction.keep_last") {
+            None => 0,
+            Some(v) => v.as_u64().ok_or_else(|| {
+                config_err(format!(
+                    "conversation.compaction.keep_last must be an integer >= 0, found {v}"
+                ))
+            })?,
+        };
+        let profiles = match lookup(config, "conversation.compaction.profiles") {
+            None => Object::new(),
+            Some(Value::Object(o)) => o.clone(),
+            Some(v) => {
+                return Err(config_err(format!(
+                    "conversation.compaction.profiles must be a table, found {v}"
+                )))
+            }
+        };
+        let mut tool_hints = BTreeMap::new();
+        if let Some(Value::Object(tools)) = lookup(config, "conversation.tools") {
+            for (name, t) in tools {
+                let Some(Value::Object(c)) = t.get("compaction") else {
+                    continue;
+                };
+                let mut o = ToolOverride::default();
+                if let Some(v) = c.get("request") {
+                    o.request = Some(field_mode(
+                        v,
+                        &format!("conversation.tools.{name}.compaction.request"),
+                    )?);
+                }
+                if let Some(v) = c.get("response") {
+                    o.response = Some(field_mode(
+                        v,
+                        &format!("conversation.tools.{name}.compaction.response"),
+                    )?);
+                }
+                if o.request.is_some() || o.response.is_some() {
+                    tool_hints.insert(name.clone(), o);
+                }
+            }
+        }
+        Ok(Settings {
+            default_profile,
+            keep_last,
+            profiles,
+            tool_hints,
+        })
+    }
+
+    /// The profile named `name` (or the default one).
+    pub fn profile(&self, name: Option<&str>) -> Result<Profile, CompactionError> {
+        let name = name.unwrap_or(&self.default_profile);
+        let Some(p) = self.profiles.get(name) else {
+            if name == "default" {
+                return Ok(Profile::builtin_default());
+            }
+            let mut known: Vec<&str> = self.profiles.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(config_err(format!(
+                "no compaction profile {name:?} (configured: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        let Value::Object(p) = p else {
+            return Err(config_err(format!(
+                "profile {name:?} must be a table, found {p}"
+            )));
+        };
+        let key = |k: &str| format!("conversation.compaction.profiles.{name}.{k}");
+        let strip_reasoning = match p.get("reasoning") {
+            None => false,
+            Some(Value::String(s)) if s == "strip" => true,
+            Some(Value::String(s)) if s == "keep" => false,
+            Some(v) => {
+                return Err(config_err(format!(
+                    "{} must be \"strip\" or \"keep\", found {v}",
+                    key("reasoning")
+                )))
+            }
+        };
+        let tool_calls = match p.get("tool_calls") {
+            None => None,
+            Some(Value::String(s)) if s == "strip" => Some(ToolCallPolicy::Strip {
+                request: true,
+                response: true,
+            }),
+            Some(Value::String(s)) if s == "omit" => Some(ToolCallPolicy::Omit),
+            Some(Value::String(s)) if s == "keep" => None,
+            Some(Value::Object(o)) => match o.get("policy").and_then(Value::as_str) {
+                Some("omit") => Some(ToolCallPolicy::Omit),
+                Some("strip") => Some(ToolCallPolicy::Strip {
+                    request: o.get("request").and_then(Value::as_bool).unwrap_or(true),
+                    response: o.get("response").and_then(Value::as_bool).unwrap_or(true),
+                }),
+                _ => {
+                    return Err(config_err(format!(
+                        "{}.policy must be \"strip\" or \"omit\"",
+                        key("tool_calls")
+                    )))
+                }
+            },
+            Some(v) => {
+                return Err(config_err(format!(
+                    "{} must be \"strip\", \"omit\" or a table, found {v}",
+                    key("tool_calls")
+                )))
+            }
+        };
+        let summary = match p.get("summary") {
+            None => None,
+            Some(Value::Object(o)) => Some(o.clone()),
+            Some(v) => {
+                return Err(config_err(format!(
+                    "{} must be a table, found {v}",
+                    key("summary")
+                )))
+            }
+        };
+        Ok(Profile {
+            name: name.to_string(),
+            strip_reasoning,
+            tool_calls,
+            summary,
+        })
+    }
+}
+
+/// Start timestamps of every turn, and the turn of every entry.
+fn turn_starts<C>(entries: &[Entry<C>]) -> (Vec<Timestamp>, Vec<u64>) {
+    let mut counter = TurnCounter::new();
+    let mut starts: Vec<Timestamp> = Vec::new();
+    let mut turn_of = Vec::with_capacity(entries.len());
+    for e in entries {
+        let step = counter.step(e);
+        turn_of.push(step.turn);
+        if step.opened {
+            let ts = e
+                .event()
+                .map(|e| e.timestamp)
+                .or_else(|| starts.last().copied());
+            starts.push(
+                ts.unwrap_or_else(|| Timestamp::from_unix(0, 0).unwrap_or_else(Timestamp::now)),
+            );
+        }
+    }
+    (starts, turn_of)
+}
+
+/// The compactions of a conversation that are in effect (not undone):
+/// `(ordinal, compaction)`.
+pub fn active_compactions<C>(entries: &[Entry<C>]) -> Vec<(u64, &Compaction)> {
+    let revoked = revoked_compactions(entries);
+    let mut out = Vec::new();
+    let mut ordinal = 0;
+    for e in entries {
+        if let Some(EventKind::Compaction(c)) = e.event().map(|e| &e.kind) {
+            if !revoked.contains(&ordinal) {
+                out.push((ordinal, c));
+            }
+            ordinal += 1;
+        }
+    }
+    out
+}
+
+/// Resolves `from` and `to` (jp-format.md section 5) to absolute turns.
+/// `to` defaults to `keep_last` turns before the last (`FromEnd(keep_last)`);
+/// `from` defaults to turn 0.
+pub fn resolve_range<C>(
+    entries: &[Entry<C>],
+    from: Option<Bound>,
+    to: Option<Bound>,
+    keep_last: u64,
+    now: Timestamp,
+) -> Result<(u64, u64), CompactionError> {
+    let (starts, _) = turn_starts(entries);
+    let Some(last) = (starts.len() as u64).checked_sub(1) else {
+        return Err(CompactionError::NoTurns);
+    };
+    let after_last = || -> Result<u64, CompactionError> {
+        let next = active_compactions(entries)
+            .iter()
+            .map(|(_, c)| c.to_turn + 1)
+            .max()
+            .unwrap_or(0);
+        if next > last {
+            Err(CompactionError::OutOfRange {
+                what: "`last`",
+                why: format!("every turn up to {} is compacted already", next - 1),
+                last,
+            })
+        } else {
+            Ok(next)
+        }
+    };
+    // The turn active at `t`: the last turn that started at or before it.
+    let active_at = |d: Duration| -> Option<u64> {
+        let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let t = Timestamp::from_unix(now.unix_secs().saturating_sub(secs), now.subsec_nanos())
+            .unwrap_or(now);
+        starts.iter().rposition(|s| *s <= t).map(|i| i as u64)
+    };
+    let from = match from.unwrap_or(Bound::Absolute(0)) {
+        Bound::Absolute(n) if n > last => {
+            return Err(CompactionError::OutOfRange {
+                what: "--from",
+                why: format!("turn {n} does not exist"),
+                last,
+            })
+        }
+        Bound::Absolute(n) => n,
+        Bound::FromEnd(n) => last.saturating_sub(n),
+        Bound::AfterLastCompaction => after_last()?,
+        Bound::Ago(d) => match active_at(d) {
+            None => 0,
+            Some(t) if t >= last => {
+                return Err(CompactionError::OutOfRange {
+                    what: "--from",
+                    why: format!(
+                        "no turn started after the turn active {} ago",
+                        humantime::format_duration(d)
+                    ),
+                    last,
+                })
+            }
+            Some(t) => t + 1,
+        },
+    };
+    let to = match to.unwrap_or(Bound::FromEnd(keep_last)) {
+        Bound::Absolute(n) => n.min(last),
+        Bound::FromEnd(n) if n > last => {
+            return Err(CompactionError::OutOfRange {
+                what: "--to",
+                why: format!("there are not {n} turns before the last"),
+                last,
+            })
+        }
+        Bound::FromEnd(n) => last - n,
+        Bound::AfterLastCompaction => after_last()?,
+        Bound::Ago(d) => active_at(d).ok_or_else(|| CompactionError::OutOfRange {
+            what: "--to",
+            why: format!("no turn was active {} ago", humantime::format_duration(d)),
+            last,
+        })?,
+    };
+    if from > to {
+        return Err(CompactionError::EmptyRange { from, to });
+    }
+    Ok((from, to))
+}
+
+/// Grows `[from, to]` to the union with every summary compaction in effect
+/// that it intersects, until stable (jp-format.md section 5).
+pub fn extend_over_summaries<C>(entries: &[Entry<C>], mut from: u64, mut to: u64) -> (u64, u64) {
+    let summaries: Vec<(u64, u64)> = active_compactions(entries)
+        .iter()
+        .filter(|(_, c)| c.summary.is_some())
+        .map(|(_, c)| (c.from_turn, c.to_turn))
+        .collect();
+    loop {
+        let mut changed = false;
+        for &(a, b) in &summaries {
+            if a <= to && from <= b && (a < from || b > to) {
+                from = from.min(a);
+                to = to.max(b);
+                changed = true;
+            }
+        }
+        if !changed {
+            return (from, to);
+        }
+    }
+}
+
+/// The raw entries of turns `from..=to` (for a summarizer: never a view).
+pub fn raw_range<C: Clone>(entries: &[Entry<C>], from: u64, to: u64) -> Vec<Entry<C>> {
+    let (_, turn_of) = turn_starts(entries);
+    entries
+        .iter()
+        .zip(turn_of)
+        .filter(|(e, t)| {
+            *t >= from
+                && *t <= to
+                && !matches!(
+                    e.event().map(|e| &e.kind),
+                    Some(EventKind::Compaction(_) | EventKind::CompactionUndo(_))
+                )
+        })
+        .map(|(e, _)| e.clone())
+        .collect()
+}
+
+/// The compaction entry for `profile` over `[from, to]`, with the per-tool
+/// hints frozen into it.
+pub fn build(
+    profile: &Profile,
+    from: u64,
+    to: u64,
+    summary: Option<String>,
+    tool_hints: &BTreeMap<String, ToolOverride>,
+    source: CompactionSource,
+) -> Compaction {
+    let summarized = summary.is_some();
+    Compaction {
+        from_turn: from,
+        to_turn: to,
+        summary,
+        strip_reasoning: !summarized && profile.strip_reasoning,
+        tool_calls: if summarized { None } else { profile.tool_calls },
+        tool_overrides: if !summarized
+            && matches!(profile.tool_calls, Some(ToolCallPolicy::Strip { .. }))
+        {
+            tool_hints.clone()
+        } else {
+            BTreeMap::new()
+        },
+        source: Some(source),
+    }
+}
+
+/// Characters an entry puts into a request (approximately: text lengths,
+/// content sizes, JSON of arguments and data).
+pub fn entry_chars(e: &Entry<Payload>) -> u64 {
+    let Some(ev) = e.event() else { return 0 };
+    let mut n = 0u64;
+    e.for_each_content(&mut |p| {
+        n += match p {
+            Payload::Ref(r) => r.size,
+            Payload::Inline(b) => b.len() as u64,
+        }
+    });
+    n + match &ev.kind {
+        EventKind::ChatRequest(r) => r.content.chars().count() as u64,
+        EventKind::ChatResponse(crate::event::ChatResponse::Message(s))
+        | EventKind::ChatResponse(crate::event::ChatResponse::Reasoning(s)) => {
+            s.chars().count() as u64
+        }
+        EventKind::ChatResponse(crate::event::ChatResponse::Data(v)) => v.to_string().len() as u64,
+        EventKind::ToolCallRequest(r) => {
+            (r.name.len() + Value::Object(r.arguments.clone()).to_string().len()) as u64
+        }
+        _ => 0,
+    }
+}
+
+/// What a compaction changes in one turn (for `--dry-run`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnChange {
+    /// The turn.
+    pub turn: u64,
+    /// Conversation events in the turn.
+    pub events: u64,
+    /// Whether the turn is replaced by the summary.
+    pub summarized: bool,
+    /// Reasoning responses dropped.
+    pub reasoning: u64,
+    /// Tool call requests emptied (strip) or dropped (omit).
+    pub requests: u64,
+    /// Tool call responses replaced (strip) or dropped (omit).
+    pub responses: u64,
+}
+
+/// Per turn of the compaction's range, what it changes; and the estimated
+/// tokens (characters / 4, content counted by size, no blob read) of the
+/// whole view before and after appending it.
+pub fn dry_run(
+    entries: &[Entry<BlobRef>],
+    compaction: &Compaction,
+    now: Timestamp,
+) -> (Vec<TurnChange>, u64, u64) {
+    let tokens = |v: &[Entry<Payload>]| v.iter().map(entry_chars).sum::<u64>().div_ceil(4);
+    let before = tokens(&crate::projection::view(entries));
+    let mut with = entries.to_vec();
+    with.push(Entry::Event(crate::event::Event {
+        timestamp: now,
+        kind: EventKind::Compaction(compaction.clone()),
+        metadata: Default::default(),
+        extra: Default::default(),
+    }));
+    let after = tokens(&crate::projection::view(&with));
+    let (_, turn_of) = turn_starts(entries);
+    let mut names: std::collections::HashMap<&str, &str> = Default::default();
+    let mut changes: BTreeMap<u64, TurnChange> = BTreeMap::new();
+    let keeps = |tool: &str, request: bool| {
+        compaction.tool_overrides.get(tool).is_some_and(|o| {
+            (if request { o.request } else { o.response }) == Some(FieldMode::Keep)
+        })
+    };
+    for (e, &turn) in entries.iter().zip(&turn_of) {
+        if turn < compaction.from_turn || turn > compaction.to_turn {
+            continue;
+        }
+        let Some(ev) = e.event() else { continue };
+        if !ev.kind.is_conversation_event() {
+            continue;
+        }
+        let c = changes.entry(turn).or_insert(TurnChange {
+            turn,
+            ..Default::default()
+        });
+        c.events += 1;
+        if compaction.summary.is_some() {
+            c.summarized = true;
+            continue;
+        }
+        match &ev.kind {
+            EventKind::ChatResponse(crate::event::ChatResponse::Reasoning(_))
+                if compaction.strip_reasoning =>
+            {
+                c.reasoning += 1
+            }
+            EventKind::ToolCallRequest(r) => {
+                names.insert(&r.id, &r.name);
+                match compaction.tool_calls {
+                    Some(ToolCallPolicy::Omit) => c.requests += 1,
+                    Some(ToolCallPolicy::Strip { request: true, .. }) if !keeps(&r.name, true) => {
+                        c.requests += 1
+                    }
+                    _ => {}
+                }
+            }
+            EventKind::ToolCallResponse(r) => {
+                let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+                match compaction.tool_calls {
+                    Some(ToolCallPolicy::Omit) => c.responses += 1,
+                    Some(ToolCallPolicy::Strip { response: true, .. }) if !keeps(name, false) => {
+                        c.responses += 1
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    (changes.into_values().collect(), before, after)
+}
+
+#[cfg(test)]
+mod tests;
+
+/// What to compact, as asked on the command line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompactRequest {
+    /// The profile (default: the config's `default_profile`).
+    pub profile: Option<String>,
+    /// Start bound (default: turn 0).
+    pub from: Option<Bound>,
+    /// End bound (default: `keep_last` turns before the last).
+    pub to: Option<Bound>,
+    /// Overrides the config's `keep_last`.
+    pub keep_last: Option<u64>,
+    /// The summary text, when given.
+    pub summary: Option<String>,
+    /// Only report; write nothing.
+    pub dry_run: bool,
+    /// Who asks (manual or auto).
+    pub source: Option<CompactionSource>,
+}
+
+/// What a compaction did (or would do, for a dry run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactOutcome {
+    /// The profile used.
+    pub profile: String,
+    /// The compaction entry (appended unless a dry run).
+    pub compaction: Compaction,
+    /// The range asked for, before it grew over overlapping summaries.
+    pub requested: (u64, u64),
+    /// Per turn of the range, what changes.
+    pub changes: Vec<TurnChange>,
+    /// Estimated tokens of the view before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the view after.
+    pub tokens_after: u64,
+    /// Offset of the appended record (`None` for a dry run).
+    pub offset: Option<u64>,
+}
+
+/// Produces a summary of raw entries, from a profile's summary table.
+pub type Summarizer<'a> =
+    dyn FnMut(&Object, &[Entry<BlobRef>]) -> crate::error::Result<String> + 'a;
+
+impl crate::store::Store {
+    /// Creates a compaction of conversation `id` and appends it (unless
+    /// `dry_run`): resolves the profile, the range (jp-format.md section 5)
+    /// and, for a summarizing profile, grows the range over overlapping
+    /// summaries and gets the text (`request.summary`, else `summarize` with
+    /// the raw entries of the range). Holds the writer lock throughout, so
+    /// `last` and the overlaps are those of the conversation it appends to.
+    pub fn compact(
+        &self,
+        id: &crate::conversation::ConversationId,
+        request: &CompactRequest,
+        now: Timestamp,
+        summarize: &mut Summarizer<'_>,
+    ) -> crate::error::Result<CompactOutcome> {
+        let mut writer = self.writer(id)?;
+        let conv = self.read(id)?;
+        let config = self.config_at(&conv, conv.entries.len())?;
+        let settings = Settings::from_config(&config)?;
+        let profile = settings.profile(request.profile.as_deref())?;
+        let keep_last = request.keep_last.unwrap_or(settings.keep_last);
+        let requested = resolve_range(&conv.entries, request.from, request.to, keep_last, now)?;
+        let (from, to, summary) = match &profile.summary {
+            None => (requested.0, requested.1, None),
+            Some(table) => {
+                let (from, to) = extend_over_summaries(&conv.entries, requested.0, requested.1);
+                let text = match (&request.summary, request.dry_run) {
+                    (Some(t), _) => t.clone(),
+                    (None, true) => String::new(),
+                    (None, false) => summarize(table, &raw_range(&conv.entries, from, to))?,
+                };
+                (from, to, Some(text))
+            }
+        };
+        if profile.summary.is_none() && request.summary.is_some() {
+            return Err(CompactionError::Config(format!(
+                "profile {:?} does not summarize; --summary needs a profile with a summary table",
+                profile.name
+            ))
+            .into());
+        }
+        let compaction = build(
+            &profile,
+            from,
+            to,
+            summary,
+            &settings.tool_hints,
+            request.source.unwrap_or(CompactionSource::Manual),
+        );
+        let (changes, tokens_before, tokens_after) = dry_run(&conv.entries, &compaction, now);
+        let offset = if request.dry_run {
+            None
+        } else {
+            let entry = Entry::Event(crate::event::Event {
+                timestamp: now,
+                kind: EventKind::Compaction(compaction.clone()),
+                metadata: Default::default(),
+                extra: Default::default(),
+            });
+            Some(writer.append_stored(&[entry])?)
+        };
+        Ok(CompactOutcome {
+            profile: profile.name,
+            compaction,
+            requested,
+            changes,
+            tokens_before,
+            tokens_after,
+            offset,
+        })
+    }
+
+    /// Revokes a compaction by appending a `compaction_undo` entry: the
+    /// `n`-th compaction (1-based, in stream order), or the last one in
+    /// effect. Returns the 1-based number of the compaction undone.
+    pub fn undo_compaction(
+        &self,
+        id: &crate::conversation::ConversationId,
+        n: Option<u64>,
+        now: Timestamp,
+    ) -> crate::error::Result<u64> {
+        let mut writer = self.writer(id)?;
+        let conv = self.read(id)?;
+        let active = active_compactions(&conv.entries);
+        let ordinal = match n {
+            None => active
+                .last()
+                .map(|(o, _)| *o)
+                .ok_or_else(|| CompactionError::Undo("no compaction in effect to undo".into()))?,
+            Some(0) => {
+                return Err(CompactionError::Undo("compactions are numbered from 1".into()).into())
+            }
+            Some(n) => {
+                let o = n - 1;
+                if !active.iter().any(|(a, _)| *a == o) {
+                    let total = conv
+                        .entries
+                        .iter()
+                        .filter(|e| {
+                            matches!(e.event().map(|e| &e.kind), Some(EventKind::Compaction(_)))
+                        })
+                        .count();
+                    return Err(CompactionError::Undo(if o < total as u64 {
+                        format!("compaction {n} is undone already")
+                    } else {
+                        format!("there is no compaction {n} (the conversation has {total})")
+                    })
+                    .into());
+                }
+                o
+            }
+        };
+        let entry = Entry::Event(crate::event::Event {
+            timestamp: now,
+            kind: EventKind::CompactionUndo(crate::event::CompactionUndo { undoes: ordinal }),
+            metadata: Default::default(),
+            extra: Default::default(),
+        });
+        writer.append_stored(&[entry])?;
+        Ok(ordinal + 1)
+    }
+}

@@ -107,6 +107,7 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
             cut.len, cut.offset
         );
     }
+    let completes = jpstore_engine::compaction::completes_turn(&entries);
     let outcome = match writer.append(entries) {
         Ok(o) => o,
         Err(EngineError::BadEntry {
@@ -127,11 +128,38 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
         }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
     };
+    drop(writer);
+    // Automatic compaction (D17) after a completed turn; the append itself
+    // is durable already, so a failure here is reported, not fatal.
+    let mut auto = None;
+    if completes {
+        let mut summarize = |table: &jpstore_engine::event::Object,
+                             raw: &[Entry]|
+         -> jpstore_engine::error::Result<String> {
+            crate::summary::summarize(&store, table, raw, None)
+        };
+        match store.auto_compact(&id, Timestamp::now(), &mut summarize) {
+            Ok(Some(out)) => {
+                eprintln!(
+                    "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
+                    out.compaction.from_turn,
+                    out.compaction.to_turn,
+                    out.profile,
+                    out.tokens_before,
+                    out.tokens_after
+                );
+                auto = Some(out);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("jp-store: warning: automatic compaction failed: {e}"),
+        }
+    }
     if json_out {
         println!(
             "{}",
             json!({
                 "id": id.as_str(),
+                "auto_compaction": auto.map(|o| json!({"from_turn": o.compaction.from_turn, "to_turn": o.compaction.to_turn, "profile": o.profile})),
                 "offset": outcome.offset,
                 "entries": outcome.entries,
                 "payloads": outcome.payloads,
@@ -922,5 +950,68 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
         "estimated tokens of the view (characters / 4): {} -> {} ({pct:.0}% less)",
         out.tokens_before, out.tokens_after
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    /// The conversation to fork.
+    id: String,
+    /// Only its last N turns (the config in effect where they start becomes
+    /// the fork's base config; compactions are left out).
+    #[arg(long)]
+    last: Option<u64>,
+    /// Compact the fork, with the given profile or the default one.
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    compact: Option<String>,
+    /// The new conversation's id (default: JP's kind, from the time).
+    #[arg(long = "id", value_name = "NEW")]
+    id_new: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = parse_id(&args.id)?;
+    let new_id = args.id_new.as_deref().map(parse_id).transpose()?;
+    let writer = store.fork(&id, args.last, new_id, Timestamp::now())?;
+    let forked = writer.id().clone();
+    let entries = writer.state().entries;
+    drop(writer);
+    let mut compacted = None;
+    if let Some(profile) = args.compact {
+        let profile = (!profile.is_empty()).then_some(profile);
+        let request = CompactRequest {
+            profile: profile.clone(),
+            ..Default::default()
+        };
+        let mut summarize = |table: &jpstore_engine::event::Object,
+                             raw: &[Entry]|
+         -> jpstore_engine::error::Result<String> {
+            crate::summary::summarize(&store, table, raw, profile.as_deref())
+        };
+        compacted = Some(
+            store
+                .compact(&forked, &request, Timestamp::now(), &mut summarize)
+                .with_context(|| {
+                    format!("the fork {forked} was created, but compacting it failed")
+                })?,
+        );
+    }
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "id": forked.as_str(),
+                "forked_from": id.as_str(),
+                "entries": entries,
+                "compacted": compacted.map(|o| json!({"from_turn": o.compaction.from_turn, "to_turn": o.compaction.to_turn, "profile": o.profile})),
+            })
+        );
+    } else {
+        println!("{forked}");
+    }
     Ok(ExitCode::SUCCESS)
 }

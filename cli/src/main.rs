@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use conversation_commands::{CompactArgs, ExportArgs, ImportArgs, NewArgs};
+use conversation_commands::{CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -88,6 +88,10 @@ enum Command {
     /// that changes what the model sees (strip reasoning and tool calls, or
     /// replace turns with a summary), or revoke one with --undo.
     Compact(CompactArgs),
+    /// Create a new conversation from another's whole history or its last N
+    /// turns (content is shared, not copied), optionally compacted. Prints
+    /// the new id.
+    Fork(ForkArgs),
     /// Export a conversation.
     Export(ExportArgs),
     /// Counts and sizes of the whole store, or of one conversation.
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
         Command::Print { id, compacted } => conversation_commands::print(dir, &id, compacted),
         Command::View { id, format, refs } => conversation_commands::view(dir, &id, format, refs),
         Command::Compact(args) => conversation_commands::compact(dir, args),
+        Command::Fork(args) => conversation_commands::fork(dir, args),
         Command::Export(args) => conversation_commands::export(dir, args),
         Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
         Command::Demo { dir } => demo::run(dir),

@@ -772,3 +772,132 @@ impl crate::store::Store {
         Ok(ordinal + 1)
     }
 }
+
+/// Automatic compaction settings (D17), `conversation.compaction.auto`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoSettings {
+    /// `enabled` (default false).
+    pub enabled: bool,
+    /// `trigger_ratio` (default 0.75).
+    pub trigger_ratio: f64,
+    /// `profile` (default: the default profile).
+    pub profile: Option<String>,
+    /// `min_turns` (default 5).
+    pub min_turns: u64,
+    /// The model's context window in tokens: `conversation.compaction.auto.context_window`,
+    /// else `assistant.model.context_window`. Without it automatic
+    /// compaction is skipped.
+    pub context_window: Option<u64>,
+}
+
+impl AutoSettings {
+    /// Reads the settings from a config object.
+    pub fn from_config(config: &Object) -> Result<AutoSettings, CompactionError> {
+        let get = |k: &str| lookup(config, &format!("conversation.compaction.auto.{k}"));
+        let enabled = match get("enabled") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(config_err(format!(
+                    "conversation.compaction.auto.enabled must be true or false, found {v}"
+                )))
+            }
+        };
+        let trigger_ratio = match get("trigger_ratio") {
+            None => 0.75,
+            Some(v) => v.as_f64().filter(|r| *r > 0.0).ok_or_else(|| {
+                config_err(format!(
+                    "conversation.compaction.auto.trigger_ratio must be a number > 0, found {v}"
+                ))
+            })?,
+        };
+        let profile = match get("profile") {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                return Err(config_err(format!(
+                    "conversation.compaction.auto.profile must be a string, found {v}"
+                )))
+            }
+        };
+        let min_turns = match get("min_turns") {
+            None => 5,
+            Some(v) => v.as_u64().ok_or_else(|| {
+                config_err(format!(
+                    "conversation.compaction.auto.min_turns must be an integer >= 0, found {v}"
+                ))
+            })?,
+        };
+        let context_window = get("context_window")
+            .or_else(|| lookup(config, "assistant.model.context_window"))
+            .and_then(Value::as_u64);
+        Ok(AutoSettings {
+            enabled,
+            trigger_ratio,
+            profile,
+            min_turns,
+            context_window,
+        })
+    }
+}
+
+/// Whether a batch completes a turn: its last conversation event is the
+/// assistant's message.
+pub fn completes_turn<C>(batch: &[Entry<C>]) -> bool {
+    batch
+        .iter()
+        .rev()
+        .filter_map(|e| e.event())
+        .find(|e| e.kind.is_conversation_event())
+        .is_some_and(|e| {
+            matches!(
+                e.kind,
+                EventKind::ChatResponse(crate::event::ChatResponse::Message(_))
+            )
+        })
+}
+
+impl crate::store::Store {
+    /// Automatic compaction (D17), called after an append that completed a
+    /// turn: when enabled, the context window is known, the conversation has
+    /// more than `min_turns` turns and the estimated tokens of the view
+    /// exceed `trigger_ratio` x the context window, appends a compaction with
+    /// the auto profile from after the last compaction to `keep_last` turns
+    /// before the last, with `source: auto`. Returns what it did, or `None`.
+    pub fn auto_compact(
+        &self,
+        id: &crate::conversation::ConversationId,
+        now: Timestamp,
+        summarize: &mut Summarizer<'_>,
+    ) -> crate::error::Result<Option<CompactOutcome>> {
+        let conv = self.read(id)?;
+        let config = self.config_at(&conv, conv.entries.len())?;
+        let auto = AutoSettings::from_config(&config)?;
+        let Some(window) = auto.context_window.filter(|_| auto.enabled) else {
+            return Ok(None);
+        };
+        if conv.state.turns.turns() <= auto.min_turns {
+            return Ok(None);
+        }
+        let view = crate::projection::view(&conv.entries);
+        let tokens = view.iter().map(entry_chars).sum::<u64>().div_ceil(4);
+        if (tokens as f64) <= auto.trigger_ratio * window as f64 {
+            return Ok(None);
+        }
+        let request = CompactRequest {
+            profile: auto.profile,
+            from: Some(Bound::AfterLastCompaction),
+            source: Some(CompactionSource::Auto),
+            ..Default::default()
+        };
+        match self.compact(id, &request, now, summarize) {
+            Ok(out) => Ok(Some(out)),
+            // Nothing left to compact (everything up to keep_last is
+            // compacted already, or the range is empty): not an error here.
+            Err(crate::error::Error::Compaction(
+                CompactionError::OutOfRange { .. } | CompactionError::EmptyRange { .. },
+            )) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -266,6 +266,87 @@ impl Store {
         }
     }
 
+    /// Creates a new conversation from `id`'s whole history, or from its
+    /// last `last` turns. Entries (and their blobs) are shared, not copied;
+    /// the new log is published whole. With `last`, the base config of the
+    /// fork is the config in effect where it starts, and compactions (whose
+    /// turn numbers would no longer fit) are left out. The metadata records
+    /// `forked_from: {id, turns}`. Returns the new writer.
+    pub fn fork(
+        &self,
+        id: &ConversationId,
+        last: Option<u64>,
+        new_id: Option<ConversationId>,
+        now: Timestamp,
+    ) -> Result<ConversationWriter<'_>> {
+        let conv = self.read(id)?;
+        let turns = conv.state.turns.turns();
+        let first_turn = match last {
+            Some(0) => {
+                return Err(Error::Compaction(
+                    crate::compaction::CompactionError::EmptyRange {
+                        from: turns,
+                        to: turns.saturating_sub(1),
+                    },
+                ))
+            }
+            Some(n) => turns.saturating_sub(n),
+            None => 0,
+        };
+        let turn_of = crate::event::turns::turn_indices(&conv.entries);
+        let start = turn_of
+            .iter()
+            .position(|t| *t >= first_turn)
+            .unwrap_or(conv.entries.len());
+        let start = if first_turn == 0 { 0 } else { start };
+        let base = self.config_at(&conv, start)?;
+        let entries: Vec<crate::event::Entry> = conv.entries[start..]
+            .iter()
+            .filter(|e| {
+                first_turn == 0
+                    || !matches!(
+                        e.event().map(|e| &e.kind),
+                        Some(EventKind::Compaction(_) | EventKind::CompactionUndo(_))
+                    )
+            })
+            .cloned()
+            .collect();
+        let base_ref = self.put_config(&base)?;
+        let mut fields = conv.state.metadata.fields.clone();
+        fields.remove(crate::jp::JP_FIELD);
+        fields.insert("created".into(), Value::String(now.to_jp_string()));
+        fields.insert(
+            "forked_from".into(),
+            serde_json::json!({"id": id.as_str(), "turns": turns - first_turn, "from_turn": first_turn}),
+        );
+        let patch = MetaPatch {
+            base_config: Some(base_ref),
+            fields,
+        };
+        let mut candidate = new_id
+            .clone()
+            .unwrap_or_else(|| ConversationId::from_time(now));
+        for _ in 0..1000 {
+            match ConversationWriter::create(
+                &self.blobs,
+                candidate.clone(),
+                patch.clone(),
+                &entries,
+                self.options.log,
+            ) {
+                Err(Error::ConversationExists { .. }) if new_id.is_none() => {}
+                other => return other,
+            }
+            candidate = match candidate.next_numeric() {
+                Some(next) => next,
+                None => break,
+            };
+        }
+        Err(Error::ConversationExists {
+            id: candidate.to_string(),
+        })
+    }
+
     /// Stores a config object as a blob (canonical bytes, so equal configs
     /// are one blob).
     pub fn put_config(&self, config: &Object) -> Result<BlobRef> {

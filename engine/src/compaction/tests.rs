@@ -429,3 +429,86 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         )
         .is_err());
 }
+
+#[test]
+fn automatic_compaction_fires_only_past_the_threshold() {
+    let (_d, store, id) = store_with_turns(6);
+    let mut never =
+        |_: &Object, _: &[Entry]| -> crate::error::Result<String> { panic!("no summary") };
+    // Disabled by default.
+    assert_eq!(
+        store
+            .auto_compact(&id, Timestamp::now(), &mut never)
+            .expect("auto"),
+        None
+    );
+    let set = |cfg: Value| {
+        let mut w = store.writer(&id).expect("writer");
+        let text = json!({"type": "config_delta", "delta": cfg}).to_string();
+        w.append(
+            parse_input(
+                &text,
+                ParseMode::Strict {
+                    now: Timestamp::now(),
+                },
+            )
+            .expect("cfg")
+            .entries,
+        )
+        .expect("append");
+    };
+    // Enabled, but the view (about 6 x 130 tokens) is under 0.75 x 100_000.
+    set(
+        json!({"conversation": {"compaction": {"keep_last": 1, "auto": {"enabled": true, "context_window": 100_000}}}}),
+    );
+    assert_eq!(
+        store
+            .auto_compact(&id, Timestamp::now(), &mut never)
+            .expect("auto"),
+        None
+    );
+    // Over the threshold, but not more than min_turns turns.
+    set(json!({"conversation": {"compaction": {"auto": {"context_window": 200, "min_turns": 6}}}}));
+    assert_eq!(
+        store
+            .auto_compact(&id, Timestamp::now(), &mut never)
+            .expect("auto"),
+        None
+    );
+    set(json!({"conversation": {"compaction": {"auto": {"min_turns": 2}}}}));
+    let out = store
+        .auto_compact(&id, Timestamp::now(), &mut never)
+        .expect("auto")
+        .expect("fired");
+    assert_eq!((out.compaction.from_turn, out.compaction.to_turn), (0, 4));
+    assert_eq!(out.compaction.source, Some(CompactionSource::Auto));
+    // Everything up to keep_last is compacted: a second call does nothing.
+    assert_eq!(
+        store
+            .auto_compact(&id, Timestamp::now(), &mut never)
+            .expect("auto"),
+        None
+    );
+}
+
+#[test]
+fn a_turn_completes_with_the_assistant_message() {
+    let e = |text: &str| -> Vec<Entry> {
+        parse_input(text, ParseMode::Lenient)
+            .expect("input")
+            .entries
+            .into_iter()
+            .map(|e| {
+                e.try_map_content(&mut |_| Err::<BlobRef, ()>(()))
+                    .expect("no content")
+            })
+            .collect()
+    };
+    assert!(completes_turn(&e("{\"type\":\"chat_response\",\"message\":\"a\",\"timestamp\":\"2026-01-01 00:00:00.0\"}\n{\"type\":\"config_delta\",\"delta\":{},\"timestamp\":\"2026-01-01 00:00:00.0\"}")));
+    assert!(!completes_turn(&e(
+        "{\"type\":\"chat_request\",\"content\":\"q\",\"timestamp\":\"2026-01-01 00:00:00.0\"}"
+    )));
+    assert!(!completes_turn(&e(
+        "{\"type\":\"chat_response\",\"reasoning\":\"r\",\"timestamp\":\"2026-01-01 00:00:00.0\"}"
+    )));
+}

@@ -258,3 +258,75 @@ fn metadata_and_config_come_from_the_log() {
         conv.state.metadata.base_config
     );
 }
+
+#[test]
+fn forks_share_content_and_start_where_asked() {
+    let (_d, store) = store();
+    let id = ConversationId::parse("src").expect("id");
+    let base = json!({"a": 1});
+    let serde_json::Value::Object(base) = base else {
+        unreachable!()
+    };
+    let mut w = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            title: Some("T".into()),
+            base_config: Some(base),
+            ..Default::default()
+        })
+        .expect("create");
+    w.append(events(&turn(0))).expect("append");
+    w.append(events("{\"type\":\"config_delta\",\"delta\":{\"b\":2}}\n{\"type\":\"compaction\",\"from_turn\":0,\"to_turn\":0,\"reasoning\":\"strip\"}")).expect("append");
+    w.append(events(&turn(1))).expect("append");
+    w.append(events(&turn(2))).expect("append");
+    drop(w);
+    let blobs_before = store.blobs().ids().expect("ids").len();
+    let now = Timestamp::now();
+    // The whole history: every entry, same base config.
+    let whole = store
+        .fork(
+            &id,
+            None,
+            Some(ConversationId::parse("whole").expect("id")),
+            now,
+        )
+        .expect("fork");
+    let src = store.read(&id).expect("read");
+    let copy = store.read(whole.id()).expect("read");
+    assert_eq!(copy.entries, src.entries);
+    assert_eq!(copy.state.metadata.title(), Some("T"));
+    assert_eq!(copy.state.metadata.fields["forked_from"]["id"], "src");
+    drop(whole);
+    // The last 2 turns: the delta before them is in the base config, the
+    // compaction is left out.
+    let tail = store
+        .fork(
+            &id,
+            Some(2),
+            Some(ConversationId::parse("tail").expect("id")),
+            now,
+        )
+        .expect("fork");
+    let conv = store.read(tail.id()).expect("read");
+    assert_eq!(conv.state.turns.turns(), 2);
+    assert_eq!(conv.entries.len(), 8);
+    assert!(conv.entries.iter().all(|e| !matches!(
+        e.event().map(|e| &e.kind),
+        Some(crate::event::EventKind::Compaction(_))
+    )));
+    let cfg = store.config_at(&conv, 0).expect("config");
+    assert_eq!(serde_json::Value::Object(cfg), json!({"a": 1, "b": 2}));
+    drop(tail);
+    // Content is shared: only the forks' base configs are new blobs.
+    assert!(store.blobs().ids().expect("ids").len() <= blobs_before + 1);
+    assert!(store.fork(&id, Some(0), None, now).is_err());
+    assert!(matches!(
+        store.fork(
+            &id,
+            None,
+            Some(ConversationId::parse("whole").expect("id")),
+            now
+        ),
+        Err(Error::ConversationExists { .. })
+    ));
+}

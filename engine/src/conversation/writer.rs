@@ -310,9 +310,9 @@ impl<'s> ConversationWriter<'s> {
     }
 
     /// Appends entries whose content is already in the blob store (for
-    /// import and fork). References are checked like those of [`append`]
-    /// (Self::append); structure is not, since imported files are kept as
-    /// they were written.
+    /// compactions). References are checked like those of
+    /// [`append`](Self::append); structure is not, since imported files are
+    /// kept as they were written.
     pub fn append_stored(&mut self, batch: &[Entry]) -> Result<u64> {
         for (index, entry) in batch.iter().enumerate() {
             let mut result = Ok(());

@@ -143,6 +143,13 @@ pub enum Error {
         /// The log file.
         path: PathBuf,
     },
+    /// Content cannot be rendered into a provider request (e.g. text that is
+    /// not UTF-8).
+    #[error("cannot render the provider request: {what}")]
+    Render {
+        /// What could not be rendered, and why (names the blob, if any).
+        what: String,
+    },
 }
 
 impl Error {

@@ -23,6 +23,7 @@ pub mod export;
 pub mod jp;
 pub mod log;
 pub mod projection;
+pub mod provider;
 pub mod store;
 pub mod timestamp;
 

@@ -768,6 +768,10 @@ pub enum ViewFormat {
     /// The projected events as a JSON array (jp-store's plain form; tool
     /// response content always a list of blocks).
     Json,
+    /// The request body of Anthropic's Messages API.
+    Anthropic,
+    /// The request body of OpenAI's Chat Completions API.
+    Openai,
 }
 
 pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<ExitCode> {
@@ -778,8 +782,17 @@ pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<Exit
     } else {
         ContentMode::Inline
     };
-    let doc = match format {
-        ViewFormat::Json => view_json(&store, &conv, mode)?,
+    let provider = match format {
+        ViewFormat::Json => None,
+        ViewFormat::Anthropic => Some(jpstore_engine::export::Provider::Anthropic),
+        ViewFormat::Openai => Some(jpstore_engine::export::Provider::OpenAi),
+    };
+    let doc = match provider {
+        None => view_json(&store, &conv, mode)?,
+        Some(_) if refs => {
+            bail!("--refs applies to --format json only: a provider request holds its content")
+        }
+        Some(p) => jpstore_engine::export::provider_request(&store, &conv, p)?,
     };
     let mut bytes = serde_json::to_vec_pretty(&doc)?;
     bytes.push(b'\n');

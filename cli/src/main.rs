@@ -80,7 +80,8 @@ enum Command {
         /// The output format.
         #[arg(long, value_enum, default_value_t = conversation_commands::ViewFormat::Json)]
         format: conversation_commands::ViewFormat,
-        /// Leave content as {"$blob", "size"} references: no blob is read.
+        /// Leave content as {"$blob", "size"} references: no blob is read
+        /// (json only).
         #[arg(long)]
         refs: bool,
     },

@@ -102,3 +102,30 @@ fn not_text(store: &Store, id: &BlobId, found: String) -> Error {
         found,
     })
 }
+
+/// A provider whose request body [`provider_request`] renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// OpenAI's Chat Completions API.
+    OpenAi,
+}
+
+/// The request body of `provider`'s message API for the view of a
+/// conversation, with model and system prompt from the config in effect at
+/// its end; content is read from the blob store.
+pub fn provider_request(
+    store: &Store,
+    conversation: &Conversation,
+    provider: Provider,
+) -> Result<Value> {
+    let view = crate::projection::view(&conversation.entries);
+    let config = store.config_at(conversation, conversation.entries.len())?;
+    let options = crate::provider::RequestOptions::from_config(&config);
+    let mut read = |r: &BlobRef| -> Result<Vec<u8>> { Ok(store.blobs().get(&r.id)?) };
+    match provider {
+        Provider::Anthropic => crate::provider::anthropic_request(&view, &options, &mut read),
+        Provider::OpenAi => crate::provider::openai_request(&view, &options, &mut read),
+    }
+}

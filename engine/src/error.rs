@@ -137,6 +137,10 @@ pub enum Error {
     /// A config file or config blob is not valid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A summary for a compaction could not be made, or a profile's
+    /// `summary` table not read.
+    #[error(transparent)]
+    Summarize(#[from] crate::summarizer::SummarizeError),
     /// An append of a batch without entries.
     #[error("refusing to append an empty batch to {}", path.display())]
     EmptyBatch {

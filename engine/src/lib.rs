@@ -25,6 +25,7 @@ pub mod log;
 pub mod projection;
 pub mod provider;
 pub mod store;
+pub mod summarizer;
 pub mod timestamp;
 
 pub use store::{NewConversation, Store, StoreOptions};

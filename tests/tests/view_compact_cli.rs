@@ -1,0 +1,324 @@
+//! The binary on JP interop, views, compaction and forks: `import`,
+//! `export --format jp`, `view` (json with and without `--refs`, anthropic,
+//! openai), `print --compacted`, `compact` (dry run, profiles, summaries from
+//! a command, undo), automatic compaction on `append`, and `fork`.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::{run_jp_store, Run};
+use serde_json::{json, Value};
+
+struct S {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    work: PathBuf,
+}
+
+impl S {
+    fn new() -> S {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("store");
+        let work = dir.path().to_path_buf();
+        let s = S {
+            _dir: dir,
+            root,
+            work,
+        };
+        s.run(&["init"], b"").ok("init");
+        s
+    }
+    fn run(&self, args: &[&str], stdin: &[u8]) -> Run {
+        run_jp_store(&self.root, args, stdin)
+    }
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// A JP conversation directory with `turns` turns of tool use.
+fn jp_conversation(dir: &Path, turns: usize) -> Value {
+    let mut events = vec![
+        json!({"type": "config_delta", "timestamp": "2026-05-29 10:00:00.0",
+        "delta": {"assistant": {"model": {"id": "anthropic/claude-sonnet-4"}}}}),
+    ];
+    for i in 0..turns {
+        let t = |s: usize| format!("2026-05-29 10:{:02}:{:02}.0", i, s);
+        events.extend([
+            json!({"type": "turn_start", "timestamp": t(0)}),
+            json!({"type": "chat_request", "timestamp": t(1), "content": format!("question {i}")}),
+            json!({"type": "chat_response", "timestamp": t(2), "reasoning": format!("thinking {i}"),
+                   "metadata": {"anthropic": {"signature": b64(&format!("sig{i}"))}}}),
+            json!({"type": "tool_call_request", "timestamp": t(3), "id": format!("call{i}"),
+                   "name": "fs_read_file", "arguments": {"path": b64(&format!("src/f{i}.rs"))}}),
+            json!({"type": "tool_call_response", "timestamp": t(4), "id": format!("call{i}"),
+                   "content": b64(&format!("fn f{i}() {{}}\n").repeat(40)), "is_error": false}),
+            json!({"type": "chat_response", "timestamp": t(5), "message": format!("answer {i}")}),
+        ]);
+    }
+    let events = Value::Array(events);
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::write(
+        dir.join("events.json"),
+        serde_json::to_string_pretty(&events).expect("json"),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("metadata.json"),
+        r#"{"title": "T", "last_activated_at": "2026-05-29 10:05:05.0"}"#,
+    )
+    .expect("write");
+    events
+}
+
+#[test]
+fn import_view_compact_undo_and_export_back() {
+    let s = S::new();
+    let src = s.work.join("ws/.jp/conversations/17738399468-t");
+    let original = jp_conversation(&src, 4);
+    let out = s.run(&["import", s.work.join("ws").to_str().expect("utf-8")], b"");
+    assert!(
+        out.ok("import").contains("imported 1 conversations"),
+        "{}",
+        out.stdout
+    );
+    let again = s.run(
+        &[
+            "import",
+            "--json",
+            s.work.join("ws").to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    assert_eq!(again.json("import again")["skipped"], 1);
+    let id = "17738399468";
+
+    // The view: 4 turns x 6 events, content as references with --refs.
+    let refs = s.run(&["view", id, "--refs"], b"").json("view --refs");
+    let events = refs.as_array().expect("array");
+    assert_eq!(events.len(), 24);
+    let resp = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_response")
+        .expect("response");
+    assert!(resp["content"][0]["text"]["$blob"].is_string(), "{resp}");
+    let inline = s.run(&["view", id], b"").json("view");
+    assert_eq!(inline[4]["content"][0]["text"], "fn f0() {}\n".repeat(40));
+
+    // A dry run writes nothing; the compaction changes the view.
+    let log = s.root.join("conversations").join(id).join("events.log");
+    let before = std::fs::read(&log).expect("log");
+    let dry = s
+        .run(&["compact", id, "--to", "-1", "--dry-run", "--json"], b"")
+        .json("dry run");
+    assert_eq!(dry["turns"].as_array().map(Vec::len), Some(3));
+    assert!(
+        dry["estimated_tokens_after"].as_u64() < dry["estimated_tokens_before"].as_u64(),
+        "{dry}"
+    );
+    assert_eq!(
+        std::fs::read(&log).expect("log"),
+        before,
+        "a dry run writes nothing"
+    );
+    s.run(&["compact", id, "--to", "-1"], b"").ok("compact");
+    let view = s.run(&["view", id], b"").json("view after");
+    let texts: Vec<&Value> = view
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|e| e["type"] == "tool_call_response")
+        .map(|e| &e["content"][0]["text"])
+        .collect();
+    assert_eq!(texts[0], "[compacted] fs_read_file: success");
+    assert_eq!(
+        texts[3],
+        &json!("fn f3() {}\n".repeat(40)),
+        "the last turn is kept"
+    );
+    let printed = s
+        .run(&["print", id, "--compacted"], b"")
+        .ok("print")
+        .to_string();
+    assert!(
+        printed.contains("as the model sees it") && printed.contains("── turn 3 ──"),
+        "{printed}"
+    );
+
+    // Provider bodies.
+    let anthropic = s
+        .run(&["view", id, "--format", "anthropic"], b"")
+        .json("anthropic");
+    assert_eq!(anthropic["model"], "claude-sonnet-4");
+    assert_eq!(anthropic["messages"][0]["role"], "user");
+    let openai = s
+        .run(&["view", id, "--format", "openai"], b"")
+        .json("openai");
+    assert!(openai["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .any(|m| m["role"] == "tool"));
+    s.run(&["view", id, "--format", "openai", "--refs"], b"")
+        .expect_code(1, "refs with a provider");
+
+    // Export to JP: the compaction is in the events; undo it, and the export
+    // equals the original files as JSON again.
+    let out1 = s.work.join("out1");
+    let o = s.run(
+        &[
+            "export",
+            id,
+            "--format",
+            "jp",
+            "--out",
+            out1.to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    o.ok("export jp");
+    let exported: Value =
+        serde_json::from_slice(&std::fs::read(out1.join("events.json")).expect("read"))
+            .expect("json");
+    assert_eq!(exported.as_array().map(Vec::len), Some(26));
+    s.run(&["compact", id, "--undo"], b"").ok("undo");
+    let out2 = s.work.join("out2");
+    let o = s.run(
+        &[
+            "export",
+            id,
+            "--format",
+            "jp",
+            "--out",
+            out2.to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    assert!(
+        o.stderr.contains("lossy"),
+        "undone compactions are reported: {}",
+        o.stderr
+    );
+    let exported: Value =
+        serde_json::from_slice(&std::fs::read(out2.join("events.json")).expect("read"))
+            .expect("json");
+    assert_eq!(exported, original);
+    s.run(&["compact", id, "--undo"], b"")
+        .expect_code(1, "nothing left to undo");
+}
+
+#[test]
+fn summaries_from_a_command_and_automatic_compaction() {
+    let s = S::new();
+    std::fs::write(
+        s.root.join("config.toml"),
+        "[conversation.compaction]\nkeep_last = 1\n\n\
+         [conversation.compaction.profiles.short.summary]\n\
+         command = \"printf 'summary of %s bytes' $(wc -c)\"\n\n\
+         [conversation.compaction.auto]\nenabled = true\ncontext_window = 300\nmin_turns = 2\n",
+    )
+    .expect("config");
+    let id = s
+        .run(&["new", "--id", "c"], b"")
+        .ok("new")
+        .trim()
+        .to_string();
+    let turn = |i: usize| {
+        format!(
+            "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"q{i}\"}}\n\
+             {{\"type\":\"chat_response\",\"message\":\"{}\"}}\n",
+            "answer ".repeat(60)
+        )
+    };
+    // Turns 1 and 2: under min_turns; turn 3 crosses the threshold.
+    for i in 0..2 {
+        let out = s.run(&["append", &id], turn(i).as_bytes());
+        assert!(
+            !out.ok("append").is_empty() && !out.stderr.contains("automatic"),
+            "{}",
+            out.stderr
+        );
+    }
+    let out = s.run(&["append", &id, "--json"], turn(2).as_bytes());
+    let j = out.json("append 3");
+    assert_eq!(j["auto_compaction"]["to_turn"], 1, "{j}");
+    assert!(
+        out.stderr.contains("automatic compaction of turns 0..=1"),
+        "{}",
+        out.stderr
+    );
+    // A summary from the profile's command, over raw events.
+    let out = s.run(
+        &[
+            "compact",
+            &id,
+            "--profile",
+            "short",
+            "--from",
+            "0",
+            "--to",
+            "1",
+            "--json",
+        ],
+        b"",
+    );
+    let j = out.json("compact short");
+    assert!(
+        j["summary"]
+            .as_str()
+            .expect("summary")
+            .starts_with("summary of "),
+        "{j}"
+    );
+    let view = s.run(&["view", &id, "--refs"], b"").json("view");
+    assert_eq!(view[1]["content"], "[Summary of previous conversation]");
+    // Errors: a profile that does not exist, and a bad bound, are refused.
+    let out = s.run(&["compact", &id, "--profile", "nope"], b"");
+    assert!(out
+        .expect_code(1, "unknown profile")
+        .stderr
+        .contains("no compaction profile \"nope\""));
+    s.run(&["compact", &id, "--from", "yesterday-ish"], b"")
+        .expect_code(2, "bad bound");
+    s.run(&["compact", &id, "--from", "9"], b"")
+        .expect_code(1, "out of range");
+}
+
+#[test]
+fn forks_print_their_id_and_can_be_compacted() {
+    let s = S::new();
+    let src = s.work.join("ws/17738399470-x");
+    jp_conversation(&src, 3);
+    s.run(&["import", src.to_str().expect("utf-8")], b"")
+        .ok("import");
+    let out = s.run(
+        &[
+            "fork",
+            "17738399470",
+            "--last",
+            "2",
+            "--compact",
+            "--id",
+            "f",
+            "--json",
+        ],
+        b"",
+    );
+    let j = out.json("fork");
+    assert_eq!(j["id"], "f");
+    assert_eq!(j["compacted"]["profile"], "default");
+    let ls = s.run(&["ls", "--json"], b"").json("ls");
+    let fork = ls
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|c| c["id"] == "f")
+        .expect("fork listed")
+        .clone();
+    assert_eq!(fork["turns"], 2);
+    s.run(&["fork", "17738399470", "--id", "f"], b"")
+        .expect_code(1, "id taken");
+    s.run(&["fork", "nope"], b"")
+        .expect_code(1, "unknown source");
+}

@@ -5,5 +5,6 @@
 
 pub mod workload;
 
+pub use workload::conversation::{jp_events_json, ConversationShape};
 pub use workload::rng::Rng;
 pub use workload::source_tree::{write_to_dir, FileKind, GeneratedFile, SourceTree};

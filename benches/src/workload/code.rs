@@ -144,6 +144,48 @@ pub fn generate(rng: &mut Rng, size: usize, out: &mut Vec<u8>) {
     out.truncate(size);
 }
 
+/// English-like prose of about `chars` characters (whole words, sentences
+/// ending in a period), from the same word list as the generator's comments:
+/// for chat messages and reasoning around the code.
+pub fn prose(rng: &mut Rng, chars: usize) -> String {
+    let mut out = String::with_capacity(chars + 16);
+    let mut start = true;
+    while out.len() < chars {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let w = if rng.chance(0.15) {
+            *rng.zipf_pick(CODE_WORDS)
+        } else {
+            *rng.zipf_pick(PROSE_WORDS)
+        };
+        let quoted = !start && rng.chance(0.05);
+        if quoted {
+            out.push('`');
+        }
+        if start {
+            let mut chars = w.chars();
+            if let Some(c) = chars.next() {
+                out.extend(c.to_uppercase());
+                out.push_str(chars.as_str());
+            }
+        } else {
+            out.push_str(w);
+        }
+        if quoted {
+            out.push('`');
+        }
+        start = rng.chance(0.1);
+        if start {
+            out.push(if rng.chance(0.1) { ':' } else { '.' });
+        }
+    }
+    if !out.ends_with('.') {
+        out.push('.');
+    }
+    out
+}
+
 struct Gen<'a> {
     rng: &'a mut Rng,
     out: &'a mut Vec<u8>,

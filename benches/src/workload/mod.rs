@@ -1,5 +1,6 @@
 //! Deterministic workload generators.
 
 pub mod code;
+pub mod conversation;
 pub mod rng;
 pub mod source_tree;

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use jpstore_benches::bench_dir::{bench_dir, file_system_of};
 use jpstore_benches::workload::code;
 use jpstore_benches::{GeneratedFile, Rng, SourceTree};
 use jpstore_blobstore::storage::LocalStorage;
@@ -49,38 +50,7 @@ const PACKS_PER_STORE: u64 = 64;
 
 /// The directory that holds the benchmark stores.
 fn bench_root() -> PathBuf {
-    let dir = std::env::var_os("JPSTORE_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("blobstore-bench"));
-    std::fs::create_dir_all(&dir).expect("create the bench directory");
-    dir
-}
-
-/// "fstype source" of the mount holding `path` (Linux), for the log.
-fn file_system_of(path: &Path) -> String {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return "unknown file system".into();
-    };
-    let mut best: Option<(usize, String)> = None;
-    for line in info.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(mount), Some(fstype), Some(source)) =
-            (fields.get(4), fields.get(dash + 1), fields.get(dash + 2))
-        else {
-            continue;
-        };
-        if path.starts_with(mount) && best.as_ref().is_none_or(|(len, _)| mount.len() >= *len) {
-            best = Some((
-                mount.len(),
-                format!("{fstype} on {source} (mounted at {mount})"),
-            ));
-        }
-    }
-    best.map_or_else(|| "unknown file system".into(), |(_, s)| s)
+    bench_dir(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("blobstore-bench"))
 }
 
 fn announce(root: &Path) {

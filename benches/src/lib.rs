@@ -3,6 +3,7 @@
 //! Everything here is deterministic: the same seed gives the same bytes on
 //! every machine, so figures from different runs measure the same work.
 
+pub mod bench_dir;
 pub mod workload;
 
 pub use workload::conversation::{jp_events_json, ConversationShape};

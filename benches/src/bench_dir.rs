@@ -1,0 +1,45 @@
+//! Where benchmarks put their stores, and what file system that is.
+//!
+//! Stores live below `JPSTORE_BENCH_DIR` if set, else below a directory the
+//! bench chooses inside cargo's target directory: `/tmp` is a tmpfs on many
+//! systems, where fsync costs nothing and sync figures would be meaningless.
+
+use std::path::{Path, PathBuf};
+
+/// The directory holding a bench's stores: `$JPSTORE_BENCH_DIR`, else
+/// `default` (created if missing).
+pub fn bench_dir(default: &Path) -> PathBuf {
+    let dir = std::env::var_os("JPSTORE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| default.to_path_buf());
+    std::fs::create_dir_all(&dir).expect("create the bench directory");
+    dir
+}
+
+/// "fstype source (mounted at ...)" of the mount holding `path` (Linux), for
+/// the log.
+pub fn file_system_of(path: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return "unknown file system".into();
+    };
+    let mut best: Option<(usize, String)> = None;
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mount), Some(fstype), Some(source)) =
+            (fields.get(4), fields.get(dash + 1), fields.get(dash + 2))
+        else {
+            continue;
+        };
+        if path.starts_with(mount) && best.as_ref().is_none_or(|(len, _)| mount.len() >= *len) {
+            best = Some((
+                mount.len(),
+                format!("{fstype} on {source} (mounted at {mount})"),
+            ));
+        }
+    }
+    best.map_or_else(|| "unknown file system".into(), |(_, s)| s)
+}

@@ -63,6 +63,7 @@ use jpstore_engine::conversation::writer::ConversationWriter;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::json::{parse_entry, ParseMode};
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Object, Payload};
+use jpstore_engine::export::{view_json, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};
@@ -616,6 +617,28 @@ fn benches(c: &mut Criterion) {
             let bytes = std::fs::read(&jp_path).expect("read events.json");
             let v: Vec<Value> = serde_json::from_slice(&bytes).expect("parse events.json");
             assert_eq!(v.len(), LONG);
+            v
+        });
+    });
+    g.finish();
+
+    // The view of the same conversation: open, decode, project, render as
+    // JSON; with --refs no blob is read, without it every content is.
+    let mut g = c.benchmark_group("view");
+    g.sample_size(10);
+    g.sampling_mode(SamplingMode::Flat);
+    for (name, mode) in [("refs", ContentMode::Refs), ("inline", ContentMode::Inline)] {
+        g.bench_function(BenchmarkId::new(name, LONG), |b| {
+            b.iter_with_large_drop(|| {
+                let conv = store.read(&read_id).expect("read");
+                view_json(&store, &conv, mode).expect("view")
+            });
+        });
+    }
+    g.bench_function(BenchmarkId::new("jp_parse_events_json", LONG), |b| {
+        b.iter_with_large_drop(|| {
+            let bytes = std::fs::read(&jp_path).expect("read events.json");
+            let v: Vec<Value> = serde_json::from_slice(&bytes).expect("parse events.json");
             v
         });
     });

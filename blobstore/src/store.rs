@@ -382,9 +382,12 @@ impl BlobStore {
         Ok(None)
     }
 
-    /// Whether `id` is in the store, without rescanning the packs directory
-    /// (for batch writes, which rescan once at the start).
-    pub(crate) fn exists_cached(&self, id: &BlobId) -> Result<bool> {
+    /// Whether `id` is in the store as a loose object or in a pack already
+    /// loaded, without rescanning the packs directory. Cheap whatever the
+    /// number of packs; may answer `false` for content another process has
+    /// just packed, which only costs a redundant copy on a following write
+    /// (format-spec.md 2.2). For deciding what to write, not for reads.
+    pub fn exists_cached(&self, id: &BlobId) -> Result<bool> {
         if self.find_in_packs(id).is_some() {
             return Ok(true);
         }

@@ -370,7 +370,10 @@ impl<'s> ConversationWriter<'s> {
     fn put_blobs(&self, new: HashMap<BlobId, Vec<u8>>) -> Result<(usize, u64)> {
         let mut missing = Vec::new();
         for (id, bytes) in new {
-            if !self.blobs.exists(&id)? {
+            // No rescan of packs/ per new blob (that would grow with the
+            // number of packs): a blob packed meanwhile by another process
+            // is only written again.
+            if !self.blobs.exists_cached(&id)? {
                 missing.push(bytes);
             }
         }

@@ -446,7 +446,7 @@ impl Store {
         let mut missing = Vec::new();
         let count = payloads.len();
         for (id, bytes) in payloads {
-            if !self.blobs().exists(&id)? {
+            if !self.blobs().exists_cached(&id)? {
                 missing.push(bytes);
             }
         }

@@ -4,6 +4,7 @@
 mod blob_commands;
 mod conversation_commands;
 mod demo;
+mod maintenance_commands;
 mod output;
 mod summary;
 
@@ -103,6 +104,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remove a conversation (its blobs stay until gc).
+    Rm {
+        /// The conversation id.
+        id: String,
+    },
+    /// Remove blobs no conversation references (marked from the logs, no
+    /// blob read): loose objects are deleted, mostly dead packs rewritten.
+    /// Safe while others write: appends wait while gc runs.
+    Gc(maintenance_commands::GcArgs),
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -132,6 +142,8 @@ fn main() -> ExitCode {
         Command::Fork(args) => conversation_commands::fork(dir, args),
         Command::Export(args) => conversation_commands::export(dir, args),
         Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
+        Command::Rm { id } => maintenance_commands::rm(dir, &id),
+        Command::Gc(args) => maintenance_commands::gc(dir, args),
         Command::Demo { dir } => demo::run(dir),
         Command::Blob(cmd) => blob_commands::run(dir, cmd),
     };

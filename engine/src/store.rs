@@ -213,6 +213,9 @@ impl Store {
 
     /// Creates a conversation and returns its writer.
     pub fn create(&self, new: NewConversation) -> Result<ConversationWriter<'_>> {
+        // The base config blob must not be swept before the log that
+        // references it is published (format-spec.md 4.7).
+        let _gc = self.gc_shared()?;
         let created = new.created.unwrap_or_else(Timestamp::now);
         let base = match new.base_config {
             Some(b) => b,
@@ -279,6 +282,7 @@ impl Store {
         new_id: Option<ConversationId>,
         now: Timestamp,
     ) -> Result<ConversationWriter<'_>> {
+        let _gc = self.gc_shared()?;
         let conv = self.read(id)?;
         let turns = conv.state.turns.turns();
         let first_turn = match last {
@@ -345,6 +349,12 @@ impl Store {
         Err(Error::ConversationExists {
             id: candidate.to_string(),
         })
+    }
+
+    /// Holds the gc lock shared (writers; format-spec.md 4.7) until the
+    /// returned handle is dropped.
+    pub fn gc_shared(&self) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>> {
+        crate::conversation::gc_lock(&*self.storage, jpstore_blobstore::storage::LockKind::Shared)
     }
 
     /// Stores a config object as a blob (canonical bytes, so equal configs

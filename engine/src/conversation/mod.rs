@@ -31,6 +31,39 @@ pub const CONVERSATIONS_DIR: &str = "conversations";
 /// Name of the log inside a conversation's directory.
 pub const LOG_FILE: &str = "events.log";
 
+/// The lock that orders writers and gc (format-spec.md 4.7): writers hold it
+/// shared from the moment they check or store a blob until the record that
+/// references it is durable; gc holds it exclusive while it marks and
+/// sweeps.
+pub const GC_LOCK: &str = "gc.lock";
+
+/// Takes the gc lock, shared (writers) or exclusive (gc), waiting for it.
+/// The lock is released when the returned handle is dropped.
+pub fn gc_lock(
+    storage: &dyn jpstore_blobstore::storage::Storage,
+    kind: jpstore_blobstore::storage::LockKind,
+) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>, Error> {
+    let path = std::path::Path::new(GC_LOCK);
+    let io = |op, source| Error::Io {
+        op,
+        path: storage.display_path(path),
+        source,
+    };
+    let file = storage
+        .open(path, jpstore_blobstore::storage::OpenMode::CreateOrOpen)
+        .map_err(|e| io("open", e))?;
+    if !file.lock(kind, true).map_err(|e| io("lock", e))? {
+        return Err(io(
+            "lock",
+            std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the storage backend returned from a waiting lock without the lock",
+            ),
+        ));
+    }
+    Ok(file)
+}
+
 /// Longest conversation id.
 pub const MAX_ID_LEN: usize = 64;
 

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use jpstore_blobstore::storage::LockKind;
 use jpstore_blobstore::{BlobId, BlobStore};
 
 use super::codec::{self, LogEntry};
@@ -251,6 +252,9 @@ impl<'s> ConversationWriter<'s> {
                 message: r.message,
             })?;
         }
+        // From the first look at the blob store until the record is durable,
+        // gc must not sweep (format-spec.md 4.7).
+        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
         // 2. Content: hash inline payloads, check references.
         let mut new: HashMap<BlobId, Vec<u8>> = HashMap::new();
         let mut payloads = 0usize;
@@ -314,6 +318,7 @@ impl<'s> ConversationWriter<'s> {
     /// [`append`](Self::append); structure is not, since imported files are
     /// kept as they were written.
     pub fn append_stored(&mut self, batch: &[Entry]) -> Result<u64> {
+        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
         for (index, entry) in batch.iter().enumerate() {
             let mut result = Ok(());
             entry.for_each_content(&mut |r| {
@@ -338,6 +343,7 @@ impl<'s> ConversationWriter<'s> {
 
     /// Changes the conversation's metadata (one durable record).
     pub fn set_metadata(&mut self, patch: MetaPatch) -> Result<u64> {
+        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
         if let Some(r) = &patch.base_config {
             check_reference(self.blobs, r, 0)?;
         }

@@ -365,6 +365,9 @@ impl Store {
         force: bool,
         progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
     ) -> Result<(Vec<Imported>, BlobTotals)> {
+        // Blobs are stored before the logs that reference them: gc must not
+        // run in between (format-spec.md 4.7).
+        let _gc = self.gc_shared()?;
         let mut todo = Vec::new();
         let mut results = Vec::new();
         for p in batch {

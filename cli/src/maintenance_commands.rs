@@ -1,0 +1,86 @@
+//! Maintenance commands: `rm`, `gc`, `fsck`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::gc::GcOptions;
+use serde_json::json;
+
+use crate::conversation_commands::open_store;
+use crate::output::Progress;
+
+pub fn rm(dir: &Path, id: &str) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = ConversationId::parse(id)?;
+    store.remove(&id)?;
+    println!("removed {id} (its blobs stay until gc)");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Report what would go; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Spare unreferenced objects younger than this (e.g. `1h`, `30m`, `0s`).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let mut progress = Progress::new("marking");
+    let report = store.gc(
+        GcOptions {
+            grace: args.grace,
+            dry_run: args.dry_run,
+            ..GcOptions::default()
+        },
+        &mut |p| progress.update(p.marked as u64, p.total as u64),
+    )?;
+    progress.finish();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "dry_run": args.dry_run,
+                "conversations": report.conversations,
+                "referenced_blobs": report.referenced,
+                "objects_freed": report.objects_freed(),
+                "bytes_freed": report.bytes_freed(),
+                "loose_removed": report.loose_removed,
+                "loose_bytes": report.loose_bytes,
+                "packs_rewritten": report.packs_rewritten,
+                "packs_removed": report.packs_removed,
+                "packed_removed": report.packed_removed,
+                "pack_bytes": report.pack_bytes,
+                "kept_unreferenced": report.kept_unreferenced,
+                "temp_removed": report.temp_removed,
+            }))?
+        );
+    } else {
+        let verb = if args.dry_run { "would free" } else { "freed" };
+        println!(
+            "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
+             {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs)",
+            report.objects_freed(),
+            report.bytes_freed(),
+            report.loose_removed,
+            report.packed_removed,
+            report.packs_rewritten,
+            report.packs_removed,
+            report.referenced,
+            report.conversations,
+            report.kept_unreferenced,
+            humantime::format_duration(args.grace),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,201 @@
+//! Garbage collection (format-spec.md 4.7): mark every blob a conversation
+//! references, from the logs alone (never reading blob content), and sweep
+//! the rest: unreferenced loose objects are deleted, packs whose live share
+//! fell below [`GcOptions::rewrite_below`] are rewritten with only their live
+//! objects.
+//!
+//! Safety against concurrent writers: gc holds the gc lock exclusive from
+//! the first log it reads until its last deletion; writers hold it shared
+//! from their first look at the blob store until the record referencing what
+//! they found or stored is durable. So a writer that found a blob present and
+//! did not write it has either made its record durable before gc marks (and
+//! gc sees the reference) or waits until gc is done (and then finds the blob
+//! gone and writes it again). The grace period spares objects written
+//! outside that protocol (`jp-store blob put`) and is not needed for safety.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use jpstore_blobstore::storage::LockKind;
+use jpstore_blobstore::BlobId;
+
+use crate::conversation::gc_lock;
+use crate::error::Result;
+use crate::store::Store;
+
+/// Settings of a gc run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GcOptions {
+    /// Objects (loose files, packs by their index's time) younger than this
+    /// are kept even if unreferenced.
+    pub grace: Duration,
+    /// Only report what would go.
+    pub dry_run: bool,
+    /// A pack is rewritten when its live objects are fewer than this share of
+    /// its objects (0.0-1.0); a pack with no live object is removed.
+    pub rewrite_below: f64,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            grace: Duration::from_secs(3600),
+            dry_run: false,
+            rewrite_below: 0.5,
+        }
+    }
+}
+
+/// What a gc run did (or, dry, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Conversations marked.
+    pub conversations: usize,
+    /// Distinct blobs referenced.
+    pub referenced: usize,
+    /// Loose objects removed.
+    pub loose_removed: usize,
+    /// Bytes of the loose objects removed.
+    pub loose_bytes: u64,
+    /// Packs rewritten with only their live objects.
+    pub packs_rewritten: usize,
+    /// Packs removed (no live object).
+    pub packs_removed: usize,
+    /// Objects dropped from packs.
+    pub packed_removed: usize,
+    /// Pack bytes freed.
+    pub pack_bytes: u64,
+    /// Unreferenced objects kept because they are younger than the grace
+    /// period, or in packs still mostly live.
+    pub kept_unreferenced: usize,
+    /// Temp files of crashed writers removed.
+    pub temp_removed: usize,
+}
+
+impl GcReport {
+    /// Objects freed in all.
+    pub fn objects_freed(&self) -> usize {
+        self.loose_removed + self.packed_removed
+    }
+
+    /// Bytes freed in all.
+    pub fn bytes_freed(&self) -> u64 {
+        self.loose_bytes + self.pack_bytes
+    }
+}
+
+/// Progress of a gc run: conversations marked of all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcProgress {
+    /// Conversations marked so far.
+    pub marked: usize,
+    /// Conversations in all.
+    pub total: usize,
+}
+
+fn young(modified: SystemTime, now: SystemTime, grace: Duration) -> bool {
+    now.duration_since(modified).map_or(true, |age| age < grace)
+}
+
+impl Store {
+    /// Every blob referenced by any conversation: content payloads and base
+    /// configs, read from the logs (no blob content is read). A conversation
+    /// that cannot be read is an error: sweeping without knowing its
+    /// references could lose them (`fsck --repair` first).
+    pub fn referenced_blobs(
+        &self,
+        progress: &mut dyn FnMut(GcProgress),
+    ) -> Result<(HashSet<BlobId>, usize)> {
+        let ids = self.ids()?;
+        let mut live = HashSet::new();
+        for (i, id) in ids.iter().enumerate() {
+            let conv = self.read(id)?;
+            for e in &conv.entries {
+                e.for_each_content(&mut |r| {
+                    live.insert(r.id);
+                });
+            }
+            if let Some(b) = conv.state.metadata.base_config {
+                live.insert(b.id);
+            }
+            progress(GcProgress {
+                marked: i + 1,
+                total: ids.len(),
+            });
+        }
+        Ok((live, ids.len()))
+    }
+
+    /// Runs gc (see the module documentation).
+    pub fn gc(&self, options: GcOptions, progress: &mut dyn FnMut(GcProgress)) -> Result<GcReport> {
+        let _exclusive = gc_lock(&**self.storage(), LockKind::Exclusive)?;
+        let now = SystemTime::now();
+        let (live, conversations) = self.referenced_blobs(progress)?;
+        let mut report = GcReport {
+            conversations,
+            referenced: live.len(),
+            ..Default::default()
+        };
+        // Loose objects.
+        let mut doomed = Vec::new();
+        for o in self.blobs().loose_objects()? {
+            if live.contains(&o.id) {
+                continue;
+            }
+            if young(o.modified, now, options.grace) {
+                report.kept_unreferenced += 1;
+                continue;
+            }
+            doomed.push(o.id);
+            report.loose_removed += 1;
+            report.loose_bytes += o.stored_len;
+        }
+        if !options.dry_run && !doomed.is_empty() {
+            let out = self.blobs().delete_loose(&doomed)?;
+            report.loose_removed = out.objects;
+            report.loose_bytes = out.bytes;
+        }
+        // Packs.
+        for pack in self.blobs().packs()? {
+            let ids = self.blobs().pack_ids(&pack.name)?;
+            let dead = ids.iter().filter(|id| !live.contains(id)).count();
+            if dead == 0 {
+                continue;
+            }
+            let live_share = (ids.len() - dead) as f64 / ids.len().max(1) as f64;
+            if young(pack.modified, now, options.grace)
+                || (dead < ids.len() && live_share >= options.rewrite_below)
+            {
+                report.kept_unreferenced += dead;
+                continue;
+            }
+            if options.dry_run {
+                report.packed_removed += dead;
+                if dead == ids.len() {
+                    report.packs_removed += 1;
+                    report.pack_bytes += pack.pack_bytes;
+                } else {
+                    report.packs_rewritten += 1;
+                }
+                continue;
+            }
+            let out = self
+                .blobs()
+                .rewrite_pack(&pack.name, &|id| live.contains(id))?;
+            report.packed_removed += out.removed_objects;
+            report.pack_bytes += out.old_bytes.saturating_sub(out.new_bytes);
+            if out.new_pack.is_some() {
+                report.packs_rewritten += 1;
+            } else {
+                report.packs_removed += 1;
+            }
+        }
+        if !options.dry_run {
+            report.temp_removed = self.blobs().cleanup_temp(options.grace)?.objects;
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -102,6 +102,9 @@ pub struct BlobStore {
     base: PathBuf,
     options: Options,
     packs: RwLock<HashMap<String, Arc<Pack>>>,
+    /// Packs whose index did not load (damage): skipped, so one damaged pack
+    /// does not make the store unusable; `verify_all` reports them.
+    broken: RwLock<HashSet<String>>,
     poisoned: Mutex<Option<PathBuf>>,
     tmp_counter: AtomicU64,
 }
@@ -120,6 +123,7 @@ impl BlobStore {
             base,
             options,
             packs: RwLock::new(HashMap::new()),
+            broken: RwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
             tmp_counter: AtomicU64::new(0),
         };
@@ -266,14 +270,27 @@ impl BlobStore {
             packs.keys().cloned().collect()
         };
         let mut loaded = Vec::new();
+        let broken: HashSet<String> = {
+            let mut b = self.broken.write().unwrap_or_else(|e| e.into_inner());
+            b.retain(|n| names.contains(n));
+            b.clone()
+        };
         for name in &names {
-            if known.contains(name) {
+            if known.contains(name) || broken.contains(name) {
                 continue;
             }
             match self.load_pack(name) {
                 Ok(p) => loaded.push(p),
                 // Removed by a concurrent rewrite between listing and opening.
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                // A damaged index: its objects are unreachable, the rest of
+                // the store is not. verify_all reports it (fsck).
+                Err(Error::Corrupt { .. } | Error::TooLarge { .. }) => {
+                    self.broken
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone());
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -286,6 +303,33 @@ impl BlobStore {
             packs.insert(p.name.clone(), Arc::new(p));
         }
         Ok(())
+    }
+
+    /// Packs whose index is damaged, with the error loading it gives now
+    /// (for verify).
+    pub(crate) fn broken_packs(&self) -> Vec<(String, Error)> {
+        let names: Vec<String> = self
+            .broken
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for n in names {
+            match self.load_pack(&n) {
+                // Moved aside or removed since: no longer part of the store.
+                Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    self.broken
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&n);
+                }
+                Err(e) => out.push((n, e)),
+                Ok(_) => {}
+            }
+        }
+        out
     }
 
     fn load_pack(&self, name: &str) -> Result<Pack> {

@@ -102,6 +102,9 @@ impl BlobStore {
         let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
         report.unindexed_packs = unindexed;
         report.problems.extend(packless);
+        for (_, error) in self.broken_packs() {
+            report.problems.push(Problem { blob: None, error });
+        }
         let total = jobs.len();
         let bytes_total: u64 = jobs.iter().map(Job::bytes).sum();
         let mut p = VerifyProgress {

@@ -266,7 +266,7 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
 }
 
 #[test]
-fn a_damaged_or_truncated_pack_index_is_detected_and_named() {
+fn a_damaged_or_truncated_pack_index_is_named_by_verify_and_leaves_the_store_usable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
     let items: Vec<Vec<u8>> = (0..20u64).map(|i| source_like(i + 200, 500)).collect();
@@ -286,10 +286,20 @@ fn a_damaged_or_truncated_pack_index_is_detected_and_named() {
         std::fs::remove_file(&idx).expect("rm");
         std::fs::write(&idx, &bytes).expect("write idx");
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
-        let err = BlobStore::open(storage, "blobs", Options::default())
-            .expect_err("damaged index accepted");
+        // The store still opens (one damaged pack must not make every
+        // command fail); the pack's objects are unreachable, and verify
+        // names the index.
+        let store = BlobStore::open(storage, "blobs", Options::default())
+            .expect("a damaged index does not stop the store from opening");
+        let id = BlobId::of(&items[0]);
+        assert!(matches!(store.get(&id), Err(Error::NotFound(_))));
+        let report = store.verify_all(&mut |_| {}).expect("verify");
+        assert!(!report.is_clean());
+        let err = &report.problems[0].error;
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains(".idx"), "{err}");
+        // New content can still be stored.
+        store.put(b"after the damage").expect("put");
     }
 }
 

@@ -113,6 +113,10 @@ enum Command {
     /// blob read): loose objects are deleted, mostly dead packs rewritten.
     /// Safe while others write: appends wait while gc runs.
     Gc(maintenance_commands::GcArgs),
+    /// Check every conversation log and blob reference (--read-data: every
+    /// blob's bytes too); --repair cuts torn tails and moves damage into
+    /// quarantine/. Exit 1 when damage was found.
+    Fsck(maintenance_commands::FsckArgs),
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -144,6 +148,7 @@ fn main() -> ExitCode {
         Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
         Command::Rm { id } => maintenance_commands::rm(dir, &id),
         Command::Gc(args) => maintenance_commands::gc(dir, args),
+        Command::Fsck(args) => maintenance_commands::fsck(dir, args),
         Command::Demo { dir } => demo::run(dir),
         Command::Blob(cmd) => blob_commands::run(dir, cmd),
     };

@@ -84,3 +84,114 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    /// Also decompress and hash every blob and check packs against their
+    /// indexes.
+    #[arg(long)]
+    read_data: bool,
+    /// Cut torn tails and move damaged conversations and objects into
+    /// quarantine/ (never deletes).
+    #[arg(long)]
+    repair: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
+    use jpstore_engine::fsck::{FsckOptions, FsckProgress, Severity};
+    let store = open_store(dir)?;
+    let mut bar = Progress::new("checking");
+    let report = store.fsck(
+        FsckOptions {
+            read_data: args.read_data,
+            repair: args.repair,
+        },
+        &mut |p| match p {
+            FsckProgress::Conversations(done, total) => bar.update(done as u64, total as u64),
+            FsckProgress::Blobs(done, total) => bar.update(done, total),
+        },
+    )?;
+    bar.finish();
+    let clean = report.is_clean();
+    if args.json {
+        let findings: Vec<_> = report
+            .findings
+            .iter()
+            .map(|f| {
+                json!({
+                    "severity": f.severity.as_str(),
+                    "kind": f.kind,
+                    "conversation": f.conversation,
+                    "path": f.path,
+                    "offset": f.offset,
+                    "blob": f.blob.map(|b| b.to_hex()),
+                    "message": f.message,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "clean": clean,
+                "conversations": report.conversations,
+                "records": report.records,
+                "entries": report.entries,
+                "references": report.references,
+                "blobs_read": report.blobs_read,
+                "bytes_read": report.bytes_read,
+                "findings": findings,
+                "repairs": report.repairs,
+            }))?
+        );
+    } else {
+        println!(
+            "checked {} conversations ({} records, {} entries, {} blob references){}",
+            report.conversations,
+            report.records,
+            report.entries,
+            report.references,
+            if args.read_data {
+                format!(
+                    "; read {} blobs ({} bytes)",
+                    report.blobs_read, report.bytes_read
+                )
+            } else {
+                String::new()
+            }
+        );
+        for f in &report.findings {
+            let mut at = String::new();
+            if let Some(p) = &f.path {
+                at.push_str(&format!(" {}", p.display()));
+            }
+            if let Some(o) = f.offset {
+                at.push_str(&format!(" at offset {o}"));
+            }
+            if let Some(b) = f.blob {
+                at.push_str(&format!(" blob {b}"));
+            }
+            let label = match f.severity {
+                Severity::Damage => "damage",
+                Severity::Warning => "warning",
+                Severity::Info => "info",
+            };
+            println!("{label}: {}{at}: {}", f.kind, f.message);
+        }
+        for r in &report.repairs {
+            println!("repaired: {r}");
+        }
+        if clean {
+            println!("clean");
+        } else if !args.repair {
+            println!("damage found; `jp-store fsck --repair` moves it aside (never deletes)");
+        }
+    }
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -123,7 +123,42 @@ impl Store {
                 total: ids.len(),
             });
         }
+        self.mark_quarantined(&mut live)?;
         Ok((live, ids.len()))
+    }
+
+    /// Marks what conversations moved into quarantine by `fsck --repair`
+    /// reference, as far as their logs can be read: quarantine never
+    /// deletes, so gc must not take their content either.
+    fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
+        let dir = std::path::Path::new(crate::fsck::QUARANTINE_DIR).join("conversations");
+        let Ok(entries) = self.storage().read_dir(&dir) else {
+            return Ok(());
+        };
+        for e in entries.iter().filter(|e| e.metadata.is_dir) {
+            let log = dir.join(&e.name).join(crate::conversation::LOG_FILE);
+            let Ok(scanned) = crate::log::scan(&**self.storage(), &log, self.options().log) else {
+                continue;
+            };
+            for record in &scanned.records {
+                for bytes in &record.entries {
+                    match crate::conversation::codec::decode(bytes) {
+                        Ok(crate::conversation::codec::LogEntry::Event(entry)) => {
+                            entry.for_each_content(&mut |r| {
+                                live.insert(r.id);
+                            });
+                        }
+                        Ok(crate::conversation::codec::LogEntry::Meta(m)) => {
+                            if let Some(b) = m.base_config {
+                                live.insert(b.id);
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs gc (see the module documentation).

@@ -20,6 +20,7 @@ pub mod conversation;
 pub mod error;
 pub mod event;
 pub mod export;
+pub mod fsck;
 pub mod gc;
 pub mod jp;
 pub mod log;

@@ -1,0 +1,615 @@
+//! fsck: check every conversation log and every blob reference, optionally
+//! every blob's bytes, and repair by moving damage aside (format-spec.md
+//! 4.8).
+//!
+//! Checks, per conversation: the log's framing and checksums (a torn tail
+//! and damage are named with file and offset), that every entry decodes, the
+//! structure (compaction ranges, undo targets, tool responses that answer no
+//! request), and that every blob reference resolves with the right size.
+//! With `read_data`, every blob is decompressed and hashed and every pack
+//! checked against its index. Blobs referenced by nothing are reported as
+//! information, not damage.
+//!
+//! Repair never deletes: torn tails are cut (the only automatic repair, done
+//! by opening a writer), damaged conversations, damaged loose objects and
+//! damaged packs are moved into `quarantine/` with a note of why and when.
+//! A conversation whose blobs are missing or damaged is moved aside too, so
+//! that what stays is whole.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use jpstore_blobstore::storage::publish_new_file;
+use jpstore_blobstore::{BlobId, Location};
+
+use crate::conversation::codec::{self, LogEntry};
+use crate::conversation::{ConversationId, CONVERSATIONS_DIR};
+use crate::error::{Error, Result};
+use crate::event::turns::TurnCounter;
+use crate::event::{Entry, EventKind};
+use crate::log::{scan, LogEnd};
+use crate::store::Store;
+use crate::timestamp::Timestamp;
+
+/// Directory of quarantined damage, at the store root.
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Information (orphan blobs, a head cache rewritten).
+    Info,
+    /// Not damage, but not what jp-store writes (e.g. a response to no
+    /// request in an imported file).
+    Warning,
+    /// Damage: data cannot be read as written.
+    Damage,
+}
+
+impl Severity {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Damage => "damage",
+        }
+    }
+}
+
+/// One thing fsck found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// A short kind: `torn-tail`, `damaged-record`, `undecodable-entry`,
+    /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
+    /// `compaction-range`, `undo-target`, `unanswered-response`,
+    /// `base-config`, `orphan-blobs`.
+    pub kind: &'static str,
+    /// The conversation concerned.
+    pub conversation: Option<String>,
+    /// The file (as the storage displays it).
+    pub path: Option<PathBuf>,
+    /// The byte offset in that file.
+    pub offset: Option<u64>,
+    /// The blob concerned.
+    pub blob: Option<BlobId>,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+/// What fsck found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsckReport {
+    /// Conversations checked.
+    pub conversations: usize,
+    /// Records checked.
+    pub records: u64,
+    /// Entries decoded.
+    pub entries: u64,
+    /// Distinct blob references checked.
+    pub references: usize,
+    /// Blobs whose bytes were checked (`read_data`).
+    pub blobs_read: usize,
+    /// Bytes read for that.
+    pub bytes_read: u64,
+    /// Everything found.
+    pub findings: Vec<Finding>,
+    /// What `repair` did, one line each.
+    pub repairs: Vec<String>,
+}
+
+impl FsckReport {
+    /// Whether no damage was found.
+    pub fn is_clean(&self) -> bool {
+        self.findings.iter().all(|f| f.severity < Severity::Damage)
+    }
+}
+
+/// Settings of an fsck run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsckOptions {
+    /// Decompress and hash every blob, check packs against their indexes.
+    pub read_data: bool,
+    /// Cut torn tails and move damage aside.
+    pub repair: bool,
+}
+
+/// Progress: conversations checked of all, then bytes of blobs read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsckProgress {
+    /// Conversations checked so far, of all.
+    Conversations(usize, usize),
+    /// Blob bytes read so far, of all.
+    Blobs(u64, u64),
+}
+
+fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
+    use jpstore_blobstore::Error as B;
+    match e {
+        B::Io { path, .. } | B::Corrupt { path, .. } | B::SyncFailed { path, .. } => {
+            Some(path.clone())
+        }
+        _ => None,
+    }
+}
+
+struct ConvCheck {
+    damaged: bool,
+    torn: Option<(u64, u64)>,
+    refs: Vec<(jpstore_blobstore::BlobId, u64, u64)>,
+}
+
+impl Store {
+    /// Runs fsck (see the module documentation).
+    pub fn fsck(
+        &self,
+        options: FsckOptions,
+        progress: &mut dyn FnMut(FsckProgress),
+    ) -> Result<FsckReport> {
+        let mut report = FsckReport::default();
+        if options.repair {
+            self.repair_blobs(options, &mut report, progress)?;
+        }
+        let mut report2 = FsckReport {
+            repairs: std::mem::take(&mut report.repairs),
+            ..Default::default()
+        };
+        self.check_all(options, &mut report2, progress)?;
+        Ok(report2)
+    }
+
+    fn check_all(
+        &self,
+        options: FsckOptions,
+        report: &mut FsckReport,
+        progress: &mut dyn FnMut(FsckProgress),
+    ) -> Result<()> {
+        let ids = self.ids()?;
+        report.conversations = ids.len();
+        let mut referenced: HashMap<BlobId, u64> = HashMap::new();
+        let mut to_quarantine: Vec<(ConversationId, String)> = Vec::new();
+        // Blob damage found by reading data, to tie conversations to it.
+        let mut damaged_blobs: HashSet<BlobId> = HashSet::new();
+        let mut verify_findings = Vec::new();
+        if options.read_data {
+            let v = self
+                .blobs()
+                .verify_all(&mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)))?;
+            report.blobs_read = v.loose_objects + v.packed_objects;
+            report.bytes_read = v.bytes;
+            for p in v.problems {
+                if let Some(b) = p.blob {
+                    damaged_blobs.insert(b);
+                }
+                verify_findings.push(Finding {
+                    severity: Severity::Damage,
+                    kind: if p.blob.is_some() {
+                        "damaged-blob"
+                    } else {
+                        "damaged-pack"
+                    },
+                    conversation: None,
+                    path: blob_error_path(&p.error),
+                    offset: None,
+                    blob: p.blob,
+                    message: p.error.to_string(),
+                });
+            }
+            for u in v.unindexed_packs {
+                verify_findings.push(Finding {
+                    severity: Severity::Info,
+                    kind: "unindexed-pack",
+                    conversation: None,
+                    path: Some(u),
+                    offset: None,
+                    blob: None,
+                    message: "a pack without an index (an interrupted write); gc removes it".into(),
+                });
+            }
+        }
+        for (i, id) in ids.iter().enumerate() {
+            let check = self.check_conversation(id, report)?;
+            let mut reason = None;
+            if check.damaged {
+                reason = Some("its log is damaged".to_string());
+            }
+            if let Some((offset, len)) = check.torn {
+                if options.repair {
+                    match self.writer(id) {
+                        Ok(w) => {
+                            if let Some(cut) = w.cut_tail() {
+                                report.repairs.push(format!(
+                                    "cut a torn tail of {} bytes at offset {} of conversation {id}",
+                                    cut.len, cut.offset
+                                ));
+                            }
+                            // The finding stays in the report as found.
+                            let _ = (offset, len);
+                        }
+                        Err(e) => reason = Some(format!("its torn tail could not be cut: {e}")),
+                    }
+                }
+            }
+            for (blob, size, offset) in &check.refs {
+                referenced.insert(*blob, *size);
+                let log = self.storage().display_path(&id.log_path());
+                let missing = |message: String, kind| Finding {
+                    severity: Severity::Damage,
+                    kind,
+                    conversation: Some(id.to_string()),
+                    path: Some(log.clone()),
+                    offset: Some(*offset),
+                    blob: Some(*blob),
+                    message,
+                };
+                match self.blobs().size(blob) {
+                    Ok(s) if s == *size => {
+                        if damaged_blobs.contains(blob) {
+                            reason.get_or_insert_with(|| {
+                                format!("blob {blob} it references is damaged")
+                            });
+                        }
+                    }
+                    Ok(s) => {
+                        report.findings.push(missing(
+                            format!("blob {blob} has {s} bytes, the reference says {size}"),
+                            "blob-size",
+                        ));
+                        reason.get_or_insert_with(|| format!("blob {blob} has the wrong size"));
+                    }
+                    Err(jpstore_blobstore::Error::NotFound(_)) => {
+                        report.findings.push(missing(
+                            format!("blob {blob} ({size} bytes), referenced by the record at offset {offset}, is not in the store"),
+                            "missing-blob",
+                        ));
+                        reason
+                            .get_or_insert_with(|| format!("blob {blob} it references is missing"));
+                    }
+                    Err(e) => {
+                        report.findings.push(missing(e.to_string(), "damaged-blob"));
+                        reason
+                            .get_or_insert_with(|| format!("blob {blob} it references is damaged"));
+                    }
+                }
+            }
+            if let Some(r) = reason {
+                to_quarantine.push((id.clone(), r));
+            }
+            progress(FsckProgress::Conversations(i + 1, ids.len()));
+        }
+        report.references = referenced.len();
+        report.findings.extend(verify_findings);
+        // Orphans, as information.
+        let all = self.blobs().ids()?;
+        let orphans: Vec<&BlobId> = all.iter().filter(|b| !referenced.contains_key(b)).collect();
+        if !orphans.is_empty() {
+            report.findings.push(Finding {
+                severity: Severity::Info,
+                kind: "orphan-blobs",
+                conversation: None,
+                path: None,
+                offset: None,
+                blob: None,
+                message: format!(
+                    "{} blobs are referenced by no conversation (gc removes them)",
+                    orphans.len()
+                ),
+            });
+        }
+        if options.repair {
+            for (id, why) in to_quarantine {
+                let to = self.quarantine_conversation(&id, &why)?;
+                report.repairs.push(format!(
+                    "moved conversation {id} to {} because {why}",
+                    to.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one conversation's log; adds findings; returns its blob
+    /// references with the offset of the record holding each.
+    fn check_conversation(
+        &self,
+        id: &ConversationId,
+        report: &mut FsckReport,
+    ) -> Result<ConvCheck> {
+        let storage = &**self.storage();
+        let path = id.log_path();
+        let display = storage.display_path(&path);
+        let mut out = ConvCheck {
+            damaged: false,
+            torn: None,
+            refs: Vec::new(),
+        };
+        let finding = |kind, offset: Option<u64>, message: String| Finding {
+            severity: Severity::Damage,
+            kind,
+            conversation: Some(id.to_string()),
+            path: Some(display.clone()),
+            offset,
+            blob: None,
+            message,
+        };
+        let scanned = match scan(storage, &path, self.options().log) {
+            Ok(s) => s,
+            Err(e) => {
+                let offset = match &e {
+                    Error::Corrupt { offset, .. } => Some(*offset),
+                    _ => None,
+                };
+                report
+                    .findings
+                    .push(finding("damaged-header", offset, e.to_string()));
+                out.damaged = true;
+                return Ok(out);
+            }
+        };
+        match scanned.end {
+            LogEnd::Clean { .. } => {}
+            LogEnd::TornTail { offset, len } => {
+                // Maybe a record a writer is writing right now: look again
+                // holding the writer's lock.
+                let _lock = crate::log::lock_waiting(storage, &path)?;
+                let again = scan(storage, &path, self.options().log)?;
+                if let LogEnd::TornTail { offset, len } = again.end {
+                    report.findings.push(finding(
+                        "torn-tail",
+                        Some(offset),
+                        format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
+                    ));
+                    out.torn = Some((offset, len));
+                }
+                let _ = (offset, len);
+            }
+            LogEnd::Damaged { offset, ref damage } => {
+                report.findings.push(finding(
+                    "damaged-record",
+                    Some(offset),
+                    damage.to_error(&display, offset).to_string(),
+                ));
+                out.damaged = true;
+            }
+        }
+        let mut turns = TurnCounter::new();
+        let mut requests: HashSet<String> = HashSet::new();
+        let mut compactions = 0u64;
+        let mut undo_targets = Vec::new();
+        let mut base = None;
+        for record in &scanned.records {
+            report.records += 1;
+            for (i, bytes) in record.entries.iter().enumerate() {
+                let entry = match codec::decode(bytes) {
+                    Ok(e) => e,
+                    Err(found) => {
+                        report.findings.push(finding(
+                            "undecodable-entry",
+                            Some(record.offset),
+                            format!("entry {i} of the record does not decode: {found}"),
+                        ));
+                        out.damaged = true;
+                        continue;
+                    }
+                };
+                let entry = match entry {
+                    LogEntry::Meta(m) => {
+                        if let Some(b) = m.base_config {
+                            base = Some((b, record.offset));
+                        }
+                        continue;
+                    }
+                    LogEntry::Event(e) => e,
+                };
+                report.entries += 1;
+                entry.for_each_content(&mut |r| out.refs.push((r.id, r.size, record.offset)));
+                if turns.step(&entry).opened {
+                    requests.clear();
+                }
+                let Entry::Event(ev) = &entry else { continue };
+                match &ev.kind {
+                    EventKind::ToolCallRequest(r) => {
+                        requests.insert(r.id.clone());
+                    }
+                    EventKind::ToolCallResponse(r) if !requests.contains(&r.id) => {
+                        report.findings.push(Finding {
+                            severity: Severity::Warning,
+                            ..finding(
+                                "unanswered-response",
+                                Some(record.offset),
+                                format!("tool_call_response `{}` answers no request of its turn (kept; the view drops it)", r.id),
+                            )
+                        });
+                    }
+                    EventKind::Compaction(c) => {
+                        compactions += 1;
+                        if c.from_turn > c.to_turn {
+                            report.findings.push(finding(
+                                "compaction-range",
+                                Some(record.offset),
+                                format!(
+                                    "a compaction from turn {} to turn {}: an empty range",
+                                    c.from_turn, c.to_turn
+                                ),
+                            ));
+                            out.damaged = true;
+                        }
+                    }
+                    EventKind::CompactionUndo(u) => undo_targets.push((u.undoes, record.offset)),
+                    _ => {}
+                }
+            }
+        }
+        for (target, offset) in undo_targets {
+            if target >= compactions {
+                report.findings.push(Finding {
+                    severity: Severity::Warning,
+                    ..finding(
+                        "undo-target",
+                        Some(offset),
+                        format!("undoes compaction {target}, but the log has {compactions}"),
+                    )
+                });
+            }
+        }
+        if let Some((b, offset)) = base {
+            out.refs.push((b.id, b.size, offset));
+            if let Ok(bytes) = self.blobs().get(&b.id) {
+                if let Err(e) = crate::config::parse_config_json(&bytes, "the base config") {
+                    report
+                        .findings
+                        .push(finding("base-config", Some(offset), e.to_string()));
+                    out.damaged = true;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn repair_blobs(
+        &self,
+        options: FsckOptions,
+        report: &mut FsckReport,
+        progress: &mut dyn FnMut(FsckProgress),
+    ) -> Result<()> {
+        // Damaged objects are found by reading them; a repair always reads.
+        let v = self
+            .blobs()
+            .verify_all(&mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)))?;
+        let _ = options;
+        let mut moved: HashSet<PathBuf> = HashSet::new();
+        let packs_dir = self.blobs().base().join(jpstore_blobstore::PACKS_DIR);
+        let pack_files = |stem: &str| {
+            vec![
+                packs_dir.join(format!("{stem}.idx")),
+                packs_dir.join(format!("{stem}.pack")),
+            ]
+        };
+        for p in v.problems {
+            // Paths relative to the store root, from the layout
+            // (format-spec.md section 1), never from displayed paths.
+            let located = p.blob.and_then(|b| self.blobs().locate(&b).ok().flatten());
+            let files: Vec<PathBuf> = match located {
+                Some(Location::Loose(path)) => vec![path],
+                Some(Location::Packed { pack, .. }) => pack_files(&format!("pack-{pack}")),
+                None => match blob_error_path(&p.error)
+                    .as_deref()
+                    .and_then(Path::file_stem)
+                    .and_then(|s| s.to_str())
+                {
+                    Some(stem) if stem.starts_with("pack-") => pack_files(stem),
+                    _ => continue,
+                },
+            };
+            for rel in files {
+                if !moved.insert(rel.clone()) || self.storage().metadata(&rel).is_err() {
+                    continue;
+                }
+                let to = self.quarantine_file(&rel, &p.error.to_string())?;
+                report.repairs.push(format!(
+                    "moved {} to {} ({})",
+                    rel.display(),
+                    to.display(),
+                    p.error
+                ));
+            }
+        }
+        self.blobs().refresh_packs()?;
+        Ok(())
+    }
+
+    fn quarantine_dir(&self, kind: &str) -> Result<PathBuf> {
+        let dir = Path::new(QUARANTINE_DIR).join(kind);
+        self.storage()
+            .create_dir_all(&dir)
+            .map_err(|source| Error::Io {
+                op: "create",
+                path: self.storage().display_path(&dir),
+                source,
+            })?;
+        Ok(dir)
+    }
+
+    fn write_note(&self, at: &Path, why: &str) -> Result<()> {
+        let note = format!(
+            "moved aside by jp-store fsck --repair at {} UTC\nwhy: {why}\n",
+            Timestamp::now().to_jp_string()
+        );
+        let tmp = PathBuf::from(format!("{}.tmp.{}", at.display(), std::process::id()));
+        publish_new_file(&**self.storage(), &tmp, at, note.as_bytes()).map_err(|e| match e {
+            jpstore_blobstore::storage::PublishError::Io(op, p, source) => Error::Io {
+                op,
+                path: self.storage().display_path(&p),
+                source,
+            },
+            jpstore_blobstore::storage::PublishError::Sync(p, source) => Error::SyncFailed {
+                path: self.storage().display_path(&p),
+                source,
+            },
+        })?;
+        Ok(())
+    }
+
+    fn move_aside(&self, from: &Path, to: &Path) -> Result<()> {
+        self.storage()
+            .rename(from, to)
+            .map_err(|source| Error::Io {
+                op: "move aside",
+                path: self.storage().display_path(from),
+                source,
+            })?;
+        for dir in [
+            jpstore_blobstore::storage::parent_dir(from),
+            jpstore_blobstore::storage::parent_dir(to),
+        ] {
+            self.storage()
+                .sync_dir(dir)
+                .map_err(|source| Error::SyncFailed {
+                    path: self.storage().display_path(dir),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn stamp() -> String {
+        let t = Timestamp::now();
+        format!("{}-{}", t.unix_secs(), t.subsec_nanos())
+    }
+
+    /// Moves a file of the blob store into `quarantine/blobs/` with a note.
+    fn quarantine_file(&self, rel: &Path, why: &str) -> Result<PathBuf> {
+        let dir = self.quarantine_dir("blobs")?;
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "object".into());
+        // Loose objects are named by the rest of their id: keep the prefix.
+        let prefix = rel
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let to = dir.join(format!("{prefix}{name}.{}", Self::stamp()));
+        self.move_aside(rel, &to)?;
+        self.write_note(&PathBuf::from(format!("{}.note", to.display())), why)?;
+        Ok(to)
+    }
+
+    /// Moves a conversation's directory into `quarantine/conversations/`
+    /// (holding its writer lock), with a note inside.
+    fn quarantine_conversation(&self, id: &ConversationId, why: &str) -> Result<PathBuf> {
+        let _lock = crate::log::lock_waiting(&**self.storage(), &id.log_path())?;
+        let dir = self.quarantine_dir("conversations")?;
+        let to = dir.join(format!("{id}.{}", Self::stamp()));
+        self.move_aside(&id.dir(), &to)?;
+        let _ = CONVERSATIONS_DIR;
+        self.write_note(&to.join("NOTE"), why)?;
+        Ok(to)
+    }
+}
+
+#[cfg(test)]
+mod tests;

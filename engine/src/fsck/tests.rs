@@ -1,0 +1,303 @@
+//! Tests of fsck: each kind of damage is found and named, and `repair`
+//! leaves a clean store in which everything undamaged still reads.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::event::input::parse_input;
+use crate::event::json::ParseMode;
+use crate::export::{conversation_json, ContentMode};
+use crate::{NewConversation, StoreOptions};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    store: Store,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("s");
+    let store = Store::init_dir(&root, StoreOptions::default()).expect("init");
+    Fixture {
+        _dir: dir,
+        root,
+        store,
+    }
+}
+
+/// A conversation `name` with `turns` batches, each with a tool response
+/// whose content is `content(i)`; returns the record offsets.
+fn conv(f: &Fixture, name: &str, turns: usize, content: &dyn Fn(usize) -> String) -> Vec<u64> {
+    let id = ConversationId::parse(name).expect("id");
+    let mut w = f
+        .store
+        .create(NewConversation {
+            id: Some(id),
+            ..Default::default()
+        })
+        .expect("create");
+    (0..turns)
+        .map(|i| {
+            let text = format!(
+                "{{\"type\":\"turn_start\"}}\n{{\"type\":\"tool_call_request\",\"id\":\"c{i}\",\"name\":\"t\",\"arguments\":{{}}}}\n\
+                 {{\"type\":\"tool_call_response\",\"id\":\"c{i}\",\"content\":\"{}\"}}",
+                content(i)
+            );
+            let entries = parse_input(&text, ParseMode::Strict { now: Timestamp::now() })
+                .expect("input")
+                .entries;
+            w.append(entries).expect("append").offset
+        })
+        .collect()
+}
+
+fn run(f: &Fixture, read_data: bool, repair: bool) -> FsckReport {
+    f.store
+        .fsck(FsckOptions { read_data, repair }, &mut |_| {})
+        .expect("fsck runs")
+}
+
+fn damage(r: &FsckReport) -> Vec<&Finding> {
+    r.findings
+        .iter()
+        .filter(|f| f.severity == Severity::Damage)
+        .collect()
+}
+
+fn readable(f: &Fixture, name: &str) {
+    let conv = f
+        .store
+        .read(&ConversationId::parse(name).expect("id"))
+        .expect("read");
+    conversation_json(&f.store, &conv, ContentMode::Inline).expect("every content reads");
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).expect("read");
+    bytes[at as usize] ^= 0x20;
+    std::fs::write(path, bytes).expect("write");
+}
+
+fn blob_file(f: &Fixture, content: &str) -> PathBuf {
+    let hex = jpstore_blobstore::BlobId::of(content.as_bytes()).to_hex();
+    f.root.join("blobs/objects").join(&hex[..2]).join(&hex[2..])
+}
+
+fn assert_repaired_clean(f: &Fixture, survivor: &str) {
+    let after = run(f, true, false);
+    assert!(
+        after.is_clean(),
+        "not clean after repair: {:?}",
+        damage(&after)
+    );
+    readable(f, survivor);
+    assert!(f.root.join("quarantine").exists());
+}
+
+#[test]
+fn a_clean_store_is_clean_and_orphans_are_information() {
+    let f = fixture();
+    conv(&f, "a", 3, &|i| format!("content {i}"));
+    f.store.blobs().put(b"orphan").expect("put");
+    let r = run(&f, true, false);
+    assert!(r.is_clean(), "{:?}", r.findings);
+    assert_eq!((r.conversations, r.records, r.entries), (1, 4, 9));
+    assert!(r.blobs_read >= 4);
+    let orphans: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == "orphan-blobs")
+        .collect();
+    assert_eq!(orphans.len(), 1);
+    assert_eq!(orphans[0].severity, Severity::Info);
+}
+
+#[test]
+fn a_flipped_byte_in_a_record_is_named_and_the_conversation_moved_aside() {
+    let f = fixture();
+    let offsets = conv(&f, "bad", 3, &|i| format!("bad {i}"));
+    conv(&f, "good", 2, &|i| format!("good {i}"));
+    let log = f.root.join("conversations/bad/events.log");
+    flip(&log, offsets[1] + 20);
+    let r = run(&f, false, false);
+    let d = damage(&r);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (d[0].kind, d[0].offset),
+        ("damaged-record", Some(offsets[1]))
+    );
+    assert!(d[0]
+        .path
+        .as_ref()
+        .is_some_and(|p| p.ends_with("conversations/bad/events.log")));
+    let r = run(&f, false, true);
+    assert!(
+        r.repairs
+            .iter()
+            .any(|l| l.contains("moved conversation bad")),
+        "{:?}",
+        r.repairs
+    );
+    assert_repaired_clean(&f, "good");
+    // Moved, not deleted: the log is in quarantine with a note.
+    let q = std::fs::read_dir(f.root.join("quarantine/conversations"))
+        .expect("list")
+        .flatten()
+        .next()
+        .expect("one")
+        .path();
+    assert!(q.join("events.log").exists() && q.join("NOTE").exists());
+    // gc keeps what the quarantined conversation references.
+    f.store
+        .gc(
+            crate::gc::GcOptions {
+                grace: std::time::Duration::ZERO,
+                ..Default::default()
+            },
+            &mut |_| {},
+        )
+        .expect("gc");
+    assert!(blob_file(&f, "bad 0").exists());
+}
+
+#[test]
+fn a_torn_tail_is_named_and_cut() {
+    let f = fixture();
+    conv(&f, "torn", 2, &|i| format!("torn {i}"));
+    let log = f.root.join("conversations/torn/events.log");
+    let len = std::fs::metadata(&log).expect("stat").len();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut fh| {
+            use std::io::Write;
+            fh.write_all(&[7u8; 30])
+        })
+        .expect("append junk");
+    let r = run(&f, false, false);
+    let d = damage(&r);
+    assert_eq!(
+        (d.len(), d[0].kind, d[0].offset),
+        (1, "torn-tail", Some(len))
+    );
+    let r = run(&f, false, true);
+    assert!(
+        r.repairs
+            .iter()
+            .any(|l| l.contains("cut a torn tail of 30 bytes")),
+        "{:?}",
+        r.repairs
+    );
+    assert_eq!(std::fs::metadata(&log).expect("stat").len(), len);
+    let after = run(&f, true, false);
+    assert!(after.is_clean());
+    readable(&f, "torn");
+}
+
+#[test]
+fn a_missing_blob_is_named_with_its_reference() {
+    let f = fixture();
+    let offsets = conv(&f, "m", 2, &|i| format!("missing {i}"));
+    conv(&f, "ok", 1, &|_| "fine".into());
+    std::fs::remove_file(blob_file(&f, "missing 1")).expect("remove");
+    let r = run(&f, false, false);
+    let d = damage(&r);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].kind, "missing-blob");
+    assert_eq!(d[0].offset, Some(offsets[1]));
+    assert_eq!(d[0].blob, Some(jpstore_blobstore::BlobId::of(b"missing 1")));
+    run(&f, false, true);
+    assert_repaired_clean(&f, "ok");
+}
+
+#[test]
+fn a_corrupted_blob_is_found_by_reading_data() {
+    let f = fixture();
+    conv(&f, "c", 2, &|i| {
+        format!("corrupt me {i} {}", "x".repeat(50))
+    });
+    conv(&f, "ok", 1, &|_| "fine".into());
+    let file = blob_file(&f, &format!("corrupt me 0 {}", "x".repeat(50)));
+    let len = std::fs::metadata(&file).expect("stat").len();
+    flip(&file, len - 2);
+    let r = run(&f, true, false);
+    let d = damage(&r);
+    assert!(
+        d.iter().any(|x| x.kind == "damaged-blob"
+            && x.blob
+                == Some(jpstore_blobstore::BlobId::of(
+                    format!("corrupt me 0 {}", "x".repeat(50)).as_bytes()
+                ))),
+        "{d:?}"
+    );
+    let r = run(&f, true, true);
+    assert!(
+        r.repairs.iter().any(|l| l.contains("quarantine/blobs")),
+        "{:?}",
+        r.repairs
+    );
+    assert_repaired_clean(&f, "ok");
+}
+
+#[test]
+fn a_corrupted_pack_index_is_named_and_moved_aside() {
+    let f = fixture();
+    // Many new blobs in one append: a pack.
+    let id = ConversationId::parse("p").expect("id");
+    let mut w = f
+        .store
+        .create(NewConversation {
+            id: Some(id),
+            ..Default::default()
+        })
+        .expect("create");
+    let mut text = String::from("{\"type\":\"turn_start\"}\n");
+    for i in 0..8 {
+        text.push_str(&format!(
+            "{{\"type\":\"tool_call_request\",\"id\":\"c{i}\",\"name\":\"t\",\"arguments\":{{}}}}\n\
+             {{\"type\":\"tool_call_response\",\"id\":\"c{i}\",\"content\":\"packed {i}\"}}\n"
+        ));
+    }
+    w.append(
+        parse_input(
+            &text,
+            ParseMode::Strict {
+                now: Timestamp::now(),
+            },
+        )
+        .expect("input")
+        .entries,
+    )
+    .expect("append");
+    drop(w);
+    conv(&f, "ok", 1, &|_| "fine".into());
+    let idx = std::fs::read_dir(f.root.join("blobs/packs"))
+        .expect("list")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "idx"))
+        .expect("an index");
+    flip(&idx, 40);
+    // A new process: the damaged index is found when packs are loaded, and
+    // does not make the store unusable.
+    let mut f = f;
+    f.store = Store::open_dir(&f.root, StoreOptions::default())
+        .expect("a damaged index does not stop the store from opening");
+    let r = run(&f, true, false);
+    let d = damage(&r);
+    assert!(
+        d.iter().any(|x| x.kind == "damaged-pack"
+            && x.path
+                .as_ref()
+                .is_some_and(|p| p.ends_with(idx.file_name().expect("name")))),
+        "{d:?}"
+    );
+    let r = run(&f, true, true);
+    assert!(
+        r.repairs.iter().any(|l| l.contains(".idx")),
+        "{:?}",
+        r.repairs
+    );
+    assert_repaired_clean(&f, "ok");
+}

@@ -1,4 +1,5 @@
-//! Conversation commands: `new`, `append`, `ls`, `print`, `export`, `stats`.
+//! Conversation commands: `new`, `append`, `ls`, `print`, `export`, `stats`,
+//! `attach`, `resolve`.
 //! Parsing of arguments and rendering only; the work is in the engine.
 
 use std::collections::BTreeMap;
@@ -1026,5 +1027,101 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
     } else {
         println!("{forked}");
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The conversation id.
+    id: String,
+    /// Files and directories to attach (directories are walked, honouring
+    /// .gitignore and skipping hidden files; a path named here is always
+    /// taken).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// The message of the request (default: empty).
+    #[arg(short = 'm', long)]
+    message: Option<String>,
+    /// Abort, appending nothing, if any file cannot be read (default: skip
+    /// it with a warning).
+    #[arg(long)]
+    strict: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `attach`: one request whose resources are snapshots of the files. Files
+/// that cannot be read are reported on stderr and skipped (exit 0), or with
+/// `--strict` abort the attach (exit 1, nothing appended).
+pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
+    use jpstore_engine::attach;
+    let store = open_store(dir)?;
+    let id = parse_id(&args.id)?;
+    let cwd = std::env::current_dir().context("finding the current directory")?;
+    let (files, mut skipped) = attach::collect(&args.paths, &cwd);
+    if args.strict {
+        if let Some((path, e)) = skipped.first() {
+            bail!("cannot use {}: {e}; nothing was appended", path.display());
+        }
+    }
+    for (path, e) in &skipped {
+        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+    }
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    let mut bar = crate::output::Progress::new("attach");
+    let result = store.attach(&id, &files, args.message, args.strict, &mut |p| {
+        bar.update(p.bytes_done, total.max(p.bytes_done));
+    });
+    bar.finish();
+    let mut outcome = result?;
+    for (path, e) in &outcome.skipped {
+        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+    }
+    skipped.append(&mut outcome.skipped);
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "id": id.as_str(),
+                "offset": outcome.offset,
+                "turn": outcome.turn,
+                "files": outcome.files,
+                "text_files": outcome.text_files,
+                "bytes": outcome.bytes,
+                "new_blobs": outcome.new_blobs,
+                "pack_bytes": outcome.pack_bytes,
+                "pack": outcome.pack,
+                "skipped": skipped
+                    .iter()
+                    .map(|(p, e)| json!({"path": p.to_string_lossy(), "error": e.to_string()}))
+                    .collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        println!(
+            "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
+            outcome.files,
+            size(outcome.bytes),
+            outcome.text_files,
+            outcome.turn,
+            outcome.new_blobs,
+            size(outcome.pack_bytes),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} skipped", skipped.len())
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `resolve`: the current content of a `file://` resource as a Resource
+/// JSON object.
+pub fn resolve(uri: &str) -> Result<ExitCode> {
+    let cwd = std::env::current_dir().context("finding the current directory")?;
+    let resource = jpstore_engine::attach::resolve(uri, &cwd)?;
+    println!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

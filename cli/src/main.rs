@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use conversation_commands::{CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
+use conversation_commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -126,6 +126,21 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Attach files and directories to a conversation: one request whose
+    /// resources are snapshots of the files (RFD 065), their content stored
+    /// as one pack, appended as one durable record. Directories are walked
+    /// recursively, honouring .gitignore and skipping hidden files; a path
+    /// named here is always taken. Unreadable files are skipped with a
+    /// warning (exit 0), or with --strict abort the attach (exit 1, nothing
+    /// appended).
+    Attach(AttachArgs),
+    /// Print the current content of a file:// resource as a Resource JSON
+    /// object (uri canonicalised, mimeType, text or base64 blob, name
+    /// relative to the current directory).
+    Resolve {
+        /// The file:// URI.
+        uri: String,
+    },
     /// Low-level access to the blob store (plumbing).
     #[command(subcommand)]
     Blob(blob_commands::BlobCommand),
@@ -150,6 +165,8 @@ fn main() -> ExitCode {
         Command::Gc(args) => maintenance_commands::gc(dir, args),
         Command::Fsck(args) => maintenance_commands::fsck(dir, args),
         Command::Demo { dir } => demo::run(dir),
+        Command::Attach(args) => conversation_commands::attach(dir, args),
+        Command::Resolve { uri } => conversation_commands::resolve(&uri),
         Command::Blob(cmd) => blob_commands::run(dir, cmd),
     };
     match result {

@@ -147,6 +147,9 @@ pub enum Error {
         /// The log file.
         path: PathBuf,
     },
+    /// Files cannot be attached, or a resource not resolved.
+    #[error(transparent)]
+    Attach(#[from] crate::attach::AttachError),
     /// Content cannot be rendered into a provider request (e.g. text that is
     /// not UTF-8).
     #[error("cannot render the provider request: {what}")]

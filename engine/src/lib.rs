@@ -6,6 +6,8 @@
 //! - [`conversation`]: one conversation's log of entries, its metadata, and
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
+//! - [`attach`]: attaching files as resources (one blob batch, one
+//!   request), and resolving `file://` resources.
 //! - [`export`]: the plain JSON form of a conversation.
 //! - [`jp`]: import and export of JP's conversation files.
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
@@ -14,6 +16,7 @@
 //! Every byte on disk is specified in `format-spec.md`. All file I/O goes
 //! through `jpstore_blobstore::storage`, so tests can inject faults.
 
+pub mod attach;
 pub mod compaction;
 pub mod config;
 pub mod conversation;

@@ -109,7 +109,17 @@ impl Run {
 /// (written from another thread, so large inputs cannot deadlock; a child
 /// that exits without reading it is fine).
 pub fn run_jp_store(store: &Path, args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(jp_store_bin())
+    run_jp_store_in(store, None, args, stdin)
+}
+
+/// Like [`run_jp_store`], in the current directory `cwd` (the test's own
+/// when `None`).
+pub fn run_jp_store_in(store: &Path, cwd: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
+    let mut command = Command::new(jp_store_bin());
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command
         .arg("--store")
         .arg(store)
         .args(args)

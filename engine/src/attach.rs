@@ -1,0 +1,645 @@
+//! Attaching files to a conversation (RFD 065) and resolving `file://`
+//! resources again (the handler side of RFD 065's `refresh_resource`).
+//!
+//! [`collect`] turns the paths a user names into [`FileToAttach`]es;
+//! [`Store::attach`] stores their content as one blob batch (one pack) and
+//! appends one request whose resources reference it; [`resolve`] reads the
+//! current content of a `file://` URI as a resource.
+//!
+//! Rules (decisions are marked as such):
+//!
+//! - **Which files.** A path named explicitly is always taken, even when it
+//!   is hidden or matched by a `.gitignore` (decision: the user asked for
+//!   it, as ripgrep does). Directories, named explicitly or found while
+//!   walking, are walked recursively with the `ignore` crate's standard
+//!   filters: hidden files and directories are skipped, and `.gitignore`,
+//!   `.ignore`, `.git/info/exclude` and the global git excludes are honoured.
+//!   `.gitignore` files count outside a git repository too (decision:
+//!   `require_git(false)`, so the result does not depend on where `.git`
+//!   is). Symbolic links to files found in a walk are attached (by their
+//!   target's URI); symbolic links to directories are not followed (no
+//!   cycles). A file reached twice (named twice, or through a link) is
+//!   attached once. Special files (FIFOs, sockets, devices) are reported,
+//!   never read.
+//! - **Order.** Files are sorted by `name`, then by URI: the same tree gives
+//!   the same request whatever the order of the arguments or the directory.
+//! - **URIs.** `file://` URIs of the canonical path (absolute, `.` and `..`
+//!   resolved, symbolic links resolved by `std::fs::canonicalize`),
+//!   percent-encoded by `url::Url::from_file_path` (a space is `%20`, `%` is
+//!   `%25`, non-ASCII is UTF-8 percent-encoded).
+//! - **Names.** `name` is the path relative to the current directory as the
+//!   user reached it (lexically normalised, links not resolved, so a file
+//!   named through a link keeps the link's name); if that is not below the
+//!   current directory, the canonical path relative to the canonical current
+//!   directory; else the canonical absolute path.
+//! - **Text or binary.** Content is binary if its first 8 KiB hold a NUL
+//!   byte or if it is not valid UTF-8 (decision: validity is checked over the
+//!   whole content, not only the first 8 KiB, since a text resource must be
+//!   UTF-8 throughout to be rendered). The MIME type comes from the
+//!   extension (`mime_guess`); text without a known type is `text/plain`;
+//!   binary content without a known type, or whose extension says `text/*`,
+//!   is `application/octet-stream`.
+//! - **Snapshots.** A file is read once, when its content is stored; one
+//!   that changes between [`collect`] and that read is stored as it is then
+//!   (its size is taken from what was read, not from `collect`).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+use jpstore_blobstore::BatchProgress;
+use serde_json::{Map, Value};
+use url::Url;
+
+use crate::conversation::codec;
+use crate::conversation::ConversationId;
+use crate::error::{Error, Result};
+use crate::event::json::{payload_json, render_resource};
+use crate::event::{
+    BlobRef, ChatRequest, Entry, Event, EventKind, Payload, Resource, ResourceContent,
+};
+use crate::log::payload_len;
+use crate::store::Store;
+use crate::timestamp::Timestamp;
+
+/// How much of the content is searched for a NUL byte.
+pub const SNIFF_LEN: usize = 8 << 10;
+
+/// Largest file [`resolve`] reads (the blob store's default maximum blob
+/// size).
+pub const RESOLVE_MAX_BYTES: u64 = 1 << 30;
+
+/// The MIME type of binary content of unknown type.
+const OCTET_STREAM: &str = "application/octet-stream";
+
+/// A file found by [`collect`], not read yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileToAttach {
+    /// The canonical path (read from here).
+    pub path: PathBuf,
+    /// The canonical `file://` URI.
+    pub uri: String,
+    /// The path relative to the current directory (see the module docs).
+    pub name: String,
+    /// Its size when it was found (the content read later may differ).
+    pub size: u64,
+}
+
+/// Why files could not be attached or a resource not resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// A file could not be read and the attach was strict: nothing was
+    /// appended.
+    #[error("cannot read {}: {source}; nothing was appended", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// No file could be attached: nothing was appended.
+    #[error("no file could be attached ({skipped} skipped); nothing was appended")]
+    NothingToAttach {
+        /// Files that were given but could not be read.
+        skipped: usize,
+    },
+    /// The URI is not one [`resolve`] handles.
+    #[error("cannot resolve {uri:?}: {reason}")]
+    NotFileUri {
+        /// The URI as given.
+        uri: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file of a URI cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The URI names something that is not a regular file (a directory, a
+    /// FIFO, ...).
+    #[error("{} is not a regular file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+}
+
+/// What [`Store::attach`] did.
+#[derive(Debug)]
+pub struct AttachOutcome {
+    /// Offset of the appended record in the log.
+    pub offset: u64,
+    /// The turn the request belongs to.
+    pub turn: u64,
+    /// Files attached (resources of the request).
+    pub files: usize,
+    /// Of those, attached as text.
+    pub text_files: usize,
+    /// Raw bytes of the attached files.
+    pub bytes: u64,
+    /// Blobs the batch stored (content not in the store before).
+    pub new_blobs: usize,
+    /// Bytes of the pack written (0 if every content was stored already).
+    pub pack_bytes: u64,
+    /// The pack's name, if one was written.
+    pub pack: Option<String>,
+    /// Files that could not be read, with the reason (skipped).
+    pub skipped: Vec<(PathBuf, io::Error)>,
+}
+
+/// Finds the files to attach for `paths` (relative ones against `cwd`,
+/// which should be absolute): files as named, directories walked (see the
+/// module docs for the rules). Returns the files sorted by name, and the
+/// paths that could not be used with the reason (missing, unreadable
+/// directories, special files, dangling links).
+pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBuf, io::Error)>) {
+    let names = Names::new(cwd);
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for given in paths {
+        let path = names.cwd.join(given);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push((given.clone(), e));
+                continue;
+            }
+        };
+        if meta.is_file() {
+            names.add(&path, &mut files, &mut errors);
+        } else if meta.is_dir() {
+            walk(&path, &names, &mut files, &mut errors);
+        } else {
+            errors.push((given.clone(), not_regular()));
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.uri.cmp(&b.uri)));
+    let mut seen = HashSet::new();
+    files.retain(|f| seen.insert(f.uri.clone()));
+    errors.sort_by(|a, b| a.0.cmp(&b.0));
+    (files, errors)
+}
+
+fn walk(
+    dir: &Path,
+    names: &Names,
+    files: &mut Vec<FileToAttach>,
+    errors: &mut Vec<(PathBuf, io::Error)>,
+) {
+    let walker = ignore::WalkBuilder::new(dir)
+        .standard_filters(true)
+        .require_git(false)
+        .follow_links(false)
+        .build();
+    for item in walker {
+        let entry = match item {
+            Ok(e) => e,
+            Err(e) => {
+                errors.push(walk_error(e, dir));
+                continue;
+            }
+        };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let Some(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            continue;
+        }
+        if kind.is_file() {
+            names.add(entry.path(), files, errors);
+        } else if kind.is_symlink() {
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.is_file() => names.add(entry.path(), files, errors),
+                // Links to directories are not followed.
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => errors.push((entry.path().to_path_buf(), not_regular())),
+                Err(e) => errors.push((entry.path().to_path_buf(), e)),
+            }
+        } else {
+            errors.push((entry.path().to_path_buf(), not_regular()));
+        }
+    }
+}
+
+fn not_regular() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
+}
+
+fn walk_error(e: ignore::Error, fallback: &Path) -> (PathBuf, io::Error) {
+    fn path_of(e: &ignore::Error) -> Option<&Path> {
+        match e {
+            ignore::Error::WithPath { path, .. } => Some(path),
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+                path_of(err)
+            }
+            ignore::Error::Partial(errs) => errs.iter().find_map(path_of),
+            _ => None,
+        }
+    }
+    let path = path_of(&e).unwrap_or(fallback).to_path_buf();
+    let message = e.to_string();
+    let io = e
+        .into_io_error()
+        .unwrap_or_else(|| io::Error::other(message));
+    (path, io)
+}
+
+/// Names files relative to the current directory.
+struct Names {
+    /// The current directory, lexically normalised.
+    cwd: PathBuf,
+    /// The current directory with links resolved (if it can be).
+    canonical_cwd: Option<PathBuf>,
+}
+
+impl Names {
+    fn new(cwd: &Path) -> Names {
+        let cwd = if cwd.is_absolute() {
+            normalize(cwd)
+        } else {
+            normalize(&std::env::current_dir().unwrap_or_default().join(cwd))
+        };
+        let canonical_cwd = std::fs::canonicalize(&cwd).ok();
+        Names { cwd, canonical_cwd }
+    }
+
+    /// The name of the file reached as `path` (absolute) whose canonical
+    /// path is `canonical`.
+    fn name(&self, path: &Path, canonical: &Path) -> String {
+        let lexical = normalize(path);
+        let relative = lexical.strip_prefix(&self.cwd).ok().or_else(|| {
+            self.canonical_cwd
+                .as_deref()
+                .and_then(|c| canonical.strip_prefix(c).ok())
+        });
+        match relative {
+            Some(r) if !r.as_os_str().is_empty() => r.to_string_lossy().into_owned(),
+            _ => canonical.to_string_lossy().into_owned(),
+        }
+    }
+
+    fn add(
+        &self,
+        path: &Path,
+        files: &mut Vec<FileToAttach>,
+        errors: &mut Vec<(PathBuf, io::Error)>,
+    ) {
+        let described = std::fs::canonicalize(path).and_then(|canonical| {
+            let size = std::fs::metadata(&canonical)?.len();
+            let uri = file_uri(&canonical)?;
+            Ok(FileToAttach {
+                name: self.name(path, &canonical),
+                path: canonical,
+                uri,
+                size,
+            })
+        });
+        match described {
+            Ok(f) => files.push(f),
+            Err(e) => errors.push((path.to_path_buf(), e)),
+        }
+    }
+}
+
+/// The `file://` URI of an absolute, canonical path.
+fn file_uri(canonical: &Path) -> io::Result<String> {
+    Url::from_file_path(canonical)
+        .map(String::from)
+        .map_err(|()| io::Error::other("the path cannot be written as a file:// URI"))
+}
+
+/// Resolves `.` and `..` without touching the file system.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Whether content is text: no NUL in its first [`SNIFF_LEN`] bytes, and
+/// valid UTF-8 throughout.
+pub fn is_text(bytes: &[u8]) -> bool {
+    !bytes[..bytes.len().min(SNIFF_LEN)].contains(&0) && std::str::from_utf8(bytes).is_ok()
+}
+
+/// The MIME type of a file at `path` whose content is text or not.
+pub fn mime_type(path: &Path, text: bool) -> String {
+    let guess = mime_guess::from_path(path).first();
+    match (guess, text) {
+        (Some(m), true) => m.essence_str().to_owned(),
+        (None, true) => "text/plain".to_owned(),
+        (Some(m), false) if m.type_() != mime_guess::mime::TEXT => m.essence_str().to_owned(),
+        (_, false) => OCTET_STREAM.to_owned(),
+    }
+}
+
+/// Reads a whole file, refusing one larger than `max` bytes.
+fn read_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max)).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than the store's maximum blob size of {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
+    Resource {
+        uri,
+        content: if text {
+            ResourceContent::Text(content)
+        } else {
+            ResourceContent::Binary(content)
+        },
+        mime_type: Some(mime_type(file_path, text)),
+        annotations: None,
+        name: Some(name),
+        title: None,
+        description: None,
+        formatted: None,
+        extra: Map::new(),
+    }
+}
+
+/// The entries an attach appends: a `turn_start` (as every JP query begins
+/// with one; it opens a new turn only if the current one holds an event)
+/// and the `chat_request`.
+fn request_entries<C>(message: &str, resources: Vec<Resource<C>>) -> Vec<Entry<C>> {
+    let now = Timestamp::now();
+    let event = |kind| {
+        Entry::Event(Event {
+            timestamp: now,
+            kind,
+            metadata: Map::new(),
+            extra: Map::new(),
+        })
+    };
+    vec![
+        event(EventKind::TurnStart),
+        event(EventKind::ChatRequest(ChatRequest {
+            content: message.to_owned(),
+            schema: None,
+            author: None,
+            resources,
+        })),
+    ]
+}
+
+impl Store {
+    /// Attaches `files` (from [`collect`]) to conversation `id`: one
+    /// `chat_request` with `message` (or empty) whose resources are
+    /// snapshots of the files, appended as one durable record after a
+    /// `turn_start`.
+    ///
+    /// Every file's content goes into the blob store as one batch
+    /// ([`BlobStore::put_batch`](jpstore_blobstore::BlobStore::put_batch):
+    /// files are read, hashed and compressed on worker threads, one at a
+    /// time per worker, into one pack); the request holds only references.
+    /// `progress` is called as items are stored.
+    ///
+    /// A file that cannot be read is skipped and reported in
+    /// [`AttachOutcome::skipped`]; with `strict` the attach fails with
+    /// [`AttachError::Unreadable`] instead and appends nothing (the batch
+    /// fails before its pack is published). If no file could be read,
+    /// nothing is appended ([`AttachError::NothingToAttach`]).
+    ///
+    /// Decision: the conversation's writer lock is taken only after the
+    /// blobs are durable, just for the append. The append protocol needs the
+    /// blobs durable before the record, not the lock around them (blobs are
+    /// content-addressed and immutable), and holding the lock through
+    /// minutes of reading and hashing would stall every other appender of
+    /// the conversation. The conversation's existence and the record size
+    /// are checked before anything is read. If the append fails after the
+    /// batch (the conversation was removed meanwhile, a failed sync), the
+    /// log is unchanged and the stored blobs are unreferenced: gc removes
+    /// them.
+    pub fn attach(
+        &self,
+        id: &ConversationId,
+        files: &[FileToAttach],
+        message: Option<String>,
+        strict: bool,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<AttachOutcome> {
+        if !self.exists(id)? {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+        let message = message.unwrap_or_default();
+        self.check_record_size(id, &message, files)?;
+        let max = self.blobs().options().max_blob_len;
+        // Per file: text or not once read, or why it could not be read.
+        let slots: Vec<OnceLock<io::Result<bool>>> =
+            files.iter().map(|_| OnceLock::new()).collect();
+        let batch = if files.is_empty() {
+            Ok(Default::default())
+        } else {
+            self.blobs().put_batch(
+                files.len(),
+                |i| match read_file(&files[i].path, max) {
+                    Ok(bytes) => {
+                        let _ = slots[i].set(Ok(is_text(&bytes)));
+                        Ok(bytes)
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        let _ = slots[i].set(Err(e));
+                        if strict {
+                            Err(io::Error::other(message))
+                        } else {
+                            // Stored as the empty blob, referenced by
+                            // nothing unless an empty file is attached.
+                            Ok(Vec::new())
+                        }
+                    }
+                },
+                progress,
+            )
+        };
+        let mut slots: Vec<Option<io::Result<bool>>> =
+            slots.into_iter().map(OnceLock::into_inner).collect();
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                let failed = slots
+                    .iter_mut()
+                    .enumerate()
+                    .find_map(|(i, s)| match s.take() {
+                        Some(Err(source)) => Some((i, source)),
+                        _ => None,
+                    });
+                return Err(match failed {
+                    Some((i, source)) => AttachError::Unreadable {
+                        path: files[i].path.clone(),
+                        source,
+                    }
+                    .into(),
+                    None => e.into(),
+                });
+            }
+        };
+        let mut resources = Vec::with_capacity(files.len());
+        let mut skipped = Vec::new();
+        let (mut text_files, mut bytes) = (0, 0);
+        for (i, (file, slot)) in files.iter().zip(slots).enumerate() {
+            match slot {
+                Some(Ok(text)) => {
+                    let r = BlobRef {
+                        id: batch.ids[i],
+                        size: batch.sizes[i],
+                    };
+                    text_files += usize::from(text);
+                    bytes += r.size;
+                    resources.push(resource(
+                        &file.path,
+                        file.uri.clone(),
+                        file.name.clone(),
+                        r,
+                        text,
+                    ));
+                }
+                Some(Err(e)) => skipped.push((file.path.clone(), e)),
+                None => {
+                    skipped.push((file.path.clone(), io::Error::other("the file was not read")))
+                }
+            }
+        }
+        if resources.is_empty() {
+            return Err(AttachError::NothingToAttach {
+                skipped: skipped.len(),
+            }
+            .into());
+        }
+        let files_attached = resources.len();
+        let entries = request_entries(&message, resources);
+        let mut writer = self.writer(id)?;
+        let offset = writer.append_stored(&entries)?;
+        let turn = writer.state().turns.current().unwrap_or(0);
+        Ok(AttachOutcome {
+            offset,
+            turn,
+            files: files_attached,
+            text_files,
+            bytes,
+            new_blobs: batch.new_objects,
+            pack_bytes: batch.pack_bytes,
+            pack: batch.pack,
+            skipped,
+        })
+    }
+
+    /// Refuses, before anything is read, a request that could not fit in a
+    /// record whatever the files hold (references at their largest).
+    fn check_record_size(
+        &self,
+        id: &ConversationId,
+        message: &str,
+        files: &[FileToAttach],
+    ) -> Result<()> {
+        let widest = BlobRef {
+            id: jpstore_blobstore::BlobId::from_bytes([0xff; 32]),
+            size: u64::MAX,
+        };
+        let resources = files
+            .iter()
+            .map(|f| resource(&f.path, f.uri.clone(), f.name.clone(), widest, false))
+            .collect();
+        let encoded: Vec<Vec<u8>> = request_entries(message, resources)
+            .iter()
+            .map(codec::encode_event)
+            .collect();
+        let size = payload_len(&encoded).unwrap_or(u64::MAX);
+        let max = u64::from(self.options().log.max_record_size);
+        if size > max {
+            return Err(Error::RecordTooLarge {
+                path: self.storage().display_path(&id.log_path()),
+                offset: None,
+                size,
+                max,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The current content of the file a `file://` URI names, as a resource in
+/// its JSON form (RFD 065): the canonical `uri`, `mimeType`, `text` or
+/// base64 `blob`, and `name` relative to `cwd`. Refuses other schemes, URIs
+/// with a host other than `localhost`, a query or a fragment (decision: a
+/// fragment such as `#L10-20` names part of a file, which this does not
+/// resolve), missing files, directories and other non-regular files.
+pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
+    let refuse = |reason: String| -> Error {
+        AttachError::NotFileUri {
+            uri: uri.to_owned(),
+            reason,
+        }
+        .into()
+    };
+    let url = Url::parse(uri).map_err(|e| refuse(format!("not a URI: {e}")))?;
+    if url.scheme() != "file" {
+        return Err(refuse(format!(
+            "the scheme is `{}`; only file:// resources are resolved here",
+            url.scheme()
+        )));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(refuse(
+            "a file URI with a query or a fragment names no whole file".into(),
+        ));
+    }
+    let path = url
+        .to_file_path()
+        .map_err(|()| refuse("it names a host other than localhost, or no absolute path".into()))?;
+    let read_error = |source| -> Error {
+        AttachError::Read {
+            path: path.clone(),
+            source,
+        }
+        .into()
+    };
+    let canonical = std::fs::canonicalize(&path).map_err(read_error)?;
+    let meta = std::fs::metadata(&canonical).map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(AttachError::NotAFile { path }.into());
+    }
+    let bytes = read_file(&canonical, RESOLVE_MAX_BYTES).map_err(read_error)?;
+    let text = is_text(&bytes);
+    let names = Names::new(cwd);
+    let r = resource(
+        &canonical,
+        file_uri(&canonical).map_err(read_error)?,
+        names.name(&path, &canonical),
+        Payload::Inline(bytes),
+        text,
+    );
+    render_resource(&r, &mut |p, kind| payload_json(p, kind)).map_err(|what| Error::Render { what })
+}
+
+#[cfg(test)]
+mod tests;

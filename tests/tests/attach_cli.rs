@@ -1,0 +1,214 @@
+//! `jp-store attach` and `jp-store resolve` as real processes: a directory
+//! attached as one request (gitignore and hidden files honoured), its text
+//! in the export, warnings for skipped files, `--strict` leaving the store
+//! unchanged, and `resolve` printing a resource.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::{events_of, run_jp_store_in, tree_snapshot, Run};
+use serde_json::{json, Value};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    /// The working directory of the commands (canonical).
+    work: PathBuf,
+    store: PathBuf,
+    id: String,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let work = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+        let store = work.join("store");
+        let mut s = Setup {
+            _dir: dir,
+            work,
+            store,
+            id: String::new(),
+        };
+        s.run(&["init"]).ok("init");
+        s.id = s.run(&["new", "--id", "c1"]).ok("new").trim().to_owned();
+        s
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        run_jp_store_in(&self.store, Some(&self.work), args, b"")
+    }
+
+    fn write(&self, rel: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.work.join(rel);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, bytes).expect("write");
+        path
+    }
+
+    fn events(&self) -> Vec<Value> {
+        events_of(
+            &self
+                .run(&["export", &self.id, "--format", "json"])
+                .json("export"),
+        )
+    }
+}
+
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file://");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            ' ' => uri.push_str("%20"),
+            c => uri.push(c),
+        }
+    }
+    uri
+}
+
+#[test]
+fn attach_a_directory_then_export_shows_the_resources() {
+    let s = Setup::new();
+    s.write("proj/.gitignore", b"target/\n");
+    s.write("proj/src/main.rs", b"fn main() {}\n");
+    s.write("proj/my notes.md", b"# Notes\n");
+    s.write("proj/target/debug.rs", b"ignored");
+    s.write("proj/.env", b"SECRET=1");
+    s.write("proj/logo.png", b"\x89PNG\r\n\x1a\n\0\0");
+    let out = s.run(&["attach", &s.id, "proj", "-m", "review this", "--json"]);
+    let summary = out.json("attach");
+    assert_eq!(summary["files"], 3);
+    assert_eq!(summary["text_files"], 2);
+    assert_eq!(summary["new_blobs"], 3);
+    assert_eq!(summary["skipped"], json!([]));
+    assert!(summary["pack_bytes"].as_u64().expect("pack bytes") > 0);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+
+    let events = s.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "turn_start");
+    let request = &events[1];
+    assert_eq!(request["type"], "chat_request");
+    assert_eq!(request["content"], "review this");
+    let resources = request["resources"].as_array().expect("resources");
+    let names: Vec<&str> = resources
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["proj/logo.png", "proj/my notes.md", "proj/src/main.rs"]
+    );
+    assert_eq!(
+        resources[1],
+        json!({
+            "uri": file_uri(&s.work.join("proj/my notes.md")),
+            "mimeType": "text/markdown",
+            "text": "# Notes\n",
+            "name": "proj/my notes.md",
+        })
+    );
+    assert_eq!(resources[2]["text"], "fn main() {}\n");
+    assert_eq!(resources[2]["mimeType"], "text/x-rust");
+    assert_eq!(resources[0]["mimeType"], "image/png");
+    assert_eq!(resources[0]["blob"], "iVBORw0KGgoAAA==");
+
+    // The human summary.
+    let out = s.run(&["attach", &s.id, "proj/.env"]);
+    let text = out.ok("attach .env");
+    assert!(
+        text.starts_with("attached 1 files") && text.contains("at turn 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn skipped_files_warn_and_strict_aborts_with_the_store_unchanged() {
+    let s = Setup::new();
+    s.write("a.txt", b"a");
+    // A missing path is reported and skipped.
+    let out = s.run(&["attach", &s.id, "a.txt", "missing.txt"]);
+    out.expect_code(0, "attach with a missing path");
+    assert!(
+        out.stderr.contains("warning: skipped missing.txt"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("1 skipped"), "{}", out.stdout);
+
+    let before = tree_snapshot(&s.store);
+    let out = s.run(&["attach", &s.id, "a.txt", "missing.txt", "--strict"]);
+    out.expect_code(1, "strict attach with a missing path");
+    assert!(
+        out.stderr.contains("missing.txt") && out.stderr.contains("nothing was appended"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tree_snapshot(&s.store), before, "store unchanged");
+
+    // Nothing attachable at all.
+    let out = s.run(&["attach", &s.id, "missing.txt"]);
+    out.expect_code(1, "attach of nothing");
+    assert!(
+        out.stderr.contains("no file could be attached"),
+        "{}",
+        out.stderr
+    );
+    // Usage: no path.
+    s.run(&["attach", &s.id])
+        .expect_code(2, "attach without a path");
+    // A missing conversation.
+    let out = s.run(&["attach", "nope", "a.txt"]);
+    out.expect_code(1, "attach to a missing conversation");
+    assert!(
+        out.stderr.contains("no conversation with id nope"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn strict_attach_of_an_unreadable_file_leaves_the_log_unchanged() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    s.write("a.txt", b"a");
+    let locked = s.write("locked.txt", b"secret");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    if std::fs::read(&locked).is_ok() {
+        eprintln!("skipped: running with privileges that read a mode-000 file");
+        return;
+    }
+    let log = jpstore_tests::log_path(&s.store, &s.id);
+    let before = std::fs::read(&log).expect("log");
+    let out = s.run(&["attach", &s.id, "a.txt", "locked.txt", "--strict"]);
+    out.expect_code(1, "strict attach of an unreadable file");
+    assert!(out.stderr.contains("locked.txt"), "{}", out.stderr);
+    assert_eq!(std::fs::read(&log).expect("log"), before);
+    let out = s.run(&["attach", &s.id, "a.txt", "locked.txt", "--json"]);
+    let summary = out.json("lenient attach");
+    assert_eq!(summary["files"], 1);
+    assert_eq!(
+        summary["skipped"][0]["path"],
+        locked.to_string_lossy().as_ref()
+    );
+    assert!(out.stderr.contains("warning: skipped"), "{}", out.stderr);
+}
+
+#[test]
+fn resolve_prints_the_current_content() {
+    let s = Setup::new();
+    s.write("src/lib.rs", b"pub fn a() {}\n");
+    let uri = file_uri(&s.work.join("src/lib.rs"));
+    let loose = format!("file://{}/src/../src/./lib.rs", s.work.to_string_lossy());
+    let v = s.run(&["resolve", &loose]).json("resolve");
+    assert_eq!(
+        v,
+        json!({"uri": uri, "mimeType": "text/x-rust", "text": "pub fn a() {}\n", "name": "src/lib.rs"})
+    );
+    for (bad, says) in [
+        ("https://example.com/x", "only file://"),
+        (&*file_uri(&s.work.join("missing.rs")), "missing.rs"),
+        (&*file_uri(&s.work.join("src")), "not a regular file"),
+    ] {
+        let out = s.run(&["resolve", bad]);
+        out.expect_code(1, bad);
+        assert!(out.stderr.contains(says), "{bad}: {}", out.stderr);
+    }
+}

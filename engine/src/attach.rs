@@ -452,6 +452,10 @@ impl Store {
         }
         let message = message.unwrap_or_default();
         self.check_record_size(id, &message, files)?;
+        // From the first blob stored until the record referencing it is
+        // durable, gc must wait (format-spec.md 4.7). Writers share this
+        // lock, so other appends go on meanwhile.
+        let _gc = self.gc_shared()?;
         let max = self.blobs().options().max_blob_len;
         // Per file: text or not once read, or why it could not be read.
         let slots: Vec<OnceLock<io::Result<bool>>> =

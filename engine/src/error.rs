@@ -137,6 +137,9 @@ pub enum Error {
     /// A config file or config blob is not valid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A deduplication setting of the config is not valid.
+    #[error(transparent)]
+    Dedup(#[from] crate::dedup::DedupError),
     /// A summary for a compaction could not be made, or a profile's
     /// `summary` table not read.
     #[error(transparent)]

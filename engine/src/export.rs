@@ -60,13 +60,25 @@ pub fn conversation_json(
     Ok(Value::Object(out))
 }
 
-/// Renders the view of a conversation (its projection with orphans
-/// repaired, [`crate::projection::view`]) as a JSON array of events. Tool
-/// response content is always a list of blocks. With [`ContentMode::Refs`]
-/// no blob is read: content stays `{"$blob", "size"}` references (the text
-/// the projection creates is inline).
+/// The view of a conversation as it is sent: its projection with orphans
+/// repaired and resources deduplicated under the conversation's config
+/// ([`crate::projection::view_with_config`]). Reads the base config, no
+/// content.
+pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
+    let base = store.base_config(conversation)?;
+    Ok(crate::projection::view_with_config(
+        &conversation.entries,
+        &base,
+    )?)
+}
+
+/// Renders the view of a conversation ([`view`]) as a JSON array of events.
+/// Tool response content is always a list of blocks. With
+/// [`ContentMode::Refs`] no content blob is read: content stays
+/// `{"$blob", "size"}` references (the text the projection and
+/// deduplication create is inline).
 pub fn view_json(store: &Store, conversation: &Conversation, mode: ContentMode) -> Result<Value> {
-    let events = crate::projection::view(&conversation.entries);
+    let events = view(store, conversation)?;
     let out = events
         .into_iter()
         .map(|mut e| {
@@ -120,7 +132,7 @@ pub fn provider_request(
     conversation: &Conversation,
     provider: Provider,
 ) -> Result<Value> {
-    let view = crate::projection::view(&conversation.entries);
+    let view = view(store, conversation)?;
     let config = store.config_at(conversation, conversation.entries.len())?;
     let options = crate::provider::RequestOptions::from_config(&config);
     let mut read = |r: &BlobRef| -> Result<Vec<u8>> { Ok(store.blobs().get(&r.id)?) };

@@ -9,6 +9,7 @@
 //! - [`attach`]: attaching files as resources (one blob batch, one
 //!   request), and resolving `file://` resources.
 //! - [`export`]: the plain JSON form of a conversation.
+//! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
 //! - [`jp`]: import and export of JP's conversation files.
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
@@ -20,6 +21,7 @@ pub mod attach;
 pub mod compaction;
 pub mod config;
 pub mod conversation;
+pub mod dedup;
 pub mod error;
 pub mod event;
 pub mod export;

@@ -24,13 +24,16 @@
 //! 8. Orphans (section 6, [`repair_orphans`]): a request without a response
 //!    gets a synthetic error response right after it; a response without a
 //!    request is dropped.
+//! 9. With the config ([`view_with_config`]): resources already delivered
+//!    earlier in the view are replaced by references ([`crate::dedup`]).
 
 use std::collections::HashMap;
 
+use crate::dedup::{deduplicate, DedupError, Report};
 use crate::event::turns::turn_indices;
 use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
-    Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
+    Object, Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
 };
 use crate::timestamp::Timestamp;
 
@@ -183,6 +186,12 @@ fn compacted_response(id: &str, name: &str, is_error: bool) -> ToolCallResponse<
 /// create. Orphans are not repaired here ([`repair_orphans`] does that, for
 /// what is sent to a provider).
 pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
+    project_traced(entries).0
+}
+
+/// [`project`], with the index in `entries` each output entry comes from
+/// (an injected summary comes from the first event of its run).
+fn project_traced(entries: &[Entry<BlobRef>]) -> (Vec<Entry<Payload>>, Vec<usize>) {
     let turn_of = turn_indices(entries);
     let plan = plan(entries, &turn_of);
     let policy = |i: usize| -> TurnPolicy {
@@ -195,6 +204,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
     // responses; a reused id takes the latest request before the response).
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut out = Vec::with_capacity(entries.len());
+    let mut origin = Vec::with_capacity(entries.len());
     // The summary whose run is open, and the turn the run is at.
     let mut open_run: Option<(usize, u64)> = None;
     for (i, entry) in entries.iter().enumerate() {
@@ -203,6 +213,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
         let event = match entry {
             Entry::Unknown(o) => {
                 out.push(Entry::Unknown(o.clone()));
+                origin.push(i);
                 continue;
             }
             Entry::Event(e) => e,
@@ -214,6 +225,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
             EventKind::Compaction(_) | EventKind::CompactionUndo(_) => continue,
             EventKind::ConfigDelta(_) => {
                 out.push(to_payload(entry));
+                origin.push(i);
                 continue;
             }
             _ => {}
@@ -229,6 +241,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
                     .and_then(|c| c.summary.as_deref())
                     .unwrap_or("");
                 out.extend(summary_events(event.timestamp, text));
+                origin.extend([i; 3]);
             }
             open_run = Some((s, turn));
             continue;
@@ -254,6 +267,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
                                 r.arguments = Default::default();
                             }
                             out.push(Entry::Event(e));
+                            origin.push(i);
                             continue;
                         }
                         _ => {}
@@ -276,6 +290,7 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
                                 metadata: event.metadata.clone(),
                                 extra: event.extra.clone(),
                             }));
+                            origin.push(i);
                             continue;
                         }
                         _ => {}
@@ -285,8 +300,9 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
             _ => {}
         }
         out.push(to_payload(entry));
+        origin.push(i);
     }
-    out
+    (out, origin)
 }
 
 /// Whether the per-tool override of `c` keeps the tool's request (or
@@ -318,6 +334,16 @@ fn to_payload_event(event: &Event<BlobRef>) -> Event<Payload> {
 /// request with its id that has no response yet, so reused ids pair up in
 /// order. Idempotent.
 pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
+    let tags = vec![(); entries.len()];
+    repair_orphans_tagged(entries, tags).0
+}
+
+/// [`repair_orphans`], carrying a tag per entry (a synthetic response takes
+/// the tag of its request).
+fn repair_orphans_tagged<T: Copy>(
+    entries: Vec<Entry<Payload>>,
+    tags: Vec<T>,
+) -> (Vec<Entry<Payload>>, Vec<T>) {
     // First pass: which requests are answered, which responses answer one.
     let mut open: HashMap<String, Vec<usize>> = HashMap::new();
     let mut answered = vec![false; entries.len()];
@@ -333,7 +359,8 @@ pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
         }
     }
     let mut out = Vec::with_capacity(entries.len());
-    for (i, e) in entries.into_iter().enumerate() {
+    let mut out_tags = Vec::with_capacity(entries.len());
+    for (i, (e, tag)) in entries.into_iter().zip(tags).enumerate() {
         if orphan_response[i] {
             continue;
         }
@@ -342,7 +369,9 @@ pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
             _ => None,
         };
         out.push(e);
+        out_tags.push(tag);
         if let Some((id, ts)) = interrupted {
+            out_tags.push(tag);
             out.push(synthetic(
                 ts,
                 EventKind::ToolCallResponse(ToolCallResponse {
@@ -359,7 +388,7 @@ pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
             ));
         }
     }
-    out
+    (out, out_tags)
 }
 
 /// Whether an entry of a view is part of what `view` prints: the five
@@ -379,12 +408,55 @@ pub fn in_view<C>(entry: &Entry<C>) -> bool {
 }
 
 /// The view: compactions applied, orphans repaired, and only the events a
-/// view shows.
+/// view shows. No deduplication: that needs the config
+/// ([`view_with_config`]); this is the view for callers that have none
+/// (token estimates of compactions, `print --compacted`).
 pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
     repair_orphans(project(entries))
         .into_iter()
         .filter(in_view)
         .collect()
+}
+
+/// The view that is sent: [`view`] with resource deduplication
+/// ([`crate::dedup`]) applied, under `base` (the conversation's base config)
+/// with the conversation's config deltas merged over it as they come.
+pub fn view_with_config(
+    entries: &[Entry<BlobRef>],
+    base: &Object,
+) -> Result<Vec<Entry<Payload>>, DedupError> {
+    Ok(view_traced(entries, base)?.entries)
+}
+
+/// A view with where its entries come from and what deduplication replaced.
+#[derive(Debug, Clone)]
+pub struct TracedView {
+    /// The view's entries (as [`view_with_config`] returns them).
+    pub entries: Vec<Entry<Payload>>,
+    /// For each entry, the index in the conversation's entries it comes from
+    /// (an injected summary: the first event of its run; a synthetic
+    /// response of an interrupted call: the request).
+    pub origin: Vec<usize>,
+    /// What deduplication replaced (its `index` fields are positions in the
+    /// unfiltered projection, not in `entries`).
+    pub dedup: Report,
+}
+
+/// [`view_with_config`], traced: see [`TracedView`].
+pub fn view_traced(entries: &[Entry<BlobRef>], base: &Object) -> Result<TracedView, DedupError> {
+    let (projected, origin) = project_traced(entries);
+    let (mut projected, origin) = repair_orphans_tagged(projected, origin);
+    let dedup = deduplicate(&mut projected, base)?;
+    let (entries, origin) = projected
+        .into_iter()
+        .zip(origin)
+        .filter(|(e, _)| in_view(e))
+        .unzip();
+    Ok(TracedView {
+        entries,
+        origin,
+        dedup,
+    })
 }
 
 #[cfg(test)]

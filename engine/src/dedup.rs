@@ -1,0 +1,371 @@
+//! Resource deduplication in the view (RFD 067): a resource the model has
+//! already been given, unchanged, is replaced by a short reference to that
+//! earlier delivery.
+//!
+//! The pass runs over the projected stream (compactions applied, orphans
+//! repaired, config deltas still in place) before it is filtered to the view
+//! and rendered ([`crate::projection::view_with_config`]). Since it works on
+//! what the model is sent, a delivery that compaction stripped, omitted or
+//! summarized is simply not there: a later copy is then delivered in full.
+//!
+//! Identity is the pair (URI as given, SHA-256 of the raw content, i.e. the
+//! [`BlobRef`] id of `content`; never `formatted`). Only URIs, checksums and
+//! sizes are read: no blob content.
+//!
+//! A resource is replaced when, under the config in effect at its event:
+//! - `conversation.deduplication.enabled` is not `false`, and for a tool
+//!   response `conversation.tools.<name>.deduplicate` is not `false` (an
+//!   attachment has no tool; only the conversation switch applies);
+//! - its raw size is more than `conversation.deduplication.min_bytes`
+//!   (default [`DEFAULT_MIN_BYTES`]);
+//! - a resource with the same URI and checksum was delivered in full earlier
+//!   in the view, at most `lookback_turns` (default
+//!   [`DEFAULT_LOOKBACK_TURNS`]) turns before (the same turn counts as 0).
+//!
+//! The reference always names a full delivery (the latest one), never another
+//! reference: a third copy points at the first. Every full delivery counts,
+//! including one that was not eligible itself (a small-threshold or a switch
+//! that was off at that point only decides whether *that* copy is replaced).
+//!
+//! Turn numbers are the view's (0-based, as `print --compacted` shows them):
+//! the turns the model is sent, where a summarized run is one turn.
+//!
+//! The replacement keeps the position:
+//! - a `resource` block of a tool response becomes a `text` block holding
+//!   the reference message;
+//! - a resource attached to a request stays a resource with the same URI
+//!   (and name, title, description, annotations), but its content becomes
+//!   the reference message as text (`text/plain`) and `formatted` is dropped,
+//!   so it is sent as a short document that names where the content is.
+
+use std::collections::{HashMap, HashSet};
+
+use jpstore_blobstore::BlobId;
+use serde_json::Value;
+
+use crate::config::{lookup, merge};
+use crate::event::turns::TurnCounter;
+use crate::event::{
+    Block, Entry, EventKind, Object, Payload, Resource, ResourceContent, TextBlock,
+};
+use crate::projection::in_view;
+
+#[cfg(doc)]
+use crate::event::BlobRef;
+
+/// Default of `conversation.deduplication.min_bytes`.
+pub const DEFAULT_MIN_BYTES: u64 = 300;
+/// Default of `conversation.deduplication.lookback_turns`.
+pub const DEFAULT_LOOKBACK_TURNS: u64 = 30;
+
+/// A deduplication setting of the config has the wrong type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config: {key} must be {expected}, found {found}")]
+pub struct DedupError {
+    /// The dotted key.
+    pub key: String,
+    /// What it must be.
+    pub expected: &'static str,
+    /// The value found (JSON).
+    pub found: String,
+}
+
+/// Deduplication settings read from a config object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `conversation.deduplication.enabled` (default true).
+    pub enabled: bool,
+    /// `conversation.deduplication.min_bytes`: only larger resources are
+    /// replaced.
+    pub min_bytes: u64,
+    /// `conversation.deduplication.lookback_turns`: how many turns back an
+    /// earlier delivery may be.
+    pub lookback_turns: u64,
+    /// Tools with `conversation.tools.<name>.deduplicate = false`.
+    pub tools_off: HashSet<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: true,
+            min_bytes: DEFAULT_MIN_BYTES,
+            lookback_turns: DEFAULT_LOOKBACK_TURNS,
+            tools_off: HashSet::new(),
+        }
+    }
+}
+
+fn bad(key: &str, expected: &'static str, found: &Value) -> DedupError {
+    DedupError {
+        key: key.to_owned(),
+        expected,
+        found: found.to_string(),
+    }
+}
+
+impl Settings {
+    /// Reads the settings from a config object (absent keys take their
+    /// defaults; a value of the wrong type is an error naming the key).
+    pub fn from_config(config: &Object) -> Result<Settings, DedupError> {
+        let mut s = Settings::default();
+        const ENABLED: &str = "conversation.deduplication.enabled";
+        const MIN_BYTES: &str = "conversation.deduplication.min_bytes";
+        const LOOKBACK: &str = "conversation.deduplication.lookback_turns";
+        if let Some(v) = lookup(config, ENABLED) {
+            s.enabled = v
+                .as_bool()
+                .ok_or_else(|| bad(ENABLED, "true or false", v))?;
+        }
+        if let Some(v) = lookup(config, MIN_BYTES) {
+            s.min_bytes = v
+                .as_u64()
+                .ok_or_else(|| bad(MIN_BYTES, "an integer >= 0", v))?;
+        }
+        if let Some(v) = lookup(config, LOOKBACK) {
+            s.lookback_turns = v
+                .as_u64()
+                .ok_or_else(|| bad(LOOKBACK, "an integer >= 0", v))?;
+        }
+        if let Some(Value::Object(tools)) = lookup(config, "conversation.tools") {
+            for (name, t) in tools {
+                let Some(v) = t.get("deduplicate") else {
+                    continue;
+                };
+                let on = v.as_bool().ok_or_else(|| {
+                    bad(
+                        &format!("conversation.tools.{name}.deduplicate"),
+                        "true or false",
+                        v,
+                    )
+                })?;
+                if !on {
+                    s.tools_off.insert(name.clone());
+                }
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Where a full delivery was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Attached to a `chat_request`.
+    Attachment,
+    /// In the response of the tool call with this id.
+    ToolCall(String),
+}
+
+/// One resource replaced by a reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacement {
+    /// Index of the event in the stream given to [`deduplicate`].
+    pub index: usize,
+    /// The view turn of the replaced copy.
+    pub turn: u64,
+    /// The resource's URI.
+    pub uri: String,
+    /// Its checksum.
+    pub checksum: BlobId,
+    /// Bytes no longer sent: raw content and `formatted` of the resource.
+    pub bytes: u64,
+    /// Length of the reference message that replaced them.
+    pub reference_bytes: u64,
+    /// The view turn of the full delivery it points at.
+    pub original_turn: u64,
+    /// Where that delivery is.
+    pub original: Origin,
+}
+
+/// What [`deduplicate`] replaced, in stream order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every replacement.
+    pub replacements: Vec<Replacement>,
+}
+
+impl Report {
+    /// Bytes saved: the replaced content less the reference messages.
+    pub fn bytes_saved(&self) -> u64 {
+        self.replacements
+            .iter()
+            .map(|r| r.bytes.saturating_sub(r.reference_bytes))
+            .sum()
+    }
+}
+
+/// The reference message for a resource identical to an earlier delivery
+/// (RFD 067's wording; "file" for `file:` URIs, "resource" otherwise).
+pub fn reference_message(uri: &str, checksum: &BlobId, turn: u64, original: &Origin) -> String {
+    let what = if uri.starts_with("file:") {
+        "file"
+    } else {
+        "resource"
+    };
+    match original {
+        Origin::Attachment => format!(
+            "The content of {uri} is identical to the attachment at turn {turn} \
+             (checksum: sha256:{checksum}). The {what} has not changed. Refer to the \
+             attached content."
+        ),
+        Origin::ToolCall(id) => format!(
+            "The content of {uri} is identical to the result of tool call `{id}` in turn \
+             {turn} (checksum: sha256:{checksum}). The {what} has not changed. Refer to \
+             that earlier result for the full contents."
+        ),
+    }
+}
+
+/// A full delivery the model still sees.
+#[derive(Debug, Clone)]
+struct Delivery {
+    turn: u64,
+    origin: Origin,
+}
+
+/// The pass state: config and settings as of the current event, view turns,
+/// tool names, and the full deliveries by checksum and URI.
+struct Pass {
+    config: Object,
+    settings: Settings,
+    turns: TurnCounter,
+    names: HashMap<String, String>,
+    seen: HashMap<BlobId, HashMap<String, Delivery>>,
+    report: Report,
+}
+
+fn payload_len(p: &Payload) -> u64 {
+    match p {
+        Payload::Ref(r) => r.size,
+        Payload::Inline(b) => b.len() as u64,
+    }
+}
+
+impl Pass {
+    /// Decides for one resource: `Some(message)` to replace it, else it is a
+    /// full delivery and is remembered. `tool`: the tool that returned it
+    /// (none for an attachment).
+    fn resource(
+        &mut self,
+        index: usize,
+        turn: u64,
+        resource: &Resource<Payload>,
+        origin: &Origin,
+        tool: Option<&str>,
+    ) -> Option<String> {
+        // Only stored content has a checksum; the projection creates no
+        // resources, so this holds for every resource of a view.
+        let Payload::Ref(content) = resource.content.payload() else {
+            return None;
+        };
+        let s = &self.settings;
+        let eligible = s.enabled
+            && content.size > s.min_bytes
+            && tool.is_none_or(|t| !s.tools_off.contains(t));
+        if eligible {
+            if let Some(d) = self
+                .seen
+                .get(&content.id)
+                .and_then(|by_uri| by_uri.get(resource.uri.as_str()))
+            {
+                if turn - d.turn <= s.lookback_turns {
+                    let msg = reference_message(&resource.uri, &content.id, d.turn, &d.origin);
+                    self.report.replacements.push(Replacement {
+                        index,
+                        turn,
+                        uri: resource.uri.clone(),
+                        checksum: content.id,
+                        bytes: content.size + resource.formatted.as_ref().map_or(0, payload_len),
+                        reference_bytes: msg.len() as u64,
+                        original_turn: d.turn,
+                        original: d.origin.clone(),
+                    });
+                    return Some(msg);
+                }
+            }
+        }
+        self.seen.entry(content.id).or_default().insert(
+            resource.uri.clone(),
+            Delivery {
+                turn,
+                origin: origin.clone(),
+            },
+        );
+        None
+    }
+}
+
+/// Replaces, in place, every resource of `entries` that repeats an earlier
+/// full delivery (see the module docs). `entries` is a projected stream:
+/// config deltas in place (they set the config from `base` on), events that
+/// are not part of the view are skipped. Only events change; none is added
+/// or removed, so positions stay valid.
+pub fn deduplicate(entries: &mut [Entry<Payload>], base: &Object) -> Result<Report, DedupError> {
+    let mut pass = Pass {
+        config: base.clone(),
+        settings: Settings::from_config(base)?,
+        turns: TurnCounter::new(),
+        names: HashMap::new(),
+        seen: HashMap::new(),
+        report: Report::default(),
+    };
+    for (index, entry) in entries.iter_mut().enumerate() {
+        if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
+            merge(&mut pass.config, &d.delta);
+            pass.settings = Settings::from_config(&pass.config)?;
+            continue;
+        }
+        if !in_view(entry) {
+            continue;
+        }
+        let turn = pass.turns.step(entry).turn;
+        let Entry::Event(event) = entry else {
+            continue;
+        };
+        match &mut event.kind {
+            EventKind::ToolCallRequest(r) => {
+                pass.names.insert(r.id.clone(), r.name.clone());
+            }
+            EventKind::ChatRequest(r) => {
+                for res in &mut r.resources {
+                    if let Some(msg) = pass.resource(index, turn, res, &Origin::Attachment, None) {
+                        *res = Resource {
+                            uri: std::mem::take(&mut res.uri),
+                            content: ResourceContent::Text(Payload::Inline(msg.into_bytes())),
+                            mime_type: Some("text/plain".into()),
+                            annotations: res.annotations.take(),
+                            name: res.name.take(),
+                            title: res.title.take(),
+                            description: res.description.take(),
+                            formatted: None,
+                            extra: std::mem::take(&mut res.extra),
+                        };
+                    }
+                }
+            }
+            EventKind::ToolCallResponse(r) => {
+                let origin = Origin::ToolCall(r.id.clone());
+                let tool = pass.names.get(&r.id).cloned();
+                for block in &mut r.content {
+                    let Block::Resource(rb) = block else { continue };
+                    if let Some(msg) =
+                        pass.resource(index, turn, &rb.resource, &origin, tool.as_deref())
+                    {
+                        *block = Block::Text(TextBlock {
+                            text: Payload::Inline(msg.into_bytes()),
+                            mime_type: None,
+                            annotations: None,
+                            extra: Default::default(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(pass.report)
+}
+
+#[cfg(test)]
+mod tests;

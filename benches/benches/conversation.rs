@@ -644,6 +644,62 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
+    // The view with resource deduplication (RFD 067) on and off: the same
+    // conversation with its fs_read_file results as resource blocks (URI
+    // from the path), once with the default config, once with a config
+    // delta at its start that turns deduplication off.
+    let with_resources = as_resources(&long);
+    let mut off = vec![
+        json!({"type": "config_delta", "timestamp": with_resources[0]["timestamp"],
+        "delta": {"conversation": {"deduplication": {"enabled": false}}}}),
+    ];
+    off.extend(with_resources.iter().cloned());
+    drop(build(&store, "long-dedup-on", &with_resources));
+    drop(build(&store, "long-dedup-off", &off));
+    let on_id = ConversationId::parse("long-dedup-on").expect("id");
+    let off_id = ConversationId::parse("long-dedup-off").expect("id");
+    {
+        let conv = store.read(&on_id).expect("read");
+        let base = store.base_config(&conv).expect("base config");
+        let traced =
+            jpstore_engine::projection::view_traced(&conv.entries, &base).expect("the view");
+        let resources = with_resources
+            .iter()
+            .filter(|e| e["type"] == "tool_call_response" && e["content"].is_array())
+            .count();
+        eprintln!(
+            "view_dedup: {} events, {resources} resource blocks, {} replaced by references \
+             ({:.2} MB not sent)",
+            conv.entries.len(),
+            traced.dedup.replacements.len(),
+            traced.dedup.bytes_saved() as f64 / 1e6
+        );
+    }
+    let mut g = c.benchmark_group("view_dedup");
+    g.sample_size(10);
+    g.sampling_mode(SamplingMode::Flat);
+    for (name, id) in [("refs_dedup_on", &on_id), ("refs_dedup_off", &off_id)] {
+        g.bench_function(BenchmarkId::new(name, LONG), |b| {
+            b.iter_with_large_drop(|| {
+                let conv = store.read(id).expect("read");
+                view_json(&store, &conv, ContentMode::Refs).expect("view")
+            });
+        });
+    }
+    // The projection alone, on decoded entries: without the pass, and with it.
+    let conv = store.read(&on_id).expect("read");
+    let base = store.base_config(&conv).expect("base config");
+    g.bench_function(BenchmarkId::new("projection_only", LONG), |b| {
+        b.iter_with_large_drop(|| jpstore_engine::projection::view(&conv.entries));
+    });
+    g.bench_function(BenchmarkId::new("projection_and_dedup", LONG), |b| {
+        b.iter_with_large_drop(|| {
+            jpstore_engine::projection::view_with_config(&conv.entries, &base).expect("view")
+        });
+    });
+    g.finish();
+    drop(conv);
+
     let mut g = c.benchmark_group("open_writer");
     g.sample_size(10);
     g.sampling_mode(SamplingMode::Flat);
@@ -653,6 +709,33 @@ fn benches(c: &mut Criterion) {
         b.iter(|| store.writer(&read_id).expect("open the writer"));
     });
     g.finish();
+}
+
+/// `entries` with every `fs_read_file` result as one resource block whose
+/// URI comes from the call's path (the same content, so no new blob).
+fn as_resources(entries: &[Value]) -> Vec<Value> {
+    let mut paths: BTreeMap<String, String> = BTreeMap::new();
+    entries
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e["type"] == "tool_call_request" && e["name"] == "fs_read_file" {
+                if let (Some(id), Some(path)) = (e["id"].as_str(), e["arguments"]["path"].as_str())
+                {
+                    paths.insert(id.to_owned(), path.to_owned());
+                }
+            }
+            if e["type"] == "tool_call_response" {
+                if let Some(path) = e["id"].as_str().and_then(|id| paths.remove(id)) {
+                    let text = e["content"].clone();
+                    e["content"] = json!([{"type": "resource", "resource": {
+                        "uri": format!("file:///workspace/{path}"),
+                        "mimeType": "text/x-rust", "text": text}}]);
+                }
+            }
+            e
+        })
+        .collect()
 }
 
 criterion_group!(conversation, benches);

@@ -513,7 +513,207 @@ fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
+/// Characters per turn of a conversation as it is logged and as its view
+/// sends it, and the totals of the view without and with deduplication.
+#[derive(Default)]
+struct ContextSizes {
+    raw_per_turn: Vec<u64>,
+    view_per_turn: Vec<u64>,
+    raw: u64,
+    compacted: u64,
+    view: u64,
+    replaced: u64,
+}
+
+/// [`ContextSizes`] of one conversation (reads its base config, no content).
+fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes> {
+    use jpstore_engine::compaction::entry_chars;
+    use jpstore_engine::projection::{in_view, view, view_traced};
+    let turns = conv.state.turns.turns() as usize;
+    let turn_of = jpstore_engine::event::turns::turn_indices(&conv.entries);
+    let mut s = ContextSizes {
+        raw_per_turn: vec![0; turns],
+        view_per_turn: vec![0; turns],
+        ..Default::default()
+    };
+    for (e, &t) in conv.entries.iter().zip(&turn_of) {
+        if !in_view(e) {
+            continue;
+        }
+        let e = e
+            .clone()
+            .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
+            .unwrap_or_else(|never| match never {});
+        let n = entry_chars(&e);
+        s.raw += n;
+        if let Some(slot) = s.raw_per_turn.get_mut(t as usize) {
+            *slot += n;
+        }
+    }
+    s.compacted = view(&conv.entries).iter().map(entry_chars).sum();
+    let traced = view_traced(&conv.entries, &store.base_config(conv)?)?;
+    for (e, &i) in traced.entries.iter().zip(&traced.origin) {
+        let n = entry_chars(e);
+        s.view += n;
+        if let Some(slot) = s.view_per_turn.get_mut(turn_of[i] as usize) {
+            *slot += n;
+        }
+    }
+    s.replaced = traced.dedup.replacements.len() as u64;
+    Ok(s)
+}
+
+/// Estimated tokens of `chars` characters (characters / 4, as compaction
+/// estimates).
+fn tokens(chars: u64) -> u64 {
+    chars.div_ceil(4)
+}
+
+/// An SVG line plot of estimated tokens per turn: the raw conversation and
+/// its view.
+fn plot_svg(title: &str, raw: &[u64], view: &[u64]) -> String {
+    use std::fmt::Write as _;
+    let (w, h) = (900.0f64, 460.0f64);
+    let (left, right, top, bottom) = (80.0, 30.0, 80.0, 60.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let raw: Vec<u64> = raw.iter().map(|&c| tokens(c)).collect();
+    let view: Vec<u64> = view.iter().map(|&c| tokens(c)).collect();
+    let max = raw.iter().chain(&view).copied().max().unwrap_or(0).max(1);
+    // A round step for the y axis (1, 2 or 5 times a power of ten), at most
+    // five steps up to the top.
+    let mut magnitude = 1u64;
+    let step = loop {
+        if let Some(s) = [1, 2, 5]
+            .iter()
+            .map(|m| m * magnitude)
+            .find(|s| max.div_ceil(*s) <= 5)
+        {
+            break s;
+        }
+        magnitude *= 10;
+    };
+    let top_value = max.div_ceil(step) * step;
+    let n = raw.len();
+    let x = |i: usize| {
+        if n <= 1 {
+            left + pw / 2.0
+        } else {
+            left + pw * i as f64 / (n - 1) as f64
+        }
+    };
+    let y = |v: u64| top + ph - ph * v as f64 / top_value as f64;
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(o, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    let mut v = 0;
+    while v <= top_value {
+        let yy = y(v);
+        let _ = writeln!(
+            o,
+            r##"<line x1="{left}" y1="{yy:.1}" x2="{}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{v}</text>"##,
+            left + pw,
+            left - 6.0,
+            yy + 4.0
+        );
+        v += step;
+    }
+    // Axes (over the grid) and ticks.
+    let _ = writeln!(
+        o,
+        r#"<g stroke="black"><line x1="{left}" y1="{}" x2="{}" y2="{}"/><line x1="{left}" y1="{top}" x2="{left}" y2="{}"/></g>"#,
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph
+    );
+    let x_step = (n / 10).max(1);
+    for i in (0..n).step_by(x_step) {
+        let xx = x(i);
+        let _ = writeln!(
+            o,
+            r#"<line x1="{xx:.1}" y1="{}" x2="{xx:.1}" y2="{}" stroke="black"/><text x="{xx:.1}" y="{}" text-anchor="middle">{i}</text>"#,
+            top + ph,
+            top + ph + 5.0,
+            top + ph + 18.0
+        );
+    }
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">turn</text>"#,
+        left + pw / 2.0,
+        h - 18.0
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">estimated tokens (characters / 4)</text>"#,
+        top + ph / 2.0,
+        top + ph / 2.0
+    );
+    // The two series.
+    for (series, color, label, row) in [
+        (&raw, "#d62728", "raw conversation", 0.0),
+        (
+            &view,
+            "#1f77b4",
+            "view (compaction and deduplication applied)",
+            1.0,
+        ),
+    ] {
+        let points: Vec<String> = series
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| format!("{:.1},{:.1}", x(i), y(v)))
+            .collect();
+        let _ = writeln!(
+            o,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            points.join(" ")
+        );
+        if n <= 60 {
+            for (i, &v) in series.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{color}"/>"#,
+                    x(i),
+                    y(v)
+                );
+            }
+        }
+        // Legend.
+        let ly = 44.0 + 18.0 * row;
+        let lx = left + pw - 300.0;
+        let _ = writeln!(
+            o,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{label}</text>"#,
+            lx + 24.0,
+            lx + 30.0,
+            ly + 4.0
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+pub fn stats(
+    dir: &Path,
+    id: Option<&str>,
+    json_out: bool,
+    plot: Option<&Path>,
+) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let ids = match id {
         Some(id) => {
@@ -527,6 +727,7 @@ pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
     };
     let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
     let mut distinct = std::collections::HashSet::new();
+    let mut context = ContextSizes::default();
     let (mut turns, mut entries, mut records, mut log_bytes, mut refs, mut content) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for id in &ids {
@@ -553,7 +754,28 @@ pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
         if let Some(b) = conv.state.metadata.base_config {
             distinct.insert(b.id);
         }
+        let c = context_sizes(&store, &conv)?;
+        if let Some(path) = plot {
+            let svg = plot_svg(
+                &format!("{id}: estimated tokens per turn"),
+                &c.raw_per_turn,
+                &c.view_per_turn,
+            );
+            write_file_atomically(path, svg.as_bytes())?;
+        }
+        context.raw += c.raw;
+        context.compacted += c.compacted;
+        context.view += c.view;
+        context.replaced += c.replaced;
     }
+    let saved = |before: u64, after: u64| {
+        (
+            before as i64 - after as i64,
+            tokens(before) as i64 - tokens(after) as i64,
+        )
+    };
+    let (compaction_bytes, compaction_tokens) = saved(context.raw, context.compacted);
+    let (dedup_bytes, dedup_tokens) = saved(context.compacted, context.view);
     // Stored bytes of the blobs these conversations reference.
     let mut referenced_raw = 0u64;
     for blob in &distinct {
@@ -575,6 +797,17 @@ pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
             "content_bytes_referenced": content,
             "distinct_blobs_referenced": distinct.len(),
             "distinct_blob_bytes_referenced": referenced_raw,
+            "context": {
+                "raw_bytes": context.raw,
+                "raw_tokens": tokens(context.raw),
+                "compacted_bytes": context.compacted,
+                "compacted_tokens": tokens(context.compacted),
+                "view_bytes": context.view,
+                "view_tokens": tokens(context.view),
+                "saved_by_compaction": {"bytes": compaction_bytes, "tokens": compaction_tokens},
+                "saved_by_deduplication": {"bytes": dedup_bytes, "tokens": dedup_tokens,
+                                           "resources_replaced": context.replaced},
+            },
         });
         if id.is_none() {
             out["blob_store"] = json!({
@@ -603,6 +836,21 @@ pub fn stats(dir: &Path, id: Option<&str>, json_out: bool) -> Result<ExitCode> {
         distinct.len(),
         size(referenced_raw)
     );
+    println!(
+        "context:       raw {} B (~{} tokens), view {} B (~{} tokens), estimated as characters / 4",
+        context.raw,
+        tokens(context.raw),
+        context.view,
+        tokens(context.view)
+    );
+    println!("  saved by compaction:    {compaction_bytes} B (~{compaction_tokens} tokens)");
+    println!(
+        "  saved by deduplication: {dedup_bytes} B (~{dedup_tokens} tokens), {} resources replaced by references",
+        context.replaced
+    );
+    if let Some(path) = plot {
+        println!("plot:          {}", path.display());
+    }
     if id.is_none() {
         println!(
             "blob store:    {} loose objects ({}), {} packs with {} objects ({})",

@@ -96,13 +96,19 @@ enum Command {
     Fork(ForkArgs),
     /// Export a conversation.
     Export(ExportArgs),
-    /// Counts and sizes of the whole store, or of one conversation.
+    /// Counts and sizes of the whole store, or of one conversation, with
+    /// the bytes and estimated tokens the view saves by compaction and by
+    /// deduplication.
     Stats {
         /// Only this conversation.
         id: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Write an SVG plot of the estimated tokens per turn of the raw
+        /// conversation and of its view (needs an id).
+        #[arg(long, value_name = "FILE.svg", requires = "id")]
+        plot: Option<std::path::PathBuf>,
     },
     /// Remove a conversation (its blobs stay until gc).
     Rm {
@@ -160,7 +166,9 @@ fn main() -> ExitCode {
         Command::Compact(args) => conversation_commands::compact(dir, args),
         Command::Fork(args) => conversation_commands::fork(dir, args),
         Command::Export(args) => conversation_commands::export(dir, args),
-        Command::Stats { id, json } => conversation_commands::stats(dir, id.as_deref(), json),
+        Command::Stats { id, json, plot } => {
+            conversation_commands::stats(dir, id.as_deref(), json, plot.as_deref())
+        }
         Command::Rm { id } => maintenance_commands::rm(dir, &id),
         Command::Gc(args) => maintenance_commands::gc(dir, args),
         Command::Fsck(args) => maintenance_commands::fsck(dir, args),

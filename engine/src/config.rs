@@ -209,12 +209,17 @@ pub const WORKSPACE_CONFIG_TEMPLATE: &str = r#"# jp-store workspace configuratio
 # response = "strip"
 
 # [conversation.deduplication]
-# # Replace repeated resource content with a reference to its first delivery.
+# # Replace a resource the model was already given, unchanged (same URI and
+# # SHA-256), with a reference to that earlier delivery.
 # enabled = true
 # # Only content larger than this many bytes is deduplicated.
 # min_bytes = 300
 # # Only deliveries within this many recent turns are referenced.
 # lookback_turns = 30
+
+# # Per-tool switch: this tool's results are always delivered in full.
+# [conversation.tools.web_fetch]
+# deduplicate = false
 "#;
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

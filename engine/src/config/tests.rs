@@ -366,6 +366,7 @@ fn template_documents_the_keys_and_has_no_effect() {
         "enabled",
         "min_bytes = 300",
         "lookback_turns = 30",
+        "deduplicate = false",
     ] {
         assert!(
             WORKSPACE_CONFIG_TEMPLATE.contains(key),
@@ -391,6 +392,7 @@ fn template_documents_the_keys_and_has_no_effect() {
         "conversation.deduplication.enabled",
         "conversation.deduplication.min_bytes",
         "conversation.deduplication.lookback_turns",
+        "conversation.tools.web_fetch.deduplicate",
     ] {
         assert!(
             lookup(&config, path).is_some(),

@@ -277,7 +277,18 @@ pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
     let conv = store.read(&parse_id(id)?)?;
     let out = std::io::stdout();
     let mut out = out.lock();
-    print_conversation(&mut out, &conv, compacted).context("writing to standard output")?;
+    // What the model sees: compaction, orphan repair and deduplication
+    // under the conversation's config.
+    let view = if compacted {
+        let base = store.base_config(&conv)?;
+        Some(
+            jpstore_engine::projection::view_with_config(&conv.entries, &base)
+                .map_err(jpstore_engine::error::Error::from)?,
+        )
+    } else {
+        None
+    };
+    print_conversation(&mut out, &conv, view).context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -293,8 +304,9 @@ fn payload_size(p: &Payload) -> u64 {
 pub fn print_conversation(
     out: &mut impl Write,
     conv: &Conversation,
-    compacted: bool,
+    view: Option<Vec<Entry<Payload>>>,
 ) -> std::io::Result<()> {
+    let compacted = view.is_some();
     let meta = &conv.state.metadata;
     writeln!(
         out,
@@ -307,8 +319,8 @@ pub fn print_conversation(
             ""
         }
     )?;
-    let entries: Vec<Entry<Payload>> = if compacted {
-        jpstore_engine::projection::view(&conv.entries)
+    let entries: Vec<Entry<Payload>> = if let Some(view) = view {
+        view
     } else {
         conv.entries
             .iter()

@@ -67,7 +67,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     // 2. Print it.
     let id = ConversationId::parse("17738399468")?;
     let conv = store.read(&id)?;
-    print_conversation(&mut std::io::stdout().lock(), &conv, false)?;
+    print_conversation(&mut std::io::stdout().lock(), &conv, None)?;
 
     // 3. Export it back: equal to the original files as JSON values.
     let files = jp_files(&store, &conv)?;

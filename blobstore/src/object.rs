@@ -19,6 +19,8 @@
 //! produces more than the raw length. The decoded bytes are then hashed and
 //! compared with the id, so what a read returns is always the content.
 
+use std::cell::RefCell;
+
 use crate::id::BlobId;
 
 /// Magic bytes that start every object.
@@ -141,7 +143,7 @@ impl Header {
 /// Encodes `data` as an object: zstd at `level`, or raw if compression does not
 /// make it smaller. Returns header and payload in one buffer.
 pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let compressed = zstd::bulk::compress(data, level)?;
+    let compressed = with_compressor(level, |c| c.compress(data))?;
     let (codec, payload) = if compressed.len() < data.len() {
         (Codec::Zstd, compressed.as_slice())
     } else {
@@ -222,11 +224,66 @@ pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, Decod
     Ok(data)
 }
 
+thread_local! {
+    /// One zstd compression context per thread and level: creating one per
+    /// object cost more than compressing a small object.
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+    /// One zstd decompression context per thread, for the same reason.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's compressor for `level` (created on first
+/// use). The output is the same as a fresh context's.
+fn with_compressor<T>(
+    level: i32,
+    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level)?));
+        }
+        let result = match slot.as_mut() {
+            Some((_, c)) => f(c),
+            None => unreachable!("set above"),
+        };
+        if result.is_err() {
+            // Never reuse a context that saw an error.
+            *slot = None;
+        }
+        result
+    })
+}
+
 /// Decompresses one zstd frame into exactly `raw_len` bytes, never more.
 fn decompress_bounded(payload: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeError> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().map_err(|e| {
+                DecodeError::new(HEADER_LEN as u64, "a zstd decoder", e.to_string())
+            })?);
+        }
+        let result = match slot.as_mut() {
+            Some(dec) => decompress_with(dec, payload, raw_len),
+            None => unreachable!("set above"),
+        };
+        if result.is_err() {
+            // Never reuse a context that saw damaged input.
+            *slot = None;
+        }
+        result
+    })
+}
+
+fn decompress_with(
+    dec: &mut zstd::bulk::Decompressor<'static>,
+    payload: &[u8],
+    raw_len: usize,
+) -> Result<Vec<u8>, DecodeError> {
     let mut out = Vec::with_capacity(raw_len);
-    let mut dec = zstd::bulk::Decompressor::new()
-        .map_err(|e| DecodeError::new(HEADER_LEN as u64, "a zstd decoder", e.to_string()))?;
     // decompress_to_buffer writes at most the spare capacity of `out`: a frame
     // that would expand beyond raw_len fails instead of allocating.
     match dec.decompress_to_buffer(payload, &mut out) {

@@ -2,6 +2,8 @@
 //! `jp-store` binary, running it, canonical timestamps and snapshots of a
 //! store directory.
 
+pub mod fuzz_targets;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,175 @@
+//! Replays the committed fuzz corpus (`tests/fuzz/corpus/<target>/`) and
+//! every crash the fuzzers found (`tests/fuzz/artifacts/<target>/`) through
+//! the fuzz targets' bodies: CI covers the decoders on every input ever
+//! found interesting, without running a fuzzer. Each input must be handled
+//! without a panic.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::fuzz_targets::TARGETS;
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
+}
+
+fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
+    let dir = fuzz_dir().join(kind).join(target);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_corpus_input_and_artifact_is_handled_without_a_panic() {
+    let mut total = 0;
+    for (name, target) in TARGETS {
+        let corpus = inputs("corpus", name);
+        assert!(!corpus.is_empty(), "no seed corpus for target {name}");
+        for path in corpus.iter().chain(inputs("artifacts", name).iter()) {
+            let data = std::fs::read(path).expect("read input");
+            let result = std::panic::catch_unwind(|| target(&data));
+            assert!(
+                result.is_ok(),
+                "target {name} panicked on {}",
+                path.display()
+            );
+            total += 1;
+        }
+    }
+    assert!(total >= TARGETS.len());
+}
+
+/// Writes the seed corpus: valid encodings of every kind, which the fuzzers
+/// mutate. Run once with `cargo test -p jpstore-tests --test fuzz_corpus --
+/// --ignored write_seed_corpus` after a format change, and commit the files.
+#[test]
+#[ignore = "writes the seed corpus into the source tree"]
+fn write_seed_corpus() {
+    use jpstore_blobstore::{object, BlobId};
+    use jpstore_engine::conversation::codec;
+    use jpstore_engine::event::input::parse_input;
+    use jpstore_engine::event::json::ParseMode;
+    use jpstore_engine::timestamp::Timestamp;
+    use jpstore_engine::{NewConversation, Store, StoreOptions};
+
+    let write = |target: &str, name: &str, data: &[u8]| {
+        let dir = fuzz_dir().join("corpus").join(target);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(name), data).expect("write seed");
+    };
+    let events = r#"[{"type":"turn_start","timestamp":"2026-05-29 19:40:02.123"},
+{"type":"chat_request","content":"hi","resources":[{"uri":"file:///a.rs","mimeType":"text/x-rust","text":"fn a() {}"}]},
+{"type":"chat_response","reasoning":"think","metadata":{"anthropic":{"signature":"c2ln"}}},
+{"type":"tool_call_request","id":"c1","name":"fs_read_file","arguments":{"path":"a.rs"}},
+{"type":"tool_call_response","id":"c1","content":[{"type":"text","text":"x"},{"type":"resource","resource":{"uri":"file:///b","blob":"AAEC"}}],"is_error":false},
+{"type":"compaction","from_turn":0,"to_turn":0,"reasoning":"strip","tool_calls":{"policy":"strip","request":true,"response":true},"tool_overrides":{"x":{"request":"keep"}},"source":"auto"},
+{"type":"config_delta","delta":{"a":{"b":[1,2]}}},
+{"type":"mystery","k":1}]"#;
+    write("json_events", "array.json", events.as_bytes());
+    write(
+        "json_events",
+        "lines.jsonl",
+        b"{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"q\"}\n",
+    );
+    // Blob objects: zstd and raw.
+    let text = "fn main() { println!(\"hello\"); }\n".repeat(20);
+    let zstd = object::encode(text.as_bytes(), 3).expect("encode");
+    let raw = object::encode(b"xyz", 3).expect("encode");
+    for (name, obj, content) in [
+        ("zstd.obj", &zstd, text.as_bytes()),
+        ("raw.obj", &raw, &b"xyz"[..]),
+    ] {
+        let mut with_id = BlobId::of(content).as_bytes().to_vec();
+        with_id.extend_from_slice(obj);
+        write("blob_object", name, &with_id);
+    }
+    // A real store: its log, head, pack index and config.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(jpstore_engine::conversation::ConversationId::parse("c").expect("id")),
+            title: Some("seed".into()),
+            ..Default::default()
+        })
+        .expect("create");
+    let parsed = parse_input(
+        events,
+        ParseMode::Strict {
+            now: Timestamp::now(),
+        },
+    )
+    .expect("events");
+    for e in parsed.entries.into_iter().filter(|e| {
+        !matches!(
+            e.event().map(|e| &e.kind),
+            Some(jpstore_engine::event::EventKind::ToolCallResponse(_))
+        )
+    }) {
+        w.append(vec![e]).expect("append");
+    }
+    let mut text_many = String::from("{\"type\":\"turn_start\"}\n");
+    for i in 0..6 {
+        text_many.push_str(&format!(
+            "{{\"type\":\"tool_call_request\",\"id\":\"p{i}\",\"name\":\"t\",\"arguments\":{{}}}}\n{{\"type\":\"tool_call_response\",\"id\":\"p{i}\",\"content\":\"packed {i}\"}}\n"
+        ));
+    }
+    w.append(
+        parse_input(
+            &text_many,
+            ParseMode::Strict {
+                now: Timestamp::now(),
+            },
+        )
+        .expect("many")
+        .entries,
+    )
+    .expect("append many");
+    drop(w);
+    let conv_dir = dir.path().join("conversations/c");
+    write(
+        "log_file",
+        "log",
+        &std::fs::read(conv_dir.join("events.log")).expect("log"),
+    );
+    write(
+        "head_file",
+        "head",
+        &std::fs::read(conv_dir.join("head")).expect("head"),
+    );
+    let conv = store
+        .read(&jpstore_engine::conversation::ConversationId::parse("c").expect("id"))
+        .expect("read");
+    for (i, e) in conv.entries.iter().enumerate().take(8) {
+        write("log_entry", &format!("entry{i}"), &codec::encode_event(e));
+    }
+    let idx = std::fs::read_dir(dir.path().join("blobs/packs"))
+        .expect("packs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .expect("an index");
+    write("pack_index", "index", &std::fs::read(idx).expect("idx"));
+    write(
+        "config_toml",
+        "template.toml",
+        jpstore_engine::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
+    );
+    write(
+        "config_toml",
+        "set.toml",
+        b"[conversation.compaction]\nkeep_last = 3\n[conversation.compaction.profiles.default]\nreasoning = \"strip\"\ntool_calls = { policy = \"strip\", request = true, response = false }\n[[x.y]]\nz = 1979-05-27T07:32:00Z\n",
+    );
+    write(
+        "config_json",
+        "config.json",
+        br#"{"assistant":{"model":{"id":"anthropic/claude"}},"list":[1,2.5,null,true]}"#,
+    );
+}

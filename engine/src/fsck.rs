@@ -352,18 +352,29 @@ impl Store {
             LogEnd::Clean { .. } => {}
             LogEnd::TornTail { offset, len } => {
                 // Maybe a record a writer is writing right now: look again
-                // holding the writer's lock.
-                let _lock = crate::log::lock_waiting(storage, &path)?;
-                let again = scan(storage, &path, self.options().log)?;
-                if let LogEnd::TornTail { offset, len } = again.end {
-                    report.findings.push(finding(
-                        "torn-tail",
-                        Some(offset),
-                        format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
-                    ));
-                    out.torn = Some((offset, len));
+                // holding the writer's lock, if no writer holds it (a
+                // long-lived writer must not make fsck wait).
+                match crate::log::try_lock(storage, &path)? {
+                    Some(_lock) => {
+                        let again = scan(storage, &path, self.options().log)?;
+                        if let LogEnd::TornTail { offset, len } = again.end {
+                            report.findings.push(finding(
+                                "torn-tail",
+                                Some(offset),
+                                format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
+                            ));
+                            out.torn = Some((offset, len));
+                        }
+                    }
+                    None => report.findings.push(Finding {
+                        severity: Severity::Info,
+                        ..finding(
+                            "writer-active",
+                            Some(offset),
+                            format!("{len} bytes after the last whole record, while a writer holds the log: a record being written, or a torn tail its writer cut when it opened the log"),
+                        )
+                    }),
                 }
-                let _ = (offset, len);
             }
             LogEnd::Damaged { offset, ref damage } => {
                 report.findings.push(finding(

@@ -301,3 +301,30 @@ fn a_corrupted_pack_index_is_named_and_moved_aside() {
     );
     assert_repaired_clean(&f, "ok");
 }
+
+#[test]
+fn an_open_writer_does_not_make_fsck_wait_or_report_its_record_in_flight() {
+    let f = fixture();
+    conv(&f, "busy", 1, &|_| "busy".into());
+    let writer = f
+        .store
+        .writer(&ConversationId::parse("busy").expect("id"))
+        .expect("writer");
+    // Bytes after the last record while the writer holds the lock: what a
+    // record being written looks like.
+    let log = f.root.join("conversations/busy/events.log");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut fh| {
+            use std::io::Write;
+            fh.write_all(&[1u8; 9])
+        })
+        .expect("append");
+    let r = run(&f, false, false);
+    assert!(r.is_clean(), "{:?}", r.findings);
+    assert!(r.findings.iter().any(|x| x.kind == "writer-active"));
+    drop(writer);
+    let r = run(&f, false, false);
+    assert!(!r.is_clean(), "once the writer is gone it is a torn tail");
+}

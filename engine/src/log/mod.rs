@@ -52,7 +52,7 @@ pub use record::{
     RECORD_HEADER_LEN,
 };
 pub use scan::{Damage, LogEnd};
-pub use writer::{lock_path, lock_waiting, CutTail, LogWriter};
+pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter};
 
 use crate::error::Result;
 

@@ -317,6 +317,12 @@ fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn
     }
 }
 
+/// Takes the sidecar lock of the log at `path` if no writer holds it;
+/// `Ok(None)` if one does.
+pub fn try_lock(storage: &dyn Storage, path: &Path) -> Result<Option<Box<dyn StorageFile>>> {
+    lock(storage, path, false)
+}
+
 /// Waits for the sidecar lock of the log at `path` (the lock a
 /// [`LogWriter`] holds), for operations that must exclude the writer
 /// without opening the log, such as removing a conversation.

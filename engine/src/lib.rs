@@ -10,12 +10,17 @@
 //!   request), and resolving `file://` resources.
 //! - [`export`]: the plain JSON form of a conversation.
 //! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
+//! - [`provider`]: the view as Anthropic's or OpenAI's request body;
+//!   [`summarizer`]: summaries for compactions (a command or an endpoint).
 //! - [`jp`]: import and export of JP's conversation files.
+//! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
+//!   blobs safely while others write.
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
 //!
-//! Every byte on disk is specified in `format-spec.md`. All file I/O goes
-//! through `jpstore_blobstore::storage`, so tests can inject faults.
+//! Every byte on disk is specified in `format-spec.md`. All file I/O inside
+//! a store goes through `jpstore_blobstore::storage`, so tests can inject
+//! faults; reading the user's own files (attach, JP import) does not.
 
 pub mod attach;
 pub mod compaction;

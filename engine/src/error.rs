@@ -163,6 +163,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error of a failed `publish_new_file`/`publish_synced`, naming the
+    /// file as `storage` displays it.
+    pub fn from_publish(
+        storage: &dyn jpstore_blobstore::storage::Storage,
+        e: jpstore_blobstore::storage::PublishError,
+    ) -> Error {
+        use jpstore_blobstore::storage::PublishError;
+        match e {
+            PublishError::Io(op, p, source) => Error::Io {
+                op,
+                path: storage.display_path(&p),
+                source,
+            },
+            PublishError::Sync(p, source) => Error::SyncFailed {
+                path: storage.display_path(&p),
+                source,
+            },
+        }
+    }
+
     /// Whether the error reports damaged data on disk (as opposed to I/O
     /// trouble, limits or misuse).
     pub fn is_corruption(&self) -> bool {

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{publish_new_file, LocalStorage, PublishError, Storage};
+use jpstore_blobstore::storage::{publish_new_file, LocalStorage};
 use serde_json::{Map, Value};
 
 use super::base64::{encode, encode_leaves};
@@ -289,19 +289,7 @@ pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
                     path: dir.join(name),
                 })
             }
-            Err(PublishError::Io(op, p, source)) => {
-                return Err(Error::Io {
-                    op,
-                    path: storage.display_path(&p),
-                    source,
-                })
-            }
-            Err(PublishError::Sync(p, source)) => {
-                return Err(Error::SyncFailed {
-                    path: storage.display_path(&p),
-                    source,
-                })
-            }
+            Err(e) => return Err(Error::from_publish(&storage, e)),
         }
     }
     Ok(written)

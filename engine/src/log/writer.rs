@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jpstore_blobstore::storage::{
-    publish_new_file, write_all_at, LockKind, OpenMode, PublishError, Storage, StorageFile,
+    publish_new_file, write_all_at, LockKind, OpenMode, Storage, StorageFile,
 };
 
 use super::reader::check_header;
@@ -99,19 +99,7 @@ impl LogWriter {
                     path: storage.display_path(path),
                 })
             }
-            Err(PublishError::Io(op, p, source)) => {
-                return Err(Error::Io {
-                    op,
-                    path: storage.display_path(&p),
-                    source,
-                })
-            }
-            Err(PublishError::Sync(p, source)) => {
-                return Err(Error::SyncFailed {
-                    path: storage.display_path(&p),
-                    source,
-                })
-            }
+            Err(e) => return Err(Error::from_publish(storage, e)),
         }
         Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN)
     }

@@ -65,6 +65,8 @@ pub struct PutOutcome {
     pub id: BlobId,
     /// Whether this call stored a new object (false: it was already present).
     pub stored: bool,
+    /// Bytes of the object this call stored (header and payload; 0 if none).
+    pub stored_len: u64,
 }
 
 /// A loose object, as listed for gc.
@@ -593,13 +595,21 @@ impl BlobStore {
         // No rescan of packs/ on a miss (every new put is a miss): a pack
         // published since our last scan only costs a redundant loose copy.
         if self.exists_cached(&id)? {
-            return Ok(PutOutcome { id, stored: false });
+            return Ok(PutOutcome {
+                id,
+                stored: false,
+                stored_len: 0,
+            });
         }
         self.check_poisoned()?;
         let encoded = object::encode(data, self.options.compression_level)
             .map_err(|e| self.io("compress", &self.base, e))?;
         let stored = self.publish_loose(&id, &encoded)?;
-        Ok(PutOutcome { id, stored })
+        Ok(PutOutcome {
+            id,
+            stored,
+            stored_len: if stored { encoded.len() as u64 } else { 0 },
+        })
     }
 
     fn publish_loose(&self, id: &BlobId, encoded: &[u8]) -> Result<bool> {

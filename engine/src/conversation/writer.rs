@@ -292,24 +292,16 @@ impl<'s> ConversationWriter<'s> {
             result?;
         }
         // 3. Size and readability, before anything is written.
-        let encoded: Vec<Vec<u8>> = stored.iter().map(codec::encode_event).collect();
-        for (index, bytes) in encoded.iter().enumerate() {
-            check_readable(bytes, index)?;
-        }
-        self.check_size(&encoded)?;
+        let encoded = self.encode_checked(&stored)?;
         // 4. Blobs durable first (invariant 2), then the record.
-        let (new_blobs, new_blob_bytes) = self.put_blobs(new)?;
-        let offset = self.log.append(&encoded)?;
-        self.state.records += 1;
-        for e in &stored {
-            self.state.apply_entry(e);
-        }
+        let stored_blobs = put_new_blobs(self.blobs, new, &mut |_| {})?;
+        let offset = self.commit(&encoded, &stored)?;
         Ok(AppendOutcome {
             offset,
             entries: stored.len(),
             payloads,
-            new_blobs,
-            new_blob_bytes,
+            new_blobs: stored_blobs.new_blobs,
+            new_blob_bytes: stored_blobs.raw_bytes,
         })
     }
 
@@ -328,12 +320,25 @@ impl<'s> ConversationWriter<'s> {
             });
             result?;
         }
+        let encoded = self.encode_checked(batch)?;
+        self.commit(&encoded, batch)
+    }
+
+    /// Encodes a batch, refusing an entry that would not read back and a
+    /// batch over the record size limit; writes nothing.
+    fn encode_checked(&self, batch: &[Entry]) -> Result<Vec<Vec<u8>>> {
         let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
         for (index, bytes) in encoded.iter().enumerate() {
             check_readable(bytes, index)?;
         }
         self.check_size(&encoded)?;
-        let offset = self.log.append(&encoded)?;
+        Ok(encoded)
+    }
+
+    /// Appends the encoded batch as one durable record and folds its entries
+    /// into the state.
+    fn commit(&mut self, encoded: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
+        let offset = self.log.append(encoded)?;
         self.state.records += 1;
         for e in batch {
             self.state.apply_entry(e);
@@ -372,36 +377,59 @@ impl<'s> ConversationWriter<'s> {
         }
         Ok(())
     }
+}
 
-    fn put_blobs(&self, new: HashMap<BlobId, Vec<u8>>) -> Result<(usize, u64)> {
-        let mut missing = Vec::new();
-        for (id, bytes) in new {
-            // No rescan of packs/ per new blob (that would grow with the
-            // number of packs): a blob packed meanwhile by another process
-            // is only written again.
-            if !self.blobs.exists_cached(&id)? {
-                missing.push(bytes);
-            }
-        }
-        if missing.len() <= LOOSE_BLOBS_MAX {
-            let mut count = 0;
-            let mut bytes = 0;
-            for data in &missing {
-                if self.blobs.put(data)?.stored {
-                    count += 1;
-                    bytes += data.len() as u64;
-                }
-            }
-            Ok((count, bytes))
-        } else {
-            let out =
-                self.blobs
-                    .put_batch(missing.len(), |i| Ok(missing[i].clone()), &mut |_| {})?;
-            // Every item was missing a moment ago; one stored meanwhile by
-            // another process is counted here too.
-            Ok((out.new_objects, out.raw_bytes))
+/// What storing the new content of a batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlobTotals {
+    /// Distinct payloads offered.
+    pub payloads: usize,
+    /// Of those, blobs newly stored.
+    pub new_blobs: usize,
+    /// Raw bytes of the blobs newly stored.
+    pub raw_bytes: u64,
+    /// Bytes written to the blob store (objects or pack, compressed).
+    pub stored_bytes: u64,
+}
+
+/// Stores the payloads the store does not hold yet: loose objects for up to
+/// [`LOOSE_BLOBS_MAX`] of them (two syncs each), one pack for more (four
+/// syncs). Presence is checked against the packs already loaded, without
+/// rescanning `packs/` per blob (that would grow with the number of packs):
+/// a blob packed meanwhile by another process is only written again.
+pub(crate) fn put_new_blobs(
+    blobs: &BlobStore,
+    payloads: HashMap<BlobId, Vec<u8>>,
+    progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+) -> Result<BlobTotals> {
+    let mut totals = BlobTotals {
+        payloads: payloads.len(),
+        ..Default::default()
+    };
+    let mut missing = Vec::new();
+    for (id, bytes) in payloads {
+        if !blobs.exists_cached(&id)? {
+            missing.push(bytes);
         }
     }
+    if missing.len() <= LOOSE_BLOBS_MAX {
+        for data in &missing {
+            let out = blobs.put(data)?;
+            if out.stored {
+                totals.new_blobs += 1;
+                totals.raw_bytes += data.len() as u64;
+                totals.stored_bytes += out.stored_len;
+            }
+        }
+    } else {
+        let out = blobs.put_batch(missing.len(), |i| Ok(missing[i].clone()), progress)?;
+        // Every item was missing a moment ago; one stored meanwhile by
+        // another process is counted here too.
+        totals.new_blobs = out.new_objects;
+        totals.raw_bytes = out.raw_bytes;
+        totals.stored_bytes = out.pack_bytes;
+    }
+    Ok(totals)
 }
 
 /// Refuses an entry whose encoding would not decode again.

@@ -343,16 +343,7 @@ pub enum Imported {
     },
 }
 
-/// Totals of the blob writes of an import batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BlobTotals {
-    /// Distinct payloads (content and base configs) of the batch.
-    pub payloads: usize,
-    /// Of those, blobs newly stored.
-    pub new_blobs: usize,
-    /// Bytes written to the blob store (pack or loose objects, compressed).
-    pub stored_bytes: u64,
-}
+pub use crate::conversation::writer::BlobTotals;
 
 impl Store {
     /// Imports prepared conversations: all their content (and base configs)
@@ -407,7 +398,7 @@ impl Store {
                 .collect();
             stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
         }
-        let totals = self.put_payloads(payloads, progress)?;
+        let totals = crate::conversation::writer::put_new_blobs(self.blobs(), payloads, progress)?;
         // 2. The logs.
         for (slot, id, fields, base, entries, source_bytes, exists) in stored {
             if exists {
@@ -439,43 +430,5 @@ impl Store {
         }
         results.sort_by_key(|(slot, _)| *slot);
         Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
-    }
-
-    fn put_payloads(
-        &self,
-        payloads: HashMap<BlobId, Vec<u8>>,
-        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
-    ) -> Result<BlobTotals> {
-        let mut missing = Vec::new();
-        let count = payloads.len();
-        for (id, bytes) in payloads {
-            if !self.blobs().exists_cached(&id)? {
-                missing.push(bytes);
-            }
-        }
-        let mut totals = BlobTotals {
-            payloads: count,
-            ..Default::default()
-        };
-        if missing.len() <= crate::conversation::writer::LOOSE_BLOBS_MAX {
-            for data in &missing {
-                let out = self.blobs().put(data)?;
-                if out.stored {
-                    totals.new_blobs += 1;
-                    if let Some(jpstore_blobstore::Location::Loose(path)) =
-                        self.blobs().locate(&out.id)?
-                    {
-                        totals.stored_bytes += self.storage().metadata(&path).map_or(0, |m| m.len);
-                    }
-                }
-            }
-        } else {
-            let out =
-                self.blobs()
-                    .put_batch(missing.len(), |i| Ok(missing[i].clone()), progress)?;
-            totals.new_blobs = out.new_objects;
-            totals.stored_bytes = out.pack_bytes;
-        }
-        Ok(totals)
     }
 }

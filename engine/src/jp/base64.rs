@@ -25,20 +25,17 @@ pub fn encode(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
 }
 
-/// Decodes every string leaf of `v` in place; pushes the path (JSON
-/// Pointer, RFC 6901, relative to `v`) of every leaf kept as it was.
-pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
+/// Calls `f` on every string leaf of `v` with its JSON Pointer (RFC 6901,
+/// `path` followed by the leaf's position).
+fn walk_string_leaves(v: &mut Value, path: &mut String, f: &mut impl FnMut(&mut String, &str)) {
     match v {
-        Value::String(s) => match decode(s) {
-            Some(d) => *s = d,
-            None => raw.push(path.clone()),
-        },
+        Value::String(s) => f(s, path),
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let len = path.len();
                 path.push('/');
                 path.push_str(&i.to_string());
-                decode_leaves(item, path, raw);
+                walk_string_leaves(item, path, f);
                 path.truncate(len);
             }
         }
@@ -47,7 +44,7 @@ pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
                 let len = path.len();
                 path.push('/');
                 path.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                decode_leaves(item, path, raw);
+                walk_string_leaves(item, path, f);
                 path.truncate(len);
             }
         }
@@ -55,31 +52,23 @@ pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
     }
 }
 
+/// Decodes every string leaf of `v` in place; pushes the path (JSON
+/// Pointer, relative to `path`) of every leaf kept as it was.
+pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
+    walk_string_leaves(v, path, &mut |s, at| match decode(s) {
+        Some(d) => *s = d,
+        None => raw.push(at.to_owned()),
+    });
+}
+
 /// Encodes every string leaf of `v` in place, except those at the paths in
 /// `raw` (as recorded by [`decode_leaves`]).
 pub fn encode_leaves(v: &mut Value, path: &mut String, raw: &[String]) {
-    match v {
-        Value::String(s) if !raw.iter().any(|r| r == path) => *s = encode(s),
-        Value::Array(items) => {
-            for (i, item) in items.iter_mut().enumerate() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                encode_leaves(item, path, raw);
-                path.truncate(len);
-            }
+    walk_string_leaves(v, path, &mut |s, at| {
+        if !raw.iter().any(|r| r == at) {
+            *s = encode(s);
         }
-        Value::Object(map) => {
-            for (k, item) in map.iter_mut() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                encode_leaves(item, path, raw);
-                path.truncate(len);
-            }
-        }
-        _ => {}
-    }
+    });
 }
 
 #[cfg(test)]

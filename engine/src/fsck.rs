@@ -23,7 +23,7 @@ use jpstore_blobstore::storage::publish_new_file;
 use jpstore_blobstore::{BlobId, Location};
 
 use crate::conversation::codec::{self, LogEntry};
-use crate::conversation::{ConversationId, CONVERSATIONS_DIR};
+use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
@@ -137,7 +137,8 @@ fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
 
 struct ConvCheck {
     damaged: bool,
-    torn: Option<(u64, u64)>,
+    /// A torn tail found (and re-checked under the writer lock).
+    torn: bool,
     refs: Vec<(jpstore_blobstore::BlobId, u64, u64)>,
 }
 
@@ -150,14 +151,12 @@ impl Store {
     ) -> Result<FsckReport> {
         let mut report = FsckReport::default();
         if options.repair {
-            self.repair_blobs(options, &mut report, progress)?;
+            // Damaged objects first: the conversations referencing them are
+            // then found with missing blobs and moved aside too.
+            self.repair_blobs(&mut report, progress)?;
         }
-        let mut report2 = FsckReport {
-            repairs: std::mem::take(&mut report.repairs),
-            ..Default::default()
-        };
-        self.check_all(options, &mut report2, progress)?;
-        Ok(report2)
+        self.check_all(options, &mut report, progress)?;
+        Ok(report)
     }
 
     fn check_all(
@@ -168,7 +167,8 @@ impl Store {
     ) -> Result<()> {
         let ids = self.ids()?;
         report.conversations = ids.len();
-        let mut referenced: HashMap<BlobId, u64> = HashMap::new();
+        let mut referenced: HashSet<BlobId> = HashSet::new();
+        let mut sizes: HashMap<BlobId, u64> = HashMap::new();
         let mut to_quarantine: Vec<(ConversationId, String)> = Vec::new();
         // Blob damage found by reading data, to tie conversations to it.
         let mut damaged_blobs: HashSet<BlobId> = HashSet::new();
@@ -215,26 +215,23 @@ impl Store {
             if check.damaged {
                 reason = Some("its log is damaged".to_string());
             }
-            if let Some((offset, len)) = check.torn {
-                if options.repair {
-                    match self.writer(id) {
-                        Ok(w) => {
-                            if let Some(cut) = w.cut_tail() {
-                                report.repairs.push(format!(
-                                    "cut a torn tail of {} bytes at offset {} of conversation {id}",
-                                    cut.len, cut.offset
-                                ));
-                            }
-                            // The finding stays in the report as found.
-                            let _ = (offset, len);
+            if check.torn && options.repair {
+                // Opening a writer cuts it (the finding stays as found).
+                match self.writer(id) {
+                    Ok(w) => {
+                        if let Some(cut) = w.cut_tail() {
+                            report.repairs.push(format!(
+                                "cut a torn tail of {} bytes at offset {} of conversation {id}",
+                                cut.len, cut.offset
+                            ));
                         }
-                        Err(e) => reason = Some(format!("its torn tail could not be cut: {e}")),
                     }
+                    Err(e) => reason = Some(format!("its torn tail could not be cut: {e}")),
                 }
             }
+            let log = self.storage().display_path(&id.log_path());
             for (blob, size, offset) in &check.refs {
-                referenced.insert(*blob, *size);
-                let log = self.storage().display_path(&id.log_path());
+                referenced.insert(*blob);
                 let missing = |message: String, kind| Finding {
                     severity: Severity::Damage,
                     kind,
@@ -244,7 +241,15 @@ impl Store {
                     blob: Some(*blob),
                     message,
                 };
-                match self.blobs().size(blob) {
+                // Many references share a blob: look each one up once.
+                let found = match sizes.get(blob) {
+                    Some(s) => Ok(*s),
+                    None => self.blobs().size(blob),
+                };
+                if let Ok(s) = found {
+                    sizes.insert(*blob, s);
+                }
+                match found {
                     Ok(s) if s == *size => {
                         if damaged_blobs.contains(blob) {
                             reason.get_or_insert_with(|| {
@@ -282,9 +287,13 @@ impl Store {
         report.references = referenced.len();
         report.findings.extend(verify_findings);
         // Orphans, as information.
-        let all = self.blobs().ids()?;
-        let orphans: Vec<&BlobId> = all.iter().filter(|b| !referenced.contains_key(b)).collect();
-        if !orphans.is_empty() {
+        let orphans = self
+            .blobs()
+            .ids()?
+            .iter()
+            .filter(|b| !referenced.contains(b))
+            .count();
+        if orphans > 0 {
             report.findings.push(Finding {
                 severity: Severity::Info,
                 kind: "orphan-blobs",
@@ -293,8 +302,7 @@ impl Store {
                 offset: None,
                 blob: None,
                 message: format!(
-                    "{} blobs are referenced by no conversation (gc removes them)",
-                    orphans.len()
+                    "{orphans} blobs are referenced by no conversation (gc removes them)"
                 ),
             });
         }
@@ -322,7 +330,7 @@ impl Store {
         let display = storage.display_path(&path);
         let mut out = ConvCheck {
             damaged: false,
-            torn: None,
+            torn: false,
             refs: Vec::new(),
         };
         let finding = |kind, offset: Option<u64>, message: String| Finding {
@@ -363,7 +371,7 @@ impl Store {
                                 Some(offset),
                                 format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
                             ));
-                            out.torn = Some((offset, len));
+                            out.torn = true;
                         }
                     }
                     None => report.findings.push(Finding {
@@ -481,7 +489,6 @@ impl Store {
 
     fn repair_blobs(
         &self,
-        options: FsckOptions,
         report: &mut FsckReport,
         progress: &mut dyn FnMut(FsckProgress),
     ) -> Result<()> {
@@ -489,7 +496,6 @@ impl Store {
         let v = self
             .blobs()
             .verify_all(&mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)))?;
-        let _ = options;
         let mut moved: HashSet<PathBuf> = HashSet::new();
         let packs_dir = self.blobs().base().join(jpstore_blobstore::PACKS_DIR);
         let pack_files = |stem: &str| {
@@ -549,17 +555,8 @@ impl Store {
             Timestamp::now().to_jp_string()
         );
         let tmp = PathBuf::from(format!("{}.tmp.{}", at.display(), std::process::id()));
-        publish_new_file(&**self.storage(), &tmp, at, note.as_bytes()).map_err(|e| match e {
-            jpstore_blobstore::storage::PublishError::Io(op, p, source) => Error::Io {
-                op,
-                path: self.storage().display_path(&p),
-                source,
-            },
-            jpstore_blobstore::storage::PublishError::Sync(p, source) => Error::SyncFailed {
-                path: self.storage().display_path(&p),
-                source,
-            },
-        })?;
+        publish_new_file(&**self.storage(), &tmp, at, note.as_bytes())
+            .map_err(|e| Error::from_publish(&**self.storage(), e))?;
         Ok(())
     }
 
@@ -616,7 +613,6 @@ impl Store {
         let dir = self.quarantine_dir("conversations")?;
         let to = dir.join(format!("{id}.{}", Self::stamp()));
         self.move_aside(&id.dir(), &to)?;
-        let _ = CONVERSATIONS_DIR;
         self.write_note(&to.join("NOTE"), why)?;
         Ok(to)
     }

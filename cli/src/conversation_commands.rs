@@ -134,10 +134,8 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     // is durable already, so a failure here is reported, not fatal.
     let mut auto = None;
     if completes {
-        let mut summarize = |table: &jpstore_engine::event::Object,
-                             raw: &[Entry]|
-         -> jpstore_engine::error::Result<String> {
-            crate::summary::summarize(&store, table, raw, None)
+        let mut summarize = |table: &jpstore_engine::event::Object, raw: &[Entry]| {
+            store.summarize_from_profile(table, raw, None)
         };
         match store.auto_compact(&id, Timestamp::now(), &mut summarize) {
             Ok(Some(out)) => {
@@ -278,13 +276,9 @@ pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
     let out = std::io::stdout();
     let mut out = out.lock();
     // What the model sees: compaction, orphan repair and deduplication
-    // under the conversation's config.
+    // under the config in effect.
     let view = if compacted {
-        let base = store.base_config(&conv)?;
-        Some(
-            jpstore_engine::projection::view_with_config(&conv.entries, &base)
-                .map_err(jpstore_engine::error::Error::from)?,
-        )
+        Some(jpstore_engine::export::view(&store, &conv)?)
     } else {
         None
     };
@@ -563,7 +557,7 @@ fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes> {
         }
     }
     s.compacted = view(&conv.entries).iter().map(entry_chars).sum();
-    let traced = view_traced(&conv.entries, &store.base_config(conv)?)?;
+    let traced = view_traced(&conv.entries, &store.effective_base(conv)?)?;
     for (e, &i) in traced.entries.iter().zip(&traced.origin) {
         let n = entry_chars(e);
         s.view += n;
@@ -1141,7 +1135,7 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     let mut summarize = |table: &jpstore_engine::event::Object,
                          raw: &[Entry]|
      -> jpstore_engine::error::Result<String> {
-        crate::summary::summarize(&store, table, raw, args.profile.as_deref())
+        store.summarize_from_profile(table, raw, args.profile.as_deref())
     };
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
     let c = &out.compaction;
@@ -1264,7 +1258,7 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
         let mut summarize = |table: &jpstore_engine::event::Object,
                              raw: &[Entry]|
          -> jpstore_engine::error::Result<String> {
-            crate::summary::summarize(&store, table, raw, profile.as_deref())
+            store.summarize_from_profile(table, raw, profile.as_deref())
         };
         compacted = Some(
             store

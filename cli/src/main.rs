@@ -6,7 +6,6 @@ mod conversation_commands;
 mod demo;
 mod maintenance_commands;
 mod output;
-mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -667,7 +667,7 @@ impl crate::store::Store {
     ) -> crate::error::Result<CompactOutcome> {
         let mut writer = self.writer(id)?;
         let conv = self.read(id)?;
-        let config = self.compaction_config(&conv)?;
+        let config = self.effective_config_at(&conv, conv.entries.len())?;
         let settings = Settings::from_config(&config)?;
         let profile = settings.profile(request.profile.as_deref())?;
         let keep_last = request.keep_last.unwrap_or(settings.keep_last);
@@ -720,20 +720,6 @@ impl crate::store::Store {
             tokens_after,
             offset,
         })
-    }
-
-    /// The config compaction settings are read from: the workspace config
-    /// (`config.toml`, as it is now) with the conversation's config (its
-    /// base and every delta) merged over it, so profiles added to the
-    /// workspace later apply and a conversation's own settings win.
-    pub fn compaction_config(
-        &self,
-        conversation: &crate::conversation::read::Conversation,
-    ) -> crate::error::Result<Object> {
-        let mut config = self.workspace_config()?;
-        let own = self.config_at(conversation, conversation.entries.len())?;
-        crate::config::merge(&mut config, &own);
-        Ok(config)
     }
 
     /// Revokes a compaction by appending a `compaction_undo` entry: the
@@ -885,7 +871,7 @@ impl crate::store::Store {
         summarize: &mut Summarizer<'_>,
     ) -> crate::error::Result<Option<CompactOutcome>> {
         let conv = self.read(id)?;
-        let config = self.compaction_config(&conv)?;
+        let config = self.effective_config_at(&conv, conv.entries.len())?;
         let auto = AutoSettings::from_config(&config)?;
         let Some(window) = auto.context_window.filter(|_| auto.enabled) else {
             return Ok(None);

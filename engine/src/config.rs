@@ -307,7 +307,7 @@ fn sorted_value(value: &Value) -> Value {
 }
 
 /// The kind of a JSON value, for errors.
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -61,11 +61,11 @@ pub fn conversation_json(
 }
 
 /// The view of a conversation as it is sent: its projection with orphans
-/// repaired and resources deduplicated under the conversation's config
-/// ([`crate::projection::view_with_config`]). Reads the base config, no
-/// content.
+/// repaired and resources deduplicated under the config in effect
+/// ([`Store::effective_base`], [`crate::projection::view_with_config`]).
+/// Reads the base config, no content.
 pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
-    let base = store.base_config(conversation)?;
+    let base = store.effective_base(conversation)?;
     Ok(crate::projection::view_with_config(
         &conversation.entries,
         &base,
@@ -133,7 +133,7 @@ pub fn provider_request(
     provider: Provider,
 ) -> Result<Value> {
     let view = view(store, conversation)?;
-    let config = store.config_at(conversation, conversation.entries.len())?;
+    let config = store.effective_config_at(conversation, conversation.entries.len())?;
     let options = crate::provider::RequestOptions::from_config(&config);
     let mut read = |r: &BlobRef| -> Result<Vec<u8>> { Ok(store.blobs().get(&r.id)?) };
     match provider {

@@ -121,7 +121,7 @@ impl Store {
             cfg,
             config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
         )
-        .map_err(|e| publish_error(&*storage, e))?;
+        .map_err(|e| Error::from_publish(&*storage, e))?;
         storage
             .sync_dir(Path::new("."))
             .map_err(|source| Error::SyncFailed {
@@ -242,31 +242,7 @@ impl Store {
             base_config: Some(base_ref),
             fields,
         };
-        match new.id {
-            Some(id) => ConversationWriter::create(&self.blobs, id, patch, &[], self.options.log),
-            None => {
-                let mut id = ConversationId::from_time(created);
-                // Two conversations created in the same decisecond: take the
-                // next free number, as JP does.
-                for _ in 0..1000 {
-                    match ConversationWriter::create(
-                        &self.blobs,
-                        id.clone(),
-                        patch.clone(),
-                        &[],
-                        self.options.log,
-                    ) {
-                        Err(Error::ConversationExists { .. }) => {}
-                        other => return other,
-                    }
-                    id = match id.next_numeric() {
-                        Some(next) => next,
-                        None => break,
-                    };
-                }
-                Err(Error::ConversationExists { id: id.to_string() })
-            }
-        }
+        self.create_log(new.id, created, patch, &[])
     }
 
     /// Creates a new conversation from `id`'s whole history, or from its
@@ -327,28 +303,37 @@ impl Store {
             base_config: Some(base_ref),
             fields,
         };
-        let mut candidate = new_id
-            .clone()
-            .unwrap_or_else(|| ConversationId::from_time(now));
+        self.create_log(new_id, now, patch, &entries)
+    }
+
+    /// Publishes a new conversation's log: with `id`, or else JP's kind of
+    /// id for `created` (UTC deciseconds), taking the next free number when
+    /// two conversations are created in the same decisecond, as JP does.
+    fn create_log(
+        &self,
+        id: Option<ConversationId>,
+        created: Timestamp,
+        patch: MetaPatch,
+        entries: &[crate::event::Entry],
+    ) -> Result<ConversationWriter<'_>> {
+        let create = |id: ConversationId| {
+            ConversationWriter::create(&self.blobs, id, patch.clone(), entries, self.options.log)
+        };
+        if let Some(id) = id {
+            return create(id);
+        }
+        let mut id = ConversationId::from_time(created);
         for _ in 0..1000 {
-            match ConversationWriter::create(
-                &self.blobs,
-                candidate.clone(),
-                patch.clone(),
-                &entries,
-                self.options.log,
-            ) {
-                Err(Error::ConversationExists { .. }) if new_id.is_none() => {}
+            match create(id.clone()) {
+                Err(Error::ConversationExists { .. }) => {}
                 other => return other,
             }
-            candidate = match candidate.next_numeric() {
+            id = match id.next_numeric() {
                 Some(next) => next,
                 None => break,
             };
         }
-        Err(Error::ConversationExists {
-            id: candidate.to_string(),
-        })
+        Err(Error::ConversationExists { id: id.to_string() })
     }
 
     /// Holds the gc lock shared (writers; format-spec.md 4.7) until the
@@ -484,17 +469,31 @@ impl Store {
 
     /// Metadata and counts of every conversation.
     pub fn list(&self) -> Result<Vec<Listing>> {
-        self.ids()?
+        self.list_each()?
             .into_iter()
-            .map(|id| {
-                let (state, log_bytes) = read_state(&*self.storage, &id, self.options.log, true)?;
-                Ok(Listing {
-                    id,
-                    state,
-                    log_bytes,
-                })
-            })
+            .map(|item| item.map_err(|(_, e)| e))
             .collect()
+    }
+
+    /// The base config that commands acting by config (compaction,
+    /// deduplication, provider options) start from: the workspace config as
+    /// it is now, with the conversation's own base config merged over it
+    /// (format-spec.md 4.5). So settings added to `config.toml` later apply
+    /// to existing conversations, and a conversation's own settings win.
+    pub fn effective_base(&self, conversation: &Conversation) -> Result<Object> {
+        let mut config = self.workspace_config()?;
+        config::merge(&mut config, &self.base_config(conversation)?);
+        Ok(config)
+    }
+
+    /// [`Store::effective_base`] with every config delta before entry
+    /// `index` merged over it.
+    pub fn effective_config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
+        let base = self.effective_base(conversation)?;
+        Ok(config::config_after(
+            &base,
+            deltas_before(conversation, index),
+        ))
     }
 
     /// The base config of a conversation (empty if it has none).
@@ -515,27 +514,19 @@ impl Store {
     /// with every config delta before `index` merged over it.
     pub fn config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
         let base = self.base_config(conversation)?;
-        let deltas = conversation.entries[..index.min(conversation.entries.len())]
-            .iter()
-            .filter_map(|e| match e.event().map(|e| &e.kind) {
-                Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
-                _ => None,
-            });
-        Ok(config::config_after(&base, deltas))
+        Ok(config::config_after(
+            &base,
+            deltas_before(conversation, index),
+        ))
     }
 }
 
-fn publish_error(storage: &dyn Storage, e: jpstore_blobstore::storage::PublishError) -> Error {
-    use jpstore_blobstore::storage::PublishError;
-    match e {
-        PublishError::Io(op, p, source) => Error::Io {
-            op,
-            path: storage.display_path(&p),
-            source,
-        },
-        PublishError::Sync(p, source) => Error::SyncFailed {
-            path: storage.display_path(&p),
-            source,
-        },
-    }
+/// The config deltas among the first `index` entries of a conversation.
+fn deltas_before(conversation: &Conversation, index: usize) -> impl Iterator<Item = &Object> {
+    conversation.entries[..index.min(conversation.entries.len())]
+        .iter()
+        .filter_map(|e| match e.event().map(|e| &e.kind) {
+            Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
+            _ => None,
+        })
 }

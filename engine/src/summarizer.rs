@@ -348,18 +348,6 @@ fn body_suffix(body: &str) -> String {
     }
 }
 
-/// The kind of a JSON value, for errors.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// At most 80 characters of `value`'s JSON, for errors.
 fn json_excerpt(value: &Value) -> String {
     let text = value.to_string();
@@ -387,7 +375,7 @@ fn non_empty_string(
             key,
             message: format!(
                 "expected a string ({expected}), found {} {}",
-                json_kind(other),
+                crate::config::json_kind(other),
                 json_excerpt(other)
             ),
         }),
@@ -406,7 +394,7 @@ fn timeout_secs(table: &Map<String, Value>) -> Result<Option<Duration>, Summariz
             key: "timeout_secs",
             message: format!(
                 "expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, found {} {}",
-                json_kind(value),
+                crate::config::json_kind(value),
                 json_excerpt(value)
             ),
         }),
@@ -634,7 +622,7 @@ fn ask_endpoint(
 fn completion_content(json: &Value) -> Result<String, String> {
     let describe = |path: &str, value: Option<&Value>| match value {
         None => format!("`{path}` is missing"),
-        Some(value) => format!("`{path}` is {}", json_kind(value)),
+        Some(value) => format!("`{path}` is {}", crate::config::json_kind(value)),
     };
     let choices = match json.get("choices") {
         Some(Value::Array(choices)) => choices,
@@ -653,6 +641,33 @@ fn completion_content(json: &Value) -> Result<String, String> {
         }
         Some(Value::String(content)) => Ok(content.trim_end().to_string()),
         other => Err(describe("choices[0].message.content", other)),
+    }
+}
+
+impl crate::store::Store {
+    /// The summary of `raw` (a compaction's range of raw entries) as a
+    /// profile's summary table says: its `command` or `endpoint` reads the
+    /// events as JSON with content inline (never a view). A table that
+    /// names neither is [`CompactionError::SummaryNeeded`] for `profile`.
+    ///
+    /// [`CompactionError::SummaryNeeded`]: crate::compaction::CompactionError::SummaryNeeded
+    pub fn summarize_from_profile(
+        &self,
+        table: &Map<String, Value>,
+        raw: &[crate::event::Entry],
+        profile: Option<&str>,
+    ) -> crate::error::Result<String> {
+        let Some(source) = SummarySource::from_profile(table)? else {
+            return Err(crate::compaction::CompactionError::SummaryNeeded {
+                profile: profile.unwrap_or("default").to_string(),
+            }
+            .into());
+        };
+        let events = raw
+            .iter()
+            .map(|e| crate::export::entry_json(self, e, crate::export::ContentMode::Inline))
+            .collect::<crate::error::Result<Vec<_>>>()?;
+        Ok(summarize(&source, &Value::Array(events))?)
     }
 }
 

@@ -17,7 +17,7 @@ use jpstore_engine::event::input::{parse_input, ParsedInput};
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
-use jpstore_engine::export::{conversation_json, view_json, ContentMode};
+use jpstore_engine::export::{conversation_json, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
@@ -1042,18 +1042,27 @@ pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<Exit
         ViewFormat::Anthropic => Some(jpstore_engine::export::Provider::Anthropic),
         ViewFormat::Openai => Some(jpstore_engine::export::Provider::OpenAi),
     };
-    let doc = match provider {
-        None => view_json(&store, &conv, mode)?,
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match provider {
+        None => {
+            let view = jpstore_engine::export::into_view(&store, conv)?;
+            let rendered = render_view(&store, &view, mode);
+            let written = serde_json::to_writer_pretty(&mut out, &rendered);
+            if let Some(e) = rendered.take_error() {
+                return Err(e.into());
+            }
+            written.context("writing to standard output")?;
+        }
         Some(_) if refs => {
             bail!("--refs applies to --format json only: a provider request holds its content")
         }
-        Some(p) => jpstore_engine::export::provider_request(&store, &conv, p)?,
-    };
-    let mut bytes = serde_json::to_vec_pretty(&doc)?;
-    bytes.push(b'\n');
-    std::io::stdout()
-        .lock()
-        .write_all(&bytes)
+        Some(p) => {
+            let doc = jpstore_engine::export::provider_request(&store, &conv, p)?;
+            serde_json::to_writer_pretty(&mut out, &doc).context("writing to standard output")?;
+        }
+    }
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
         .context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use crate::conversation::read::Conversation;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
-use crate::event::{BlobRef, Entry, Payload};
+use crate::event::render::Rendered;
+use crate::event::{BlobRef, Entry, EventKind, Payload};
 use crate::store::Store;
 
 /// How content appears in rendered JSON.
@@ -63,43 +64,64 @@ pub fn conversation_json(
 /// The view of a conversation as it is sent: its projection with orphans
 /// repaired and resources deduplicated under the config in effect
 /// ([`Store::effective_base`], [`crate::projection::view_with_config`]).
-/// Reads the base config, no content.
+/// Tool response content is always a list of blocks. Reads the base config,
+/// no content.
 pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
     let base = store.effective_base(conversation)?;
-    Ok(crate::projection::view_with_config(
-        &conversation.entries,
-        &base,
-    )?)
+    let mut view = crate::projection::view_with_config(&conversation.entries, &base)?;
+    as_blocks(&mut view);
+    Ok(view)
 }
 
-/// Renders the view of a conversation ([`view`]) as a JSON array of events.
-/// Tool response content is always a list of blocks. With
-/// [`ContentMode::Refs`] no content blob is read: content stays
-/// `{"$blob", "size"}` references (the text the projection and
-/// deduplication create is inline).
-pub fn view_json(store: &Store, conversation: &Conversation, mode: ContentMode) -> Result<Value> {
-    let events = view(store, conversation)?;
-    let out = events
-        .into_iter()
-        .map(|mut e| {
-            if let Entry::Event(ev) = &mut e {
-                if let crate::event::EventKind::ToolCallResponse(r) = &mut ev.kind {
-                    r.plain = false;
-                }
+/// [`view`] of a conversation the caller gives up: the entries of the view
+/// are moved out of it, not copied.
+pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<Payload>>> {
+    let base = store.effective_base(&conversation)?;
+    let mut view = crate::projection::view_traced_owned(conversation.entries, &base)?.entries;
+    as_blocks(&mut view);
+    Ok(view)
+}
+
+fn as_blocks(view: &mut [Entry<Payload>]) {
+    for e in view {
+        if let Entry::Event(ev) = e {
+            if let EventKind::ToolCallResponse(r) = &mut ev.kind {
+                r.plain = false;
             }
-            render_entry(&e, &mut |p: &Payload, kind: PayloadKind| match (p, mode) {
-                (Payload::Ref(r), ContentMode::Refs) => Ok(blob_ref_json(r)),
-                (Payload::Ref(r), ContentMode::Inline) => {
-                    let bytes = store.blobs().get(&r.id)?;
-                    inline_json(store, r, bytes, kind)
-                }
-                (Payload::Inline(b), _) => {
-                    payload_json(p, kind).map_err(|found| not_text(store, &BlobId::of(b), found))
-                }
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Value::Array(out))
+        }
+    }
+}
+
+/// Renders the entries of a view ([`view`], [`into_view`]) as a JSON array,
+/// written as it is serialized ([`Rendered`]; check
+/// [`Rendered::take_error`] after serializing). With [`ContentMode::Refs`]
+/// no content blob is read: content stays `{"$blob", "size"}` references
+/// (the text the projection and deduplication create is inline).
+pub fn render_view<'a>(
+    store: &'a Store,
+    view: &'a [Entry<Payload>],
+    mode: ContentMode,
+) -> Rendered<'a, 'a, Payload, Error> {
+    Rendered::entries(
+        view,
+        Box::new(move |p: &Payload, kind: PayloadKind| match (p, mode) {
+            (Payload::Ref(r), ContentMode::Refs) => Ok(blob_ref_json(r)),
+            (Payload::Ref(r), ContentMode::Inline) => {
+                let bytes = store.blobs().get(&r.id)?;
+                inline_json(store, r, bytes, kind)
+            }
+            (Payload::Inline(b), _) => {
+                payload_json(p, kind).map_err(|found| not_text(store, &BlobId::of(b), found))
+            }
+        }),
+    )
+}
+
+/// The view of a conversation ([`view`]) as a JSON value ([`render_view`]).
+pub fn view_json(store: &Store, conversation: &Conversation, mode: ContentMode) -> Result<Value> {
+    let view = view(store, conversation)?;
+    let value = render_view(store, &view, mode).to_value();
+    value
 }
 
 fn inline_json(store: &Store, r: &BlobRef, bytes: Vec<u8>, kind: PayloadKind) -> Result<Value> {

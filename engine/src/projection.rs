@@ -192,6 +192,34 @@ pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
 /// [`project`], with the index in `entries` each output entry comes from
 /// (an injected summary comes from the first event of its run).
 fn project_traced(entries: &[Entry<BlobRef>]) -> (Vec<Entry<Payload>>, Vec<usize>) {
+    let actions = decide(entries);
+    apply(entries.iter().cloned(), actions)
+}
+
+/// [`project_traced`] of entries the caller gives up: kept entries are
+/// moved into the view, not copied.
+fn project_traced_owned(entries: Vec<Entry<BlobRef>>) -> (Vec<Entry<Payload>>, Vec<usize>) {
+    let actions = decide(&entries);
+    apply(entries, actions)
+}
+
+/// What the projection does with one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Action {
+    /// Left out (compactions, and what the rules drop).
+    Drop,
+    /// Passed through unchanged.
+    Keep,
+    /// Passed through with its arguments emptied (rule 6).
+    StripArguments,
+    /// Replaced by `[compacted] <name>: success|error` (rule 7).
+    CompactResponse { name: String },
+    /// Replaced by the summary of its run (rule 3): the first event of a run.
+    Summary { text: String },
+}
+
+/// Rules 1-7, decided from the entries without changing them.
+fn decide(entries: &[Entry<BlobRef>]) -> Vec<Action> {
     let turn_of = turn_indices(entries);
     let plan = plan(entries, &turn_of);
     let policy = |i: usize| -> TurnPolicy {
@@ -203,104 +231,146 @@ fn project_traced(entries: &[Entry<BlobRef>]) -> (Vec<Entry<Payload>>, Vec<usize
     // Tool names by call id, as the requests name them (for stripped
     // responses; a reused id takes the latest request before the response).
     let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut out = Vec::with_capacity(entries.len());
-    let mut origin = Vec::with_capacity(entries.len());
+    let mut actions = Vec::with_capacity(entries.len());
     // The summary whose run is open, and the turn the run is at.
     let mut open_run: Option<(usize, u64)> = None;
     for (i, entry) in entries.iter().enumerate() {
-        let p = policy(i);
-        let turn = turn_of[i];
         let event = match entry {
-            Entry::Unknown(o) => {
-                out.push(Entry::Unknown(o.clone()));
-                origin.push(i);
+            Entry::Unknown(_) => {
+                actions.push(Action::Keep);
                 continue;
             }
             Entry::Event(e) => e,
         };
-        if let EventKind::ToolCallRequest(r) = &event.kind {
-            names.insert(&r.id, &r.name);
+        actions.push(decide_event(
+            event,
+            policy(i),
+            turn_of[i],
+            &plan,
+            &mut names,
+            &mut open_run,
+        ));
+    }
+    actions
+}
+
+fn decide_event<'e>(
+    event: &'e Event<BlobRef>,
+    p: TurnPolicy,
+    turn: u64,
+    plan: &Plan<'_>,
+    names: &mut HashMap<&'e str, &'e str>,
+    open_run: &mut Option<(usize, u64)>,
+) -> Action {
+    if let EventKind::ToolCallRequest(r) = &event.kind {
+        names.insert(&r.id, &r.name);
+    }
+    match &event.kind {
+        EventKind::Compaction(_) | EventKind::CompactionUndo(_) => return Action::Drop,
+        EventKind::ConfigDelta(_) => return Action::Keep,
+        _ => {}
+    }
+    // Rule 3: summaries.
+    if let Some(s) = p.summary {
+        let continues =
+            matches!(*open_run, Some((run, t)) if run == s && (t == turn || t + 1 == turn));
+        *open_run = Some((s, turn));
+        if continues {
+            return Action::Drop;
         }
-        match &event.kind {
-            EventKind::Compaction(_) | EventKind::CompactionUndo(_) => continue,
-            EventKind::ConfigDelta(_) => {
+        let text = plan
+            .compactions
+            .get(&s)
+            .and_then(|c| c.summary.as_deref())
+            .unwrap_or("");
+        return Action::Summary {
+            text: text.to_owned(),
+        };
+    }
+    *open_run = None;
+    let compaction = |w: Winner| w.and_then(|i| plan.compactions.get(&i).copied());
+    match &event.kind {
+        // Rule 4.
+        EventKind::ChatResponse(ChatResponse::Reasoning(_))
+            if compaction(p.reasoning).is_some() =>
+        {
+            Action::Drop
+        }
+        EventKind::ToolCallRequest(r) => {
+            match compaction(p.tool_calls).map(|c| (c, c.tool_calls)) {
+                Some((_, Some(ToolCallPolicy::Omit))) => Action::Drop,
+                Some((c, Some(ToolCallPolicy::Strip { request: true, .. })))
+                    if !keeps(c, &r.name, true) =>
+                {
+                    Action::StripArguments
+                }
+                _ => Action::Keep,
+            }
+        }
+        EventKind::ToolCallResponse(r) => {
+            let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+            match compaction(p.tool_calls).map(|c| (c, c.tool_calls)) {
+                Some((_, Some(ToolCallPolicy::Omit))) => Action::Drop,
+                Some((c, Some(ToolCallPolicy::Strip { response: true, .. })))
+                    if !keeps(c, name, false) =>
+                {
+                    Action::CompactResponse {
+                        name: name.to_owned(),
+                    }
+                }
+                _ => Action::Keep,
+            }
+        }
+        _ => Action::Keep,
+    }
+}
+
+/// Builds the projection from the entries and their [`decide`]d actions.
+fn apply(
+    entries: impl IntoIterator<Item = Entry<BlobRef>>,
+    actions: Vec<Action>,
+) -> (Vec<Entry<Payload>>, Vec<usize>) {
+    let mut out = Vec::with_capacity(actions.len());
+    let mut origin = Vec::with_capacity(actions.len());
+    for (i, (entry, action)) in entries.into_iter().zip(actions).enumerate() {
+        let event = match (action, entry) {
+            (Action::Drop, _) => continue,
+            (Action::Keep, entry) => {
                 out.push(to_payload(entry));
                 origin.push(i);
                 continue;
             }
-            _ => {}
-        }
-        // Rule 3: summaries.
-        if let Some(s) = p.summary {
-            let continues =
-                matches!(open_run, Some((run, t)) if run == s && (t == turn || t + 1 == turn));
-            if !continues {
-                let text = plan
-                    .compactions
-                    .get(&s)
-                    .and_then(|c| c.summary.as_deref())
-                    .unwrap_or("");
-                out.extend(summary_events(event.timestamp, text));
+            (_, Entry::Unknown(_)) => continue,
+            (action, Entry::Event(event)) => (action, event),
+        };
+        match event {
+            (Action::Summary { text }, e) => {
+                out.extend(summary_events(e.timestamp, &text));
                 origin.extend([i; 3]);
             }
-            open_run = Some((s, turn));
-            continue;
-        }
-        open_run = None;
-        let compaction = |w: Winner| w.and_then(|i| plan.compactions.get(&i).copied());
-        match &event.kind {
-            // Rule 4.
-            EventKind::ChatResponse(ChatResponse::Reasoning(_))
-                if compaction(p.reasoning).is_some() =>
-            {
-                continue
+            (Action::StripArguments, e) => {
+                let mut e = to_payload_event(e);
+                if let EventKind::ToolCallRequest(r) = &mut e.kind {
+                    r.arguments = Default::default();
+                }
+                out.push(Entry::Event(e));
+                origin.push(i);
             }
-            EventKind::ToolCallRequest(r) => {
-                if let Some(c) = compaction(p.tool_calls) {
-                    match c.tool_calls {
-                        Some(ToolCallPolicy::Omit) => continue,
-                        Some(ToolCallPolicy::Strip { request: true, .. })
-                            if !keeps(c, &r.name, true) =>
-                        {
-                            let mut e = to_payload_event(event);
-                            if let EventKind::ToolCallRequest(r) = &mut e.kind {
-                                r.arguments = Default::default();
-                            }
-                            out.push(Entry::Event(e));
-                            origin.push(i);
-                            continue;
-                        }
-                        _ => {}
-                    }
+            (Action::CompactResponse { name }, e) => {
+                if let EventKind::ToolCallResponse(r) = &e.kind {
+                    out.push(Entry::Event(Event {
+                        timestamp: e.timestamp,
+                        kind: EventKind::ToolCallResponse(compacted_response(
+                            &r.id, &name, r.is_error,
+                        )),
+                        metadata: e.metadata,
+                        extra: e.extra,
+                    }));
+                    origin.push(i);
                 }
             }
-            EventKind::ToolCallResponse(r) => {
-                if let Some(c) = compaction(p.tool_calls) {
-                    let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
-                    match c.tool_calls {
-                        Some(ToolCallPolicy::Omit) => continue,
-                        Some(ToolCallPolicy::Strip { response: true, .. })
-                            if !keeps(c, name, false) =>
-                        {
-                            out.push(Entry::Event(Event {
-                                timestamp: event.timestamp,
-                                kind: EventKind::ToolCallResponse(compacted_response(
-                                    &r.id, name, r.is_error,
-                                )),
-                                metadata: event.metadata.clone(),
-                                extra: event.extra.clone(),
-                            }));
-                            origin.push(i);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
+            (Action::Drop | Action::Keep, _) => {}
         }
-        out.push(to_payload(entry));
-        origin.push(i);
     }
     (out, origin)
 }
@@ -314,15 +384,14 @@ fn keeps(c: &Compaction, tool: &str, request: bool) -> bool {
     })
 }
 
-fn to_payload(entry: &Entry<BlobRef>) -> Entry<Payload> {
+fn to_payload(entry: Entry<BlobRef>) -> Entry<Payload> {
     entry
-        .clone()
         .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
         .unwrap_or_else(|never| match never {})
 }
 
-fn to_payload_event(event: &Event<BlobRef>) -> Event<Payload> {
-    match to_payload(&Entry::Event(event.clone())) {
+fn to_payload_event(event: Event<BlobRef>) -> Event<Payload> {
+    match to_payload(Entry::Event(event)) {
         Entry::Event(e) => e,
         Entry::Unknown(_) => unreachable!("an event maps to an event"),
     }
@@ -444,7 +513,23 @@ pub struct TracedView {
 
 /// [`view_with_config`], traced: see [`TracedView`].
 pub fn view_traced(entries: &[Entry<BlobRef>], base: &Object) -> Result<TracedView, DedupError> {
-    let (projected, origin) = project_traced(entries);
+    finish_view(project_traced(entries), base)
+}
+
+/// [`view_traced`] of entries the caller gives up (the entries of the view
+/// are moved out of them, not copied).
+pub fn view_traced_owned(
+    entries: Vec<Entry<BlobRef>>,
+    base: &Object,
+) -> Result<TracedView, DedupError> {
+    finish_view(project_traced_owned(entries), base)
+}
+
+/// Orphans repaired, resources deduplicated, and only what a view shows.
+fn finish_view(
+    (projected, origin): (Vec<Entry<Payload>>, Vec<usize>),
+    base: &Object,
+) -> Result<TracedView, DedupError> {
     let (mut projected, origin) = repair_orphans_tagged(projected, origin);
     let dedup = deduplicate(&mut projected, base)?;
     let (entries, origin) = projected

@@ -129,27 +129,43 @@ impl Timestamp {
     /// The JP form `YYYY-MM-DD HH:MM:SS.f` in UTC, with trailing zeros of
     /// the fraction trimmed and `.0` when the fraction is zero.
     pub fn to_jp_string(&self) -> String {
-        // `from_unix` guarantees the range, so the fallback is never taken.
+        self.to_string()
+    }
+
+    /// [`Timestamp::to_jp_string`] into a buffer (rendering thousands of
+    /// events allocates nothing for their timestamps): the bytes and how
+    /// many are used.
+    fn jp_bytes(&self) -> ([u8; 29], usize) {
+        // `from_unix` guarantees the range (years 0000 to 9999), so the
+        // fallback is never taken.
         let time = DateTime::from_timestamp(self.secs, self.nanos).unwrap_or_default();
-        let mut fraction = format!("{:09}", self.nanos);
-        let kept = fraction.trim_end_matches('0').len().max(1);
-        fraction.truncate(kept);
-        format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{fraction}",
-            time.year(),
-            time.month(),
-            time.day(),
-            time.hour(),
-            time.minute(),
-            time.second(),
-        )
+        let mut buf = *b"0000-00-00 00:00:00.000000000";
+        let mut put = |at: usize, width: usize, mut value: u32| {
+            for i in (at..at + width).rev() {
+                buf[i] = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        };
+        put(0, 4, time.year().clamp(0, 9999) as u32);
+        put(5, 2, time.month());
+        put(8, 2, time.day());
+        put(11, 2, time.hour());
+        put(14, 2, time.minute());
+        put(17, 2, time.second());
+        put(20, 9, self.nanos.min(999_999_999));
+        let mut len = buf.len();
+        while len > 21 && buf[len - 1] == b'0' {
+            len -= 1;
+        }
+        (buf, len)
     }
 }
 
 impl fmt::Display for Timestamp {
-    /// Writes [`Timestamp::to_jp_string`].
+    /// Writes the JP form ([`Timestamp::to_jp_string`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_jp_string())
+        let (buf, len) = self.jp_bytes();
+        f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -13,6 +13,7 @@ use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use super::model::*;
+use super::render::Rendered;
 use crate::timestamp::Timestamp;
 
 /// What went wrong in one entry's JSON: the field (a path such as
@@ -699,207 +700,21 @@ pub fn payload_json(p: &Payload, kind: PayloadKind) -> Result<Value, String> {
     }
 }
 
-/// Renders an entry as JSON, with `content` rendering each payload.
+/// Renders an entry as a JSON value, with `content` rendering each payload
+/// (the value of [`super::render::Rendered`]).
 pub fn render_entry<C, E>(
     entry: &Entry<C>,
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
 ) -> Result<Value, E> {
-    let e = match entry {
-        Entry::Unknown(o) => return Ok(Value::Object(o.clone())),
-        Entry::Event(e) => e,
-    };
-    let mut o = Map::new();
-    o.insert("type".into(), e.kind.type_name().into());
-    o.insert("timestamp".into(), e.timestamp.to_jp_string().into());
-    match &e.kind {
-        EventKind::TurnStart => {}
-        EventKind::ChatRequest(r) => {
-            o.insert("content".into(), r.content.clone().into());
-            if let Some(s) = &r.schema {
-                o.insert("schema".into(), Value::Object(s.clone()));
-            }
-            if let Some(a) = &r.author {
-                o.insert("author".into(), a.clone().into());
-            }
-            if !r.resources.is_empty() {
-                let rs = r
-                    .resources
-                    .iter()
-                    .map(|res| render_resource(res, content))
-                    .collect::<Result<Vec<_>, E>>()?;
-                o.insert("resources".into(), Value::Array(rs));
-            }
-        }
-        EventKind::ChatResponse(r) => {
-            let (k, v) = match r {
-                ChatResponse::Message(s) => ("message", Value::String(s.clone())),
-                ChatResponse::Reasoning(s) => ("reasoning", Value::String(s.clone())),
-                ChatResponse::Data(v) => ("data", v.clone()),
-            };
-            o.insert(k.into(), v);
-        }
-        EventKind::ToolCallRequest(r) => {
-            o.insert("id".into(), r.id.clone().into());
-            o.insert("name".into(), r.name.clone().into());
-            o.insert("arguments".into(), Value::Object(r.arguments.clone()));
-        }
-        EventKind::ToolCallResponse(r) => {
-            o.insert("id".into(), r.id.clone().into());
-            let plain_text = match r.content.as_slice() {
-                [Block::Text(t)]
-                    if r.plain
-                        && t.mime_type.is_none()
-                        && t.annotations.is_none()
-                        && t.extra.is_empty() =>
-                {
-                    Some(&t.text)
-                }
-                _ => None,
-            };
-            let c = match plain_text {
-                Some(t) => content(t, PayloadKind::Text)?,
-                None => Value::Array(
-                    r.content
-                        .iter()
-                        .map(|b| render_block(b, content))
-                        .collect::<Result<_, E>>()?,
-                ),
-            };
-            o.insert("content".into(), c);
-            o.insert("is_error".into(), r.is_error.into());
-        }
-        EventKind::InquiryRequest(r) => {
-            o.insert("id".into(), r.id.clone().into());
-            o.insert("source".into(), Value::Object(r.source.clone()));
-            o.insert("question".into(), Value::Object(r.question.clone()));
-        }
-        EventKind::InquiryResponse(r) => {
-            o.insert("id".into(), r.id.clone().into());
-            o.insert("answer".into(), r.answer.clone());
-        }
-        EventKind::ConfigDelta(d) => {
-            o.insert("delta".into(), Value::Object(d.delta.clone()));
-        }
-        EventKind::Compaction(c) => render_compaction(c, &mut o),
-        EventKind::CompactionUndo(u) => {
-            o.insert("undoes".into(), u.undoes.into());
-        }
-    }
-    if !e.metadata.is_empty() {
-        o.insert("metadata".into(), Value::Object(e.metadata.clone()));
-    }
-    extend(&mut o, &e.extra);
-    Ok(Value::Object(o))
+    Rendered::entry(entry, Box::new(content)).to_value()
 }
 
-fn extend(o: &mut Object, extra: &Object) {
-    for (k, v) in extra {
-        o.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-}
-
-fn render_block<C, E>(
-    b: &Block<C>,
-    content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
-) -> Result<Value, E> {
-    match b {
-        Block::Other(o) => Ok(Value::Object(o.clone())),
-        Block::Text(t) => {
-            let mut o = Map::new();
-            o.insert("type".into(), "text".into());
-            o.insert("text".into(), content(&t.text, PayloadKind::Text)?);
-            if let Some(m) = &t.mime_type {
-                o.insert("mimeType".into(), m.clone().into());
-            }
-            if let Some(a) = &t.annotations {
-                o.insert("annotations".into(), a.clone());
-            }
-            extend(&mut o, &t.extra);
-            Ok(Value::Object(o))
-        }
-        Block::Resource(rb) => {
-            let mut o = Map::new();
-            o.insert("type".into(), "resource".into());
-            o.insert("resource".into(), render_resource(&rb.resource, content)?);
-            extend(&mut o, &rb.extra);
-            Ok(Value::Object(o))
-        }
-    }
-}
-
-/// Renders a resource (RFD 065 JSON form).
+/// Renders a resource (RFD 065 JSON form) as a JSON value.
 pub fn render_resource<C, E>(
     r: &Resource<C>,
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
 ) -> Result<Value, E> {
-    let mut o = Map::new();
-    o.insert("uri".into(), r.uri.clone().into());
-    if let Some(m) = &r.mime_type {
-        o.insert("mimeType".into(), m.clone().into());
-    }
-    match &r.content {
-        ResourceContent::Text(c) => o.insert("text".into(), content(c, PayloadKind::Text)?),
-        ResourceContent::Binary(c) => o.insert("blob".into(), content(c, PayloadKind::Binary)?),
-    };
-    if let Some(a) = &r.annotations {
-        o.insert("annotations".into(), a.clone());
-    }
-    for (k, v) in [
-        ("name", &r.name),
-        ("title", &r.title),
-        ("description", &r.description),
-    ] {
-        if let Some(v) = v {
-            o.insert(k.into(), v.clone().into());
-        }
-    }
-    if let Some(f) = &r.formatted {
-        o.insert("formatted".into(), content(f, PayloadKind::Text)?);
-    }
-    extend(&mut o, &r.extra);
-    Ok(Value::Object(o))
-}
-
-fn render_compaction(c: &Compaction, o: &mut Object) {
-    o.insert("from_turn".into(), c.from_turn.into());
-    o.insert("to_turn".into(), c.to_turn.into());
-    if let Some(s) = &c.summary {
-        let mut so = Map::new();
-        so.insert("summary".into(), s.clone().into());
-        o.insert("summary".into(), Value::Object(so));
-    }
-    if c.strip_reasoning {
-        o.insert("reasoning".into(), "strip".into());
-    }
-    match c.tool_calls {
-        None => {}
-        Some(ToolCallPolicy::Omit) => {
-            o.insert("tool_calls".into(), serde_json::json!({"policy": "omit"}));
-        }
-        Some(ToolCallPolicy::Strip { request, response }) => {
-            o.insert(
-                "tool_calls".into(),
-                serde_json::json!({"policy": "strip", "request": request, "response": response}),
-            );
-        }
-    }
-    if !c.tool_overrides.is_empty() {
-        let mut to = Map::new();
-        for (name, h) in &c.tool_overrides {
-            let mut ho = Map::new();
-            if let Some(m) = h.request {
-                ho.insert("request".into(), m.as_str().into());
-            }
-            if let Some(m) = h.response {
-                ho.insert("response".into(), m.as_str().into());
-            }
-            to.insert(name.clone(), Value::Object(ho));
-        }
-        o.insert("tool_overrides".into(), Value::Object(to));
-    }
-    if let Some(s) = c.source {
-        o.insert("source".into(), s.as_str().into());
-    }
+    Rendered::resource(r, Box::new(content)).to_value()
 }
 
 /// Renders an entry with content as references (no blob is read).

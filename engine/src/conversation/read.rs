@@ -8,7 +8,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::Entry;
-use crate::log::{LogOptions, LogReader, FIRST_RECORD};
+use crate::log::{LogOptions, LogReader, Record, FIRST_RECORD};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,11 +36,8 @@ pub struct FoldEnd {
 
 /// Decodes the records of `reader` from `from` (a record boundary), folding
 /// every entry into `state` and handing event entries with their record's
-/// offset to `on_entry`.
-///
-/// An entry that does not decode is reported as corruption at its record's
-/// offset: its checksum matched, so the bytes are what a writer wrote, and a
-/// reader that cannot understand them must not guess.
+/// offset to `on_entry`. An entry that does not decode is an error
+/// ([`decode_record`]).
 pub fn fold_records(
     reader: &LogReader,
     from: u64,
@@ -51,19 +48,8 @@ pub fn fold_records(
     let mut last = None;
     for record in records.by_ref() {
         let record = record?;
-        state.records += 1;
-        for (i, bytes) in record.entries.iter().enumerate() {
-            let entry = codec::decode(bytes).map_err(|found| Error::Corrupt {
-                path: reader.path().to_path_buf(),
-                offset: record.offset,
-                expected: format!("a decodable entry {i} in the record"),
-                found,
-            })?;
-            state.apply(&entry);
-            if let LogEntry::Event(e) = entry {
-                on_entry(e, record.offset);
-            }
-        }
+        let entries = decode_record(reader, &record)?;
+        apply_record(&record, entries, state, on_entry);
         last = Some((record.offset, record.payload_crc));
     }
     Ok(FoldEnd {
@@ -72,21 +58,112 @@ pub fn fold_records(
     })
 }
 
-/// Reads a whole conversation.
+/// Decodes the entries of one record. An entry that does not decode is
+/// reported as corruption at the record's offset: its checksum matched, so
+/// the bytes are what a writer wrote, and a reader that cannot understand
+/// them must not guess.
+fn decode_record(reader: &LogReader, record: &Record) -> Result<Vec<LogEntry>> {
+    record
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            codec::decode(bytes).map_err(|found| Error::Corrupt {
+                path: reader.path().to_path_buf(),
+                offset: record.offset,
+                expected: format!("a decodable entry {i} in the record"),
+                found,
+            })
+        })
+        .collect()
+}
+
+fn apply_record(
+    record: &Record,
+    entries: Vec<LogEntry>,
+    state: &mut ConversationState,
+    on_entry: &mut dyn FnMut(Entry, u64),
+) {
+    state.records += 1;
+    for entry in entries {
+        state.apply(&entry);
+        if let LogEntry::Event(e) = entry {
+            on_entry(e, record.offset);
+        }
+    }
+}
+
+/// Below this many bytes of records, decoding on one thread is faster than
+/// starting others.
+const PARALLEL_DECODE_MIN: usize = 256 * 1024;
+
+/// Decodes the entries of `records` on up to all cores (in contiguous runs
+/// of records of about equal bytes), keeping their order.
+fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogEntry>>> {
+    let bytes: usize = records.iter().map(|r| r.len as usize).sum();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    if threads < 2 || bytes < PARALLEL_DECODE_MIN {
+        return records.iter().map(|r| decode_record(reader, r)).collect();
+    }
+    let share = bytes.div_ceil(threads);
+    let mut runs = Vec::with_capacity(threads);
+    let (mut start, mut acc) = (0, 0);
+    for (i, r) in records.iter().enumerate() {
+        acc += r.len as usize;
+        if acc >= share {
+            runs.push(&records[start..=i]);
+            (start, acc) = (i + 1, 0);
+        }
+    }
+    if start < records.len() {
+        runs.push(&records[start..]);
+    }
+    let decoded: Vec<Result<Vec<Vec<LogEntry>>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| scope.spawn(move || run.iter().map(|r| decode_record(reader, r)).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(run) => run,
+                // A decoder never panics on any bytes (fuzzed); if one did,
+                // the panic goes on in the caller's thread.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(records.len());
+    for run in decoded {
+        out.extend(run?);
+    }
+    Ok(out)
+}
+
+/// Reads a whole conversation: every record first (framing and checksums),
+/// then their entries decoded on all cores, then folded in order.
 pub fn read_conversation(
     storage: &dyn Storage,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<Conversation> {
     let reader = open_reader(storage, id, options)?;
+    let mut walk = reader.records_from(FIRST_RECORD)?;
+    let records = walk.by_ref().collect::<Result<Vec<Record>>>()?;
+    let log_end = walk.position();
+    let decoded = decode_records(&reader, &records)?;
     let mut state = ConversationState::default();
     let mut entries = Vec::new();
     let mut entry_records = Vec::new();
-    let log_end = fold_records(&reader, FIRST_RECORD, &mut state, &mut |e, off| {
-        entries.push(e);
-        entry_records.push(off);
-    })?
-    .end;
+    for (record, decoded) in records.iter().zip(decoded) {
+        apply_record(record, decoded, &mut state, &mut |e, off| {
+            entries.push(e);
+            entry_records.push(off);
+        });
+    }
     Ok(Conversation {
         id: id.clone(),
         entries,

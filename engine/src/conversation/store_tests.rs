@@ -330,3 +330,53 @@ fn forks_share_content_and_start_where_asked() {
         Err(Error::ConversationExists { .. })
     ));
 }
+
+#[test]
+fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
+    let (_dir, store) = store();
+    let id = new_conv(&store, "long");
+    {
+        let mut w = store.writer(&id).expect("writer");
+        // About 600 KB of records: above the threshold of a parallel decode.
+        let text = "x".repeat(2_000);
+        for i in 0..300 {
+            let batch = format!("{{\"type\":\"chat_request\",\"content\":\"{i} {text}\"}}\n");
+            w.append(events(&batch)).expect("append");
+        }
+    }
+    let conv = store.read(&id).expect("read");
+    let mut sequential = super::state::ConversationState::default();
+    let mut entries = Vec::new();
+    let reader =
+        super::read::open_reader(&**store.storage(), &id, Default::default()).expect("reader");
+    let end = super::read::fold_records(
+        &reader,
+        crate::log::FIRST_RECORD,
+        &mut sequential,
+        &mut |e, _| entries.push(e),
+    )
+    .expect("fold");
+    assert_eq!(conv.entries.len(), 300);
+    assert_eq!(conv.entries, entries);
+    assert_eq!(conv.state, sequential);
+    assert_eq!(conv.log_end, end.end);
+
+    // A record whose checksum matches but whose entry is not MessagePack.
+    let bad_at = {
+        let mut raw =
+            crate::log::LogWriter::open(&**store.storage(), &id.log_path(), Default::default())
+                .expect("raw writer");
+        raw.append(&[[super::codec::KIND_EVENT, 0xc1]])
+            .expect("append raw")
+    };
+    for err in [
+        store.read(&id).expect_err("a reader decodes every record"),
+        store
+            .writer(&id)
+            .expect_err("a writer decodes the records after its head"),
+    ] {
+        let msg = err.to_string();
+        assert!(msg.contains(&bad_at.to_string()), "{msg}");
+        assert!(msg.contains("decodable entry 0"), "{msg}");
+    }
+}

@@ -396,11 +396,15 @@ mod tests {
     #[test]
     fn a_list_renders_as_its_entries_one_by_one_and_streams_the_same_bytes() {
         let entries = vec![
-            entry(json!({"type": "chat_request", "timestamp": "2026-05-29 19:42:36.5",
-                         "content": "hi \"there\"", "metadata": {"k": [1, null]}})),
-            entry(json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
+            entry(
+                json!({"type": "chat_request", "timestamp": "2026-05-29 19:42:36.5",
+                         "content": "hi \"there\"", "metadata": {"k": [1, null]}}),
+            ),
+            entry(
+                json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
                          "id": "t", "content": [{"type": "text", "text": "out", "mimeType": "text/x"}],
-                         "is_error": false, "later": 1})),
+                         "is_error": false, "later": 1}),
+            ),
             entry(json!({"type": "something_new", "x": {"y": 2}})),
         ];
         let list = Rendered::entries(&entries, Box::new(|p: &Payload, _| text(p)));
@@ -422,10 +426,14 @@ mod tests {
     #[test]
     fn the_first_content_error_is_returned_as_it_was() {
         let entries = vec![
-            entry(json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
-                         "id": "a", "content": "fail", "is_error": false})),
-            entry(json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
-                         "id": "b", "content": "fail", "is_error": false})),
+            entry(
+                json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
+                         "id": "a", "content": "fail", "is_error": false}),
+            ),
+            entry(
+                json!({"type": "tool_call_response", "timestamp": "2026-05-29 19:42:37.0",
+                         "id": "b", "content": "fail", "is_error": false}),
+            ),
         ];
         let list = Rendered::entries(&entries, Box::new(|p: &Payload, _| text(p)));
         assert_eq!(list.to_value().expect_err("failed"), "no such blob");

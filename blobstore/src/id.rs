@@ -36,7 +36,20 @@ impl BlobId {
 
     /// The 64-digit lowercase hex form.
     pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
+        let digits = self.hex_digits();
+        // Only the ASCII digits of `HEX` are written.
+        String::from_utf8_lossy(&digits).into_owned()
+    }
+
+    /// The 64 lowercase hex digits, without an allocation.
+    fn hex_digits(&self) -> [u8; 64] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (pair, b) in out.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0x0f)];
+        }
+        out
     }
 
     /// Parses the 64-digit lowercase hex form.
@@ -77,10 +90,8 @@ fn truncate_for_message(s: &str) -> String {
 
 impl fmt::Display for BlobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        let digits = self.hex_digits();
+        f.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
     }
 }
 

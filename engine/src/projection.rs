@@ -254,6 +254,8 @@ fn decide(entries: &[Entry<BlobRef>]) -> Vec<Action> {
     actions
 }
 
+/// The action for one event, given its turn's policy; keeps the tool names
+/// seen so far and the summary run that is open.
 fn decide_event<'e>(
     event: &'e Event<BlobRef>,
     p: TurnPolicy,
@@ -333,22 +335,19 @@ fn apply(
     let mut out = Vec::with_capacity(actions.len());
     let mut origin = Vec::with_capacity(actions.len());
     for (i, (entry, action)) in entries.into_iter().zip(actions).enumerate() {
-        let event = match (action, entry) {
-            (Action::Drop, _) => continue,
+        // `decide` gives unknown entries `Keep` or `Drop` only; the other
+        // actions are for events of the kind they name.
+        match (action, entry) {
+            (Action::Drop, _) => {}
             (Action::Keep, entry) => {
                 out.push(to_payload(entry));
                 origin.push(i);
-                continue;
             }
-            (_, Entry::Unknown(_)) => continue,
-            (action, Entry::Event(event)) => (action, event),
-        };
-        match event {
-            (Action::Summary { text }, e) => {
+            (Action::Summary { text }, Entry::Event(e)) => {
                 out.extend(summary_events(e.timestamp, &text));
                 origin.extend([i; 3]);
             }
-            (Action::StripArguments, e) => {
+            (Action::StripArguments, Entry::Event(e)) => {
                 let mut e = to_payload_event(e);
                 if let EventKind::ToolCallRequest(r) = &mut e.kind {
                     r.arguments = Default::default();
@@ -356,7 +355,7 @@ fn apply(
                 out.push(Entry::Event(e));
                 origin.push(i);
             }
-            (Action::CompactResponse { name }, e) => {
+            (Action::CompactResponse { name }, Entry::Event(e)) => {
                 if let EventKind::ToolCallResponse(r) = &e.kind {
                     out.push(Entry::Event(Event {
                         timestamp: e.timestamp,
@@ -369,7 +368,7 @@ fn apply(
                     origin.push(i);
                 }
             }
-            (Action::Drop | Action::Keep, _) => {}
+            (_, Entry::Unknown(_)) => {}
         }
     }
     (out, origin)

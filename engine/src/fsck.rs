@@ -400,19 +400,20 @@ impl Store {
         let mut base = None;
         for record in &scanned.records {
             report.records += 1;
+            let mut decoded = Vec::with_capacity(record.entries.len());
             for (i, bytes) in record.entries.iter().enumerate() {
-                let entry = match codec::decode(bytes) {
-                    Ok(e) => e,
-                    Err(found) => {
-                        report.findings.push(finding(
-                            "undecodable-entry",
-                            Some(record.offset),
-                            format!("entry {i} of the record does not decode: {found}"),
-                        ));
-                        out.damaged = true;
-                        continue;
-                    }
-                };
+                if let Err(found) =
+                    codec::decode_all(bytes, self.options().log.max_record_size, &mut decoded)
+                {
+                    report.findings.push(finding(
+                        "undecodable-entry",
+                        Some(record.offset),
+                        format!("entry {i} of the record does not decode: {found}"),
+                    ));
+                    out.damaged = true;
+                }
+            }
+            for entry in decoded {
                 let entry = match entry {
                     LogEntry::Meta(m) => {
                         if let Some(b) = m.base_config {

@@ -141,19 +141,24 @@ impl Store {
                 continue;
             };
             for record in &scanned.records {
+                let mut decoded = Vec::new();
                 for bytes in &record.entries {
-                    match crate::conversation::codec::decode(bytes) {
-                        Ok(crate::conversation::codec::LogEntry::Event(entry)) => {
+                    // What does not decode references nothing gc can know.
+                    let max = self.options().log.max_record_size;
+                    let _ = crate::conversation::codec::decode_all(bytes, max, &mut decoded);
+                }
+                for entry in decoded {
+                    match entry {
+                        crate::conversation::codec::LogEntry::Event(entry) => {
                             entry.for_each_content(&mut |r| {
                                 live.insert(r.id);
                             });
                         }
-                        Ok(crate::conversation::codec::LogEntry::Meta(m)) => {
+                        crate::conversation::codec::LogEntry::Meta(m) => {
                             if let Some(b) = m.base_config {
                                 live.insert(b.id);
                             }
                         }
-                        Err(_) => {}
                     }
                 }
             }

@@ -74,9 +74,11 @@ pub fn log_file(data: &[u8]) {
     }
 }
 
-/// One log entry (kind byte and MessagePack).
+/// One log entry (kind byte and MessagePack, or a packed zstd frame of a
+/// batch of them), with a 1 MiB record limit.
 pub fn log_entry(data: &[u8]) {
-    let _ = jpstore_engine::conversation::codec::decode(data);
+    let mut out = Vec::new();
+    let _ = jpstore_engine::conversation::codec::decode_all(data, 1 << 20, &mut out);
 }
 
 /// A head cache file.

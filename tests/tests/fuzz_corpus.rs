@@ -150,6 +150,12 @@ fn write_seed_corpus() {
     for (i, e) in conv.entries.iter().enumerate().take(8) {
         write("log_entry", &format!("entry{i}"), &codec::encode_event(e));
     }
+    let encoded: Vec<Vec<u8>> = conv.entries.iter().map(codec::encode_event).collect();
+    write(
+        "log_entry",
+        "packed",
+        &codec::pack(&encoded).expect("a long batch is worth packing"),
+    );
     let idx = std::fs::read_dir(dir.path().join("blobs/packs"))
         .expect("packs")
         .flatten()

@@ -7,9 +7,12 @@
 //! |---|---|
 //! | `0x01` | an [`Entry`] (an event or a verbatim unknown entry) |
 //! | `0x02` | a [`MetaPatch`] (a change of the conversation's metadata) |
+//! | `0x03` | packed: one zstd frame holding a batch of `0x01`/`0x02` entries |
 //!
 //! Readers refuse other kinds: a log with entries this build cannot read is
-//! reported, never skipped.
+//! reported, never skipped. A writer packs a batch ([`pack`]) only in a log
+//! whose header has the flag [`FLAG_PACKED`](crate::log::FLAG_PACKED), so a
+//! build that does not know packed entries refuses such a log as a whole.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +23,14 @@ use crate::event::Entry;
 pub const KIND_EVENT: u8 = 0x01;
 /// Kind byte of a metadata patch.
 pub const KIND_META: u8 = 0x02;
+/// Kind byte of a packed run of entries.
+pub const KIND_PACKED: u8 = 0x03;
+
+/// Encoded batches smaller than this are not worth packing: a zstd frame
+/// costs a dozen bytes, and small batches (one event) share little text.
+pub const PACK_MIN: usize = 512;
+/// zstd level of packed entries (the blob store's default).
+const PACK_LEVEL: i32 = 3;
 
 /// Deepest nesting of MessagePack containers a reader accepts.
 pub const MAX_DEPTH: usize = 256;
@@ -86,8 +97,84 @@ pub fn check_readable(bytes: &[u8]) -> Result<(), String> {
     decode(bytes).map(|_| ())
 }
 
-/// Decodes one entry; the error says what was found (the caller adds the
-/// file and offset).
+/// The encoded entries of a batch as one packed entry (format-spec.md 4.2),
+/// if the batch is at least [`PACK_MIN`] bytes and packing saves at least an
+/// eighth of them; `None` keeps the entries as they are.
+pub fn pack(entries: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let batch = crate::log::encode_batch(entries);
+    if batch.len() < PACK_MIN {
+        return None;
+    }
+    // Single-shot compression writes the content size into the frame
+    // header, which readers require.
+    let frame = zstd::bulk::compress(&batch, PACK_LEVEL).ok()?;
+    if 1 + frame.len() > batch.len() - batch.len() / 8 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(1 + frame.len());
+    out.push(KIND_PACKED);
+    out.extend_from_slice(&frame);
+    Some(out)
+}
+
+/// Decodes one entry of a record into `out`: one entry, or every entry of a
+/// packed one. A packed entry must be exactly one zstd frame declaring its
+/// content size, at most `max_plain` bytes (the record size limit: a batch
+/// is never larger before packing), checked before anything is allocated;
+/// its content is a batch of plain entries (packed ones do not nest).
+pub fn decode_all(bytes: &[u8], max_plain: u32, out: &mut Vec<LogEntry>) -> Result<(), String> {
+    let Some((&KIND_PACKED, frame)) = bytes.split_first() else {
+        out.push(decode(bytes)?);
+        return Ok(());
+    };
+    let declared = match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(n)) => n,
+        Ok(None) => return Err("a packed entry whose zstd frame does not declare its size".into()),
+        Err(_) => return Err("a packed entry that does not start with a zstd frame".into()),
+    };
+    if declared > u64::from(max_plain) {
+        return Err(format!(
+            "a packed entry declaring {declared} bytes, more than a record holds ({max_plain})"
+        ));
+    }
+    match zstd::zstd_safe::find_frame_compressed_size(frame) {
+        Ok(n) if n == frame.len() => {}
+        Ok(n) => {
+            return Err(format!(
+                "{} bytes after the packed entry's zstd frame",
+                frame.len() - n.min(frame.len())
+            ))
+        }
+        Err(code) => {
+            return Err(format!(
+                "a damaged zstd frame in a packed entry ({})",
+                zstd::zstd_safe::get_error_name(code)
+            ))
+        }
+    }
+    let batch = zstd::bulk::decompress(frame, declared as usize)
+        .map_err(|e| format!("a packed entry that does not decompress: {e}"))?;
+    if batch.len() as u64 != declared {
+        return Err(format!(
+            "a packed entry of {} bytes where its frame declares {declared}",
+            batch.len()
+        ));
+    }
+    let mut inner = Ok(());
+    crate::log::walk_batch(&batch, |e| {
+        if inner.is_ok() {
+            inner = match e.first() {
+                Some(&KIND_PACKED) => Err("a packed entry inside a packed entry".to_string()),
+                _ => decode(e).map(|entry| out.push(entry)),
+            };
+        }
+    })
+    .map_err(|found| format!("a packed entry whose content is not a batch: {found}"))?;
+    inner
+}
+
+/// Decodes one plain entry; the error says what was found (the caller adds
+/// the file and offset).
 pub fn decode(bytes: &[u8]) -> Result<LogEntry, String> {
     match bytes.split_first() {
         None => Err("an empty entry".into()),
@@ -155,6 +242,105 @@ mod tests {
                 other => panic!("decoded {other:?}"),
             }
         }
+    }
+
+    fn long_batch() -> Vec<Vec<u8>> {
+        (0..20)
+            .map(|i| {
+                encode_event(&stored(json!({"type": "chat_response",
+                    "timestamp": "2026-05-29 19:42:36.0",
+                    "message": format!("answer {i}: the scheduler may delay the timer")})))
+            })
+            .collect()
+    }
+
+    fn decode_entries(bytes: &[u8], max: u32) -> Result<Vec<LogEntry>, String> {
+        let mut out = Vec::new();
+        decode_all(bytes, max, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn a_packed_batch_decodes_to_its_entries_in_order() {
+        let batch = long_batch();
+        let packed = pack(&batch).expect("worth packing");
+        assert_eq!(packed[0], KIND_PACKED);
+        let plain_len = crate::log::encode_batch(&batch).len();
+        assert!(
+            packed.len() < plain_len / 2,
+            "{} of {plain_len}",
+            packed.len()
+        );
+        let back = decode_entries(&packed, u32::MAX).expect("decode");
+        let expected: Vec<LogEntry> = batch.iter().map(|b| decode(b).expect("plain")).collect();
+        assert_eq!(back, expected);
+        // A plain entry goes through decode_all as itself.
+        assert_eq!(
+            decode_entries(&batch[0], u32::MAX).expect("plain"),
+            expected[..1]
+        );
+        // Small or incompressible batches stay plain.
+        assert!(pack(&batch[..1]).is_none());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        assert!(pack(&[noise]).is_none());
+    }
+
+    #[test]
+    fn bad_packed_entries_are_errors_without_large_allocations() {
+        let batch = long_batch();
+        let packed = pack(&batch).expect("worth packing");
+        let plain_len = crate::log::encode_batch(&batch).len() as u32;
+        // The declared size is checked against the limit first.
+        assert!(decode_entries(&packed, plain_len - 1)
+            .expect_err("over the limit")
+            .contains("more than a record holds"));
+        assert!(decode_entries(&packed, plain_len).is_ok());
+        // Truncated, with bytes after the frame, or flipped: never a panic.
+        for cut in 1..packed.len() {
+            assert!(
+                decode_entries(&packed[..cut], u32::MAX).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut trailing = packed.clone();
+        trailing.push(0);
+        assert!(decode_entries(&trailing, u32::MAX).is_err());
+        for i in 1..packed.len() {
+            let mut flipped = packed.clone();
+            flipped[i] ^= 0x10;
+            let _ = decode_entries(&flipped, u32::MAX);
+        }
+        // A frame without a declared size (streamed) is refused.
+        let mut streamed = Vec::new();
+        {
+            let mut enc = zstd::stream::Encoder::new(&mut streamed, 3).expect("encoder");
+            std::io::Write::write_all(&mut enc, &crate::log::encode_batch(&batch)).expect("write");
+            enc.finish().expect("finish");
+        }
+        let mut entry = vec![KIND_PACKED];
+        entry.extend_from_slice(&streamed);
+        assert!(decode_entries(&entry, u32::MAX)
+            .expect_err("no size")
+            .contains("does not declare its size"));
+        // A bomb: a frame declaring 4 GiB is refused before decompressing.
+        let zeros = vec![0u8; 1 << 20];
+        let mut bomb = vec![KIND_PACKED];
+        bomb.extend_from_slice(&zstd::bulk::compress(&zeros, 19).expect("compress"));
+        assert!(decode_entries(&bomb, 64 << 10)
+            .expect_err("bomb")
+            .contains("more than a record holds"));
+        // Packed entries do not nest.
+        let nested = pack(&[packed.clone(), packed.clone(), packed]).expect("packs");
+        assert!(decode_entries(&nested, u32::MAX)
+            .expect_err("nested")
+            .contains("inside a packed entry"));
     }
 
     #[test]

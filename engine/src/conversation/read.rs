@@ -63,19 +63,17 @@ pub fn fold_records(
 /// the bytes are what a writer wrote, and a reader that cannot understand
 /// them must not guess.
 fn decode_record(reader: &LogReader, record: &Record) -> Result<Vec<LogEntry>> {
-    record
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, bytes)| {
-            codec::decode(bytes).map_err(|found| Error::Corrupt {
-                path: reader.path().to_path_buf(),
-                offset: record.offset,
-                expected: format!("a decodable entry {i} in the record"),
-                found,
-            })
-        })
-        .collect()
+    let max = reader.options().max_record_size;
+    let mut out = Vec::with_capacity(record.entries.len());
+    for (i, bytes) in record.entries.iter().enumerate() {
+        codec::decode_all(bytes, max, &mut out).map_err(|found| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset: record.offset,
+            expected: format!("a decodable entry {i} in the record"),
+            found,
+        })?;
+    }
+    Ok(out)
 }
 
 fn apply_record(

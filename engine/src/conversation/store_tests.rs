@@ -337,9 +337,16 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
     let id = new_conv(&store, "long");
     {
         let mut w = store.writer(&id).expect("writer");
-        // About 600 KB of records: above the threshold of a parallel decode.
-        let text = "x".repeat(2_000);
+        // About 600 KB of records that packing cannot shrink much: above
+        // the threshold of a parallel decode.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..300 {
+            let text: String = (0..2_000)
+                .map(|_| {
+                    x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    char::from(b'a' + (x >> 59) as u8)
+                })
+                .collect();
             let batch = format!("{{\"type\":\"chat_request\",\"content\":\"{i} {text}\"}}\n");
             w.append(events(&batch)).expect("append");
         }
@@ -357,6 +364,11 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
     )
     .expect("fold");
     assert_eq!(conv.entries.len(), 300);
+    assert!(
+        conv.log_end > 256 * 1024,
+        "{} bytes: too few to decode in parallel",
+        conv.log_end
+    );
     assert_eq!(conv.entries, entries);
     assert_eq!(conv.state, sequential);
     assert_eq!(conv.log_end, end.end);
@@ -379,4 +391,44 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
         assert!(msg.contains(&bad_at.to_string()), "{msg}");
         assert!(msg.contains("decodable entry 0"), "{msg}");
     }
+}
+
+#[test]
+fn new_logs_pack_large_batches_and_read_them_back() {
+    let (dir, store) = store();
+    let id = new_conv(&store, "packed");
+    let answer = "The flaky test waits on a timer that the scheduler may delay; ".repeat(40);
+    let small = "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"why?\"}\n";
+    let large = format!("{{\"type\":\"chat_response\",\"message\":\"{answer}\"}}\n");
+    {
+        let mut w = store.writer(&id).expect("writer");
+        w.append(events(small)).expect("append small");
+        w.append(events(&large)).expect("append large");
+    }
+    let log = std::fs::read(dir.path().join("s").join(id.log_path())).expect("read log");
+    assert_eq!(
+        u16::from_le_bytes([log[10], log[11]]),
+        crate::log::FLAG_PACKED,
+        "a new log announces packed entries"
+    );
+    assert!(
+        !log.windows(answer.len()).any(|w| w == answer.as_bytes()),
+        "the large batch is stored packed"
+    );
+    assert!(
+        log.windows(4).any(|w| w == b"why?"),
+        "a small batch is stored plain"
+    );
+    assert!(log.len() < answer.len() / 4, "{} bytes of log", log.len());
+    let conv = store.read(&id).expect("read");
+    let back = crate::export::conversation_json(&store, &conv, crate::export::ContentMode::Inline)
+        .expect("export");
+    let events = back["events"].as_array().expect("events");
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[2]["message"], answer.as_str());
+    // The writer, the head cache and fsck read the packed record too.
+    drop(store.writer(&id).expect("a writer reopens it"));
+    let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    assert_eq!(report.entries, 3);
 }

@@ -21,7 +21,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::{BlobRef, Entry, Payload};
-use crate::log::{payload_len, LogOptions, LogWriter, FIRST_RECORD};
+use crate::log::{payload_len, LogOptions, LogWriter, FIRST_RECORD, FLAG_PACKED};
 
 /// Batches with more new blobs than this store them as one pack (four
 /// syncs) instead of loose objects (two syncs each).
@@ -149,8 +149,21 @@ impl<'s> ConversationWriter<'s> {
                 path: storage.display_path(parent),
                 source,
             })?;
+        let batches: Vec<Vec<Vec<u8>>> = batches
+            .into_iter()
+            .map(|b| match codec::pack(&b) {
+                Some(packed) => vec![packed],
+                None => b,
+            })
+            .collect();
         let records: Vec<&[Vec<u8>]> = batches.iter().map(Vec::as_slice).collect();
-        let log = match LogWriter::create_with_records(storage, &id.log_path(), options, &records) {
+        let log = match LogWriter::create_flagged(
+            storage,
+            &id.log_path(),
+            options,
+            FLAG_PACKED,
+            &records,
+        ) {
             Err(Error::AlreadyExists { .. }) => {
                 return Err(Error::ConversationExists { id: id.to_string() })
             }
@@ -338,7 +351,14 @@ impl<'s> ConversationWriter<'s> {
     /// Appends the encoded batch as one durable record and folds its entries
     /// into the state.
     fn commit(&mut self, encoded: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
-        let offset = self.log.append(encoded)?;
+        let packed = match self.log.flags() & FLAG_PACKED {
+            0 => None,
+            _ => codec::pack(encoded),
+        };
+        let offset = match packed {
+            Some(packed) => self.log.append(&[packed])?,
+            None => self.log.append(encoded)?,
+        };
         self.state.records += 1;
         for e in batch {
             self.state.apply_entry(e);

@@ -48,8 +48,8 @@ use jpstore_blobstore::storage::Storage;
 
 pub use reader::{LogReader, Records};
 pub use record::{
-    decode_record_header, payload_len, RecordHeader, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC,
-    RECORD_HEADER_LEN,
+    decode_record_header, encode_batch, payload_len, walk_batch, RecordHeader, FILE_HEADER_LEN,
+    FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,
 };
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter};

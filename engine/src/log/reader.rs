@@ -43,6 +43,11 @@ impl LogReader {
         &self.path
     }
 
+    /// The settings it reads with.
+    pub fn options(&self) -> LogOptions {
+        self.options
+    }
+
     /// All records, from the first.
     pub fn records(&self) -> Result<Records<'_>> {
         self.records_from(FILE_HEADER_LEN)
@@ -99,8 +104,8 @@ fn shrunk(path: &Path, offset: u64, len: u64) -> Error {
     }
 }
 
-/// Checks the file header of an open log.
-pub(crate) fn check_header(file: &dyn StorageFile, display: &Path) -> Result<()> {
+/// Checks the file header of an open log; returns its flags.
+pub(crate) fn check_header(file: &dyn StorageFile, display: &Path) -> Result<u16> {
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     let mut got = 0;
     while got < header.len() {

@@ -8,8 +8,13 @@
 pub const MAGIC: [u8; 8] = *b"\x89JPLOG\r\n";
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u16 = 1;
-/// Flags this build knows. Version 1 defines none; any set bit is refused.
-pub const KNOWN_FLAGS: u16 = 0;
+/// Header flag: entries of this log may be packed (several entries
+/// compressed into one, format-spec.md 4.2). Set on every log a conversation
+/// creates; a build that does not know it refuses the file instead of
+/// misreading it.
+pub const FLAG_PACKED: u16 = 0x0001;
+/// Flags this build knows; any other set bit is refused.
+pub const KNOWN_FLAGS: u16 = FLAG_PACKED;
 /// Length of the file header; the first record starts here.
 pub const FILE_HEADER_LEN: u64 = 16;
 /// Length of a record header (payload length, payload crc, header crc).
@@ -17,12 +22,12 @@ pub const RECORD_HEADER_LEN: u64 = 12;
 /// Smallest payload: a batch count.
 pub const MIN_PAYLOAD_LEN: u32 = 4;
 
-/// The file header of a new log.
-pub fn encode_file_header() -> [u8; FILE_HEADER_LEN as usize] {
+/// The file header of a new log with `flags` (known ones only).
+pub fn encode_file_header(flags: u16) -> [u8; FILE_HEADER_LEN as usize] {
     let mut h = [0u8; FILE_HEADER_LEN as usize];
     h[..8].copy_from_slice(&MAGIC);
     h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    h[10..12].copy_from_slice(&KNOWN_FLAGS.to_le_bytes());
+    h[10..12].copy_from_slice(&(flags & KNOWN_FLAGS).to_le_bytes());
     let crc = crc32fast::hash(&h[..12]);
     h[12..16].copy_from_slice(&crc.to_le_bytes());
     h
@@ -42,8 +47,9 @@ pub enum HeaderProblem {
     },
 }
 
-/// Checks a file header (`bytes` may be short if the file is).
-pub fn check_file_header(bytes: &[u8]) -> Result<(), HeaderProblem> {
+/// Checks a file header (`bytes` may be short if the file is); returns its
+/// flags.
+pub fn check_file_header(bytes: &[u8]) -> Result<u16, HeaderProblem> {
     if bytes.len() < FILE_HEADER_LEN as usize {
         return Err(HeaderProblem::Damaged(
             0,
@@ -72,7 +78,7 @@ pub fn check_file_header(bytes: &[u8]) -> Result<(), HeaderProblem> {
     if version != FORMAT_VERSION || flags & !KNOWN_FLAGS != 0 {
         return Err(HeaderProblem::Unsupported { version, flags });
     }
-    Ok(())
+    Ok(flags)
 }
 
 /// A record header whose checksum matched.
@@ -121,19 +127,33 @@ pub fn encode_record<E: AsRef<[u8]>>(entries: &[E]) -> Vec<u8> {
     let count = u32::try_from(entries.len()).expect("each entry takes 4 bytes of a u32 payload");
     let mut rec = Vec::with_capacity(RECORD_HEADER_LEN as usize + payload_len as usize);
     rec.extend_from_slice(&[0u8; RECORD_HEADER_LEN as usize]);
-    rec.extend_from_slice(&count.to_le_bytes());
-    for e in entries {
-        let e = e.as_ref();
-        let len = u32::try_from(e.len()).expect("entry is shorter than the payload");
-        rec.extend_from_slice(&len.to_le_bytes());
-        rec.extend_from_slice(e);
-    }
+    put_batch(&mut rec, count, entries);
     let payload_crc = crc32fast::hash(&rec[RECORD_HEADER_LEN as usize..]);
     rec[0..4].copy_from_slice(&payload_len.to_le_bytes());
     rec[4..8].copy_from_slice(&payload_crc.to_le_bytes());
     let header_crc = crc32fast::hash(&rec[0..8]);
     rec[8..12].copy_from_slice(&header_crc.to_le_bytes());
     rec
+}
+
+/// Encodes a batch (count, then each entry with its length) alone: the
+/// payload of a record, and the content of a packed entry.
+pub fn encode_batch<E: AsRef<[u8]>>(entries: &[E]) -> Vec<u8> {
+    let len = payload_len(entries).unwrap_or(0);
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let count = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+    put_batch(&mut out, count, entries);
+    out
+}
+
+fn put_batch<E: AsRef<[u8]>>(out: &mut Vec<u8>, count: u32, entries: &[E]) {
+    out.extend_from_slice(&count.to_le_bytes());
+    for e in entries {
+        let e = e.as_ref();
+        let len = u32::try_from(e.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(e);
+    }
 }
 
 /// Splits a checksum-valid payload into its entries, or says why it is not a
@@ -149,7 +169,9 @@ pub fn check_batch(payload: &[u8]) -> Result<u32, String> {
     walk_batch(payload, |_| {})
 }
 
-fn walk_batch(payload: &[u8], mut each: impl FnMut(&[u8])) -> Result<u32, String> {
+/// Hands each entry of a batch to `each`, or says why the bytes are not a
+/// batch.
+pub fn walk_batch<'a>(payload: &'a [u8], mut each: impl FnMut(&'a [u8])) -> Result<u32, String> {
     let Some((count, mut rest)) = split_u32(payload) else {
         return Err(format!(
             "a payload of {} bytes, too short for a batch count",
@@ -212,7 +234,7 @@ mod tests {
     #[test]
     fn bytes_match_the_spec_example() {
         assert_eq!(
-            encode_file_header(),
+            encode_file_header(0),
             [
                 0x89, 0x4a, 0x50, 0x4c, 0x4f, 0x47, 0x0d, 0x0a, 0x01, 0x00, 0x00, 0x00, 0x82, 0x53,
                 0x6d, 0x0c
@@ -281,8 +303,23 @@ mod tests {
 
     #[test]
     fn file_header_is_checked() {
-        let h = encode_file_header();
-        assert_eq!(check_file_header(&h), Ok(()));
+        let h = encode_file_header(0);
+        assert_eq!(check_file_header(&h), Ok(0));
+        assert_eq!(
+            check_file_header(&encode_file_header(FLAG_PACKED)),
+            Ok(FLAG_PACKED)
+        );
+        let mut unknown_flag = encode_file_header(0);
+        unknown_flag[10] = 0x02;
+        let crc = crc32fast::hash(&unknown_flag[..12]);
+        unknown_flag[12..16].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            check_file_header(&unknown_flag),
+            Err(HeaderProblem::Unsupported {
+                version: 1,
+                flags: 2
+            })
+        );
         assert!(matches!(
             check_file_header(&h[..15]),
             Err(HeaderProblem::Damaged(0, _, _))

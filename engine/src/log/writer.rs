@@ -37,6 +37,7 @@ pub struct LogWriter {
     path: PathBuf,
     end: u64,
     max_record_size: u32,
+    flags: u16,
     poisoned: bool,
     cut: Option<CutTail>,
     last: Option<(u64, u32)>,
@@ -72,7 +73,20 @@ impl LogWriter {
         options: LogOptions,
         records: &[&[E]],
     ) -> Result<Self> {
-        let mut bytes = encode_file_header().to_vec();
+        Self::create_flagged(storage, path, options, 0, records)
+    }
+
+    /// Like [`LogWriter::create_with_records`], with header `flags` (such as
+    /// [`FLAG_PACKED`](super::FLAG_PACKED): the entries layer decides what
+    /// its records may hold).
+    pub fn create_flagged<E: AsRef<[u8]>>(
+        storage: &dyn Storage,
+        path: &Path,
+        options: LogOptions,
+        flags: u16,
+        records: &[&[E]],
+    ) -> Result<Self> {
+        let mut bytes = encode_file_header(flags).to_vec();
         for batch in records {
             if batch.is_empty() {
                 return Err(Error::EmptyBatch {
@@ -148,7 +162,7 @@ impl LogWriter {
         let file = storage
             .open(path, OpenMode::ReadWrite)
             .map_err(|e| io("open", e))?;
-        check_header(&*file, &display)?;
+        let flags = check_header(&*file, &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
         let mut walker = Walker::new(&*file, len, options.max_record_size);
         let mut pos = if resume <= len {
@@ -189,10 +203,16 @@ impl LogWriter {
             path: display,
             end: pos,
             max_record_size: options.max_record_size,
+            flags,
             poisoned: false,
             cut,
             last,
         })
+    }
+
+    /// The flags of the log's header.
+    pub fn flags(&self) -> u16 {
+        self.flags
     }
 
     /// Appends one batch as one record and makes it durable (one

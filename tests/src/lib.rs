@@ -121,6 +121,23 @@ pub fn run_jp_store_in(store: &Path, cwd: Option<&Path>, args: &[&str], stdin: &
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
     }
+    run_command(command, store, args, stdin)
+}
+
+/// Like [`run_jp_store`], as the user and group `ids` when given (which
+/// needs root; supplementary groups are dropped), else as this process.
+pub fn run_jp_store_as(store: &Path, ids: Option<(u32, u32)>, args: &[&str], stdin: &[u8]) -> Run {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = Command::new(jp_store_bin());
+    if let Some((uid, gid)) = ids {
+        command.uid(uid).gid(gid);
+    }
+    run_command(command, store, args, stdin)
+}
+
+/// Runs `command` (which runs `jp-store` in the end, possibly through a
+/// shell) with `--store <store> <args>` added, as [`run_jp_store`] does.
+pub fn run_command(mut command: Command, store: &Path, args: &[&str], stdin: &[u8]) -> Run {
     let mut child = command
         .arg("--store")
         .arg(store)
@@ -194,4 +211,24 @@ pub fn events_of(export: &Value) -> Vec<Value> {
         .as_array()
         .unwrap_or_else(|| panic!("no events array in {export}"))
         .clone()
+}
+
+/// Checks that every name below `root` is for its owner only (files
+/// `0600`, directories `0700`, format-spec.md "Permissions"); returns the
+/// names checked.
+pub fn assert_owner_only(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    tree_snapshot(root)
+        .into_iter()
+        .map(|(rel, content)| {
+            let mode = std::fs::symlink_metadata(root.join(&rel))
+                .unwrap_or_else(|e| panic!("stat {}: {e}", rel.display()))
+                .permissions()
+                .mode()
+                & 0o777;
+            let want = if content.is_some() { 0o600 } else { 0o700 };
+            assert_eq!(mode, want, "{}: mode {mode:o}", rel.display());
+            rel
+        })
+        .collect()
 }

@@ -2,6 +2,7 @@
 //! `jp-store` binary, running it, canonical timestamps and snapshots of a
 //! store directory.
 
+pub mod crash;
 pub mod fuzz_targets;
 
 use std::collections::BTreeMap;
@@ -231,4 +232,21 @@ pub fn assert_owner_only(root: &Path) -> Vec<PathBuf> {
             rel
         })
         .collect()
+}
+
+/// Runs `fsck` with `read_data` and panics, naming `what`, unless it finds
+/// no damage.
+pub fn assert_fsck_clean(store: &jpstore_engine::Store, what: &str) {
+    let options = jpstore_engine::fsck::FsckOptions {
+        read_data: true,
+        repair: false,
+    };
+    let report = store
+        .fsck(options, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{what}: fsck failed: {e}"));
+    assert!(
+        report.is_clean(),
+        "{what}: fsck found damage: {:#?}",
+        report.findings
+    );
 }

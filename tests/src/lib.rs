@@ -250,3 +250,33 @@ pub fn assert_fsck_clean(store: &jpstore_engine::Store, what: &str) {
         report.findings
     );
 }
+
+/// Runs every closure of `work` on a thread of its own while
+/// `jp-store gc --grace 0s` runs again and again on `root`, until all of
+/// them are done; returns how many gc runs completed. A panic of any
+/// thread is passed on once all have stopped.
+pub fn while_gc_runs<'a>(root: &Path, work: Vec<Box<dyn FnOnce() + Send + 'a>>) -> usize {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let gc = s.spawn(move || {
+            let mut runs = 0;
+            while !stop.load(Ordering::Acquire) {
+                run_jp_store(root, &["gc", "--grace", "0s"], b"").ok("gc");
+                runs += 1;
+            }
+            runs
+        });
+        let handles: Vec<_> = work.into_iter().map(|w| s.spawn(w)).collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        stop.store(true, Ordering::Release);
+        let runs = gc.join();
+        for r in results {
+            if let Err(panic) = r {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        runs.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}

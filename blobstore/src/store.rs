@@ -12,7 +12,7 @@ use crate::id::BlobId;
 use crate::object::{self, Header, HEADER_LEN};
 use crate::pack::{self, Pack, PackEntry};
 use crate::storage::{
-    parent_dir, publish_new_file, read_exact_at, OpenMode, PublishError, Storage,
+    parent_dir, publish_new_file, read_exact_at, symlink_error, OpenMode, PublishError, Storage,
 };
 
 /// Directory of loose objects, below the store's base directory.
@@ -416,10 +416,8 @@ impl BlobStore {
                 }));
             }
             let path = self.loose_path(id);
-            match self.storage.metadata(&path) {
-                Ok(_) => return Ok(Some(Location::Loose(path))),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(self.io("inspect", &path, e)),
+            if self.loose_exists(&path)? {
+                return Ok(Some(Location::Loose(path)));
             }
             if attempt == 0 {
                 self.refresh_packs()?;
@@ -437,11 +435,21 @@ impl BlobStore {
         if self.find_in_packs(id).is_some() {
             return Ok(true);
         }
-        let path = self.loose_path(id);
-        match self.storage.metadata(&path) {
+        self.loose_exists(&self.loose_path(id))
+    }
+
+    /// Whether a loose object is at `path`. A symbolic link there is an
+    /// error naming it, never taken for the object.
+    fn loose_exists(&self, path: &Path) -> Result<bool> {
+        match self.storage.metadata(path) {
+            Ok(m) if m.is_symlink => Err(self.io(
+                "inspect",
+                path,
+                symlink_error(&self.storage.display_path(path)),
+            )),
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(self.io("inspect", &path, e)),
+            Err(e) => Err(self.io("inspect", path, e)),
         }
     }
 

@@ -179,8 +179,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jp-store: error: {e:#}");
+            eprintln!("jp-store: error: {}", message(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, joined by `: `. The library errors already
+/// show their source in their own message, so a cause whose text ends the
+/// message so far is not repeated.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -383,7 +383,13 @@ impl Store {
             };
             match self.storage.metadata(&id.dir().join(LOG_FILE)) {
                 Ok(m) if !m.is_dir => ids.push(id),
-                _ => {}
+                Ok(_) => {}
+                Err(e) if is_absent(&e) => {}
+                // A conversation directory that cannot be looked into (a
+                // symbolic link, no permission) is listed, so that reading
+                // it reports the error: fsck names it, gc refuses to sweep
+                // without its references.
+                Err(_) => ids.push(id),
             }
         }
         ids.sort();
@@ -529,4 +535,14 @@ fn deltas_before(conversation: &Conversation, index: usize) -> impl Iterator<Ite
             Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
             _ => None,
         })
+}
+
+/// Whether a lookup failed because the name is not there: missing, or a
+/// plain file where a directory was looked through (a name in
+/// `conversations/` that is not a conversation).
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
 }

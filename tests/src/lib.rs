@@ -2,6 +2,7 @@
 //! `jp-store` binary, running it, canonical timestamps and snapshots of a
 //! store directory.
 
+pub mod crash;
 pub mod fuzz_targets;
 
 use std::collections::BTreeMap;
@@ -121,6 +122,23 @@ pub fn run_jp_store_in(store: &Path, cwd: Option<&Path>, args: &[&str], stdin: &
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
     }
+    run_command(command, store, args, stdin)
+}
+
+/// Like [`run_jp_store`], as the user and group `ids` when given (which
+/// needs root; supplementary groups are dropped), else as this process.
+pub fn run_jp_store_as(store: &Path, ids: Option<(u32, u32)>, args: &[&str], stdin: &[u8]) -> Run {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = Command::new(jp_store_bin());
+    if let Some((uid, gid)) = ids {
+        command.uid(uid).gid(gid);
+    }
+    run_command(command, store, args, stdin)
+}
+
+/// Runs `command` (which runs `jp-store` in the end, possibly through a
+/// shell) with `--store <store> <args>` added, as [`run_jp_store`] does.
+pub fn run_command(mut command: Command, store: &Path, args: &[&str], stdin: &[u8]) -> Run {
     let mut child = command
         .arg("--store")
         .arg(store)
@@ -194,4 +212,71 @@ pub fn events_of(export: &Value) -> Vec<Value> {
         .as_array()
         .unwrap_or_else(|| panic!("no events array in {export}"))
         .clone()
+}
+
+/// Checks that every name below `root` is for its owner only (files
+/// `0600`, directories `0700`, format-spec.md "Permissions"); returns the
+/// names checked.
+pub fn assert_owner_only(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    tree_snapshot(root)
+        .into_iter()
+        .map(|(rel, content)| {
+            let mode = std::fs::symlink_metadata(root.join(&rel))
+                .unwrap_or_else(|e| panic!("stat {}: {e}", rel.display()))
+                .permissions()
+                .mode()
+                & 0o777;
+            let want = if content.is_some() { 0o600 } else { 0o700 };
+            assert_eq!(mode, want, "{}: mode {mode:o}", rel.display());
+            rel
+        })
+        .collect()
+}
+
+/// Runs `fsck` with `read_data` and panics, naming `what`, unless it finds
+/// no damage.
+pub fn assert_fsck_clean(store: &jpstore_engine::Store, what: &str) {
+    let options = jpstore_engine::fsck::FsckOptions {
+        read_data: true,
+        repair: false,
+    };
+    let report = store
+        .fsck(options, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{what}: fsck failed: {e}"));
+    assert!(
+        report.is_clean(),
+        "{what}: fsck found damage: {:#?}",
+        report.findings
+    );
+}
+
+/// Runs every closure of `work` on a thread of its own while
+/// `jp-store gc --grace 0s` runs again and again on `root`, until all of
+/// them are done; returns how many gc runs completed. A panic of any
+/// thread is passed on once all have stopped.
+pub fn while_gc_runs<'a>(root: &Path, work: Vec<Box<dyn FnOnce() + Send + 'a>>) -> usize {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let gc = s.spawn(move || {
+            let mut runs = 0;
+            while !stop.load(Ordering::Acquire) {
+                run_jp_store(root, &["gc", "--grace", "0s"], b"").ok("gc");
+                runs += 1;
+            }
+            runs
+        });
+        let handles: Vec<_> = work.into_iter().map(|w| s.spawn(w)).collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        stop.store(true, Ordering::Release);
+        let runs = gc.join();
+        for r in results {
+            if let Err(panic) = r {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        runs.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }

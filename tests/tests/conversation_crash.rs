@@ -9,19 +9,17 @@
 //! A failure names the sync point and the crash mode.
 
 use std::io;
-use std::sync::Arc;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
 use jpstore_blobstore::storage::Storage;
 use jpstore_engine::conversation::writer::ConversationWriter;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::event::{Entry, Object, Payload};
+use jpstore_engine::event::Object;
 use jpstore_engine::export::{conversation_json, ContentMode};
 use jpstore_engine::log::CutTail;
-use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_engine::{NewConversation, Store};
+use jpstore_tests::crash::{modes, options, parse, storage};
 use jpstore_tests::{events_of, ts};
 use serde_json::{json, Value};
 
@@ -29,32 +27,6 @@ const ID: &str = "crash";
 
 fn id() -> ConversationId {
     ConversationId::parse(ID).expect("id")
-}
-
-fn options() -> StoreOptions {
-    StoreOptions {
-        blobs: jpstore_blobstore::Options {
-            threads: 2,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
-fn storage(sim: &SimStorage) -> Arc<dyn Storage> {
-    Arc::new(sim.clone())
-}
-
-fn parse(batch: &[Value]) -> Vec<Entry<Payload>> {
-    let text = serde_json::to_string(batch).expect("serialize batch");
-    parse_input(
-        &text,
-        ParseMode::Strict {
-            now: jpstore_engine::timestamp::Timestamp::now(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("batch does not parse: {e}"))
-    .entries
 }
 
 fn new_conversation() -> NewConversation {
@@ -220,15 +192,6 @@ fn check_recovered(sim: &SimStorage, acked: &Acked, what: &str) {
         "{what}: blob damage: {:?}",
         report.problems
     );
-}
-
-fn modes() -> Vec<CrashMode> {
-    let mut m = vec![CrashMode::DropUnsynced];
-    for seed in 0..6 {
-        m.push(CrashMode::TearUnsynced { seed });
-        m.push(CrashMode::KeepUnsyncedEntries { seed });
-    }
-    m
 }
 
 #[test]

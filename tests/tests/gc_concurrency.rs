@@ -3,9 +3,7 @@
 //! runs again and again. Afterwards `fsck --read-data` is clean and every
 //! appended event reads back with its content.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use jpstore_tests::run_jp_store;
+use jpstore_tests::{run_jp_store, while_gc_runs};
 use serde_json::Value;
 
 const WRITERS: usize = 3;
@@ -39,38 +37,18 @@ fn gc_with_no_grace_never_takes_what_concurrent_appends_reference() {
     for w in 0..WRITERS {
         run_jp_store(&root, &["new", "--id", &format!("w{w}")], b"").ok("new");
     }
-    let stop = AtomicBool::new(false);
-    let gc_runs = std::thread::scope(|s| {
-        let root = &root;
-        let stop = &stop;
-        let gc = s.spawn(move || {
-            let mut runs = 0;
-            while !stop.load(Ordering::Acquire) {
-                run_jp_store(root, &["gc", "--grace", "0s"], b"").ok("gc");
-                runs += 1;
-            }
-            runs
-        });
-        let writers: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                s.spawn(move || {
-                    for b in 0..BATCHES {
-                        run_jp_store(root, &["append", &format!("w{w}")], batch(w, b).as_bytes())
-                            .ok("append");
-                    }
-                })
-            })
-            .collect();
-        let results: Vec<_> = writers.into_iter().map(|h| h.join()).collect();
-        stop.store(true, Ordering::Release);
-        let runs = gc.join();
-        for r in results {
-            if let Err(panic) = r {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        runs.expect("gc thread")
-    });
+    let work = (0..WRITERS)
+        .map(|w| {
+            let root = &root;
+            Box::new(move || {
+                for b in 0..BATCHES {
+                    run_jp_store(root, &["append", &format!("w{w}")], batch(w, b).as_bytes())
+                        .ok("append");
+                }
+            }) as Box<dyn FnOnce() + Send>
+        })
+        .collect();
+    let gc_runs = while_gc_runs(&root, work);
     assert!(gc_runs > 0);
     run_jp_store(&root, &["gc", "--grace", "0s"], b"").ok("final gc");
     let fsck = run_jp_store(&root, &["fsck", "--read-data", "--json"], b"").json("fsck");

@@ -13,9 +13,9 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::fsck::FsckOptions;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_tests::assert_fsck_clean;
 use rand::{Rng, SeedableRng};
 
 const EVENTS_PER_BATCH: usize = 3;
@@ -171,20 +171,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
                 "seed {seed} round {round}: acknowledged batch {key:?} is missing"
             );
         }
-        let report = store
-            .fsck(
-                FsckOptions {
-                    read_data: true,
-                    repair: false,
-                },
-                &mut |_| {},
-            )
-            .expect("fsck");
-        assert!(
-            report.is_clean(),
-            "seed {seed} round {round}: {:?}",
-            report.findings
-        );
+        assert_fsck_clean(&store, &format!("seed {seed} round {round}"));
         checked_rounds += 1;
     }
     // The test is only worth something if the writers got work done.

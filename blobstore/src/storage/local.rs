@@ -1,14 +1,21 @@
 //! The real file system backend.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileExt as UnixFileExt, OpenOptionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileExt as UnixFileExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use fs4::fs_std::FileExt as LockExt;
+use rustix::fs::{AtFlags, Mode, OFlags};
 
-use super::{check_relative, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile};
+use super::beneath::{self, DIR_LOOKUP};
+use super::{
+    check_relative, symlink_error, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile,
+};
 use crate::mmap::Mapping;
 
 /// Permission bits of files the store creates: readable and writable by the
@@ -19,11 +26,16 @@ const DIR_MODE: u32 = 0o700;
 
 /// A [`Storage`] on the local file system, rooted at one directory.
 ///
-/// Files are opened with `O_NOFOLLOW`, so a symbolic link planted where the
-/// store expects a file is refused instead of followed out of the store.
+/// The root is opened once; every name below it is resolved from that
+/// descriptor without following a symbolic link in any component
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or a walk with
+/// `O_NOFOLLOW`: see `beneath.rs`), then acted on with the `*at` calls. A
+/// symbolic link planted anywhere inside the store, as a file or as a
+/// directory, is refused instead of followed out of it.
 #[derive(Debug, Clone)]
 pub struct LocalStorage {
     root: PathBuf,
+    dir: Arc<OwnedFd>,
 }
 
 impl LocalStorage {
@@ -37,7 +49,11 @@ impl LocalStorage {
                 format!("{} is not a directory", root.display()),
             ));
         }
-        Ok(Self { root })
+        let dir = rustix::fs::open(&root, DIR_LOOKUP | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(Self {
+            root,
+            dir: Arc::new(dir),
+        })
     }
 
     /// A storage rooted at `root`, creating the directory (owner-only) if needed.
@@ -55,20 +71,91 @@ impl LocalStorage {
         &self.root
     }
 
-    fn full(&self, path: &Path) -> io::Result<PathBuf> {
-        if path == Path::new(".") {
-            return Ok(self.root.clone());
+    /// Opens `path` below the root (see [`LocalStorage`]).
+    fn open_beneath(&self, path: &Path, flags: OFlags, mode: u32) -> io::Result<OwnedFd> {
+        if path != Path::new(".") {
+            check_relative(path)?;
         }
+        beneath::open(self.dir.as_fd(), path, flags, mode).map_err(|e| self.explain(e, path))
+    }
+
+    /// The parent directory of `path` (opened below the root) and its last
+    /// name, for the `*at` calls.
+    fn parent<'p>(&self, path: &'p Path) -> io::Result<(OwnedFd, &'p OsStr)> {
         check_relative(path)?;
-        Ok(self.root.join(path))
+        let mut names = beneath::components(path);
+        let name = names
+            .pop()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty path"))?;
+        let parent: PathBuf = names.iter().collect();
+        let dir = beneath::open(self.dir.as_fd(), &parent, DIR_LOOKUP, 0)
+            .map_err(|e| self.explain(e, path))?;
+        Ok((dir, name))
+    }
+
+    /// Runs a `*at` call on the last name of `path`.
+    fn at<T>(
+        &self,
+        path: &Path,
+        call: impl FnOnce(&OwnedFd, &OsStr) -> rustix::io::Result<T>,
+    ) -> io::Result<T> {
+        let (dir, name) = self.parent(path)?;
+        call(&dir, name).map_err(|e| self.explain(e.into(), path))
+    }
+
+    /// An error of a lookup that met a symbolic link (`ELOOP`, or `ENOTDIR`
+    /// when a link stands where a directory is looked up through) says which
+    /// name is the link; other errors are returned as they are.
+    fn explain(&self, e: io::Error, path: &Path) -> io::Error {
+        if !matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+            return e;
+        }
+        let mut prefix = self.root.clone();
+        for name in beneath::components(path) {
+            prefix.push(name);
+            match fs::symlink_metadata(&prefix) {
+                Ok(m) if m.file_type().is_symlink() => return symlink_error(&prefix),
+                Ok(m) if m.is_dir() => {}
+                _ => break,
+            }
+        }
+        e
     }
 }
 
-fn metadata_of(m: &fs::Metadata) -> Metadata {
+/// Widens a field of `struct stat`, whose C type differs between
+/// architectures.
+fn wide<T: Into<i128>>(v: T) -> i128 {
+    v.into()
+}
+
+fn metadata_of_stat(st: &rustix::fs::Stat) -> Metadata {
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    let is_dir = kind == rustix::fs::FileType::Directory;
+    let secs = wide(st.st_mtime);
+    let nanos = u32::try_from(wide(st.st_mtime_nsec)).unwrap_or(0);
+    let modified = u64::try_from(secs)
+        .ok()
+        .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::new(s, nanos)))
+        .unwrap_or(SystemTime::UNIX_EPOCH);
     Metadata {
-        len: if m.is_dir() { 0 } else { m.len() },
-        is_dir: m.is_dir(),
-        modified: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        len: if is_dir {
+            0
+        } else {
+            u64::try_from(wide(st.st_size)).unwrap_or(0)
+        },
+        is_dir,
+        is_symlink: kind == rustix::fs::FileType::Symlink,
+        modified,
+    }
+}
+
+fn open_flags(mode: OpenMode) -> OFlags {
+    match mode {
+        OpenMode::Read => OFlags::RDONLY,
+        OpenMode::ReadWrite => OFlags::RDWR,
+        OpenMode::CreateNew => OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+        OpenMode::CreateOrOpen => OFlags::RDWR | OFlags::CREATE,
     }
 }
 
@@ -82,122 +169,99 @@ impl Storage for LocalStorage {
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        let full = self.full(path)?;
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(DIR_MODE)
-            .create(&full)?;
-        // A symlinked directory would let later opens escape the root.
-        if fs::symlink_metadata(&full)?.file_type().is_symlink() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is a symbolic link", full.display()),
-            ));
+        if path != Path::new(".") {
+            check_relative(path)?;
         }
+        if self.open_beneath(path, DIR_LOOKUP, 0).is_ok() {
+            return Ok(());
+        }
+        // One component at a time: each made if missing, then opened
+        // without following a link before the next is made inside it.
+        let names = beneath::components(path);
+        let mode = Mode::from_raw_mode(DIR_MODE);
+        beneath::open_dirs(self.dir.as_fd(), &names, Some(mode))
+            .map_err(|e| self.explain(e, path))?;
         Ok(())
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
-        let full = self.full(path)?;
-        let mut opts = OpenOptions::new();
-        opts.read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(FILE_MODE);
-        match mode {
-            OpenMode::Read => {}
-            OpenMode::ReadWrite => {
-                opts.write(true);
-            }
-            OpenMode::CreateNew => {
-                opts.write(true).create_new(true);
-            }
-            OpenMode::CreateOrOpen => {
-                opts.write(true).create(true);
-            }
-        }
-        let file = opts.open(&full).map_err(|e| symlink_error(e, &full))?;
-        Ok(Box::new(LocalFile { file }))
+        let fd = self.open_beneath(path, open_flags(mode), FILE_MODE)?;
+        Ok(Box::new(LocalFile {
+            file: File::from(fd),
+        }))
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
-        let full = self.full(path)?;
-        Ok(metadata_of(&fs::symlink_metadata(full)?))
+        if path == Path::new(".") {
+            return Ok(metadata_of_stat(&rustix::fs::fstat(&*self.dir)?));
+        }
+        let st = self.at(path, |dir, name| {
+            rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        })?;
+        Ok(metadata_of_stat(&st))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        let full = self.full(path)?;
+        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        let stat_base = fd.try_clone()?;
         let mut out = Vec::new();
-        for entry in fs::read_dir(full)? {
+        for entry in rustix::fs::Dir::new(fd)? {
             let entry = entry?;
-            let meta = match entry.metadata() {
-                Ok(m) => m,
+            let raw = entry.file_name();
+            if raw == c"." || raw == c".." {
+                continue;
+            }
+            let st = match rustix::fs::statat(&stat_base, raw, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
                 // Removed between listing and stat: a concurrent sweep.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(e.into()),
             };
-            let name = match entry.file_name().into_string() {
-                Ok(n) => n,
-                // The store never creates such names; list them for fsck
-                // with a lossy name so they are reported, not hidden.
-                Err(os) => os.to_string_lossy().into_owned(),
-            };
+            // The store never creates names that are not UTF-8; list them
+            // for fsck with a lossy name so they are reported, not hidden.
+            let name = raw.to_string_lossy().into_owned();
             out.push(DirEntry {
                 name,
-                metadata: metadata_of(&meta),
+                metadata: metadata_of_stat(&st),
             });
         }
         Ok(out)
     }
 
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::hard_link(self.full(from)?, self.full(to)?)
+        let (from_dir, from_name) = self.parent(from)?;
+        self.at(to, |to_dir, to_name| {
+            rustix::fs::linkat(&from_dir, from_name, to_dir, to_name, AtFlags::empty())
+        })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(self.full(from)?, self.full(to)?)
+        let (from_dir, from_name) = self.parent(from)?;
+        self.at(to, |to_dir, to_name| {
+            rustix::fs::renameat(&from_dir, from_name, to_dir, to_name)
+        })
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(self.full(path)?)
+        self.at(path, |dir, name| {
+            rustix::fs::unlinkat(dir, name, AtFlags::empty())
+        })
     }
 
     fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        fs::remove_dir(self.full(path)?)
+        self.at(path, |dir, name| {
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+        })
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        let full = self.full(path)?;
-        let dir = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(&full)
-            .map_err(|e| symlink_error(e, &full))?;
-        dir.sync_all()
+        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        File::from(fd).sync_all()
     }
 
     fn map(&self, path: &Path) -> io::Result<Mapping> {
-        let full = self.full(path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&full)
-            .map_err(|e| symlink_error(e, &full))?;
-        Mapping::map_file(&file)
-    }
-}
-
-/// `O_NOFOLLOW` on a symlink fails with `ELOOP`; say what happened.
-fn symlink_error(e: io::Error, full: &Path) -> io::Error {
-    if e.raw_os_error() == Some(libc::ELOOP) {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{} is a symbolic link; the store never follows links",
-                full.display()
-            ),
-        )
-    } else {
-        e
+        let fd = self.open_beneath(path, OFlags::RDONLY, 0)?;
+        Mapping::map_file(&File::from(fd))
     }
 }
 
@@ -245,6 +309,26 @@ impl StorageFile for LocalFile {
 mod tests {
     use super::*;
 
+    /// Every name below `root` with its content (`None` for directories).
+    fn tree(root: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).expect("ls") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    stack.push(path.clone());
+                    out.push((path, None));
+                } else {
+                    let bytes = fs::read(&path).expect("read");
+                    out.push((path, Some(bytes)));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
     #[test]
     fn refuses_to_follow_a_symlink() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -256,6 +340,89 @@ mod tests {
             .expect_err("followed a symlink");
         assert!(err.to_string().contains("symbolic link"), "{err}");
         assert!(storage.map(Path::new("link")).is_err());
+    }
+
+    #[test]
+    fn no_operation_goes_through_a_linked_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        fs::write(outside.path().join("f"), b"outside").expect("write");
+        fs::create_dir(outside.path().join("d")).expect("mkdir");
+        fs::create_dir(dir.path().join("objects")).expect("mkdir");
+        fs::write(dir.path().join("objects/own"), b"inside").expect("write");
+        let link = dir.path().join("objects/ab");
+        std::os::unix::fs::symlink(outside.path(), &link).expect("symlink");
+        let storage = LocalStorage::open(dir.path()).expect("open");
+        let before = tree(outside.path());
+
+        let p = Path::new;
+        let s = &storage;
+        type Op<'a> = Box<dyn Fn() -> io::Result<()> + 'a>;
+        let ops: Vec<(&str, Op)> = vec![
+            (
+                "open",
+                Box::new(|| s.open(p("objects/ab/f"), OpenMode::Read).map(drop)),
+            ),
+            (
+                "create new",
+                Box::new(|| s.open(p("objects/ab/n"), OpenMode::CreateNew).map(drop)),
+            ),
+            (
+                "create",
+                Box::new(|| s.open(p("objects/ab/n"), OpenMode::CreateOrOpen).map(drop)),
+            ),
+            (
+                "write",
+                Box::new(|| s.open(p("objects/ab/f"), OpenMode::ReadWrite).map(drop)),
+            ),
+            ("map", Box::new(|| s.map(p("objects/ab/f")).map(drop))),
+            (
+                "metadata",
+                Box::new(|| s.metadata(p("objects/ab/f")).map(drop)),
+            ),
+            (
+                "read_dir",
+                Box::new(|| s.read_dir(p("objects/ab")).map(drop)),
+            ),
+            ("sync_dir", Box::new(|| s.sync_dir(p("objects/ab")))),
+            (
+                "create_dir_all",
+                Box::new(|| s.create_dir_all(p("objects/ab/x/y"))),
+            ),
+            (
+                "link into",
+                Box::new(|| s.link_noreplace(p("objects/own"), p("objects/ab/own"))),
+            ),
+            (
+                "link from",
+                Box::new(|| s.link_noreplace(p("objects/ab/f"), p("objects/stolen"))),
+            ),
+            (
+                "rename",
+                Box::new(|| s.rename(p("objects/ab/f"), p("objects/stolen"))),
+            ),
+            ("remove_file", Box::new(|| s.remove_file(p("objects/ab/f")))),
+            ("remove_dir", Box::new(|| s.remove_dir(p("objects/ab/d")))),
+        ];
+        for (what, op) in ops {
+            let text = op().expect_err(what).to_string();
+            assert!(
+                text.contains(&link.display().to_string()) && text.contains("symbolic link"),
+                "{what}: {text}"
+            );
+        }
+        // The link itself is a name in the store: it can be seen and removed,
+        // but not listed through.
+        let m = storage
+            .metadata(p("objects/ab"))
+            .expect("lstat of the link");
+        assert!(!m.is_dir && m.is_symlink);
+        assert_eq!(tree(outside.path()), before);
+        storage
+            .remove_file(p("objects/ab"))
+            .expect("unlink the link");
+        assert_eq!(tree(outside.path()), before);
+        assert!(!dir.path().join("objects/stolen").exists());
     }
 
     #[test]

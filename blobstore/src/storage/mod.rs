@@ -16,6 +16,7 @@
 //! fsync, publish, directory fsync) from these primitives, and the crash-point
 //! analysis in `format-spec.md` is written against them.
 
+mod beneath;
 mod local;
 pub mod sim;
 
@@ -56,6 +57,9 @@ pub struct Metadata {
     pub len: u64,
     /// Whether the name is a directory.
     pub is_dir: bool,
+    /// Whether the name is a symbolic link (which the store never follows:
+    /// where it expects a file, a link is an error naming it).
+    pub is_symlink: bool,
     /// Last modification time.
     pub modified: SystemTime,
 }
@@ -164,6 +168,18 @@ pub fn check_relative(path: &Path) -> io::Result<()> {
     } else {
         Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"))
     }
+}
+
+/// The error for a symbolic link met inside the store (`path` as the
+/// storage displays it).
+pub fn symlink_error(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} is a symbolic link; the store never follows links",
+            path.display()
+        ),
+    )
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, failing with

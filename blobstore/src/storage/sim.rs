@@ -78,7 +78,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{check_relative, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile};
+use super::{
+    check_relative, symlink_error, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile,
+};
 use crate::mmap::Mapping;
 
 /// What a crash keeps of the state that was written but not made durable.
@@ -266,16 +268,6 @@ impl Rng {
 
 fn os(code: i32) -> io::Error {
     io::Error::from_raw_os_error(code)
-}
-
-fn symlink_error(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "{} is a symbolic link; the store never follows links",
-            path.display()
-        ),
-    )
 }
 
 fn down_error() -> io::Error {
@@ -692,6 +684,7 @@ fn metadata_of(n: &Inode) -> Metadata {
     Metadata {
         len,
         is_dir: matches!(n.body, Body::Dir(_)),
+        is_symlink: matches!(n.body, Body::Symlink(_)),
         modified: n.mtime,
     }
 }
@@ -1790,7 +1783,8 @@ mod tests {
             errno(s.open(p("link"), OpenMode::CreateNew)),
             Some(libc::EEXIST)
         );
-        assert!(!s.metadata(p("link")).expect("lstat").is_dir);
+        let m = s.metadata(p("link")).expect("lstat");
+        assert!(!m.is_dir && m.is_symlink);
         assert_eq!(
             s.snapshot().get(p("link")),
             Some(&SimNode::Symlink("d".into()))

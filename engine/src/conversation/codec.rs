@@ -118,14 +118,58 @@ pub fn pack(entries: &[Vec<u8>]) -> Option<Vec<u8>> {
 }
 
 /// Decodes one entry of a record into `out`: one entry, or every entry of a
-/// packed one. A packed entry must be exactly one zstd frame declaring its
-/// content size, at most `max_plain` bytes (the record size limit: a batch
-/// is never larger before packing), checked before anything is allocated;
-/// its content is a batch of plain entries (packed ones do not nest).
+/// packed one ([`unpack`]).
 pub fn decode_all(bytes: &[u8], max_plain: u32, out: &mut Vec<LogEntry>) -> Result<(), String> {
+    unpack(bytes, max_plain)?.each(|e| {
+        out.push(decode(e)?);
+        Ok(())
+    })
+}
+
+/// The plain entries one entry of a record stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unpacked<'a> {
+    /// A plain entry: itself.
+    Plain(&'a [u8]),
+    /// A packed entry: the batch it holds (checked to be a batch).
+    Batch(Vec<u8>),
+}
+
+impl Unpacked<'_> {
+    /// Hands each plain entry to `f`, in order; stops at the first error.
+    pub fn each<'s>(
+        &'s self,
+        mut f: impl FnMut(&'s [u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        match self {
+            Unpacked::Plain(e) => f(e),
+            Unpacked::Batch(batch) => {
+                let mut result = Ok(());
+                crate::log::walk_batch(batch, |e| {
+                    if result.is_ok() {
+                        result = match e.first() {
+                            Some(&KIND_PACKED) => {
+                                Err("a packed entry inside a packed entry".to_string())
+                            }
+                            _ => f(e),
+                        };
+                    }
+                })
+                .map_err(|found| format!("a packed entry whose content is not a batch: {found}"))?;
+                result
+            }
+        }
+    }
+}
+
+/// Undoes the packing of one entry of a record. A packed entry must be
+/// exactly one zstd frame declaring its content size, at most `max_plain`
+/// bytes (the record size limit: a batch is never larger before packing),
+/// checked before anything is allocated; its content must be a batch of
+/// plain entries (packed ones do not nest, [`Unpacked::each`]).
+pub fn unpack(bytes: &[u8], max_plain: u32) -> Result<Unpacked<'_>, String> {
     let Some((&KIND_PACKED, frame)) = bytes.split_first() else {
-        out.push(decode(bytes)?);
-        return Ok(());
+        return Ok(Unpacked::Plain(bytes));
     };
     let declared = match zstd::zstd_safe::get_frame_content_size(frame) {
         Ok(Some(n)) => n,
@@ -160,17 +204,9 @@ pub fn decode_all(bytes: &[u8], max_plain: u32, out: &mut Vec<LogEntry>) -> Resu
             batch.len()
         ));
     }
-    let mut inner = Ok(());
-    crate::log::walk_batch(&batch, |e| {
-        if inner.is_ok() {
-            inner = match e.first() {
-                Some(&KIND_PACKED) => Err("a packed entry inside a packed entry".to_string()),
-                _ => decode(e).map(|entry| out.push(entry)),
-            };
-        }
-    })
-    .map_err(|found| format!("a packed entry whose content is not a batch: {found}"))?;
-    inner
+    crate::log::walk_batch(&batch, |_| {})
+        .map_err(|found| format!("a packed entry whose content is not a batch: {found}"))?;
+    Ok(Unpacked::Batch(batch))
 }
 
 /// Decodes one plain entry; the error says what was found (the caller adds

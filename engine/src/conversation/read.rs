@@ -91,52 +91,88 @@ fn apply_record(
     }
 }
 
-/// Below this many bytes of records, decoding on one thread is faster than
+/// Below this many bytes of entries, decoding on one thread is faster than
 /// starting others.
 const PARALLEL_DECODE_MIN: usize = 256 * 1024;
 
-/// Decodes the entries of `records` on up to all cores (in contiguous runs
-/// of records of about equal bytes), keeping their order.
+/// Decodes the entries of `records` on up to all cores, keeping their
+/// order: packed entries are unpacked first, then the plain entries are
+/// decoded in contiguous runs of about equal bytes, so that one large
+/// packed record (an import) is shared out too.
 fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogEntry>>> {
-    let bytes: usize = records.iter().map(|r| r.len as usize).sum();
+    let max = reader.options().max_record_size;
+    let corrupt = |record: &Record, i: usize, found: String| Error::Corrupt {
+        path: reader.path().to_path_buf(),
+        offset: record.offset,
+        expected: format!("a decodable entry {i} in the record"),
+        found,
+    };
+    let mut unpacked = Vec::with_capacity(records.len());
+    for (r, record) in records.iter().enumerate() {
+        for (i, bytes) in record.entries.iter().enumerate() {
+            let u = codec::unpack(bytes, max).map_err(|found| corrupt(record, i, found))?;
+            unpacked.push((r, i, u));
+        }
+    }
+    // Every plain entry, with the record and the record entry it is from.
+    let mut plain: Vec<(usize, usize, &[u8])> = Vec::new();
+    for (r, i, u) in &unpacked {
+        u.each(|e| {
+            plain.push((*r, *i, e));
+            Ok(())
+        })
+        .map_err(|found| corrupt(&records[*r], *i, found))?;
+    }
+    let decode_run = |run: &[(usize, usize, &[u8])]| -> Result<Vec<LogEntry>> {
+        run.iter()
+            .map(|(r, i, e)| codec::decode(e).map_err(|found| corrupt(&records[*r], *i, found)))
+            .collect()
+    };
+    let bytes: usize = plain.iter().map(|(_, _, e)| e.len()).sum();
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(8);
-    if threads < 2 || bytes < PARALLEL_DECODE_MIN {
-        return records.iter().map(|r| decode_record(reader, r)).collect();
-    }
-    let share = bytes.div_ceil(threads);
-    let mut runs = Vec::with_capacity(threads);
-    let (mut start, mut acc) = (0, 0);
-    for (i, r) in records.iter().enumerate() {
-        acc += r.len as usize;
-        if acc >= share {
-            runs.push(&records[start..=i]);
-            (start, acc) = (i + 1, 0);
+    let decoded = if threads < 2 || bytes < PARALLEL_DECODE_MIN {
+        decode_run(&plain)?
+    } else {
+        let share = bytes.div_ceil(threads);
+        let mut runs = Vec::with_capacity(threads);
+        let (mut start, mut acc) = (0, 0);
+        for (k, (_, _, e)) in plain.iter().enumerate() {
+            acc += e.len();
+            if acc >= share {
+                runs.push(&plain[start..=k]);
+                (start, acc) = (k + 1, 0);
+            }
         }
-    }
-    if start < records.len() {
-        runs.push(&records[start..]);
-    }
-    let decoded: Vec<Result<Vec<Vec<LogEntry>>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| scope.spawn(move || run.iter().map(|r| decode_record(reader, r)).collect()))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(run) => run,
-                // A decoder never panics on any bytes (fuzzed); if one did,
-                // the panic goes on in the caller's thread.
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
-    let mut out = Vec::with_capacity(records.len());
-    for run in decoded {
-        out.extend(run?);
+        if start < plain.len() {
+            runs.push(&plain[start..]);
+        }
+        let results: Vec<Result<Vec<LogEntry>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .iter()
+                .map(|run| scope.spawn(|| decode_run(run)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(run) => run,
+                    // A decoder never panics on any bytes (fuzzed); if one
+                    // did, the panic goes on in the caller's thread.
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        let mut all = Vec::with_capacity(plain.len());
+        for run in results {
+            all.extend(run?);
+        }
+        all
+    };
+    let mut out: Vec<Vec<LogEntry>> = records.iter().map(|_| Vec::new()).collect();
+    for ((r, _, _), entry) in plain.iter().zip(decoded) {
+        out[*r].push(entry);
     }
     Ok(out)
 }

@@ -373,6 +373,23 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
     assert_eq!(conv.state, sequential);
     assert_eq!(conv.log_end, end.end);
 
+    // A fork holds the same entries in one packed record, whose entries are
+    // shared out among the threads after unpacking.
+    let fork_id = ConversationId::parse("fork").expect("id");
+    let now = Timestamp::from_unix(1_780_000_100, 0).expect("time");
+    drop(
+        store
+            .fork(&id, None, Some(fork_id.clone()), now)
+            .expect("fork"),
+    );
+    let fork = store.read(&fork_id).expect("read the fork");
+    assert!(fork.log_end < conv.log_end, "the fork's record is packed");
+    assert_eq!(
+        fork.state.records, 2,
+        "metadata, then one record of entries"
+    );
+    assert_eq!(fork.entries, conv.entries);
+
     // A record whose checksum matches but whose entry is not MessagePack.
     let bad_at = {
         let mut raw =

@@ -31,30 +31,24 @@
 //! Run: `cargo bench -p jpstore-benches --bench attach`
 //! (quick: append `-- --warm-up-time 1 --measurement-time 3`).
 
-use std::collections::HashSet;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use jpstore_benches::bench_dir::{bench_dir, file_system_of};
+use jpstore_benches::floor::{cores, hash_and_compress};
+use jpstore_benches::setup::attach::{
+    collect_and_attach, paths, store_with_conversation, write_tree,
+};
+use jpstore_benches::timing::median;
 use jpstore_benches::workload::source_tree::total_bytes;
-use jpstore_benches::{write_to_dir, GeneratedFile, SourceTree};
-use jpstore_blobstore::{BlobId, Options};
 use jpstore_engine::attach;
-use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::{NewConversation, Store, StoreOptions};
-use sha2::{Digest, Sha256};
-use tempfile::TempDir;
 
 /// Seed of the generated tree.
 const SEED: u64 = 0x6a70_2d61_7474_6163;
 /// Files in the tree.
 const FILES: usize = 5_000;
-/// zstd level of the floors (the store's default).
-const LEVEL: i32 = 3;
 /// Alternating rounds for the printed ratio.
 const RATIO_ROUNDS: usize = 5;
 
@@ -62,83 +56,12 @@ fn bench_root() -> PathBuf {
     bench_dir(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("attach-bench"))
 }
 
-/// The tree (files in memory, and written below `root/tree`).
-fn tree(root: &Path) -> (Vec<GeneratedFile>, PathBuf) {
-    let files = SourceTree::generate(SEED, FILES);
-    let dir = root.join("tree");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).expect("remove the old tree");
-    }
-    write_to_dir(&files, &dir).expect("write the tree");
-    (files, dir)
-}
-
-fn fresh_store(root: &Path) -> (TempDir, Store, ConversationId) {
-    let dir = tempfile::Builder::new()
-        .prefix("store-")
-        .tempdir_in(root)
-        .expect("create a store directory");
-    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init store");
-    let id = store
-        .create(NewConversation::default())
-        .expect("create conversation")
-        .id()
-        .clone();
-    (dir, store, id)
-}
-
-fn collect_and_attach(tree: &Path, store: &Store, id: &ConversationId) -> attach::AttachOutcome {
-    let (files, errors) = attach::collect(&[tree.to_path_buf()], tree);
-    assert!(errors.is_empty(), "{errors:?}");
-    let out = store
-        .attach(id, &files, Some("the tree".into()), true, &mut |_| {})
-        .expect("attach");
-    assert_eq!(out.files, FILES);
-    out
-}
-
-/// SHA-256 of every item, zstd-3 of every distinct one, on `threads`
-/// threads; `bytes(i)` gives item `i`.
-fn hash_and_compress(
-    count: usize,
-    threads: usize,
-    bytes: &(dyn Fn(usize) -> Vec<u8> + Sync),
-) -> u64 {
-    let next = AtomicUsize::new(0);
-    let seen = Mutex::new(HashSet::<BlobId>::new());
-    let total = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut zstd = zstd::bulk::Compressor::new(LEVEL).expect("zstd compressor");
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= count {
-                        break;
-                    }
-                    let data = bytes(i);
-                    let id = BlobId::from_bytes(Sha256::digest(&data).into());
-                    if seen.lock().expect("set lock").insert(id) {
-                        let c = zstd.compress(&data).expect("compress");
-                        total.fetch_add(c.len(), Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-    });
-    total.into_inner() as u64
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn benches(c: &mut Criterion) {
     let root = bench_root();
-    let (files, dir) = tree(&root);
+    let dir = root.join("tree");
+    let files = write_tree(SEED, FILES, &dir);
     let raw = total_bytes(&files);
-    let cores = Options::default().threads;
+    let cores = cores();
     eprintln!(
         "attach bench: {} files, {:.1} MB, tree and stores in {} ({}); {cores} cores",
         files.len(),
@@ -147,7 +70,7 @@ fn benches(c: &mut Criterion) {
         file_system_of(&root),
     );
     let from_memory = |i: usize| files[i].bytes.clone();
-    let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(&f.path)).collect();
+    let paths = paths(&files, &dir);
     let from_disk = |i: usize| std::fs::read(&paths[i]).expect("read a tree file");
 
     let mut g = c.benchmark_group("attach");
@@ -155,9 +78,9 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(raw));
     g.bench_function("store_collect_and_attach", |b| {
         b.iter_batched(
-            || fresh_store(&root),
+            || store_with_conversation(&root),
             |(tmp, store, id)| {
-                let out = collect_and_attach(&dir, &store, &id);
+                let out = collect_and_attach(&dir, &store, &id, FILES);
                 (tmp, out)
             },
             BatchSize::PerIteration,
@@ -175,12 +98,12 @@ fn benches(c: &mut Criterion) {
     g.finish();
 
     // The ratio, from alternating rounds in this run.
-    let (mut attach_t, mut floor_t) = (Vec::new(), Vec::new());
+    let (mut attach_t, mut floor_t): (Vec<Duration>, Vec<Duration>) = (Vec::new(), Vec::new());
     let mut last = None;
     for _ in 0..RATIO_ROUNDS {
-        let (tmp, store, id) = fresh_store(&root);
+        let (tmp, store, id) = store_with_conversation(&root);
         let t = Instant::now();
-        let out = collect_and_attach(&dir, &store, &id);
+        let out = collect_and_attach(&dir, &store, &id, FILES);
         attach_t.push(t.elapsed());
         drop((store, tmp));
         let t = Instant::now();

@@ -45,29 +45,29 @@
 //!
 //! Run: `cargo bench -p jpstore-benches --bench conversation -- --warm-up-time 1 --measurement-time 3`
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::hint::black_box;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 use jpstore_benches::bench_dir::{bench_dir, file_system_of};
+use jpstore_benches::floor::{append_file, fdatasync_write};
+use jpstore_benches::setup::conversation::{
+    build, jp_parse, parse, store_with, timed_append, write_jp_events, AppendBench, Rolling,
+    ROLL_EVERY,
+};
+use jpstore_benches::timing::{interleaved, median};
 use jpstore_benches::workload::code;
-use jpstore_benches::workload::conversation::{tool_response_sizes, START_UNIX};
-use jpstore_benches::{jp_events_json, ConversationShape, Rng};
+use jpstore_benches::workload::conversation::tool_response_sizes;
+use jpstore_benches::{ConversationShape, Rng};
 use jpstore_engine::conversation::codec;
 use jpstore_engine::conversation::read::Conversation;
-use jpstore_engine::conversation::writer::ConversationWriter;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::json::{parse_entry, ParseMode};
-use jpstore_engine::event::{ChatResponse, Entry, EventKind, Object, Payload};
+use jpstore_engine::event::{ChatResponse, Entry, EventKind, Payload};
 use jpstore_engine::export::{view_json, ContentMode};
-use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 /// Seed of every generated workload.
 const SEED: u64 = 0x6a70_2d63_6f6e_7665;
@@ -75,157 +75,11 @@ const SEED: u64 = 0x6a70_2d63_6f6e_7665;
 const LONG: usize = 10_000;
 /// Events of the short conversation.
 const SHORT: usize = 10;
-/// Appends to a short conversation before a fresh one replaces it.
-const RESET_EVERY: u64 = 100;
 /// Size of the new tool response content.
 const TOOL_CONTENT: usize = 1024;
 
 fn bench_root() -> PathBuf {
     bench_dir(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("conversation-bench"))
-}
-
-fn now() -> ParseMode {
-    ParseMode::Strict {
-        now: Timestamp::from_unix(START_UNIX, 0).expect("a valid time"),
-    }
-}
-
-fn parse(v: &Value) -> Entry<Payload> {
-    parse_entry(v, now()).expect("generated entries parse")
-}
-
-/// A store in a fresh directory below `root`, with every blob fan-out
-/// directory already present (as in a store used for a while), so a loose
-/// put costs its steady-state syncs.
-fn fresh_store(root: &Path) -> (TempDir, Store) {
-    let dir = tempfile::Builder::new()
-        .prefix("store-")
-        .tempdir_in(root)
-        .expect("create a store directory");
-    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init the store");
-    let storage = store.storage();
-    for i in 0..=255u8 {
-        let d = PathBuf::from(format!("blobs/objects/{i:02x}"));
-        storage.create_dir_all(&d).expect("create a fan-out dir");
-    }
-    storage
-        .sync_dir(Path::new("blobs/objects"))
-        .expect("sync objects/");
-    (dir, store)
-}
-
-/// The entries grouped into the records an agent writes: a record ends with
-/// each user message, tool call, tool response and answer.
-fn steps(entries: &[Value]) -> Vec<Vec<Entry<Payload>>> {
-    let mut out = Vec::new();
-    let mut batch = Vec::new();
-    for v in entries {
-        let e = parse(v);
-        let ends = match e.event().map(|e| &e.kind) {
-            Some(EventKind::ChatRequest(_))
-            | Some(EventKind::ToolCallRequest(_))
-            | Some(EventKind::ToolCallResponse(_)) => true,
-            Some(EventKind::ChatResponse(r)) => {
-                matches!(r, ChatResponse::Message(_))
-            }
-            _ => false,
-        };
-        batch.push(e);
-        if ends {
-            out.push(std::mem::take(&mut batch));
-        }
-    }
-    if !batch.is_empty() {
-        out.push(batch);
-    }
-    out
-}
-
-/// Puts the content of every tool response of `entries` as one pack.
-fn put_contents(store: &Store, entries: &[Value]) {
-    let mut seen = HashSet::new();
-    let contents: Vec<&str> = entries
-        .iter()
-        .filter(|e| e["type"] == "tool_call_response")
-        .filter_map(|e| e["content"].as_str())
-        .filter(|c| seen.insert(*c))
-        .collect();
-    store
-        .blobs()
-        .put_batch(
-            contents.len(),
-            |i| Ok(contents[i].as_bytes().to_vec()),
-            &mut |_| {},
-        )
-        .expect("put the contents");
-}
-
-/// Creates conversation `id` holding `entries` (whose content is already in
-/// the store) and returns its writer.
-fn build<'s>(store: &'s Store, id: &str, entries: &[Value]) -> ConversationWriter<'s> {
-    let mut w = store
-        .create(NewConversation {
-            id: Some(ConversationId::parse(id).expect("a valid id")),
-            title: Some("Fix the flaky test".into()),
-            base_config: Some(Object::new()),
-            created: Some(Timestamp::from_unix(START_UNIX, 0).expect("a valid time")),
-            ..NewConversation::default()
-        })
-        .expect("create the conversation");
-    for batch in steps(entries) {
-        let out = w.append(batch).expect("append");
-        assert_eq!(out.new_blobs, 0, "content was put beforehand");
-    }
-    w
-}
-
-/// A short conversation that is replaced by a fresh one (outside the
-/// timing) every [`RESET_EVERY`] appends, so it stays short however many
-/// iterations criterion runs.
-struct Rolling<'s> {
-    store: &'s Store,
-    entries: Vec<Value>,
-    name: &'static str,
-    made: u64,
-    appended: u64,
-    writer: Option<ConversationWriter<'s>>,
-}
-
-impl<'s> Rolling<'s> {
-    fn new(store: &'s Store, name: &'static str, entries: Vec<Value>) -> Self {
-        Rolling {
-            store,
-            entries,
-            name,
-            made: 0,
-            appended: 0,
-            writer: None,
-        }
-    }
-
-    /// The writer to append to next (counts one append).
-    fn writer(&mut self) -> &mut ConversationWriter<'s> {
-        if self.writer.is_none() || self.appended >= RESET_EVERY {
-            self.writer = None;
-            self.made += 1;
-            self.appended = 0;
-            let id = format!("{}-{:05}", self.name, self.made);
-            self.writer = Some(build(self.store, &id, &self.entries));
-        }
-        self.appended += 1;
-        self.writer.as_mut().expect("a writer")
-    }
-}
-
-/// A file in `dir` that grows by appends, its creation already durable.
-fn append_file(dir: &Path, name: &str) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(name))?;
-    file.sync_all()?;
-    File::open(dir)?.sync_all()?;
-    Ok(file)
 }
 
 /// Source-like content of `size` bytes, different for every `n`.
@@ -237,16 +91,6 @@ fn unique_code(n: u64, size: usize) -> Vec<u8> {
     out.truncate(size.saturating_sub(tag.len()));
     out.extend_from_slice(tag.as_bytes());
     out
-}
-
-/// A chat_response message of about 100 bytes of text.
-fn small_event() -> Entry<Payload> {
-    parse(&json!({
-        "type": "chat_response",
-        "timestamp": "2026-06-01 10:00:00.5",
-        "message": "Done: the test no longer depends on the order of the map; \
-                    `cargo test` passes 50 times in a row.",
-    }))
 }
 
 /// A tool call and its response with new content `n`.
@@ -326,91 +170,19 @@ fn log_composition(conv: &Conversation) -> String {
     parts.join(", ")
 }
 
-/// One operation of an interleaved comparison: its name, and a closure
-/// that runs it once and returns the time of the part to measure.
-type Op<'a> = (&'a str, &'a mut dyn FnMut() -> Duration);
-
-/// Runs `ops` round-robin (rotating which goes first) for `rounds` rounds
-/// or until `budget` is spent, then prints each one's median and 90th
-/// percentile and the ratio of medians for every `(a, b)` in `ratios`.
-/// Criterion measures one benchmark after another, so a burst of disk
-/// traffic from another process lands on one of them only; interleaved,
-/// every operation sees the same conditions and the ratios hold.
-fn interleaved(
-    title: &str,
-    rounds: usize,
-    budget: Duration,
-    ops: &mut [Op<'_>],
-    ratios: &[(usize, usize)],
-) {
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); ops.len()];
-    let started = Instant::now();
-    let mut done = 0;
-    while done < rounds && started.elapsed() < budget {
-        for k in 0..ops.len() {
-            let i = (done + k) % ops.len();
-            times[i].push((ops[i].1)());
-        }
-        done += 1;
-    }
-    let pick = |v: &mut Vec<Duration>, q: f64| {
-        v.sort_unstable();
-        v[((v.len() - 1) as f64 * q) as usize]
-    };
-    let mut medians = Vec::new();
-    let mut parts = Vec::new();
-    for (i, t) in times.iter_mut().enumerate() {
-        let (m, p90) = (pick(t, 0.5), pick(t, 0.9));
-        medians.push(m.as_secs_f64());
-        parts.push(format!(
-            "{} {:.0} us (p90 {:.0} us)",
-            ops[i].0,
-            m.as_secs_f64() * 1e6,
-            p90.as_secs_f64() * 1e6
-        ));
-    }
-    let ratios: Vec<String> = ratios
-        .iter()
-        .map(|&(a, b)| {
-            format!(
-                "{} / {} = {:.2}",
-                ops[a].0,
-                ops[b].0,
-                medians[a] / medians[b]
-            )
-        })
-        .collect();
-    eprintln!(
-        "  {title}, interleaved ({done} rounds, medians): {}\n    ratios: {}",
-        parts.join(", "),
-        ratios.join(", ")
-    );
-}
-
-fn median(mut v: Vec<usize>) -> usize {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
-}
-
 fn benches(c: &mut Criterion) {
     let root = bench_root();
     let started = Instant::now();
     let long = ConversationShape::generate(SEED, LONG);
     let short = ConversationShape::generate(SEED, SHORT);
-    let (dir, store) = fresh_store(&root);
-    put_contents(&store, &long);
-    let mut long_writer = build(&store, "long-append", &long);
-    drop(build(&store, "long-read", &long));
+    let (dir, store) = store_with(&root, &[("long-append", &long), ("long-read", &long)]);
+    let long_writer = store
+        .writer(&ConversationId::parse("long-append").expect("id"))
+        .expect("open the writer");
     let read_id = ConversationId::parse("long-read").expect("id");
     let conv = store.read(&read_id).expect("read");
     let jp_path = dir.path().join("events.json");
-    let jp_text = jp_events_json(&long);
-    std::fs::write(&jp_path, &jp_text).expect("write events.json");
-    // Leave no dirty pages behind whose writeback would land on the sync
-    // figures.
-    File::open(&jp_path)
-        .and_then(|f| f.sync_all())
-        .expect("sync events.json");
+    let jp_bytes = write_jp_events(&jp_path, &long);
     let sizes = tool_response_sizes(&long);
     let turns = long.iter().filter(|e| e["type"] == "turn_start").count();
     eprintln!(
@@ -427,93 +199,38 @@ fn benches(c: &mut Criterion) {
         sizes.iter().max().copied().unwrap_or(0),
         sizes.iter().sum::<usize>() as f64 / 1e6,
         conv.log_end as f64 / 1e6,
-        jp_text.len() as f64 / 1e6,
+        jp_bytes as f64 / 1e6,
         started.elapsed().as_secs_f64(),
         log_composition(&conv),
     );
-    drop((jp_text, conv));
+    drop(conv);
 
     // ----- append_small_event ------------------------------------------------
-    let event = small_event();
+    let mut append = AppendBench::new(&store, dir.path(), short.clone(), long_writer);
     let mut g = c.benchmark_group("append_small_event");
     g.sample_size(20);
-    let mut rolling = Rolling::new(&store, "short", short.clone());
     g.bench_function(BenchmarkId::from_parameter(SHORT), |b| {
-        b.iter_custom(|iters| {
-            let mut spent = Duration::ZERO;
-            for _ in 0..iters {
-                let w = rolling.writer();
-                let batch = vec![event.clone()];
-                let t = Instant::now();
-                black_box(w.append(batch).expect("append"));
-                spent += t.elapsed();
-            }
-            spent
-        });
+        b.iter_custom(|iters| (0..iters).map(|_| append.append_short()).sum());
     });
     g.bench_function(BenchmarkId::from_parameter(LONG), |b| {
-        b.iter_custom(|iters| {
-            let mut spent = Duration::ZERO;
-            for _ in 0..iters {
-                let batch = vec![event.clone()];
-                let t = Instant::now();
-                black_box(long_writer.append(batch).expect("append"));
-                spent += t.elapsed();
-            }
-            spent
-        });
+        b.iter_custom(|iters| (0..iters).map(|_| append.append_long()).sum());
     });
-    let mut floor = append_file(dir.path(), "fdatasync-floor").expect("floor file");
-    let small = [b'x'; 150];
     g.bench_function("fdatasync_small_write", |b| {
-        b.iter(|| {
-            floor.write_all(&small).expect("append");
-            floor.sync_data().expect("fdatasync");
-        });
+        b.iter_custom(|iters| (0..iters).map(|_| append.fdatasync()).sum());
     });
     g.finish();
-    {
-        let mut short_op = || {
-            let w = rolling.writer();
-            let batch = vec![event.clone()];
-            let t = Instant::now();
-            w.append(batch).expect("append");
-            t.elapsed()
-        };
-        let mut long_op = || {
-            let batch = vec![event.clone()];
-            let t = Instant::now();
-            long_writer.append(batch).expect("append");
-            t.elapsed()
-        };
-        let mut floor_op = || {
-            let t = Instant::now();
-            floor.write_all(&small).expect("append");
-            floor.sync_data().expect("fdatasync");
-            t.elapsed()
-        };
-        interleaved(
-            "append_small_event",
-            2_000,
-            Duration::from_secs(3),
-            &mut [
-                ("10", &mut short_op),
-                ("10000", &mut long_op),
-                ("fdatasync_small_write", &mut floor_op),
-            ],
-            &[(1, 0), (0, 2), (1, 2)],
-        );
-    }
+    append
+        .interleaved(1, 2_000, Duration::from_secs(3))
+        .print("append_small_event", &[(1, 0), (0, 2), (1, 2)]);
     eprintln!(
         "  append_small_event: the long conversation now holds {} events",
-        long_writer.state().entries
+        append.long.state().entries
     );
-    drop(long_writer);
 
     // ----- append_tool_response ----------------------------------------------
     let mut g = c.benchmark_group("append_tool_response");
     g.sample_size(20);
-    let mut rolling = Rolling::new(&store, "tools", short.clone());
+    let mut rolling = Rolling::new(&store, "tools", short.clone(), ROLL_EVERY);
     let mut n = 0u64;
     g.bench_function("new_blob", |b| {
         b.iter_custom(|iters| {
@@ -531,10 +248,7 @@ fn benches(c: &mut Criterion) {
         });
     });
     g.bench_function("fdatasync_small_write", |b| {
-        b.iter(|| {
-            floor.write_all(&small).expect("append");
-            floor.sync_data().expect("fdatasync");
-        });
+        b.iter_custom(|iters| (0..iters).map(|_| append.fdatasync()).sum());
     });
     let by_hand = dir.path().join("by-hand");
     for d in ["tmp", "objects"] {
@@ -556,8 +270,7 @@ fn benches(c: &mut Criterion) {
                 let blob = unique_code(1 << 40 | m, TOOL_CONTENT);
                 let t = Instant::now();
                 publish_by_hand(&by_hand, m, &blob).expect("publish by hand");
-                by_hand_log.write_all(&record).expect("append");
-                by_hand_log.sync_data().expect("fdatasync");
+                fdatasync_write(&mut by_hand_log, &record).expect("fdatasync");
                 spent += t.elapsed();
             }
             spent
@@ -567,29 +280,19 @@ fn benches(c: &mut Criterion) {
     {
         let mut blob_op = || {
             n += 1;
-            let batch = tool_pair(n);
-            let w = rolling.writer();
-            let t = Instant::now();
-            w.append(batch).expect("append");
-            t.elapsed()
+            timed_append(rolling.writer(), tool_pair(n))
         };
-        let mut floor_op = || {
-            let t = Instant::now();
-            floor.write_all(&small).expect("append");
-            floor.sync_data().expect("fdatasync");
-            t.elapsed()
-        };
+        let mut floor_op = || append.fdatasync();
         let mut by_hand_op = || {
             m += 1;
             let blob = unique_code(1 << 40 | m, TOOL_CONTENT);
             let t = Instant::now();
             publish_by_hand(&by_hand, m, &blob).expect("publish by hand");
-            by_hand_log.write_all(&record).expect("append");
-            by_hand_log.sync_data().expect("fdatasync");
+            fdatasync_write(&mut by_hand_log, &record).expect("fdatasync");
             t.elapsed()
         };
         interleaved(
-            "append_tool_response",
+            1,
             1_000,
             Duration::from_secs(3),
             &mut [
@@ -597,8 +300,8 @@ fn benches(c: &mut Criterion) {
                 ("fdatasync_small_write", &mut floor_op),
                 ("floor_publish_1KiB_then_fdatasync", &mut by_hand_op),
             ],
-            &[(0, 1), (0, 2)],
-        );
+        )
+        .print("append_tool_response", &[(0, 1), (0, 2)]);
     }
 
     // ----- open_and_decode / open_writer ---------------------------------------
@@ -614,8 +317,7 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("jp_parse_events_json", LONG), |b| {
         b.iter_with_large_drop(|| {
-            let bytes = std::fs::read(&jp_path).expect("read events.json");
-            let v: Vec<Value> = serde_json::from_slice(&bytes).expect("parse events.json");
+            let v = jp_parse(&jp_path);
             assert_eq!(v.len(), LONG);
             v
         });
@@ -636,11 +338,7 @@ fn benches(c: &mut Criterion) {
         });
     }
     g.bench_function(BenchmarkId::new("jp_parse_events_json", LONG), |b| {
-        b.iter_with_large_drop(|| {
-            let bytes = std::fs::read(&jp_path).expect("read events.json");
-            let v: Vec<Value> = serde_json::from_slice(&bytes).expect("parse events.json");
-            v
-        });
+        b.iter_with_large_drop(|| jp_parse(&jp_path));
     });
     g.finish();
 

@@ -1,4 +1,5 @@
-//! Where benchmarks put their stores, and what file system that is.
+//! Where benchmarks put their stores, what file system that is, and what
+//! machine they run on.
 //!
 //! Stores live below `JPSTORE_BENCH_DIR` if set, else below a directory the
 //! bench chooses inside cargo's target directory: `/tmp` is a tmpfs on many
@@ -42,4 +43,34 @@ pub fn file_system_of(path: &Path) -> String {
         }
     }
     best.map_or_else(|| "unknown file system".into(), |(_, s)| s)
+}
+
+/// "N cores (CPU model), M GB RAM, Linux x.y" (Linux; what cannot be read
+/// is left out), for the log.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut parts = Vec::new();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_owned())
+    });
+    parts.push(match cpu {
+        Some(cpu) => format!("{cores} cores ({cpu})"),
+        None => format!("{cores} cores"),
+    });
+    let kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    });
+    if let Some(kib) = kib {
+        parts.push(format!("{:.0} GB RAM", kib as f64 / (1 << 20) as f64));
+    }
+    if let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        parts.push(format!("Linux {}", release.trim()));
+    }
+    parts.join(", ")
 }

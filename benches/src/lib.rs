@@ -1,9 +1,15 @@
-//! Workload generators shared by the benchmarks.
+//! What the benchmarks share: workload generators (`workload`), the stores
+//! and files built from them (`setup`), the physical floors every figure is
+//! compared with (`floor`), interleaved timing (`timing`) and where the
+//! stores live (`bench_dir`).
 //!
-//! Everything here is deterministic: the same seed gives the same bytes on
+//! Every workload is deterministic: the same seed gives the same bytes on
 //! every machine, so figures from different runs measure the same work.
 
 pub mod bench_dir;
+pub mod floor;
+pub mod setup;
+pub mod timing;
 pub mod workload;
 
 pub use workload::conversation::{jp_events_json, ConversationShape};

@@ -416,10 +416,16 @@ pub fn tool_response_sizes(entries: &[Value]) -> Vec<usize> {
 /// every string leaf of `tool_call_request.arguments` and of any `metadata`
 /// (jp-format.md section 2).
 pub fn jp_events_json(entries: &[Value]) -> String {
-    let encoded: Vec<Value> = entries.iter().map(jp_entry).collect();
-    let mut text = serde_json::to_string_pretty(&encoded).expect("JSON values serialize");
+    let mut text =
+        serde_json::to_string_pretty(&jp_entries(entries)).expect("JSON values serialize");
     text.push('\n');
     text
+}
+
+/// `entries` as JP holds them before writing `events.json`: with JP's
+/// base64 applied (see [`jp_events_json`]).
+pub fn jp_entries(entries: &[Value]) -> Vec<Value> {
+    entries.iter().map(jp_entry).collect()
 }
 
 fn jp_entry(entry: &Value) -> Value {

@@ -1,0 +1,48 @@
+//! Setup shared by the benches: stores, generated conversations and JP
+//! workspaces, attachment trees and maintenance stores, each built the same
+//! way wherever it is measured (the component benches, `quick`, `scaling`).
+
+pub mod attach;
+pub mod conversation;
+pub mod import;
+pub mod maintenance;
+pub mod unsynced;
+
+use std::path::Path;
+
+/// Bytes of the files below `path` (not following links; 0 if missing).
+pub fn du(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    let mut total = 0;
+    for e in entries.flatten() {
+        let p = e.path();
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        total += if m.is_dir() { du(&p) } else { m.len() };
+    }
+    total
+}
+
+/// A store in a fresh directory below `root`, with every blob fan-out
+/// directory already present (as in a store used for a while), so a loose
+/// put costs its steady-state syncs. The directory goes with the `TempDir`.
+pub fn fresh_store(root: &Path) -> (tempfile::TempDir, jpstore_engine::Store) {
+    let dir = tempfile::Builder::new()
+        .prefix("store-")
+        .tempdir_in(root)
+        .expect("create a store directory");
+    let store =
+        jpstore_engine::Store::init_dir(dir.path(), Default::default()).expect("init the store");
+    let storage = store.storage();
+    for i in 0..=255u8 {
+        let d = std::path::PathBuf::from(format!("blobs/objects/{i:02x}"));
+        storage.create_dir_all(&d).expect("create a fan-out dir");
+    }
+    storage
+        .sync_dir(Path::new("blobs/objects"))
+        .expect("sync objects/");
+    (dir, store)
+}

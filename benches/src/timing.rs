@@ -1,0 +1,182 @@
+//! Interleaved timing: operations run round-robin, one of each per round,
+//! so that a burst of load from another process lands on all of them alike
+//! and the ratios of their medians hold on a shared, noisy machine.
+//!
+//! Criterion measures one benchmark after another; the benches use this
+//! beside it for the ratios they print, and the `quick` bench uses only
+//! this.
+
+use std::time::{Duration, Instant};
+
+/// One operation of an interleaved comparison: its name, and a closure that
+/// runs it once and returns the time of the part to measure (setup outside
+/// that part is not counted).
+pub type Op<'a> = (&'a str, &'a mut dyn FnMut() -> Duration);
+
+/// The times of every operation of one interleaved run.
+#[derive(Clone, Debug)]
+pub struct Timings {
+    /// The operations' names, in the order given.
+    pub names: Vec<String>,
+    /// Every time of every operation, sorted ascending.
+    pub samples: Vec<Vec<Duration>>,
+    /// Rounds run (each operation ran once per round).
+    pub rounds: usize,
+}
+
+/// Runs `ops` round-robin (rotating which goes first) for at least
+/// `min_rounds` rounds, then until `max_rounds` rounds are done or `budget`
+/// is spent.
+pub fn interleaved(
+    min_rounds: usize,
+    max_rounds: usize,
+    budget: Duration,
+    ops: &mut [Op<'_>],
+) -> Timings {
+    let names: Vec<&str> = ops.iter().map(|(n, _)| *n).collect();
+    interleaved_by(&names, min_rounds, max_rounds, budget, &mut |i| {
+        (ops[i].1)()
+    })
+}
+
+/// [`interleaved`] with the operations given by index: `run(i)` runs
+/// operation `i` (named `names[i]`) once and returns its time.
+pub fn interleaved_by(
+    names: &[&str],
+    min_rounds: usize,
+    max_rounds: usize,
+    budget: Duration,
+    run: &mut dyn FnMut(usize) -> Duration,
+) -> Timings {
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+    let started = Instant::now();
+    let mut rounds = 0;
+    while rounds < max_rounds && (rounds < min_rounds || started.elapsed() < budget) {
+        for k in 0..names.len() {
+            let i = (rounds + k) % names.len();
+            samples[i].push(run(i));
+        }
+        rounds += 1;
+    }
+    for s in &mut samples {
+        s.sort_unstable();
+    }
+    Timings {
+        names: names.iter().map(|n| (*n).to_owned()).collect(),
+        samples,
+        rounds,
+    }
+}
+
+impl Timings {
+    /// The `q` quantile (0..=1) of operation `i` (nearest rank below).
+    pub fn quantile(&self, i: usize, q: f64) -> Duration {
+        let s = &self.samples[i];
+        if s.is_empty() {
+            return Duration::ZERO;
+        }
+        s[((s.len() - 1) as f64 * q.clamp(0.0, 1.0)) as usize]
+    }
+
+    /// The median of operation `i`.
+    pub fn median(&self, i: usize) -> Duration {
+        self.quantile(i, 0.5)
+    }
+
+    /// Median of `a` over median of `b`.
+    pub fn ratio(&self, a: usize, b: usize) -> f64 {
+        self.median(a).as_secs_f64() / self.median(b).as_secs_f64()
+    }
+
+    /// `name median (p90 ...)` of every operation, in a unit that suits it.
+    pub fn summary(&self) -> String {
+        (0..self.names.len())
+            .map(|i| {
+                format!(
+                    "{} {} (p90 {})",
+                    self.names[i],
+                    human(self.median(i)),
+                    human(self.quantile(i, 0.9))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `a / b = r` of every pair of `ratios` (indexes into the operations).
+    pub fn ratios(&self, ratios: &[(usize, usize)]) -> String {
+        ratios
+            .iter()
+            .map(|&(a, b)| {
+                format!(
+                    "{} / {} = {:.2}",
+                    self.names[a],
+                    self.names[b],
+                    self.ratio(a, b)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Timings {
+    /// Prints (to stderr) the summary and the `ratios` under `title`.
+    pub fn print(&self, title: &str, ratios: &[(usize, usize)]) {
+        eprintln!(
+            "  {title}, interleaved ({} rounds, medians): {}\n    ratios: {}",
+            self.rounds,
+            self.summary(),
+            self.ratios(ratios)
+        );
+    }
+}
+
+/// A duration with three significant digits in us, ms or s.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 1e-3 {
+        format!("{:.0} us", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// Runs `f` once and returns its time.
+pub fn timed(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// The median of `v` (the upper one of an even count; zero when empty).
+pub fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_rotate_and_respect_the_limits() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut a = || {
+            order.borrow_mut().push('a');
+            Duration::from_micros(1)
+        };
+        let mut b = || {
+            order.borrow_mut().push('b');
+            Duration::from_micros(3)
+        };
+        let t = interleaved(3, 3, Duration::ZERO, &mut [("a", &mut a), ("b", &mut b)]);
+        assert_eq!(t.rounds, 3);
+        assert_eq!(order.into_inner(), vec!['a', 'b', 'b', 'a', 'a', 'b']);
+        assert!((t.ratio(1, 0) - 3.0).abs() < 1e-9);
+        assert_eq!(median(vec![3, 1, 2]), 2);
+        assert_eq!(median(Vec::<u32>::new()), 0);
+    }
+}

@@ -41,7 +41,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jpstore_benches::bench_dir::{bench_dir, file_system_of, machine};
+use jpstore_benches::bench_dir::{describe, fresh_run_dir};
 use jpstore_benches::floor::{compress_all, cores, decompress_and_hash, hash_and_compress};
 use jpstore_benches::setup::attach::{collect_and_attach, store_with_conversation, write_tree};
 use jpstore_benches::setup::conversation::{
@@ -171,16 +171,8 @@ fn round(x: f64) -> f64 {
 
 fn main() {
     let started = Instant::now();
-    let root = bench_dir(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("quick-bench"));
-    let run = root.join("run");
-    let _ = std::fs::remove_dir_all(&run);
-    std::fs::create_dir_all(&run).expect("create the run directory");
-    println!(
-        "quick: {}; stores in {} ({})",
-        machine(),
-        run.display(),
-        file_system_of(&run),
-    );
+    let run = fresh_run_dir(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("quick-bench"));
+    println!("quick: {}", describe(&run));
     let mut report = Report::default();
     conversation(&run, &mut report);
     import(&run, &mut report);

@@ -74,3 +74,23 @@ pub fn machine() -> String {
     }
     parts.join(", ")
 }
+
+/// An empty directory `run` below [`bench_dir`]`(default)`, for one run's
+/// stores (what an earlier run left there is removed first).
+pub fn fresh_run_dir(default: &Path) -> PathBuf {
+    let run = bench_dir(default).join("run");
+    let _ = std::fs::remove_dir_all(&run);
+    std::fs::create_dir_all(&run).expect("create the run directory");
+    run
+}
+
+/// "<machine>; stores in <dir> (<file system>)": the first line of a
+/// bench's output, which `benches/report.py` reads.
+pub fn describe(dir: &Path) -> String {
+    format!(
+        "{}; stores in {} ({})",
+        machine(),
+        dir.display(),
+        file_system_of(dir)
+    )
+}

@@ -3,7 +3,8 @@
 //! Not criterion: every comparison is a hand-written interleaved loop
 //! (`timing::interleaved`: the operations run round-robin, so a burst of
 //! load from another process lands on all of them alike) with a few rounds
-//! and a time budget, and the figure is the ratio of the medians. The
+//! and a time budget, and the figure is the median over rounds of the
+//! ratio of the two times in the same round (`Timings::ratio`). The
 //! workloads and floors are the component benches' (`setup`, `floor`), at
 //! sizes that fit the minute:
 //!
@@ -25,8 +26,8 @@
 //!   stat-ing every other file of the store (gc's metadata floor).
 //!
 //! Output: one human-readable line per comparison on stdout, then, as the
-//! last line of stdout, one JSON object. Each key `A_vs_B` is the median
-//! time (or bytes) of A over B, so below 1 means A is cheaper; the one
+//! last line of stdout, one JSON object. Each key `A_vs_B` is A's time (or
+//! bytes) over B's, so below 1 means A is cheaper; the one
 //! absolute figure's key ends in `_seconds`. `"targets"` says, for every
 //! target of the brief, the figure, the limit and whether it is met.
 //! Setup and progress go to stderr.
@@ -50,7 +51,7 @@ use jpstore_benches::setup::conversation::{
 use jpstore_benches::setup::du;
 use jpstore_benches::setup::import::{import_all, read_and_parse_jp_files, write_workspace};
 use jpstore_benches::setup::maintenance::{self, read_metadata, MaintenanceShape};
-use jpstore_benches::timing::{human, interleaved, timed, Timings};
+use jpstore_benches::timing::{human, interleaved, three_digits, timed, Timings};
 use jpstore_benches::ConversationShape;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::{Store, StoreOptions};
@@ -113,7 +114,7 @@ impl Report {
     /// Records figure `key` (rounded to three significant digits) and, with
     /// a target, whether it is met; returns `key = value [verdict]`.
     fn figure(&mut self, key: &str, value: f64, target: Option<Target>) -> String {
-        let value = round(value);
+        let value = three_digits(value);
         self.figures.insert(key.into(), json!(value));
         let Some(t) = target else {
             return format!("{key} = {value}");
@@ -158,15 +159,6 @@ impl Report {
             .insert("targets".into(), Value::Object(self.targets));
         Value::Object(self.figures).to_string()
     }
-}
-
-/// Three significant digits.
-fn round(x: f64) -> f64 {
-    if x == 0.0 || !x.is_finite() {
-        return x;
-    }
-    let scale = 10f64.powi(2 - x.abs().log10().floor() as i32);
-    (x * scale).round() / scale
 }
 
 fn main() {

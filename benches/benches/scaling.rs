@@ -33,7 +33,10 @@
 //!
 //! Output: one line per comparison on stderr and, as the last line of
 //! stdout, one JSON object: for each series, the median (and 90th
-//! percentile) nanoseconds by size, and the bytes of each workload.
+//! percentile) nanoseconds by size; for each comparison, its ratio by size
+//! (`append_vs_fdatasync`, `jp_parse_vs_view_refs`, `attach_vs_floor`: the
+//! median over rounds of the ratio within a round, see `Timings::ratio`);
+//! and the bytes of each workload.
 //! `python3 benches/report.py scaling OUT` turns a saved output into the
 //! tables and the plot of BENCHMARKS.md.
 //!
@@ -53,7 +56,7 @@ use jpstore_benches::setup::conversation::{
     ROLL_EVERY,
 };
 use jpstore_benches::setup::du;
-use jpstore_benches::timing::{interleaved_by, timed, Timings};
+use jpstore_benches::timing::{interleaved_by, three_digits, timed, Timings};
 use jpstore_benches::workload::conversation::jp_entries;
 use jpstore_benches::ConversationShape;
 use jpstore_engine::conversation::ConversationId;
@@ -94,6 +97,16 @@ fn record(out: &mut Map<String, Value>, series: &str, t: &Timings, ops: &[usize]
     };
     out.insert(format!("{series}_ns"), Value::Object(pick(0.5)));
     out.insert(format!("{series}_p90_ns"), Value::Object(pick(0.9)));
+}
+
+/// `{"<size>": ratio}`, three significant digits.
+fn ratios(values: impl IntoIterator<Item = (usize, f64)>) -> Value {
+    Value::Object(
+        values
+            .into_iter()
+            .map(|(n, r)| (n.to_string(), json!(three_digits(r))))
+            .collect(),
+    )
 }
 
 fn by_size(values: impl IntoIterator<Item = (usize, u64)>) -> Value {
@@ -190,6 +203,15 @@ fn conversations(run: &Path, out: &mut Map<String, Value>) {
     );
     record(out, "append", &t, &all_sizes, &EVENTS);
     out.insert(
+        "append_vs_fdatasync".into(),
+        ratios(
+            EVENTS
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (n, t.ratio(i, floor_index))),
+        ),
+    );
+    out.insert(
         "fdatasync_ns".into(),
         json!(t.median(floor_index).as_nanos() as u64),
     );
@@ -248,6 +270,10 @@ fn conversations(run: &Path, out: &mut Map<String, Value>) {
     );
     series(out, "view_refs", &t, 0, &EVENTS);
     series(out, "jp_read_parse", &t, 1, &EVENTS);
+    out.insert(
+        "jp_parse_vs_view_refs".into(),
+        ratios(EVENTS.iter().zip(&t).map(|(&n, t)| (n, t.ratio(1, 0)))),
+    );
 }
 
 /// For each size (by index `i` into `sizes`), the operations `ops(i)`
@@ -341,4 +367,8 @@ fn attach(run: &Path, out: &mut Map<String, Value>) {
     );
     series(out, "attach", &t, 0, &FILES);
     series(out, "attach_floor", &t, 1, &FILES);
+    out.insert(
+        "attach_vs_floor".into(),
+        ratios(FILES.iter().zip(&t).map(|(&n, t)| (n, t.ratio(0, 1)))),
+    );
 }

@@ -1,6 +1,7 @@
 //! Interleaved timing: operations run round-robin, one of each per round,
 //! so that a burst of load from another process lands on all of them alike
-//! and the ratios of their medians hold on a shared, noisy machine.
+//! and their ratios (per round, see [`Timings::ratio`]) hold on a shared,
+//! noisy machine.
 //!
 //! Criterion measures one benchmark after another; the benches use this
 //! beside it for the ratios they print, and the `quick` bench uses only
@@ -20,6 +21,9 @@ pub struct Timings {
     pub names: Vec<String>,
     /// Every time of every operation, sorted ascending.
     pub samples: Vec<Vec<Duration>>,
+    /// Every time of every operation in the order of the rounds
+    /// (`by_round[i][r]`: operation `i` in round `r`).
+    pub by_round: Vec<Vec<Duration>>,
     /// Rounds run (each operation ran once per round).
     pub rounds: usize,
 }
@@ -58,12 +62,14 @@ pub fn interleaved_by(
         }
         rounds += 1;
     }
+    let by_round = samples.clone();
     for s in &mut samples {
         s.sort_unstable();
     }
     Timings {
         names: names.iter().map(|n| (*n).to_owned()).collect(),
         samples,
+        by_round,
         rounds,
     }
 }
@@ -83,9 +89,23 @@ impl Timings {
         self.quantile(i, 0.5)
     }
 
-    /// Median of `a` over median of `b`.
+    /// How much more `a` costs than `b`: the median over rounds of `a`'s
+    /// time over `b`'s time in the same round. Paired by round, a change of
+    /// the machine's state that lasts a few rounds (a disk whose syncs take
+    /// 0.2 ms for a while, then 4 ms) lands on both sides of each ratio,
+    /// where the ratio of the two medians could compare one state with the
+    /// other.
     pub fn ratio(&self, a: usize, b: usize) -> f64 {
-        self.median(a).as_secs_f64() / self.median(b).as_secs_f64()
+        let mut r: Vec<f64> = self.by_round[a]
+            .iter()
+            .zip(&self.by_round[b])
+            .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
+            .collect();
+        if r.is_empty() {
+            return f64::NAN;
+        }
+        r.sort_unstable_by(f64::total_cmp);
+        r[(r.len() - 1) / 2]
     }
 
     /// `name median (p90 ...)` of every operation, in a unit that suits it.
@@ -132,6 +152,15 @@ impl Timings {
     }
 }
 
+/// `x` rounded to three significant digits.
+pub fn three_digits(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(2 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
 /// A duration with three significant digits in us, ms or s.
 pub fn human(d: Duration) -> String {
     let s = d.as_secs_f64();
@@ -176,7 +205,10 @@ mod tests {
         assert_eq!(t.rounds, 3);
         assert_eq!(order.into_inner(), vec!['a', 'b', 'b', 'a', 'a', 'b']);
         assert!((t.ratio(1, 0) - 3.0).abs() < 1e-9);
+        assert_eq!(t.by_round[0].len(), 3);
         assert_eq!(median(vec![3, 1, 2]), 2);
         assert_eq!(median(Vec::<u32>::new()), 0);
+        assert_eq!(three_digits(0.012_345), 0.0123);
+        assert_eq!(three_digits(12_345.0), 12_300.0);
     }
 }

@@ -219,7 +219,7 @@ def plot(points: list) -> str:
         s.append(f'<text x="{x:.1f}" y="{h - bottom + 16}" text-anchor="middle">{10**d:,}</text>')
     for d in range(y0, y1 + 1):
         y = py(10**d * 1e6)
-        label = f"{10**d:g} ms" if d >= 0 else f"{10**d * 1000:g} µs"
+        label = f"{10**(d - 3):g} s" if d >= 3 else f"{10**d:g} ms" if d >= 0 else f"{10**d * 1000:g} µs"
         s.append(f'<line x1="{left}" y1="{y:.1f}" x2="{w - right}" y2="{y:.1f}" stroke="#ddd"/>')
         s.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
     s.append(f'<text x="{(left + w - right) / 2}" y="{h - 12}" text-anchor="middle">events in the conversation (log)</text>')

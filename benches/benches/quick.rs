@@ -383,8 +383,8 @@ fn maintenance(run: &Path, report: &mut Report) {
     let mut fsck_op = || timed(|| drop(maintenance::fsck(&store, true)));
     let mut floor_op = || timed(|| decompress_and_hash(&compressed, cores));
     let t = interleaved(
-        3,
-        3,
+        5,
+        5,
         Duration::ZERO,
         &mut [
             ("fsck --read-data", &mut fsck_op),

@@ -10,10 +10,11 @@
 //!
 //! - append: durable append of one ~100-byte event to a conversation of 10
 //!   and of 10,000 events, beside one `fdatasync` of a 150-byte write;
-//! - view: open + `view --refs` (`Store::read` + `export::view_json` in refs
-//!   mode, what the command runs before printing) of a 10,000-event
-//!   conversation, beside JP's open of the same conversation (read its
-//!   `events.json` and parse it with serde_json);
+//! - view: open + `view --refs` of a 10,000-event conversation as the
+//!   command runs it (`setup::conversation::open_and_view_refs`: read,
+//!   project, render as pretty JSON into memory), beside JP's open of the
+//!   same conversation (read its `events.json` and parse it with
+//!   serde_json);
 //! - import: 24 JP conversations of 1,000 events into a fresh store, beside
 //!   reading and parsing their files; store bytes beside JP's bytes;
 //! - attach: collect + attach of a 1,000-file generated source tree into a

@@ -7,12 +7,11 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::conversation::writer::ConversationWriter;
 use jpstore_engine::conversation::{ConversationId, CONVERSATIONS_DIR};
 use jpstore_engine::event::json::{parse_entry, ParseMode};
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Object, Payload};
-use jpstore_engine::export::{view_json, ContentMode};
+use jpstore_engine::export::{into_view, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};
@@ -280,13 +279,23 @@ impl<'s> AppendBench<'s> {
     }
 }
 
-/// Open + `view --refs`: what `jp-store view ID --refs` computes before
-/// printing (`Store::read`, then `export::view_json` in refs mode: no blob
-/// content is read).
-pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> (Conversation, Value) {
+/// Open + `view --refs`, as `jp-store view ID --refs` runs it: `Store::read`,
+/// `export::into_view`, and `export::render_view` in refs mode serialized
+/// as pretty JSON (into memory, where the command writes to stdout). No
+/// blob content is read. Returns the view's entries and the JSON, for the
+/// caller to drop outside the timing.
+pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> (Vec<Entry<Payload>>, Vec<u8>) {
     let conv = store.read(id).expect("read the conversation");
-    let view = view_json(store, &conv, ContentMode::Refs).expect("the view");
-    (conv, view)
+    let view = into_view(store, conv).expect("the view");
+    let mut out = Vec::new();
+    {
+        let rendered = render_view(store, &view, ContentMode::Refs);
+        serde_json::to_writer_pretty(&mut out, &rendered).expect("serialize the view");
+        if let Some(e) = rendered.take_error() {
+            panic!("rendering the view: {e}");
+        }
+    }
+    (view, out)
 }
 
 /// Writes `entries` as JP's `events.json` at `path` and syncs it (so no

@@ -80,7 +80,7 @@ fn a_version_1_store_reads_the_same_passes_fsck_and_takes_appends() {
     // header still has no flags).
     let log = store.join("conversations/native/events.log");
     let header_before = std::fs::read(&log).expect("read the log")[..16].to_vec();
-    let long = "a long answer that would be worth compressing ".repeat(200);
+    let long = "a long answer that would be worth compressing ".repeat(400);
     let batch = format!(
         "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"And now?\"}}\n\
          {{\"type\":\"chat_response\",\"message\":\"{long}\"}}\n"

@@ -14,6 +14,8 @@
 //! whose header has the flag [`FLAG_PACKED`](crate::log::FLAG_PACKED), so a
 //! build that does not know packed entries refuses such a log as a whole.
 
+use std::cell::RefCell;
+
 use serde::{Deserialize, Serialize};
 
 use super::meta::MetaPatch;
@@ -26,9 +28,12 @@ pub const KIND_META: u8 = 0x02;
 /// Kind byte of a packed run of entries.
 pub const KIND_PACKED: u8 = 0x03;
 
-/// Encoded batches smaller than this are not worth packing: a zstd frame
-/// costs a dozen bytes, and small batches (one event) share little text.
-pub const PACK_MIN: usize = 512;
+/// Encoded batches smaller than this stay plain. Unpacking a frame has a
+/// fixed cost (about 10,000 instructions: tables rebuilt per frame), which
+/// for the small batches of an agent's appends (a few KiB) is more than
+/// decoding their entries; large batches (imports, forks, long answers)
+/// amortize it and shrink the most.
+pub const PACK_MIN: usize = 16 * 1024;
 /// zstd level of packed entries (the blob store's default).
 const PACK_LEVEL: i32 = 3;
 
@@ -107,7 +112,7 @@ pub fn pack(entries: &[Vec<u8>]) -> Option<Vec<u8>> {
     }
     // Single-shot compression writes the content size into the frame
     // header, which readers require.
-    let frame = zstd::bulk::compress(&batch, PACK_LEVEL).ok()?;
+    let frame = with_zstd(|z| z.compressor.compress(&batch)).ok()?;
     if 1 + frame.len() > batch.len() - batch.len() / 8 {
         return None;
     }
@@ -115,6 +120,39 @@ pub fn pack(entries: &[Vec<u8>]) -> Option<Vec<u8>> {
     out.push(KIND_PACKED);
     out.extend_from_slice(&frame);
     Some(out)
+}
+
+/// This thread's zstd contexts for packed entries.
+struct Zstd {
+    compressor: zstd::bulk::Compressor<'static>,
+    decompressor: zstd::bulk::Decompressor<'static>,
+}
+
+thread_local! {
+    /// Creating a zstd context costs more than packing or unpacking a small
+    /// batch (a log of appends holds thousands of packed records), so each
+    /// thread keeps one pair.
+    static ZSTD: RefCell<Option<Zstd>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's contexts (made on first use; dropped after
+/// an error, so a context that saw damaged input is never reused).
+fn with_zstd<T>(f: impl FnOnce(&mut Zstd) -> std::io::Result<T>) -> std::io::Result<T> {
+    ZSTD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let zstd = match slot.as_mut() {
+            Some(z) => z,
+            None => slot.insert(Zstd {
+                compressor: zstd::bulk::Compressor::new(PACK_LEVEL)?,
+                decompressor: zstd::bulk::Decompressor::new()?,
+            }),
+        };
+        let result = f(zstd);
+        if result.is_err() {
+            *slot = None;
+        }
+        result
+    })
 }
 
 /// Decodes one entry of a record into `out`: one entry, or every entry of a
@@ -196,7 +234,7 @@ pub fn unpack(bytes: &[u8], max_plain: u32) -> Result<Unpacked<'_>, String> {
             ))
         }
     }
-    let batch = zstd::bulk::decompress(frame, declared as usize)
+    let batch = with_zstd(|z| z.decompressor.decompress(frame, declared as usize))
         .map_err(|e| format!("a packed entry that does not decompress: {e}"))?;
     if batch.len() as u64 != declared {
         return Err(format!(
@@ -281,7 +319,7 @@ mod tests {
     }
 
     fn long_batch() -> Vec<Vec<u8>> {
-        (0..20)
+        (0..300)
             .map(|i| {
                 encode_event(&stored(json!({"type": "chat_response",
                     "timestamp": "2026-05-29 19:42:36.0",
@@ -365,7 +403,8 @@ mod tests {
         assert!(decode_entries(&entry, u32::MAX)
             .expect_err("no size")
             .contains("does not declare its size"));
-        // A bomb: a frame declaring 4 GiB is refused before decompressing.
+        // A bomb: a frame declaring more than the limit (1 MiB of zeros in
+        // a few hundred bytes, against 64 KiB) is refused before decompressing.
         let zeros = vec![0u8; 1 << 20];
         let mut bomb = vec![KIND_PACKED];
         bomb.extend_from_slice(&zstd::bulk::compress(&zeros, 19).expect("compress"));
@@ -373,7 +412,9 @@ mod tests {
             .expect_err("bomb")
             .contains("more than a record holds"));
         // Packed entries do not nest.
-        let nested = pack(&[packed.clone(), packed.clone(), packed]).expect("packs");
+        let mut nested = vec![KIND_PACKED];
+        let inner = crate::log::encode_batch(&[packed.clone(), packed]);
+        nested.extend_from_slice(&zstd::bulk::compress(&inner, 3).expect("compress"));
         assert!(decode_entries(&nested, u32::MAX)
             .expect_err("nested")
             .contains("inside a packed entry"));

@@ -414,7 +414,7 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
 fn new_logs_pack_large_batches_and_read_them_back() {
     let (dir, store) = store();
     let id = new_conv(&store, "packed");
-    let answer = "The flaky test waits on a timer that the scheduler may delay; ".repeat(40);
+    let answer = "The flaky test waits on a timer that the scheduler may delay; ".repeat(300);
     let small = "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"why?\"}\n";
     let large = format!("{{\"type\":\"chat_response\",\"message\":\"{answer}\"}}\n");
     {

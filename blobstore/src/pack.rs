@@ -315,8 +315,7 @@ impl Pack {
     }
 
     /// Reads the stored bytes (header and payload) of an entry and checks them
-    /// with [`crate::object::check_stored`] (header fields, CRC-32, raw length
-    /// equal to the index's). `max` bounds the allocation.
+    /// with [`Pack::check_stored_entry`]. `max` bounds the allocation.
     pub fn read_stored(&self, e: &PackEntry, max: u64) -> Result<Vec<u8>, ReadError> {
         self.check_entry_bounds(e).map_err(ReadError::Bounds)?;
         if e.stored_len > max {
@@ -325,14 +324,7 @@ impl Pack {
         let len = usize::try_from(e.stored_len).map_err(|_| ReadError::TooLarge(e.stored_len))?;
         let mut buf = vec![0u8; len];
         read_exact_at(&*self.file, &mut buf, e.offset).map_err(ReadError::Io)?;
-        let header = crate::object::check_stored(&buf).map_err(ReadError::Object)?;
-        if header.raw_len != e.raw_len {
-            return Err(ReadError::Object(crate::object::DecodeError {
-                offset: 8,
-                expected: format!("raw length {} as recorded in the index", e.raw_len),
-                found: header.raw_len.to_string(),
-            }));
-        }
+        check_stored_entry(e, &buf)?;
         Ok(buf)
     }
 
@@ -345,6 +337,24 @@ impl Pack {
     pub fn entries(&self) -> impl Iterator<Item = PackEntry> + '_ {
         (0..self.count).map(|i| self.entry(i))
     }
+}
+
+/// Checks the stored bytes of entry `e` with [`crate::object::check_stored`]
+/// (header fields, CRC-32) and that the raw length equals the index's;
+/// returns the object's header.
+pub fn check_stored_entry(
+    e: &PackEntry,
+    stored: &[u8],
+) -> Result<crate::object::Header, ReadError> {
+    let header = crate::object::check_stored(stored).map_err(ReadError::Object)?;
+    if header.raw_len != e.raw_len {
+        return Err(ReadError::Object(crate::object::DecodeError {
+            offset: 8,
+            expected: format!("raw length {} as recorded in the index", e.raw_len),
+            found: header.raw_len.to_string(),
+        }));
+    }
+    Ok(header)
 }
 
 /// Why reading an entry's stored bytes failed.

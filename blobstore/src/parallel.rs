@@ -15,6 +15,19 @@ pub(crate) fn run<R: Send>(
     threads: usize,
     queue: usize,
     work: impl Fn(usize) -> Result<R> + Sync,
+    consume: impl FnMut(R) -> Result<()>,
+) -> Result<()> {
+    run_with(count, threads, queue, || (), |(), i| work(i), consume)
+}
+
+/// [`run`] with per-worker state: each worker starts with `init()` and
+/// passes it to every `work` call it makes (buffers to reuse, say).
+pub(crate) fn run_with<S, R: Send>(
+    count: usize,
+    threads: usize,
+    queue: usize,
+    init: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize) -> Result<R> + Sync,
     mut consume: impl FnMut(R) -> Result<()>,
 ) -> Result<()> {
     let threads = threads.clamp(1, count.max(1));
@@ -24,19 +37,22 @@ pub(crate) fn run<R: Send>(
         let (tx, rx) = mpsc::sync_channel::<Result<R>>(threads * queue.max(1));
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, work) = (&next, &stop, &work);
-            s.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= count {
-                    break;
-                }
-                let result = work(i);
-                let failed = result.is_err();
-                if tx.send(result).is_err() || failed {
-                    break;
+            let (next, stop, init, work) = (&next, &stop, &init, &work);
+            s.spawn(move || {
+                let mut state = init();
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        break;
+                    }
+                    let result = work(&mut state, i);
+                    let failed = result.is_err();
+                    if tx.send(result).is_err() || failed {
+                        break;
+                    }
                 }
             });
         }

@@ -530,10 +530,23 @@ impl BlobStore {
     }
 
     pub(crate) fn read_loose(&self, id: &BlobId) -> Result<Option<Vec<u8>>> {
+        let mut buf = Vec::new();
+        if !self.read_loose_stored(id, &mut buf)? {
+            return Ok(None);
+        }
+        object::decode(&buf, id, self.options.max_blob_len)
+            .map(Some)
+            .map_err(|d| self.loose_decode_error(id, d))
+    }
+
+    /// Reads the stored bytes (header and payload) of loose object `id`
+    /// into `buf`, which is resized to the file's length. `Ok(false)` if
+    /// there is no such object.
+    pub(crate) fn read_loose_stored(&self, id: &BlobId, buf: &mut Vec<u8>) -> Result<bool> {
         let path = self.loose_path(id);
         let file = match self.storage.open(&path, OpenMode::Read) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(self.io("open", &path, e)),
         };
         let len = file.len().map_err(|e| self.io("inspect", &path, e))?;
@@ -546,11 +559,16 @@ impl BlobStore {
                 max: self.options.max_blob_len,
             });
         }
-        let mut buf = vec![0u8; len as usize];
-        read_exact_at(&*file, &mut buf, 0).map_err(|e| self.io("read", &path, e))?;
-        object::decode(&buf, id, self.options.max_blob_len)
-            .map(Some)
-            .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))
+        // At most max_blob_len plus a header, which the caller chose to fit
+        // in memory.
+        object::set_len(buf, len as usize);
+        read_exact_at(&*file, buf, 0).map_err(|e| self.io("read", &path, e))?;
+        Ok(true)
+    }
+
+    /// The error for a loose object whose stored bytes fail a check.
+    pub(crate) fn loose_decode_error(&self, id: &BlobId, d: object::DecodeError) -> Error {
+        self.corrupt(&self.loose_path(id), Some(d.offset), d.expected, d.found)
     }
 
     pub(crate) fn read_packed(&self, p: &Pack, e: &PackEntry) -> Result<Vec<u8>> {
@@ -559,10 +577,20 @@ impl BlobStore {
             .read_stored(e, max)
             .map_err(|err| self.pack_read_error(p, e, err))?;
         object::decode(&stored, &e.id, self.options.max_blob_len)
-            .map_err(|d| self.corrupt(&p.pack_path, Some(e.offset + d.offset), d.expected, d.found))
+            .map_err(|d| self.packed_decode_error(p, e, d))
     }
 
-    fn pack_read_error(&self, p: &Pack, e: &PackEntry, err: pack::ReadError) -> Error {
+    /// The error for a packed object whose content fails a check.
+    pub(crate) fn packed_decode_error(
+        &self,
+        p: &Pack,
+        e: &PackEntry,
+        d: object::DecodeError,
+    ) -> Error {
+        self.corrupt(&p.pack_path, Some(e.offset + d.offset), d.expected, d.found)
+    }
+
+    pub(crate) fn pack_read_error(&self, p: &Pack, e: &PackEntry, err: pack::ReadError) -> Error {
         match err {
             pack::ReadError::Bounds(msg) => self.corrupt(
                 &p.index_path,

@@ -266,6 +266,57 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
 }
 
 #[test]
+fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    // 40 incompressible objects of 100 KiB: a 4 MB pack, verified in runs
+    // of about 1 MiB.
+    let items: Vec<Vec<u8>> = (0..40u64)
+        .map(|i| random_bytes(2 * i + 1, 100 << 10))
+        .collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let offset_of = |id: &BlobId| match store.locate(id).expect("locate") {
+        Some(Location::Packed { offset, .. }) => offset,
+        other => panic!("{id} is not packed: {other:?}"),
+    };
+    let mut by_offset: Vec<(u64, BlobId)> =
+        batch.ids.iter().map(|id| (offset_of(id), *id)).collect();
+    by_offset.sort();
+    // The first and the last object of the pack: different runs.
+    let (first, last) = (by_offset[0], by_offset[by_offset.len() - 1]);
+    let (pack, _) = only_pack_files(dir.path());
+    let mut bytes = std::fs::read(&pack).expect("read pack");
+    for (offset, _) in [first, last] {
+        // A payload byte (after the 20-byte object header).
+        bytes[offset as usize + 100] ^= 0x10;
+    }
+    std::fs::write(&pack, &bytes).expect("write pack");
+    let store = open(dir.path());
+    let mut last_progress = None;
+    let report = store
+        .verify_all(&mut |p| last_progress = Some(p))
+        .expect("verify");
+    assert_eq!(report.packed_objects, 40);
+    let mut damaged: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
+    damaged.sort();
+    let mut expected = vec![first.1, last.1];
+    expected.sort();
+    assert_eq!(damaged, expected, "{:?}", report.problems);
+    for p in report.problems.iter().filter(|p| p.blob.is_some()) {
+        let msg = p.error.to_string();
+        assert!(msg.contains(".pack") && msg.contains("at offset"), "{msg}");
+    }
+    // And the pack checksum, nothing else.
+    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    let last_progress = last_progress.expect("progress was reported");
+    assert_eq!(last_progress.total, 40 + 1, "40 objects and one pack file");
+    assert_eq!(last_progress.done, last_progress.total);
+    assert_eq!(last_progress.bytes_done, last_progress.bytes_total);
+}
+
+#[test]
 fn a_damaged_or_truncated_pack_index_is_named_by_verify_and_leaves_the_store_usable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());

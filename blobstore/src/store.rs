@@ -461,6 +461,10 @@ impl BlobStore {
     /// The raw size of `id`, without reading its content (a pack index lookup or
     /// a 16-byte header read).
     pub fn size(&self, id: &BlobId) -> Result<u64> {
+        // The index has the raw length: look there first, once.
+        if let Some((_, e)) = self.find_in_packs(id) {
+            return Ok(e.raw_len);
+        }
         match self.locate(id)? {
             None => Err(Error::NotFound(*id)),
             Some(Location::Packed { .. }) => match self.find_in_packs(id) {
@@ -781,6 +785,26 @@ impl BlobStore {
         ids.sort();
         ids.dedup();
         Ok(ids)
+    }
+
+    /// Every id in the store (after a refresh of the packs) with its raw
+    /// size where an index records it: packed objects first, with
+    /// `Some(size)`, then loose objects with `None` (their size is in their
+    /// header, which [`BlobStore::size`] reads). An id stored in several
+    /// places is listed once per place. One listing of the loose objects and
+    /// one walk of every index, without sorting: for checking many
+    /// references at once.
+    pub fn id_sizes(&self) -> Result<Vec<(BlobId, Option<u64>)>> {
+        self.refresh_packs()?;
+        let packs = self.loaded_packs();
+        let loose = self.loose_objects()?;
+        let mut out =
+            Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
+        for p in packs {
+            out.extend(p.entries().map(|e| (e.id, Some(e.raw_len))));
+        }
+        out.extend(loose.into_iter().map(|o| (o.id, None)));
+        Ok(out)
     }
 
     pub(crate) fn loaded_packs(&self) -> Vec<Arc<Pack>> {

@@ -427,27 +427,54 @@ fn rewrite_pack_keeps_only_listed_ids_and_delete_loose_removes_objects() {
     assert!(store.packs().expect("packs").is_empty());
 }
 
+/// A store with `alpha` loose and `beta`, `gamma!` in a pack.
+fn loose_and_packed(dir: &Path) -> (BlobStore, BlobId, Vec<BlobId>) {
+    let store = open(dir);
+    let loose = store.put(b"alpha").expect("put").id;
+    let items = [b"beta".to_vec(), b"gamma!".to_vec()];
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    (store, loose, batch.ids)
+}
+
 #[test]
 fn ids_lists_loose_and_packed_objects_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = open(dir.path());
-    let a = store.put(b"alpha").expect("put").id;
-    let batch = store
-        .put_batch(
-            2,
-            |i| {
-                Ok(if i == 0 {
-                    b"beta".to_vec()
-                } else {
-                    b"gamma".to_vec()
-                })
-            },
-            &mut |_| {},
-        )
-        .expect("batch");
-    let mut expected = vec![a, batch.ids[0], batch.ids[1]];
+    let (store, a, packed) = loose_and_packed(dir.path());
+    let mut expected = vec![a, packed[0], packed[1]];
     expected.sort();
     assert_eq!(store.ids().expect("ids"), expected);
+}
+
+#[test]
+fn id_sizes_lists_every_place_packed_first_with_index_sizes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, loose, packed) = loose_and_packed(dir.path());
+    // The same content loose as well as packed (as after a concurrent
+    // writer): listed once per place.
+    let both = packed[0];
+    let file = loose_file(dir.path(), &both);
+    std::fs::create_dir_all(file.parent().expect("fanout")).expect("fanout dir");
+    std::fs::write(
+        &file,
+        jpstore_blobstore::object::encode(b"beta", 3).expect("encode"),
+    )
+    .expect("write a loose copy");
+    let listed = store.id_sizes().expect("id sizes");
+    let sorted = |mut v: Vec<(BlobId, Option<u64>)>| {
+        v.sort();
+        v
+    };
+    let in_packs = listed.iter().take_while(|(_, s)| s.is_some()).count();
+    assert_eq!(
+        sorted(listed[..in_packs].to_vec()),
+        sorted(vec![(both, Some(4)), (packed[1], Some(6))])
+    );
+    assert_eq!(
+        sorted(listed[in_packs..].to_vec()),
+        sorted(vec![(loose, None), (both, None)])
+    );
 }
 
 #[test]

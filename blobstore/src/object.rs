@@ -143,9 +143,26 @@ impl Header {
 /// Encodes `data` as an object: zstd at `level`, or raw if compression does not
 /// make it smaller. Returns header and payload in one buffer.
 pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let compressed = with_compressor(level, |c| c.compress(data))?;
-    let (codec, payload) = if compressed.len() < data.len() {
-        (Codec::Zstd, compressed.as_slice())
+    let mut out = Vec::new();
+    encode_into(data, level, &mut out, &mut Vec::new())?;
+    Ok(out)
+}
+
+/// Appends the encoding of `data` (as [`encode`] makes it) to `out`.
+/// `scratch` receives the compressed bytes first; reused from call to call
+/// (as `out` can be), encoding many objects allocates nothing per object.
+pub fn encode_into(
+    data: &[u8],
+    level: i32,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    scratch.clear();
+    // Room for the worst case: compression then never fails for lack of it.
+    scratch.reserve(zstd::zstd_safe::compress_bound(data.len()));
+    with_compressor(level, |c| c.compress_to_buffer(data, scratch))?;
+    let (codec, payload) = if scratch.len() < data.len() {
+        (Codec::Zstd, scratch.as_slice())
     } else {
         (Codec::Raw, data)
     };
@@ -153,10 +170,10 @@ pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
         codec,
         raw_len: data.len() as u64,
     };
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.reserve(HEADER_LEN + payload.len());
     out.extend_from_slice(&header.encode_with_payload(payload));
     out.extend_from_slice(payload);
-    Ok(out)
+    Ok(())
 }
 
 /// Checks a whole stored object (header and payload) without decompressing:
@@ -368,6 +385,24 @@ mod tests {
         assert_eq!(Header::decode(&obj).expect("header").codec, Codec::Zstd);
         assert!(obj.len() < data.len());
         assert_eq!(decode(&obj, &BlobId::of(&data), MAX).expect("decode"), data);
+    }
+
+    #[test]
+    fn encode_into_appends_what_encode_makes_with_reused_buffers() {
+        let texts: Vec<Vec<u8>> = (0..4)
+            .map(|i| {
+                format!("item {i} compresses, compresses, compresses")
+                    .repeat(20 * (i + 1))
+                    .into_bytes()
+            })
+            .collect();
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        let mut expected = Vec::new();
+        for t in texts.iter().chain([b"x".to_vec()].iter()) {
+            encode_into(t, 3, &mut out, &mut scratch).expect("encode into");
+            expected.extend(encode(t, 3).expect("encode"));
+        }
+        assert_eq!(out, expected);
     }
 
     #[test]

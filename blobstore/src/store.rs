@@ -676,6 +676,30 @@ impl BlobStore {
     where
         F: Fn(usize) -> io::Result<Vec<u8>> + Sync,
     {
+        self.put_batch_buffered(
+            count,
+            |i, buf| {
+                *buf = read(i)?;
+                Ok(())
+            },
+            progress,
+        )
+    }
+
+    /// [`BlobStore::put_batch`] with the content read into a buffer:
+    /// `read(i, buf)` appends the content of item `i` to `buf`, which it is
+    /// given empty; each worker reuses one buffer from item to item, so
+    /// reading many items (files, say) allocates little. `progress` is
+    /// called as the pack grows, every few dozen items or megabyte.
+    pub fn put_batch_buffered<F>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+    {
         crate::batch::put_batch(self, count, &read, progress)
     }
 

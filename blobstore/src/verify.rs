@@ -162,7 +162,7 @@ impl BlobStore {
             bytes_total,
             ..VerifyProgress::default()
         };
-        parallel::run_with(
+        parallel::run(
             jobs.len(),
             self.options().threads,
             4,

@@ -160,6 +160,51 @@ fn the_same_content_twice_is_one_object() {
 }
 
 #[test]
+fn a_batch_of_large_and_repeated_items_read_into_buffers_is_one_pack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    // From empty to 3 MiB (more than a worker's segment and the pack
+    // writer's buffer); items i and i + 20 are the same.
+    let items: Vec<Vec<u8>> = (0..40u64)
+        .map(|i| {
+            let len = [3 << 20, 0, 100, 70_000][(i % 4) as usize];
+            random_bytes(2 * (i % 20) + 1, len)
+        })
+        .collect();
+    let unique: std::collections::HashSet<BlobId> = items.iter().map(|d| BlobId::of(d)).collect();
+    let mut last = None;
+    let batch = store
+        .put_batch_buffered(
+            items.len(),
+            |i, buf| {
+                assert!(buf.is_empty(), "the buffer is given empty");
+                buf.extend_from_slice(&items[i]);
+                Ok(())
+            },
+            &mut |p| last = Some(p),
+        )
+        .expect("batch");
+    assert_eq!(batch.new_objects, unique.len());
+    let (pack, _) = only_pack_files(dir.path());
+    assert_eq!(
+        batch.pack_bytes,
+        std::fs::metadata(&pack).expect("pack").len()
+    );
+    let total: u64 = items.iter().map(|d| d.len() as u64).sum();
+    let last = last.expect("progress was reported");
+    assert_eq!((last.items_done, last.items_total), (40, 40));
+    assert_eq!((last.bytes_done, batch.raw_bytes), (total, total));
+    for (i, data) in items.iter().enumerate() {
+        assert_eq!(batch.ids[i], BlobId::of(data));
+        assert_eq!(batch.sizes[i], data.len() as u64);
+        assert_eq!(&store.get(&batch.ids[i]).expect("get"), data);
+    }
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.packed_objects, unique.len());
+}
+
+#[test]
 fn loose_and_packed_lookups_return_the_same_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());

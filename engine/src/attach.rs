@@ -353,20 +353,28 @@ pub fn mime_type(path: &Path, text: bool) -> String {
 
 /// Reads a whole file, refusing one larger than `max` bytes.
 fn read_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_file_into(path, max, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads a whole file into `buf` (given empty; its capacity is reused),
+/// refusing one larger than `max` bytes.
+fn read_file_into(path: &Path, max: u64, buf: &mut Vec<u8>) -> io::Result<()> {
     let file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(not_regular());
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max)).unwrap_or(0));
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
+    buf.reserve(usize::try_from(meta.len().min(max)).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(buf)?;
+    if buf.len() as u64 > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than the store's maximum blob size of {max} bytes"),
         ));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
@@ -418,9 +426,10 @@ impl Store {
     /// `turn_start`.
     ///
     /// Every file's content goes into the blob store as one batch
-    /// ([`BlobStore::put_batch`](jpstore_blobstore::BlobStore::put_batch):
+    /// ([`BlobStore::put_batch_buffered`](jpstore_blobstore::BlobStore::put_batch_buffered):
     /// files are read, hashed and compressed on worker threads, one at a
-    /// time per worker, into one pack); the request holds only references.
+    /// time per worker into a buffer it reuses, into one pack); the request
+    /// holds only references.
     /// `progress` is called as items are stored.
     ///
     /// A file that cannot be read is skipped and reported in
@@ -463,12 +472,12 @@ impl Store {
         let batch = if files.is_empty() {
             Ok(Default::default())
         } else {
-            self.blobs().put_batch(
+            self.blobs().put_batch_buffered(
                 files.len(),
-                |i| match read_file(&files[i].path, max) {
-                    Ok(bytes) => {
-                        let _ = slots[i].set(Ok(is_text(&bytes)));
-                        Ok(bytes)
+                |i, buf| match read_file_into(&files[i].path, max, buf) {
+                    Ok(()) => {
+                        let _ = slots[i].set(Ok(is_text(buf)));
+                        Ok(())
                     }
                     Err(e) => {
                         let message = e.to_string();
@@ -478,7 +487,8 @@ impl Store {
                         } else {
                             // Stored as the empty blob, referenced by
                             // nothing unless an empty file is attached.
-                            Ok(Vec::new())
+                            buf.clear();
+                            Ok(())
                         }
                     }
                 },

@@ -194,11 +194,15 @@ fn attach_stores_one_batch_and_appends_one_request() {
     let files = collect_ok(&["tree"], &dir);
     assert_eq!(files.len(), 5);
     let packs_before = store.blobs().packs().expect("packs").len();
-    let mut calls = 0;
+    let mut last = None;
     let out = store
-        .attach(&id, &files, Some("look".into()), false, &mut |_| calls += 1)
+        .attach(&id, &files, Some("look".into()), false, &mut |p| {
+            last = Some(p)
+        })
         .expect("attach");
-    assert_eq!(calls, 5);
+    let last = last.expect("progress was reported");
+    assert_eq!((last.items_done, last.items_total), (5, 5));
+    assert_eq!(last.bytes_done, 13 + 14 + 13 + 16);
     assert_eq!(out.files, 5);
     assert_eq!(out.text_files, 4);
     assert!(out.skipped.is_empty());

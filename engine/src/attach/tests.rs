@@ -114,6 +114,16 @@ fn symlinks_resolve_to_their_target() {
     let files = collect_ok(&["."], &dir);
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(files[0].uri, target);
+    // Walking a directory named through a link: names keep the link, URIs
+    // and paths are the target's.
+    write(&dir, "real/deeper/more.rs", b"fn more() {}\n");
+    let files = collect_ok(&["linkdir", "./linkdir/../linkdir/deeper"], &dir);
+    assert_eq!(
+        names(&files),
+        vec!["linkdir/deeper/more.rs", "linkdir/target.rs"]
+    );
+    assert_eq!(files[1].uri, target);
+    assert_eq!(files[0].path, dir.join("real/deeper/more.rs"));
 }
 
 #[test]

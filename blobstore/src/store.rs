@@ -763,37 +763,49 @@ impl BlobStore {
 
     /// All loose objects, with size and modification time.
     pub fn loose_objects(&self) -> Result<Vec<LooseObject>> {
-        let objects = self.base.join(OBJECTS_DIR);
-        let fanout = self
-            .storage
-            .read_dir(&objects)
-            .map_err(|e| self.io("list", &objects, e))?;
         let mut out = Vec::new();
-        for dir in fanout {
-            if !dir.metadata.is_dir || dir.name.len() != 2 {
-                continue;
-            }
-            let path = objects.join(&dir.name);
-            let entries = match self.storage.read_dir(&path) {
-                Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(self.io("list", &path, e)),
-            };
-            for f in entries {
-                if f.metadata.is_dir {
-                    continue;
-                }
-                if let Ok(id) = BlobId::parse(&format!("{}{}", dir.name, f.name)) {
-                    out.push(LooseObject {
-                        id,
-                        stored_len: f.metadata.len,
-                        modified: f.metadata.modified,
-                    });
-                }
-            }
+        for dir in self.fanout_dirs()? {
+            out.extend(self.loose_objects_in(&dir)?);
         }
         out.sort_by_key(|o| o.id);
         Ok(out)
+    }
+
+    /// The names of the fanout directories of the loose objects.
+    pub(crate) fn fanout_dirs(&self) -> Result<Vec<String>> {
+        let objects = self.base.join(OBJECTS_DIR);
+        let entries = self
+            .storage
+            .read_dir(&objects)
+            .map_err(|e| self.io("list", &objects, e))?;
+        Ok(entries
+            .into_iter()
+            .filter(|d| d.metadata.is_dir && d.name.len() == 2)
+            .map(|d| d.name)
+            .collect())
+    }
+
+    /// The loose objects of one fanout directory, in no particular order
+    /// (none if it was removed meanwhile).
+    pub(crate) fn loose_objects_in(&self, dir: &str) -> Result<Vec<LooseObject>> {
+        let path = self.base.join(OBJECTS_DIR).join(dir);
+        let entries = match self.storage.read_dir(&path) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("list", &path, e)),
+        };
+        Ok(entries
+            .into_iter()
+            .filter(|f| !f.metadata.is_dir)
+            .filter_map(|f| {
+                let id = BlobId::parse(&format!("{dir}{}", f.name)).ok()?;
+                Some(LooseObject {
+                    id,
+                    stored_len: f.metadata.len,
+                    modified: f.metadata.modified,
+                })
+            })
+            .collect())
     }
 
     /// Every id in the store (loose and packed), sorted, without duplicates.

@@ -11,18 +11,20 @@ use crate::object::{self, HEADER_LEN};
 use crate::pack::{self, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN};
 use crate::parallel;
 use crate::storage::read_exact_at;
-use crate::store::{BlobStore, LooseObject, PACKS_DIR};
+use crate::store::{BlobStore, PACKS_DIR};
 
 /// Progress of [`BlobStore::verify_all`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VerifyProgress {
     /// Checks done (objects, plus one per pack file).
     pub done: usize,
-    /// Checks in all.
+    /// Checks in all, as far as known: loose objects count from when their
+    /// fanout directory has been listed, so the totals grow while packs are
+    /// being checked and are exact at the end.
     pub total: usize,
     /// Stored bytes checked so far.
     pub bytes_done: u64,
-    /// Stored bytes in all.
+    /// Stored bytes in all, as far as known (as `total`).
     pub bytes_total: u64,
 }
 
@@ -62,9 +64,6 @@ impl VerifyReport {
 
 /// Stored bytes of a pack read with one read and verified by one job.
 const PACK_RUN_BYTES: u64 = 1 << 20;
-/// Loose objects verified by one job.
-const LOOSE_RUN: usize = 256;
-
 /// A unit of verification work, done by one worker.
 enum Job {
     /// A pack file against its index: header, trailer checksum, ids order,
@@ -75,27 +74,33 @@ enum Job {
     /// end, unless it is a single entry), in offset order: read with one
     /// read, then each decompressed and hashed.
     Packed(Arc<Pack>, Vec<PackEntry>),
-    /// A run of loose objects, in id order (so in few fanout directories).
-    Loose(Vec<LooseObject>),
+    /// The loose objects of one fanout directory: listed by the worker,
+    /// then each read, decompressed and hashed.
+    LooseDir(String),
 }
 
 impl Job {
-    /// Checks it counts for progress.
-    fn checks(&self) -> usize {
+    /// Checks and stored bytes known before the job runs (a fanout
+    /// directory's are known once it is listed).
+    fn planned(&self) -> (usize, u64) {
         match self {
-            Job::PackFile(_) => 1,
-            Job::Packed(_, entries) => entries.len(),
-            Job::Loose(objects) => objects.len(),
+            Job::PackFile(p) => (1, p.pack_len),
+            Job::Packed(_, entries) => (entries.len(), entries.iter().map(|e| e.stored_len).sum()),
+            Job::LooseDir(_) => (0, 0),
         }
     }
+}
 
-    fn bytes(&self) -> u64 {
-        match self {
-            Job::PackFile(p) => p.pack_len,
-            Job::Packed(_, entries) => entries.iter().map(|e| e.stored_len).sum(),
-            Job::Loose(objects) => objects.iter().map(|o| o.stored_len).sum(),
-        }
-    }
+/// What a job did.
+struct Done {
+    /// Checks done (objects, or one for a pack file).
+    checks: usize,
+    /// Stored bytes checked.
+    bytes: u64,
+    /// Loose objects listed by the job (their checks and bytes were not
+    /// planned).
+    loose: Option<usize>,
+    problems: Vec<Problem>,
 }
 
 /// Buffers a worker reuses from job to job.
@@ -123,21 +128,22 @@ impl BlobStore {
     /// Reads, decompresses and hashes every object, and checks every pack file
     /// against its index (header, trailer checksum, object bounds). Damage does
     /// not stop the run: every problem is collected in the report. `progress`
-    /// is called on the calling thread as checks complete (a few hundred
-    /// objects at a time).
+    /// is called on the calling thread as checks complete (a pack run or a
+    /// fanout directory at a time).
     ///
     /// Work is split in jobs for [`Options::threads`](crate::Options)
     /// workers: each pack file's checksum, runs of neighbouring objects of a
-    /// pack (read with one read, verified in offset order), runs of loose
-    /// objects; each worker reuses its buffers.
+    /// pack (read with one read, verified in offset order), and each fanout
+    /// directory of loose objects (listed by the worker, so listing is done
+    /// in parallel too); each worker reuses its buffers.
     pub fn verify_all(&self, progress: &mut dyn FnMut(VerifyProgress)) -> Result<VerifyReport> {
         self.refresh_packs()?;
         let mut report = VerifyReport::default();
-        let loose = self.loose_objects()?;
-        report.loose_objects = loose.len();
         let packs = self.loaded_packs();
-        // Pack files first: a large pack's checksum is the longest job.
+        // Pack files first: a large pack's checksum is the longest job. Then
+        // the fanout directories, which complete the totals once listed.
         let mut jobs: Vec<Job> = packs.iter().map(|p| Job::PackFile(Arc::clone(p))).collect();
+        jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
         // Entries that cannot be read at all are found while planning.
         let mut unreadable = 0;
         for p in &packs {
@@ -145,42 +151,41 @@ impl BlobStore {
             report.packed_objects += p.len();
             unreadable += self.plan_pack(p, &mut jobs, &mut report.problems);
         }
-        let mut loose = loose.into_iter().peekable();
-        while loose.peek().is_some() {
-            jobs.push(Job::Loose(loose.by_ref().take(LOOSE_RUN).collect()));
-        }
         let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
         report.unindexed_packs = unindexed;
         report.problems.extend(packless);
         for (_, error) in self.broken_packs() {
             report.problems.push(Problem { blob: None, error });
         }
-        let bytes_total: u64 = jobs.iter().map(Job::bytes).sum();
         let mut p = VerifyProgress {
             done: unreadable,
-            total: unreadable + jobs.iter().map(Job::checks).sum::<usize>(),
-            bytes_total,
+            total: unreadable,
             ..VerifyProgress::default()
         };
+        for (checks, bytes) in jobs.iter().map(Job::planned) {
+            p.total += checks;
+            p.bytes_total += bytes;
+        }
         parallel::run(
             jobs.len(),
             self.options().threads,
             4,
             Buffers::default,
-            |buffers, i| {
-                let job = &jobs[i];
-                self.verify_job(job, buffers)
-                    .map(|problems| (job.checks(), job.bytes(), problems))
-            },
-            |(checks, bytes, problems)| {
-                report.problems.extend(problems);
-                p.done += checks;
-                p.bytes_done += bytes;
+            |buffers, i| self.verify_job(&jobs[i], buffers),
+            |done| {
+                if let Some(loose) = done.loose {
+                    report.loose_objects += loose;
+                    p.total += done.checks;
+                    p.bytes_total += done.bytes;
+                }
+                report.problems.extend(done.problems);
+                p.done += done.checks;
+                p.bytes_done += done.bytes;
                 progress(p);
                 Ok(())
             },
         )?;
-        report.bytes = bytes_total;
+        report.bytes = p.bytes_total;
         Ok(report)
     }
 
@@ -231,21 +236,27 @@ impl BlobStore {
         unreadable
     }
 
-    /// Does one job; returns the damage found. `Err` is an operational
-    /// failure (e.g. a read error) that stops verification.
-    fn verify_job(&self, job: &Job, buffers: &mut Buffers) -> Result<Vec<Problem>> {
+    /// Does one job. `Err` is an operational failure (e.g. a read error)
+    /// that stops verification.
+    fn verify_job(&self, job: &Job, buffers: &mut Buffers) -> Result<Done> {
+        let (checks, bytes) = job.planned();
+        let planned = |problems| Done {
+            checks,
+            bytes,
+            loose: None,
+            problems,
+        };
         match job {
-            Job::PackFile(p) => Ok(as_problem(
-                None,
-                self.verify_pack_file(p, &mut buffers.stored),
-            )?
-            .into_iter()
-            .collect()),
-            Job::Packed(p, entries) => self.verify_packed_run(p, entries, buffers),
-            Job::Loose(objects) => {
+            Job::PackFile(p) => {
+                let checked = self.verify_pack_file(p, &mut buffers.stored);
+                Ok(planned(as_problem(None, checked)?.into_iter().collect()))
+            }
+            Job::Packed(p, entries) => Ok(planned(self.verify_packed_run(p, entries, buffers)?)),
+            Job::LooseDir(dir) => {
+                let objects = self.loose_objects_in(dir)?;
                 let max = self.options().max_blob_len;
                 let mut problems = Vec::new();
-                for o in objects {
+                for o in &objects {
                     let checked = match self.read_loose_stored(&o.id, &mut buffers.stored) {
                         // Removed by a concurrent sweep after listing:
                         // nothing to verify.
@@ -266,7 +277,12 @@ impl BlobStore {
                     };
                     problems.extend(as_problem(Some(o.id), checked)?);
                 }
-                Ok(problems)
+                Ok(Done {
+                    checks: objects.len(),
+                    bytes: objects.iter().map(|o| o.stored_len).sum(),
+                    loose: Some(objects.len()),
+                    problems,
+                })
             }
         }
     }

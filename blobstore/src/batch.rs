@@ -1,21 +1,32 @@
 //! Batch writes: the parallel hash-and-compress pipeline and the pack writer.
 //!
-//! Worker threads read, hash and compress items; the calling thread appends
-//! the compressed objects to one temp pack file, then writes the index, syncs
+//! Worker threads read, hash and compress items, each into segments of about
+//! [`SEGMENT_BYTES`] of encoded objects; the calling thread appends each
+//! segment to one temp pack file with one write, then writes the index, syncs
 //! both once and publishes them (format-spec.md, "Writing a pack").
 
 use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::object;
 use crate::pack::{self, PackEntry};
-use crate::parallel;
+use crate::parallel::{self, Sink};
 use crate::storage::{write_all_at, OpenMode, StorageFile};
 use crate::store::{BatchOutcome, BatchProgress, BlobStore};
+
+/// Encoded bytes a worker gathers before handing them to the pack writer.
+const SEGMENT_BYTES: usize = 1 << 20;
+/// Items a worker handles at most per segment (so progress moves on when
+/// the items are already stored and add no bytes).
+const SEGMENT_ITEMS: usize = 64;
+/// A worker's buffers keep their memory between items up to this size; a
+/// larger one (grown for a large item) is freed after it.
+const KEEP_BUFFER: usize = 8 << 20;
 
 /// Bytes buffered before the pack writer issues a write.
 const WRITE_BUFFER: usize = 1 << 20;
@@ -55,6 +66,16 @@ impl<'a> PackWriter<'a> {
 
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
         self.hasher.update(bytes);
+        if bytes.len() >= WRITE_BUFFER {
+            // Large enough to be written as it is, without a copy.
+            self.flush()?;
+            if let Some(file) = &self.file {
+                write_all_at(&**file, bytes, self.offset)
+                    .map_err(|e| self.store.io_error("write", &self.tmp_path, e))?;
+            }
+            self.offset += bytes.len() as u64;
+            return Ok(());
+        }
         self.buffer.extend_from_slice(bytes);
         self.offset += bytes.len() as u64;
         if self.buffer.len() >= WRITE_BUFFER {
@@ -86,6 +107,21 @@ impl<'a> PackWriter<'a> {
             stored_len: stored.len() as u64,
             raw_len,
         });
+        Ok(())
+    }
+
+    /// Appends a segment of encoded objects laid back to back; `objects`
+    /// gives each one's id, raw length, and offset and length inside
+    /// `bytes`.
+    fn add_segment(&mut self, bytes: &[u8], objects: impl Iterator<Item = Stored>) -> Result<()> {
+        let base = self.offset;
+        self.append(bytes)?;
+        self.entries.extend(objects.map(|o| PackEntry {
+            id: o.id,
+            offset: base + o.at as u64,
+            stored_len: o.len as u64,
+            raw_len: o.raw_len,
+        }));
         Ok(())
     }
 
@@ -137,46 +173,72 @@ impl Drop for PackWriter<'_> {
     }
 }
 
+/// One item of a batch, as a worker found it.
 struct Item {
     index: usize,
     id: BlobId,
     raw_len: u64,
-    encoded: Option<Vec<u8>>,
+    /// Where its encoding is in the segment's bytes, if it is new.
+    stored: Option<(usize, usize)>,
+}
+
+/// An object in a segment: its place in the segment's bytes.
+struct Stored {
+    id: BlobId,
+    raw_len: u64,
+    at: usize,
+    len: usize,
+}
+
+/// What a worker hands to the pack writer: items and the encodings of the
+/// new ones, back to back.
+#[derive(Default)]
+struct Segment {
+    items: Vec<Item>,
+    bytes: Vec<u8>,
 }
 
 pub(crate) fn put_batch(
     store: &BlobStore,
     count: usize,
-    read: &(dyn Fn(usize) -> io::Result<Vec<u8>> + Sync),
+    read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
     progress: &mut dyn FnMut(BatchProgress),
 ) -> Result<BatchOutcome> {
     store.ensure_writable()?;
     store.refresh_packs()?;
-    let level = store.options().compression_level;
-    let claimed: Mutex<HashSet<BlobId>> = Mutex::new(HashSet::new());
     let mut ids = vec![None; count];
     let mut sizes = vec![0u64; count];
     let mut outcome = BatchOutcome::default();
     let mut writer: Option<PackWriter<'_>> = None;
     let mut done = 0usize;
-
-    parallel::run(
-        count,
-        store.options().threads,
+    let next = AtomicUsize::new(0);
+    let claimed: Mutex<HashSet<BlobId>> = Mutex::new(HashSet::new());
+    parallel::workers(
+        store.options().threads.min(count),
         2,
-        |index| prepare(store, index, read, level, &claimed),
-        |item| {
-            if let Some(encoded) = &item.encoded {
+        |sink| work(store, count, read, &next, &claimed, sink),
+        |segment: Segment| {
+            let new = segment.items.iter().filter_map(|item| {
+                item.stored.map(|(at, len)| Stored {
+                    id: item.id,
+                    raw_len: item.raw_len,
+                    at,
+                    len,
+                })
+            });
+            if !segment.bytes.is_empty() {
                 let w = match writer.as_mut() {
                     Some(w) => w,
                     None => writer.insert(PackWriter::create(store)?),
                 };
-                w.add(item.id, item.raw_len, encoded)?;
+                w.add_segment(&segment.bytes, new)?;
             }
-            ids[item.index] = Some(item.id);
-            sizes[item.index] = item.raw_len;
-            outcome.raw_bytes += item.raw_len;
-            done += 1;
+            for item in &segment.items {
+                ids[item.index] = Some(item.id);
+                sizes[item.index] = item.raw_len;
+                outcome.raw_bytes += item.raw_len;
+            }
+            done += segment.items.len();
             progress(BatchProgress {
                 items_done: done,
                 items_total: count,
@@ -206,33 +268,61 @@ pub(crate) fn put_batch(
     Ok(outcome)
 }
 
-fn prepare(
+/// A worker: takes items until none is left (or the caller stops), reads,
+/// hashes and, when new, encodes each into its current segment, and sends
+/// the segment when it is full and at the end.
+fn work(
     store: &BlobStore,
-    index: usize,
-    read: &(dyn Fn(usize) -> io::Result<Vec<u8>> + Sync),
-    level: i32,
+    count: usize,
+    read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
+    next: &AtomicUsize,
     claimed: &Mutex<HashSet<BlobId>>,
-) -> Result<Item> {
-    let data = read(index).map_err(|source| Error::Source {
-        name: format!("item {index}"),
-        source,
-    })?;
-    store.len_limit(data.len() as u64)?;
-    let id = BlobId::of(&data);
-    let new =
-        !store.exists_cached(&id)? && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
-    let encoded = if new {
-        Some(
-            object::encode(&data, level)
-                .map_err(|e| store.io_error("compress", store.base(), e))?,
-        )
-    } else {
-        None
-    };
-    Ok(Item {
-        index,
-        id,
-        raw_len: data.len() as u64,
-        encoded,
-    })
+    sink: &Sink<'_, Segment>,
+) -> Result<()> {
+    let level = store.options().compression_level;
+    let (mut data, mut scratch) = (Vec::new(), Vec::new());
+    let mut segment = Segment::default();
+    while !sink.stopped() {
+        let index = next.fetch_add(1, Ordering::Relaxed);
+        if index >= count {
+            break;
+        }
+        data.clear();
+        read(index, &mut data).map_err(|source| Error::Source {
+            name: format!("item {index}"),
+            source,
+        })?;
+        store.len_limit(data.len() as u64)?;
+        let id = BlobId::of(&data);
+        let new = !store.exists_cached(&id)?
+            && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+        let stored = if new {
+            let at = segment.bytes.len();
+            object::encode_into(&data, level, &mut segment.bytes, &mut scratch)
+                .map_err(|e| store.io_error("compress", store.base(), e))?;
+            Some((at, segment.bytes.len() - at))
+        } else {
+            None
+        };
+        segment.items.push(Item {
+            index,
+            id,
+            raw_len: data.len() as u64,
+            stored,
+        });
+        for buf in [&mut data, &mut scratch] {
+            if buf.capacity() > KEEP_BUFFER {
+                *buf = Vec::new();
+            }
+        }
+        if (segment.bytes.len() >= SEGMENT_BYTES || segment.items.len() >= SEGMENT_ITEMS)
+            && !sink.send(std::mem::take(&mut segment))
+        {
+            return Ok(());
+        }
+    }
+    if !segment.items.is_empty() {
+        sink.send(segment);
+    }
+    Ok(())
 }

@@ -143,9 +143,26 @@ impl Header {
 /// Encodes `data` as an object: zstd at `level`, or raw if compression does not
 /// make it smaller. Returns header and payload in one buffer.
 pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let compressed = with_compressor(level, |c| c.compress(data))?;
-    let (codec, payload) = if compressed.len() < data.len() {
-        (Codec::Zstd, compressed.as_slice())
+    let mut out = Vec::new();
+    encode_into(data, level, &mut out, &mut Vec::new())?;
+    Ok(out)
+}
+
+/// Appends the encoding of `data` (as [`encode`] makes it) to `out`.
+/// `scratch` receives the compressed bytes first; reused from call to call
+/// (as `out` can be), encoding many objects allocates nothing per object.
+pub fn encode_into(
+    data: &[u8],
+    level: i32,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    scratch.clear();
+    // Room for the worst case: compression then never fails for lack of it.
+    scratch.reserve(zstd::zstd_safe::compress_bound(data.len()));
+    with_compressor(level, |c| c.compress_to_buffer(data, scratch))?;
+    let (codec, payload) = if scratch.len() < data.len() {
+        (Codec::Zstd, scratch.as_slice())
     } else {
         (Codec::Raw, data)
     };
@@ -153,10 +170,10 @@ pub fn encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
         codec,
         raw_len: data.len() as u64,
     };
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.reserve(HEADER_LEN + payload.len());
     out.extend_from_slice(&header.encode_with_payload(payload));
     out.extend_from_slice(payload);
-    Ok(out)
+    Ok(())
 }
 
 /// Checks a whole stored object (header and payload) without decompressing:
@@ -184,6 +201,29 @@ pub fn check_stored(object: &[u8]) -> Result<Header, DecodeError> {
 /// hashes to `id`. `max_len` bounds the raw length before allocation.
 pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, DecodeError> {
     let header = check_stored(object)?;
+    let mut data = Vec::new();
+    match check_content(object, &header, id, max_len, &mut data)? {
+        Codec::Raw => Ok(object[HEADER_LEN..].to_vec()),
+        Codec::Zstd => Ok(data),
+    }
+}
+
+/// Checks the content of an object that passed [`check_stored`] (whose
+/// header that returned is `header`): the raw length against `max_len`,
+/// bounded decompression, and that the content hashes to `id`; the checks
+/// of [`decode`] after the CRC, without keeping the content.
+///
+/// A zstd payload is decompressed into `scratch`, which is left holding the
+/// content (reuse it across calls: verifying many objects then allocates
+/// once); a raw payload is hashed where it lies. Returns the codec, which
+/// says where the content is: the payload (`Raw`) or `scratch` (`Zstd`).
+pub fn check_content(
+    object: &[u8],
+    header: &Header,
+    id: &BlobId,
+    max_len: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<Codec, DecodeError> {
     if header.raw_len > max_len {
         return Err(DecodeError::new(
             8,
@@ -200,7 +240,7 @@ pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, Decod
             header.raw_len.to_string(),
         )
     })?;
-    let data = match header.codec {
+    let content = match header.codec {
         Codec::Raw => {
             if payload.len() != raw_len {
                 return Err(DecodeError::new(
@@ -209,11 +249,14 @@ pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, Decod
                     format!("{} bytes", payload.len()),
                 ));
             }
-            payload.to_vec()
+            payload
         }
-        Codec::Zstd => decompress_bounded(payload, raw_len)?,
+        Codec::Zstd => {
+            decompress_bounded(payload, raw_len, scratch)?;
+            &scratch[..]
+        }
     };
-    let actual = BlobId::of(&data);
+    let actual = BlobId::of(content);
     if actual != *id {
         return Err(DecodeError::new(
             HEADER_LEN as u64,
@@ -221,7 +264,7 @@ pub fn decode(object: &[u8], id: &BlobId, max_len: u64) -> Result<Vec<u8>, Decod
             format!("content with SHA-256 {actual}"),
         ));
     }
-    Ok(data)
+    Ok(header.codec)
 }
 
 thread_local! {
@@ -257,8 +300,15 @@ fn with_compressor<T>(
     })
 }
 
-/// Decompresses one zstd frame into exactly `raw_len` bytes, never more.
-fn decompress_bounded(payload: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeError> {
+/// Decompresses one zstd frame into `out`, which ends up `raw_len` bytes
+/// long: the frame must decode to exactly that many bytes, never more (the
+/// output buffer is `raw_len` bytes long, so a frame that would expand
+/// further fails).
+fn decompress_bounded(
+    payload: &[u8],
+    raw_len: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -267,7 +317,7 @@ fn decompress_bounded(payload: &[u8], raw_len: usize) -> Result<Vec<u8>, DecodeE
             })?);
         }
         let result = match slot.as_mut() {
-            Some(dec) => decompress_with(dec, payload, raw_len),
+            Some(dec) => decompress_with(dec, payload, raw_len, out),
             None => unreachable!("set above"),
         };
         if result.is_err() {
@@ -282,12 +332,11 @@ fn decompress_with(
     dec: &mut zstd::bulk::Decompressor<'static>,
     payload: &[u8],
     raw_len: usize,
-) -> Result<Vec<u8>, DecodeError> {
-    let mut out = Vec::with_capacity(raw_len);
-    // decompress_to_buffer writes at most the spare capacity of `out`: a frame
-    // that would expand beyond raw_len fails instead of allocating.
-    match dec.decompress_to_buffer(payload, &mut out) {
-        Ok(n) if n == raw_len => Ok(out),
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    set_len(out, raw_len);
+    match dec.decompress_to_buffer(payload, out.as_mut_slice()) {
+        Ok(n) if n == raw_len => Ok(()),
         Ok(n) => Err(DecodeError::new(
             HEADER_LEN as u64,
             format!("a zstd frame of {raw_len} raw bytes"),
@@ -298,6 +347,17 @@ fn decompress_with(
             format!("a valid zstd frame of at most {raw_len} raw bytes"),
             e.to_string(),
         )),
+    }
+}
+
+/// Makes `buf` `len` bytes long, for reading or decompressing into: a fresh
+/// (empty) buffer is allocated zeroed (pages of a large one are mapped
+/// zeroed, not written); a reused one only has its growth written.
+pub(crate) fn set_len(buf: &mut Vec<u8>, len: usize) {
+    if buf.is_empty() {
+        *buf = vec![0; len];
+    } else {
+        buf.resize(len, 0);
     }
 }
 
@@ -325,6 +385,24 @@ mod tests {
         assert_eq!(Header::decode(&obj).expect("header").codec, Codec::Zstd);
         assert!(obj.len() < data.len());
         assert_eq!(decode(&obj, &BlobId::of(&data), MAX).expect("decode"), data);
+    }
+
+    #[test]
+    fn encode_into_appends_what_encode_makes_with_reused_buffers() {
+        let texts: Vec<Vec<u8>> = (0..4)
+            .map(|i| {
+                format!("item {i} compresses, compresses, compresses")
+                    .repeat(20 * (i + 1))
+                    .into_bytes()
+            })
+            .collect();
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        let mut expected = Vec::new();
+        for t in texts.iter().chain([b"x".to_vec()].iter()) {
+            encode_into(t, 3, &mut out, &mut scratch).expect("encode into");
+            expected.extend(encode(t, 3).expect("encode"));
+        }
+        assert_eq!(out, expected);
     }
 
     #[test]
@@ -387,12 +465,43 @@ mod tests {
     }
 
     #[test]
+    fn check_content_with_a_reused_buffer_checks_each_object_alike() {
+        let small = b"small object, small object, small object".repeat(3);
+        let large = b"a larger object compresses too; ".repeat(500);
+        let mut scratch = Vec::new();
+        for data in [&small[..], &large[..], &small[..], &large[..]] {
+            let obj = encode(data, 3).expect("encode");
+            let header = check_stored(&obj).expect("header and CRC");
+            let codec = check_content(&obj, &header, &BlobId::of(data), MAX, &mut scratch)
+                .expect("content");
+            assert_eq!(codec, Codec::Zstd);
+            assert_eq!(scratch, data, "the buffer holds exactly the content");
+        }
+        // Raw content is hashed where it lies; a wrong id is refused.
+        let obj = encode(b"x", 3).expect("encode");
+        let header = check_stored(&obj).expect("header");
+        assert_eq!(
+            check_content(&obj, &header, &BlobId::of(b"x"), MAX, &mut scratch),
+            Ok(Codec::Raw)
+        );
+        let err = check_content(&obj, &header, &BlobId::of(b"y"), MAX, &mut scratch)
+            .expect_err("wrong id accepted");
+        assert_eq!(err.offset, HEADER_LEN as u64);
+    }
+
+    #[test]
     fn a_bomb_that_expands_beyond_its_claimed_length_is_refused() {
         // 64 MiB of zeros compresses to a few KiB; claim 1 KiB.
         let data = vec![0u8; 64 << 20];
         let mut obj = encode(&data, 3).expect("encode");
         forge_raw_len(&mut obj, 1024);
         let err = decode(&obj, &BlobId::of(&data), MAX).expect_err("accepted");
+        assert_eq!(err.offset, HEADER_LEN as u64);
+        // The same with a reused buffer grown by an earlier, larger object.
+        let header = check_stored(&obj).expect("the CRC was forged too");
+        let mut scratch = vec![7u8; 128 << 20];
+        let err = check_content(&obj, &header, &BlobId::of(&data), MAX, &mut scratch)
+            .expect_err("accepted with a large buffer");
         assert_eq!(err.offset, HEADER_LEN as u64);
     }
 }

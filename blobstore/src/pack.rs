@@ -148,6 +148,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
+/// The first 8 bytes of an id as a big-endian integer: ordered as the bytes.
+fn prefix(id: &[u8]) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&id[..8]);
+    u64::from_be_bytes(x)
+}
+
 /// Checks an index's structure and checksum; returns the object count.
 pub fn check_index(index: &[u8]) -> Result<usize, IndexError> {
     let fixed = INDEX_HEADER_LEN + FANOUT_LEN + INDEX_TRAILER_LEN;
@@ -284,9 +291,14 @@ impl Pack {
         let hi = u32_at(&self.index, INDEX_HEADER_LEN + first * 4) as usize;
         let (mut lo, mut hi) = (lo.min(self.count), hi.min(self.count));
         let key = &id.as_bytes()[..];
+        // Ids are uniformly distributed: their first 8 bytes nearly always
+        // decide, as one integer comparison.
+        let key_prefix = prefix(key);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.id_at(mid).cmp(key) {
+            let at = self.id_at(mid);
+            let order = prefix(at).cmp(&key_prefix).then_with(|| at.cmp(key));
+            match order {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Some(self.entry(mid)),
@@ -315,8 +327,7 @@ impl Pack {
     }
 
     /// Reads the stored bytes (header and payload) of an entry and checks them
-    /// with [`crate::object::check_stored`] (header fields, CRC-32, raw length
-    /// equal to the index's). `max` bounds the allocation.
+    /// with [`Pack::check_stored_entry`]. `max` bounds the allocation.
     pub fn read_stored(&self, e: &PackEntry, max: u64) -> Result<Vec<u8>, ReadError> {
         self.check_entry_bounds(e).map_err(ReadError::Bounds)?;
         if e.stored_len > max {
@@ -325,14 +336,7 @@ impl Pack {
         let len = usize::try_from(e.stored_len).map_err(|_| ReadError::TooLarge(e.stored_len))?;
         let mut buf = vec![0u8; len];
         read_exact_at(&*self.file, &mut buf, e.offset).map_err(ReadError::Io)?;
-        let header = crate::object::check_stored(&buf).map_err(ReadError::Object)?;
-        if header.raw_len != e.raw_len {
-            return Err(ReadError::Object(crate::object::DecodeError {
-                offset: 8,
-                expected: format!("raw length {} as recorded in the index", e.raw_len),
-                found: header.raw_len.to_string(),
-            }));
-        }
+        check_stored_entry(e, &buf)?;
         Ok(buf)
     }
 
@@ -345,6 +349,24 @@ impl Pack {
     pub fn entries(&self) -> impl Iterator<Item = PackEntry> + '_ {
         (0..self.count).map(|i| self.entry(i))
     }
+}
+
+/// Checks the stored bytes of entry `e` with [`crate::object::check_stored`]
+/// (header fields, CRC-32) and that the raw length equals the index's;
+/// returns the object's header.
+pub fn check_stored_entry(
+    e: &PackEntry,
+    stored: &[u8],
+) -> Result<crate::object::Header, ReadError> {
+    let header = crate::object::check_stored(stored).map_err(ReadError::Object)?;
+    if header.raw_len != e.raw_len {
+        return Err(ReadError::Object(crate::object::DecodeError {
+            offset: 8,
+            expected: format!("raw length {} as recorded in the index", e.raw_len),
+            found: header.raw_len.to_string(),
+        }));
+    }
+    Ok(header)
 }
 
 /// Why reading an entry's stored bytes failed.
@@ -395,13 +417,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn index_round_trips_and_finds_every_id() {
-        let entries: Vec<PackEntry> = (0..1000u32)
-            .map(|i| entry(&i.to_le_bytes(), 16 + 20 * i as u64))
-            .collect();
-        let idx = build_index(&mut entries.clone(), &[9; 32]);
-        assert_eq!(check_index(&idx).expect("valid"), 1000);
+    /// A pack of `pack_len` bytes (an empty file: only its index is read)
+    /// with index bytes `idx`, in a temp dir kept alive by the caller.
+    fn pack_with_index(idx: Vec<u8>, pack_len: u64) -> (tempfile::TempDir, Pack) {
         let dir = tempfile::tempdir().expect("tempdir");
         let storage = crate::storage::LocalStorage::open(dir.path()).expect("storage");
         let file = crate::storage::Storage::open(
@@ -416,9 +434,20 @@ mod tests {
             "i".into(),
             Mapping::Owned(idx),
             file,
-            16 + 20 * 1000 + 32,
+            pack_len,
         )
         .expect("valid index");
+        (dir, pack)
+    }
+
+    #[test]
+    fn index_round_trips_and_finds_every_id() {
+        let entries: Vec<PackEntry> = (0..1000u32)
+            .map(|i| entry(&i.to_le_bytes(), 16 + 20 * i as u64))
+            .collect();
+        let idx = build_index(&mut entries.clone(), &[9; 32]);
+        assert_eq!(check_index(&idx).expect("valid"), 1000);
+        let (_dir, pack) = pack_with_index(idx, 16 + 20 * 1000 + 32);
         assert_eq!(pack.len(), 1000);
         for e in &entries {
             assert_eq!(pack.find(&e.id), Some(*e));
@@ -429,6 +458,38 @@ mod tests {
         }
         let listed: Vec<BlobId> = pack.entries().map(|e| e.id).collect();
         assert!(listed.windows(2).all(|w| w[0] < w[1]), "entries are sorted");
+    }
+
+    #[test]
+    fn ids_sharing_their_first_bytes_are_told_apart() {
+        // Ids equal in their first 8 bytes (the fast comparison) and
+        // differing only later.
+        let ids: Vec<BlobId> = (0..64u8)
+            .map(|i| {
+                let mut b = [0x5a; 32];
+                b[8 + usize::from(i % 24)] = i;
+                b[31] = i;
+                BlobId::from_bytes(b)
+            })
+            .collect();
+        let mut entries: Vec<PackEntry> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| PackEntry {
+                id: *id,
+                offset: 16 + 20 * i as u64,
+                stored_len: 20,
+                raw_len: 4,
+            })
+            .collect();
+        let idx = build_index(&mut entries, &[3; 32]);
+        let (_dir, pack) = pack_with_index(idx, 16 + 20 * 64 + 32);
+        for e in &entries {
+            assert_eq!(pack.find(&e.id), Some(*e));
+        }
+        let mut absent = [0x5a; 32];
+        absent[31] = 200;
+        assert_eq!(pack.find(&BlobId::from_bytes(absent)), None);
     }
 
     #[test]

@@ -461,6 +461,10 @@ impl BlobStore {
     /// The raw size of `id`, without reading its content (a pack index lookup or
     /// a 16-byte header read).
     pub fn size(&self, id: &BlobId) -> Result<u64> {
+        // The index has the raw length: look there first, once.
+        if let Some((_, e)) = self.find_in_packs(id) {
+            return Ok(e.raw_len);
+        }
         match self.locate(id)? {
             None => Err(Error::NotFound(*id)),
             Some(Location::Packed { .. }) => match self.find_in_packs(id) {
@@ -530,10 +534,23 @@ impl BlobStore {
     }
 
     pub(crate) fn read_loose(&self, id: &BlobId) -> Result<Option<Vec<u8>>> {
+        let mut buf = Vec::new();
+        if !self.read_loose_stored(id, &mut buf)? {
+            return Ok(None);
+        }
+        object::decode(&buf, id, self.options.max_blob_len)
+            .map(Some)
+            .map_err(|d| self.loose_decode_error(id, d))
+    }
+
+    /// Reads the stored bytes (header and payload) of loose object `id`
+    /// into `buf`, which is resized to the file's length. `Ok(false)` if
+    /// there is no such object.
+    pub(crate) fn read_loose_stored(&self, id: &BlobId, buf: &mut Vec<u8>) -> Result<bool> {
         let path = self.loose_path(id);
         let file = match self.storage.open(&path, OpenMode::Read) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(self.io("open", &path, e)),
         };
         let len = file.len().map_err(|e| self.io("inspect", &path, e))?;
@@ -546,11 +563,16 @@ impl BlobStore {
                 max: self.options.max_blob_len,
             });
         }
-        let mut buf = vec![0u8; len as usize];
-        read_exact_at(&*file, &mut buf, 0).map_err(|e| self.io("read", &path, e))?;
-        object::decode(&buf, id, self.options.max_blob_len)
-            .map(Some)
-            .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))
+        // At most max_blob_len plus a header, which the caller chose to fit
+        // in memory.
+        object::set_len(buf, len as usize);
+        read_exact_at(&*file, buf, 0).map_err(|e| self.io("read", &path, e))?;
+        Ok(true)
+    }
+
+    /// The error for a loose object whose stored bytes fail a check.
+    pub(crate) fn loose_decode_error(&self, id: &BlobId, d: object::DecodeError) -> Error {
+        self.corrupt(&self.loose_path(id), Some(d.offset), d.expected, d.found)
     }
 
     pub(crate) fn read_packed(&self, p: &Pack, e: &PackEntry) -> Result<Vec<u8>> {
@@ -559,10 +581,20 @@ impl BlobStore {
             .read_stored(e, max)
             .map_err(|err| self.pack_read_error(p, e, err))?;
         object::decode(&stored, &e.id, self.options.max_blob_len)
-            .map_err(|d| self.corrupt(&p.pack_path, Some(e.offset + d.offset), d.expected, d.found))
+            .map_err(|d| self.packed_decode_error(p, e, d))
     }
 
-    fn pack_read_error(&self, p: &Pack, e: &PackEntry, err: pack::ReadError) -> Error {
+    /// The error for a packed object whose content fails a check.
+    pub(crate) fn packed_decode_error(
+        &self,
+        p: &Pack,
+        e: &PackEntry,
+        d: object::DecodeError,
+    ) -> Error {
+        self.corrupt(&p.pack_path, Some(e.offset + d.offset), d.expected, d.found)
+    }
+
+    pub(crate) fn pack_read_error(&self, p: &Pack, e: &PackEntry, err: pack::ReadError) -> Error {
         match err {
             pack::ReadError::Bounds(msg) => self.corrupt(
                 &p.index_path,
@@ -644,6 +676,30 @@ impl BlobStore {
     where
         F: Fn(usize) -> io::Result<Vec<u8>> + Sync,
     {
+        self.put_batch_buffered(
+            count,
+            |i, buf| {
+                *buf = read(i)?;
+                Ok(())
+            },
+            progress,
+        )
+    }
+
+    /// [`BlobStore::put_batch`] with the content read into a buffer:
+    /// `read(i, buf)` appends the content of item `i` to `buf`, which it is
+    /// given empty; each worker reuses one buffer from item to item, so
+    /// reading many items (files, say) allocates little. `progress` is
+    /// called as the pack grows, every few dozen items or megabyte.
+    pub fn put_batch_buffered<F>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+    {
         crate::batch::put_batch(self, count, &read, progress)
     }
 
@@ -707,37 +763,49 @@ impl BlobStore {
 
     /// All loose objects, with size and modification time.
     pub fn loose_objects(&self) -> Result<Vec<LooseObject>> {
-        let objects = self.base.join(OBJECTS_DIR);
-        let fanout = self
-            .storage
-            .read_dir(&objects)
-            .map_err(|e| self.io("list", &objects, e))?;
         let mut out = Vec::new();
-        for dir in fanout {
-            if !dir.metadata.is_dir || dir.name.len() != 2 {
-                continue;
-            }
-            let path = objects.join(&dir.name);
-            let entries = match self.storage.read_dir(&path) {
-                Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(self.io("list", &path, e)),
-            };
-            for f in entries {
-                if f.metadata.is_dir {
-                    continue;
-                }
-                if let Ok(id) = BlobId::parse(&format!("{}{}", dir.name, f.name)) {
-                    out.push(LooseObject {
-                        id,
-                        stored_len: f.metadata.len,
-                        modified: f.metadata.modified,
-                    });
-                }
-            }
+        for dir in self.fanout_dirs()? {
+            out.extend(self.loose_objects_in(&dir)?);
         }
         out.sort_by_key(|o| o.id);
         Ok(out)
+    }
+
+    /// The names of the fanout directories of the loose objects.
+    pub(crate) fn fanout_dirs(&self) -> Result<Vec<String>> {
+        let objects = self.base.join(OBJECTS_DIR);
+        let entries = self
+            .storage
+            .read_dir(&objects)
+            .map_err(|e| self.io("list", &objects, e))?;
+        Ok(entries
+            .into_iter()
+            .filter(|d| d.metadata.is_dir && d.name.len() == 2)
+            .map(|d| d.name)
+            .collect())
+    }
+
+    /// The loose objects of one fanout directory, in no particular order
+    /// (none if it was removed meanwhile).
+    pub(crate) fn loose_objects_in(&self, dir: &str) -> Result<Vec<LooseObject>> {
+        let path = self.base.join(OBJECTS_DIR).join(dir);
+        let entries = match self.storage.read_dir(&path) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("list", &path, e)),
+        };
+        Ok(entries
+            .into_iter()
+            .filter(|f| !f.metadata.is_dir)
+            .filter_map(|f| {
+                let id = BlobId::parse(&format!("{dir}{}", f.name)).ok()?;
+                Some(LooseObject {
+                    id,
+                    stored_len: f.metadata.len,
+                    modified: f.metadata.modified,
+                })
+            })
+            .collect())
     }
 
     /// Every id in the store (loose and packed), sorted, without duplicates.
@@ -753,6 +821,26 @@ impl BlobStore {
         ids.sort();
         ids.dedup();
         Ok(ids)
+    }
+
+    /// Every id in the store (after a refresh of the packs) with its raw
+    /// size where an index records it: packed objects first, with
+    /// `Some(size)`, then loose objects with `None` (their size is in their
+    /// header, which [`BlobStore::size`] reads). An id stored in several
+    /// places is listed once per place. One listing of the loose objects and
+    /// one walk of every index, without sorting: for checking many
+    /// references at once.
+    pub fn id_sizes(&self) -> Result<Vec<(BlobId, Option<u64>)>> {
+        self.refresh_packs()?;
+        let packs = self.loaded_packs();
+        let loose = self.loose_objects()?;
+        let mut out =
+            Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
+        for p in packs {
+            out.extend(p.entries().map(|e| (e.id, Some(e.raw_len))));
+        }
+        out.extend(loose.into_iter().map(|o| (o.id, None)));
+        Ok(out)
     }
 
     pub(crate) fn loaded_packs(&self) -> Vec<Arc<Pack>> {

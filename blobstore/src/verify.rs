@@ -1,12 +1,14 @@
 //! Verifying every object of a store: decompress, hash, and check pack files
 //! against their indexes. Runs on [`Options::threads`](crate::Options) threads.
 
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::id::BlobId;
-use crate::pack::{self, Pack, PACK_HEADER_LEN, PACK_TRAILER_LEN};
+use crate::object::{self, HEADER_LEN};
+use crate::pack::{self, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN};
 use crate::parallel;
 use crate::storage::read_exact_at;
 use crate::store::{BlobStore, PACKS_DIR};
@@ -16,11 +18,13 @@ use crate::store::{BlobStore, PACKS_DIR};
 pub struct VerifyProgress {
     /// Checks done (objects, plus one per pack file).
     pub done: usize,
-    /// Checks in all.
+    /// Checks in all, as far as known: loose objects count from when their
+    /// fanout directory has been listed, so the totals grow while packs are
+    /// being checked and are exact at the end.
     pub total: usize,
     /// Stored bytes checked so far.
     pub bytes_done: u64,
-    /// Stored bytes in all.
+    /// Stored bytes in all, as far as known (as `total`).
     pub bytes_total: u64,
 }
 
@@ -58,19 +62,65 @@ impl VerifyReport {
     }
 }
 
+/// Stored bytes of a pack read with one read and verified by one job.
+const PACK_RUN_BYTES: u64 = 1 << 20;
+/// A unit of verification work, done by one worker.
 enum Job {
-    Loose { id: BlobId, len: u64 },
+    /// A pack file against its index: header, trailer checksum, ids order,
+    /// entry bounds.
     PackFile(Arc<Pack>),
-    Packed(Arc<Pack>, usize),
+    /// Entries of one pack lying close together (at most
+    /// [`PACK_RUN_BYTES`] from the first one's start to the last one's
+    /// end, unless it is a single entry), in offset order: read with one
+    /// read, then each decompressed and hashed.
+    Packed(Arc<Pack>, Vec<PackEntry>),
+    /// The loose objects of one fanout directory: listed by the worker,
+    /// then each read, decompressed and hashed.
+    LooseDir(String),
 }
 
 impl Job {
-    fn bytes(&self) -> u64 {
+    /// Checks and stored bytes known before the job runs (a fanout
+    /// directory's are known once it is listed).
+    fn planned(&self) -> (usize, u64) {
         match self {
-            Job::Loose { len, .. } => *len,
-            Job::PackFile(p) => p.pack_len,
-            Job::Packed(p, i) => p.entry(*i).stored_len,
+            Job::PackFile(p) => (1, p.pack_len),
+            Job::Packed(_, entries) => (entries.len(), entries.iter().map(|e| e.stored_len).sum()),
+            Job::LooseDir(_) => (0, 0),
         }
+    }
+}
+
+/// What a job did.
+struct Done {
+    /// Checks done (objects, or one for a pack file).
+    checks: usize,
+    /// Stored bytes checked.
+    bytes: u64,
+    /// Loose objects listed by the job (their checks and bytes were not
+    /// planned).
+    loose: Option<usize>,
+    problems: Vec<Problem>,
+}
+
+/// Buffers a worker reuses from job to job.
+#[derive(Default)]
+struct Buffers {
+    /// Stored bytes: a run of a pack, a loose object, a piece of a pack file.
+    stored: Vec<u8>,
+    /// Decompressed content.
+    content: Vec<u8>,
+}
+
+/// `Ok(Some)` for damage, `Ok(None)` for none; other errors (e.g. a read
+/// error) are operational failures that stop verification.
+fn as_problem(blob: Option<BlobId>, r: Result<()>) -> Result<Option<Problem>> {
+    match r {
+        Ok(()) => Ok(None),
+        Err(e @ (Error::Corrupt { .. } | Error::TooLarge { .. })) => {
+            Ok(Some(Problem { blob, error: e }))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -78,26 +128,28 @@ impl BlobStore {
     /// Reads, decompresses and hashes every object, and checks every pack file
     /// against its index (header, trailer checksum, object bounds). Damage does
     /// not stop the run: every problem is collected in the report. `progress`
-    /// is called on the calling thread after each check.
+    /// is called on the calling thread as checks complete (a pack run or a
+    /// fanout directory at a time).
+    ///
+    /// Work is split in jobs for [`Options::threads`](crate::Options)
+    /// workers: each pack file's checksum, runs of neighbouring objects of a
+    /// pack (read with one read, verified in offset order), and each fanout
+    /// directory of loose objects (listed by the worker, so listing is done
+    /// in parallel too); each worker reuses its buffers.
     pub fn verify_all(&self, progress: &mut dyn FnMut(VerifyProgress)) -> Result<VerifyReport> {
         self.refresh_packs()?;
         let mut report = VerifyReport::default();
-        let mut jobs = Vec::new();
-        for o in self.loose_objects()? {
-            jobs.push(Job::Loose {
-                id: o.id,
-                len: o.stored_len,
-            });
-            report.loose_objects += 1;
-        }
         let packs = self.loaded_packs();
+        // Pack files first: a large pack's checksum is the longest job. Then
+        // the fanout directories, which complete the totals once listed.
+        let mut jobs: Vec<Job> = packs.iter().map(|p| Job::PackFile(Arc::clone(p))).collect();
+        jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
+        // Entries that cannot be read at all are found while planning.
+        let mut unreadable = 0;
         for p in &packs {
-            jobs.push(Job::PackFile(Arc::clone(p)));
-            for i in 0..p.len() {
-                jobs.push(Job::Packed(Arc::clone(p), i));
-            }
             report.packs += 1;
             report.packed_objects += p.len();
+            unreadable += self.plan_pack(p, &mut jobs, &mut report.problems);
         }
         let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
         report.unindexed_packs = unindexed;
@@ -105,62 +157,185 @@ impl BlobStore {
         for (_, error) in self.broken_packs() {
             report.problems.push(Problem { blob: None, error });
         }
-        let total = jobs.len();
-        let bytes_total: u64 = jobs.iter().map(Job::bytes).sum();
         let mut p = VerifyProgress {
-            total,
-            bytes_total,
+            done: unreadable,
+            total: unreadable,
             ..VerifyProgress::default()
         };
+        for (checks, bytes) in jobs.iter().map(Job::planned) {
+            p.total += checks;
+            p.bytes_total += bytes;
+        }
         parallel::run(
-            total,
+            jobs.len(),
             self.options().threads,
             4,
-            |i| {
-                self.verify_job(&jobs[i])
-                    .map(|problem| (jobs[i].bytes(), problem))
-            },
-            |(bytes, problem)| {
-                report.problems.extend(problem);
-                p.done += 1;
-                p.bytes_done += bytes;
+            Buffers::default,
+            |buffers, i| self.verify_job(&jobs[i], buffers),
+            |done| {
+                if let Some(loose) = done.loose {
+                    report.loose_objects += loose;
+                    p.total += done.checks;
+                    p.bytes_total += done.bytes;
+                }
+                report.problems.extend(done.problems);
+                p.done += done.checks;
+                p.bytes_done += done.bytes;
                 progress(p);
                 Ok(())
             },
         )?;
-        report.bytes = bytes_total;
+        report.bytes = p.bytes_total;
         Ok(report)
     }
 
-    /// Checks one job. `Ok(Some)` is damage; `Err` is an operational failure
-    /// (e.g. a read error) that stops verification.
-    fn verify_job(&self, job: &Job) -> Result<Option<Problem>> {
-        let as_problem = |blob: Option<BlobId>, r: Result<()>| match r {
-            Ok(()) => Ok(None),
-            Err(e @ (Error::Corrupt { .. } | Error::TooLarge { .. })) => {
-                Ok(Some(Problem { blob, error: e }))
+    /// Splits a pack's entries into [`Job::Packed`] runs; entries that lie
+    /// outside the pack or exceed the size limit are problems at once.
+    /// Returns how many entries those were.
+    fn plan_pack(&self, p: &Arc<Pack>, jobs: &mut Vec<Job>, problems: &mut Vec<Problem>) -> usize {
+        let max = self
+            .options()
+            .max_blob_len
+            .saturating_add(HEADER_LEN as u64);
+        let mut entries: Vec<PackEntry> = p.entries().collect();
+        entries.sort_unstable_by_key(|e| e.offset);
+        let mut unreadable = 0;
+        let mut run: Vec<PackEntry> = Vec::new();
+        let mut run_end = 0;
+        for e in entries {
+            let refused = match p.check_entry_bounds(&e) {
+                Err(msg) => Some(ReadError::Bounds(msg)),
+                Ok(()) if e.stored_len > max => Some(ReadError::TooLarge(e.stored_len)),
+                Ok(()) => None,
+            };
+            if let Some(err) = refused {
+                problems.push(Problem {
+                    blob: Some(e.id),
+                    error: self.pack_read_error(p, &e, err),
+                });
+                unreadable += 1;
+                continue;
             }
-            Err(e) => Err(e),
+            // Inside the pack (checked above): no overflow.
+            let end = e.offset + e.stored_len;
+            if let Some(first) = run.first() {
+                if end.max(run_end) - first.offset > PACK_RUN_BYTES {
+                    jobs.push(Job::Packed(Arc::clone(p), std::mem::take(&mut run)));
+                }
+            }
+            run_end = if run.is_empty() {
+                end
+            } else {
+                run_end.max(end)
+            };
+            run.push(e);
+        }
+        if !run.is_empty() {
+            jobs.push(Job::Packed(Arc::clone(p), run));
+        }
+        unreadable
+    }
+
+    /// Does one job. `Err` is an operational failure (e.g. a read error)
+    /// that stops verification.
+    fn verify_job(&self, job: &Job, buffers: &mut Buffers) -> Result<Done> {
+        let (checks, bytes) = job.planned();
+        let planned = |problems| Done {
+            checks,
+            bytes,
+            loose: None,
+            problems,
         };
         match job {
-            Job::Loose { id, .. } => as_problem(Some(*id), self.get_loose_only(id)),
-            Job::PackFile(p) => as_problem(None, self.verify_pack_file(p)),
-            Job::Packed(p, i) => {
-                let e = p.entry(*i);
-                as_problem(Some(e.id), self.read_packed(p, &e).map(|_| ()))
+            Job::PackFile(p) => {
+                let checked = self.verify_pack_file(p, &mut buffers.stored);
+                Ok(planned(as_problem(None, checked)?.into_iter().collect()))
+            }
+            Job::Packed(p, entries) => Ok(planned(self.verify_packed_run(p, entries, buffers)?)),
+            Job::LooseDir(dir) => {
+                let objects = self.loose_objects_in(dir)?;
+                let max = self.options().max_blob_len;
+                let mut problems = Vec::new();
+                for o in &objects {
+                    let checked = match self.read_loose_stored(&o.id, &mut buffers.stored) {
+                        // Removed by a concurrent sweep after listing:
+                        // nothing to verify.
+                        Ok(false) => continue,
+                        Ok(true) => object::check_stored(&buffers.stored)
+                            .and_then(|h| {
+                                object::check_content(
+                                    &buffers.stored,
+                                    &h,
+                                    &o.id,
+                                    max,
+                                    &mut buffers.content,
+                                )
+                            })
+                            .map(|_| ())
+                            .map_err(|d| self.loose_decode_error(&o.id, d)),
+                        Err(e) => Err(e),
+                    };
+                    problems.extend(as_problem(Some(o.id), checked)?);
+                }
+                Ok(Done {
+                    checks: objects.len(),
+                    bytes: objects.iter().map(|o| o.stored_len).sum(),
+                    loose: Some(objects.len()),
+                    problems,
+                })
             }
         }
     }
 
-    fn get_loose_only(&self, id: &BlobId) -> Result<()> {
-        match self.read_loose(id)? {
-            Some(_) => Ok(()),
-            // Removed by a concurrent sweep after listing: nothing to verify.
-            None => Ok(()),
+    /// Verifies a run of a pack's entries (sorted by offset, inside the
+    /// pack, none over the size limit) read with one read.
+    fn verify_packed_run(
+        &self,
+        p: &Pack,
+        entries: &[PackEntry],
+        buffers: &mut Buffers,
+    ) -> Result<Vec<Problem>> {
+        let (Some(start), Some(end)) = (
+            entries.first().map(|e| e.offset),
+            entries.iter().map(|e| e.offset + e.stored_len).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        // Planned: at most PACK_RUN_BYTES, or one entry within the size
+        // limit, which the caller chose to fit in memory.
+        object::set_len(&mut buffers.stored, (end - start) as usize);
+        match read_exact_at(p.file(), &mut buffers.stored, start) {
+            Ok(()) => {}
+            // The pack is shorter than when it was opened: read each entry
+            // alone, so the ones cut off are named.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                let mut problems = Vec::new();
+                for e in entries {
+                    let read = self.read_packed(p, e).map(|_| ());
+                    problems.extend(as_problem(Some(e.id), read)?);
+                }
+                return Ok(problems);
+            }
+            Err(e) => return Err(self.io_error("read", &p.pack_path, e)),
         }
+        let max = self.options().max_blob_len;
+        let mut problems = Vec::new();
+        for e in entries {
+            let at = (e.offset - start) as usize;
+            let stored = &buffers.stored[at..at + e.stored_len as usize];
+            let checked = pack::check_stored_entry(e, stored)
+                .map_err(|err| self.pack_read_error(p, e, err))
+                .and_then(|h| {
+                    object::check_content(stored, &h, &e.id, max, &mut buffers.content)
+                        .map(|_| ())
+                        .map_err(|d| self.packed_decode_error(p, e, d))
+                });
+            problems.extend(as_problem(Some(e.id), checked)?);
+        }
+        Ok(problems)
     }
 
-    fn verify_pack_file(&self, p: &Pack) -> Result<()> {
+    fn verify_pack_file(&self, p: &Pack, buf: &mut Vec<u8>) -> Result<()> {
         let corrupt = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
             path: self.display(&p.pack_path),
             offset,
@@ -186,7 +361,7 @@ impl BlobStore {
         pack::check_pack_header(&header).map_err(|(o, e, f)| corrupt(Some(o), e, f))?;
         let body_len = p.pack_len - PACK_TRAILER_LEN;
         let mut hasher = blake3::Hasher::new();
-        let mut buf = vec![0u8; 1 << 20];
+        object::set_len(buf, 1 << 20);
         let mut at = 0u64;
         while at < body_len {
             let n = (body_len - at).min(buf.len() as u64) as usize;

@@ -160,6 +160,51 @@ fn the_same_content_twice_is_one_object() {
 }
 
 #[test]
+fn a_batch_of_large_and_repeated_items_read_into_buffers_is_one_pack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    // From empty to 3 MiB (more than a worker's segment and the pack
+    // writer's buffer); items i and i + 20 are the same.
+    let items: Vec<Vec<u8>> = (0..40u64)
+        .map(|i| {
+            let len = [3 << 20, 0, 100, 70_000][(i % 4) as usize];
+            random_bytes(2 * (i % 20) + 1, len)
+        })
+        .collect();
+    let unique: std::collections::HashSet<BlobId> = items.iter().map(|d| BlobId::of(d)).collect();
+    let mut last = None;
+    let batch = store
+        .put_batch_buffered(
+            items.len(),
+            |i, buf| {
+                assert!(buf.is_empty(), "the buffer is given empty");
+                buf.extend_from_slice(&items[i]);
+                Ok(())
+            },
+            &mut |p| last = Some(p),
+        )
+        .expect("batch");
+    assert_eq!(batch.new_objects, unique.len());
+    let (pack, _) = only_pack_files(dir.path());
+    assert_eq!(
+        batch.pack_bytes,
+        std::fs::metadata(&pack).expect("pack").len()
+    );
+    let total: u64 = items.iter().map(|d| d.len() as u64).sum();
+    let last = last.expect("progress was reported");
+    assert_eq!((last.items_done, last.items_total), (40, 40));
+    assert_eq!((last.bytes_done, batch.raw_bytes), (total, total));
+    for (i, data) in items.iter().enumerate() {
+        assert_eq!(batch.ids[i], BlobId::of(data));
+        assert_eq!(batch.sizes[i], data.len() as u64);
+        assert_eq!(&store.get(&batch.ids[i]).expect("get"), data);
+    }
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.packed_objects, unique.len());
+}
+
+#[test]
 fn loose_and_packed_lookups_return_the_same_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
@@ -263,6 +308,57 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
         .problems
         .iter()
         .any(|p| p.blob.is_none() && p.error.to_string().contains("pack checksum")));
+}
+
+#[test]
+fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    // 40 incompressible objects of 100 KiB: a 4 MB pack, verified in runs
+    // of about 1 MiB.
+    let items: Vec<Vec<u8>> = (0..40u64)
+        .map(|i| random_bytes(2 * i + 1, 100 << 10))
+        .collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let offset_of = |id: &BlobId| match store.locate(id).expect("locate") {
+        Some(Location::Packed { offset, .. }) => offset,
+        other => panic!("{id} is not packed: {other:?}"),
+    };
+    let mut by_offset: Vec<(u64, BlobId)> =
+        batch.ids.iter().map(|id| (offset_of(id), *id)).collect();
+    by_offset.sort();
+    // The first and the last object of the pack: different runs.
+    let (first, last) = (by_offset[0], by_offset[by_offset.len() - 1]);
+    let (pack, _) = only_pack_files(dir.path());
+    let mut bytes = std::fs::read(&pack).expect("read pack");
+    for (offset, _) in [first, last] {
+        // A payload byte (after the 20-byte object header).
+        bytes[offset as usize + 100] ^= 0x10;
+    }
+    std::fs::write(&pack, &bytes).expect("write pack");
+    let store = open(dir.path());
+    let mut last_progress = None;
+    let report = store
+        .verify_all(&mut |p| last_progress = Some(p))
+        .expect("verify");
+    assert_eq!(report.packed_objects, 40);
+    let mut damaged: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
+    damaged.sort();
+    let mut expected = vec![first.1, last.1];
+    expected.sort();
+    assert_eq!(damaged, expected, "{:?}", report.problems);
+    for p in report.problems.iter().filter(|p| p.blob.is_some()) {
+        let msg = p.error.to_string();
+        assert!(msg.contains(".pack") && msg.contains("at offset"), "{msg}");
+    }
+    // And the pack checksum, nothing else.
+    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    let last_progress = last_progress.expect("progress was reported");
+    assert_eq!(last_progress.total, 40 + 1, "40 objects and one pack file");
+    assert_eq!(last_progress.done, last_progress.total);
+    assert_eq!(last_progress.bytes_done, last_progress.bytes_total);
 }
 
 #[test]
@@ -376,27 +472,54 @@ fn rewrite_pack_keeps_only_listed_ids_and_delete_loose_removes_objects() {
     assert!(store.packs().expect("packs").is_empty());
 }
 
+/// A store with `alpha` loose and `beta`, `gamma!` in a pack.
+fn loose_and_packed(dir: &Path) -> (BlobStore, BlobId, Vec<BlobId>) {
+    let store = open(dir);
+    let loose = store.put(b"alpha").expect("put").id;
+    let items = [b"beta".to_vec(), b"gamma!".to_vec()];
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    (store, loose, batch.ids)
+}
+
 #[test]
 fn ids_lists_loose_and_packed_objects_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = open(dir.path());
-    let a = store.put(b"alpha").expect("put").id;
-    let batch = store
-        .put_batch(
-            2,
-            |i| {
-                Ok(if i == 0 {
-                    b"beta".to_vec()
-                } else {
-                    b"gamma".to_vec()
-                })
-            },
-            &mut |_| {},
-        )
-        .expect("batch");
-    let mut expected = vec![a, batch.ids[0], batch.ids[1]];
+    let (store, a, packed) = loose_and_packed(dir.path());
+    let mut expected = vec![a, packed[0], packed[1]];
     expected.sort();
     assert_eq!(store.ids().expect("ids"), expected);
+}
+
+#[test]
+fn id_sizes_lists_every_place_packed_first_with_index_sizes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, loose, packed) = loose_and_packed(dir.path());
+    // The same content loose as well as packed (as after a concurrent
+    // writer): listed once per place.
+    let both = packed[0];
+    let file = loose_file(dir.path(), &both);
+    std::fs::create_dir_all(file.parent().expect("fanout")).expect("fanout dir");
+    std::fs::write(
+        &file,
+        jpstore_blobstore::object::encode(b"beta", 3).expect("encode"),
+    )
+    .expect("write a loose copy");
+    let listed = store.id_sizes().expect("id sizes");
+    let sorted = |mut v: Vec<(BlobId, Option<u64>)>| {
+        v.sort();
+        v
+    };
+    let in_packs = listed.iter().take_while(|(_, s)| s.is_some()).count();
+    assert_eq!(
+        sorted(listed[..in_packs].to_vec()),
+        sorted(vec![(both, Some(4)), (packed[1], Some(6))])
+    );
+    assert_eq!(
+        sorted(listed[in_packs..].to_vec()),
+        sorted(vec![(loose, None), (both, None)])
+    );
 }
 
 #[test]

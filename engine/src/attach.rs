@@ -24,9 +24,12 @@
 //! - **Order.** Files are sorted by `name`, then by URI: the same tree gives
 //!   the same request whatever the order of the arguments or the directory.
 //! - **URIs.** `file://` URIs of the canonical path (absolute, `.` and `..`
-//!   resolved, symbolic links resolved by `std::fs::canonicalize`),
-//!   percent-encoded by `url::Url::from_file_path` (a space is `%20`, `%` is
-//!   `%25`, non-ASCII is UTF-8 percent-encoded).
+//!   resolved, symbolic links resolved by `std::fs::canonicalize`; for a
+//!   file found in a walk, the walked directory's canonical path joined with
+//!   the file's path below it, which is the same path since walks do not
+//!   follow links to directories), percent-encoded by
+//!   `url::Url::from_file_path` (a space is `%20`, `%` is `%25`, non-ASCII
+//!   is UTF-8 percent-encoded).
 //! - **Names.** `name` is the path relative to the current directory as the
 //!   user reached it (lexically normalised, links not resolved, so a file
 //!   named through a link keeps the link's name); if that is not below the
@@ -47,7 +50,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use jpstore_blobstore::BatchProgress;
 use serde_json::{Map, Value};
@@ -174,7 +177,10 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
             }
         };
         if meta.is_file() {
-            names.add(&path, &mut files, &mut errors);
+            match names.canonical(&path) {
+                Ok(f) => files.push(f),
+                Err(e) => errors.push((path, e)),
+            }
         } else if meta.is_dir() {
             walk(&path, &names, &mut files, &mut errors);
         } else {
@@ -188,48 +194,74 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
     (files, errors)
 }
 
-fn walk(
-    dir: &Path,
-    names: &Names,
-    files: &mut Vec<FileToAttach>,
-    errors: &mut Vec<(PathBuf, io::Error)>,
-) {
-    let walker = ignore::WalkBuilder::new(dir)
+/// Paths that could not be used, each with the reason.
+type PathErrors = Vec<(PathBuf, io::Error)>;
+
+fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut PathErrors) {
+    // A walk reaches its files through real directories (links to
+    // directories are not followed), so a file's canonical path is the
+    // canonical directory joined with its path below it: one canonicalize
+    // for the walk instead of one (a readlink per path component) per file.
+    let canonical_dir = match std::fs::canonicalize(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push((dir.to_path_buf(), e));
+            return;
+        }
+    };
+    let found: Mutex<(Vec<FileToAttach>, PathErrors)> = Mutex::default();
+    let record = |result: io::Result<FileToAttach>, path: &Path| {
+        let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(f) => found.0.push(f),
+            Err(e) => found.1.push((path.to_path_buf(), e)),
+        }
+    };
+    // On several threads: listing directories, reading ignore files and
+    // inspecting files is most of the work, all of it system calls.
+    ignore::WalkBuilder::new(dir)
         .standard_filters(true)
         .require_git(false)
         .follow_links(false)
-        .build();
-    for item in walker {
-        let entry = match item {
-            Ok(e) => e,
-            Err(e) => {
-                errors.push(walk_error(e, dir));
-                continue;
-            }
-        };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let Some(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            continue;
-        }
-        if kind.is_file() {
-            names.add(entry.path(), files, errors);
-        } else if kind.is_symlink() {
-            match std::fs::metadata(entry.path()) {
-                Ok(m) if m.is_file() => names.add(entry.path(), files, errors),
-                // Links to directories are not followed.
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => errors.push((entry.path().to_path_buf(), not_regular())),
-                Err(e) => errors.push((entry.path().to_path_buf(), e)),
-            }
-        } else {
-            errors.push((entry.path().to_path_buf(), not_regular()));
-        }
-    }
+        .build_parallel()
+        .run(|| {
+            let (record, canonical_dir) = (&record, &canonical_dir);
+            Box::new(move |item| {
+                let entry = match item {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let (path, e) = walk_error(e, dir);
+                        record(Err(e), &path);
+                        return ignore::WalkState::Continue;
+                    }
+                };
+                let path = entry.path();
+                match entry.file_type() {
+                    _ if entry.depth() == 0 => {}
+                    None => {}
+                    Some(kind) if kind.is_dir() => {}
+                    Some(kind) if kind.is_file() => {
+                        let described = match path.strip_prefix(dir) {
+                            Ok(below) => names.describe(path, canonical_dir.join(below)),
+                            Err(_) => names.canonical(path),
+                        };
+                        record(described, path);
+                    }
+                    Some(kind) if kind.is_symlink() => match std::fs::metadata(path) {
+                        Ok(m) if m.is_file() => record(names.canonical(path), path),
+                        // Links to directories are not followed.
+                        Ok(m) if m.is_dir() => {}
+                        Ok(_) => record(Err(not_regular()), path),
+                        Err(e) => record(Err(e), path),
+                    },
+                    Some(_) => record(Err(not_regular()), path),
+                }
+                ignore::WalkState::Continue
+            })
+        });
+    let (found_files, found_errors) = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    files.extend(found_files);
+    errors.extend(found_errors);
 }
 
 fn not_regular() -> io::Error {
@@ -289,26 +321,23 @@ impl Names {
         }
     }
 
-    fn add(
-        &self,
-        path: &Path,
-        files: &mut Vec<FileToAttach>,
-        errors: &mut Vec<(PathBuf, io::Error)>,
-    ) {
-        let described = std::fs::canonicalize(path).and_then(|canonical| {
-            let size = std::fs::metadata(&canonical)?.len();
-            let uri = file_uri(&canonical)?;
-            Ok(FileToAttach {
-                name: self.name(path, &canonical),
-                path: canonical,
-                uri,
-                size,
-            })
-        });
-        match described {
-            Ok(f) => files.push(f),
-            Err(e) => errors.push((path.to_path_buf(), e)),
-        }
+    /// The file reached as `path` (absolute), its canonical path found by
+    /// `canonicalize`.
+    fn canonical(&self, path: &Path) -> io::Result<FileToAttach> {
+        self.describe(path, std::fs::canonicalize(path)?)
+    }
+
+    /// The file reached as `path` (absolute) whose canonical path is
+    /// `canonical`.
+    fn describe(&self, path: &Path, canonical: PathBuf) -> io::Result<FileToAttach> {
+        let size = std::fs::metadata(&canonical)?.len();
+        let uri = file_uri(&canonical)?;
+        Ok(FileToAttach {
+            name: self.name(path, &canonical),
+            path: canonical,
+            uri,
+            size,
+        })
     }
 }
 
@@ -353,20 +382,28 @@ pub fn mime_type(path: &Path, text: bool) -> String {
 
 /// Reads a whole file, refusing one larger than `max` bytes.
 fn read_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_file_into(path, max, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads a whole file into `buf` (given empty; its capacity is reused),
+/// refusing one larger than `max` bytes.
+fn read_file_into(path: &Path, max: u64, buf: &mut Vec<u8>) -> io::Result<()> {
     let file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(not_regular());
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max)).unwrap_or(0));
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
+    buf.reserve(usize::try_from(meta.len().min(max)).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(buf)?;
+    if buf.len() as u64 > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than the store's maximum blob size of {max} bytes"),
         ));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
@@ -418,9 +455,10 @@ impl Store {
     /// `turn_start`.
     ///
     /// Every file's content goes into the blob store as one batch
-    /// ([`BlobStore::put_batch`](jpstore_blobstore::BlobStore::put_batch):
+    /// ([`BlobStore::put_batch_buffered`](jpstore_blobstore::BlobStore::put_batch_buffered):
     /// files are read, hashed and compressed on worker threads, one at a
-    /// time per worker, into one pack); the request holds only references.
+    /// time per worker into a buffer it reuses, into one pack); the request
+    /// holds only references.
     /// `progress` is called as items are stored.
     ///
     /// A file that cannot be read is skipped and reported in
@@ -463,12 +501,12 @@ impl Store {
         let batch = if files.is_empty() {
             Ok(Default::default())
         } else {
-            self.blobs().put_batch(
+            self.blobs().put_batch_buffered(
                 files.len(),
-                |i| match read_file(&files[i].path, max) {
-                    Ok(bytes) => {
-                        let _ = slots[i].set(Ok(is_text(&bytes)));
-                        Ok(bytes)
+                |i, buf| match read_file_into(&files[i].path, max, buf) {
+                    Ok(()) => {
+                        let _ = slots[i].set(Ok(is_text(buf)));
+                        Ok(())
                     }
                     Err(e) => {
                         let message = e.to_string();
@@ -478,7 +516,8 @@ impl Store {
                         } else {
                             // Stored as the empty blob, referenced by
                             // nothing unless an empty file is attached.
-                            Ok(Vec::new())
+                            buf.clear();
+                            Ok(())
                         }
                     }
                 },

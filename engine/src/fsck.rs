@@ -135,11 +135,34 @@ fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
     }
 }
 
+/// What checking one conversation's log and its references found:
+/// everything but what depends on reading blob data and what repair does.
+#[derive(Default)]
 struct ConvCheck {
     damaged: bool,
     /// A torn tail found (and re-checked under the writer lock).
     torn: bool,
-    refs: Vec<(jpstore_blobstore::BlobId, u64, u64)>,
+    /// Blob references: id, size, offset of the record.
+    refs: Vec<(BlobId, u64, u64)>,
+    /// The first reference found wrong (wrong size, missing, unreadable):
+    /// its index in `refs`, and why the conversation is to be moved aside.
+    bad_ref: Option<(usize, String)>,
+    /// Records and entries read.
+    records: u64,
+    entries: u64,
+    /// Findings about the log, then about its references, in the order
+    /// found.
+    findings: Vec<Finding>,
+}
+
+/// Every conversation checked, and the blob references counted.
+struct LogsChecked {
+    /// In the order of the conversation ids.
+    conversations: Vec<ConvCheck>,
+    /// Distinct blobs referenced.
+    references: usize,
+    /// Blobs in the store referenced by no conversation.
+    orphans: usize,
 }
 
 impl Store {
@@ -167,16 +190,25 @@ impl Store {
     ) -> Result<()> {
         let ids = self.ids()?;
         report.conversations = ids.len();
-        let mut referenced: HashSet<BlobId> = HashSet::new();
-        let mut sizes: HashMap<BlobId, u64> = HashMap::new();
-        let mut to_quarantine: Vec<(ConversationId, String)> = Vec::new();
         // Blob damage found by reading data, to tie conversations to it.
         let mut damaged_blobs: HashSet<BlobId> = HashSet::new();
         let mut verify_findings = Vec::new();
-        if options.read_data {
-            let v = self
-                .blobs()
-                .verify_all(&mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)))?;
+        let logs = if options.read_data {
+            // The logs are checked on another thread while the blobs are
+            // read: both are CPU work, and neither needs the other's result
+            // until both are done.
+            let (v, logs) = std::thread::scope(|s| {
+                let logs = s.spawn(|| self.check_logs(&ids, &mut |_| {}));
+                let v = self.blobs().verify_all(&mut |p| {
+                    progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total))
+                });
+                let logs = logs
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (v, logs)
+            });
+            let (v, logs) = (v?, logs?);
+            progress(FsckProgress::Conversations(ids.len(), ids.len()));
             report.blobs_read = v.loose_objects + v.packed_objects;
             report.bytes_read = v.bytes;
             for p in v.problems {
@@ -208,13 +240,18 @@ impl Store {
                     message: "a pack without an index (an interrupted write); gc removes it".into(),
                 });
             }
-        }
-        for (i, id) in ids.iter().enumerate() {
-            let check = self.check_conversation(id, report)?;
-            let mut reason = None;
-            if check.damaged {
-                reason = Some("its log is damaged".to_string());
-            }
+            logs
+        } else {
+            self.check_logs(&ids, &mut |done| {
+                progress(FsckProgress::Conversations(done, ids.len()))
+            })?
+        };
+        let mut to_quarantine: Vec<(ConversationId, String)> = Vec::new();
+        for (id, check) in ids.iter().zip(logs.conversations) {
+            report.records += check.records;
+            report.entries += check.entries;
+            report.findings.extend(check.findings);
+            let mut reason = check.damaged.then(|| "its log is damaged".to_string());
             if check.torn && options.repair {
                 // Opening a writer cuts it (the finding stays as found).
                 match self.writer(id) {
@@ -229,70 +266,24 @@ impl Store {
                     Err(e) => reason = Some(format!("its torn tail could not be cut: {e}")),
                 }
             }
-            let log = self.storage().display_path(&id.log_path());
-            for (blob, size, offset) in &check.refs {
-                referenced.insert(*blob);
-                let missing = |message: String, kind| Finding {
-                    severity: Severity::Damage,
-                    kind,
-                    conversation: Some(id.to_string()),
-                    path: Some(log.clone()),
-                    offset: Some(*offset),
-                    blob: Some(*blob),
-                    message,
-                };
-                // Many references share a blob: look each one up once.
-                let found = match sizes.get(blob) {
-                    Some(s) => Ok(*s),
-                    None => self.blobs().size(blob),
-                };
-                if let Ok(s) = found {
-                    sizes.insert(*blob, s);
-                }
-                match found {
-                    Ok(s) if s == *size => {
-                        if damaged_blobs.contains(blob) {
-                            reason.get_or_insert_with(|| {
-                                format!("blob {blob} it references is damaged")
-                            });
-                        }
-                    }
-                    Ok(s) => {
-                        report.findings.push(missing(
-                            format!("blob {blob} has {s} bytes, the reference says {size}"),
-                            "blob-size",
-                        ));
-                        reason.get_or_insert_with(|| format!("blob {blob} has the wrong size"));
-                    }
-                    Err(jpstore_blobstore::Error::NotFound(_)) => {
-                        report.findings.push(missing(
-                            format!("blob {blob} ({size} bytes), referenced by the record at offset {offset}, is not in the store"),
-                            "missing-blob",
-                        ));
-                        reason
-                            .get_or_insert_with(|| format!("blob {blob} it references is missing"));
-                    }
-                    Err(e) => {
-                        report.findings.push(missing(e.to_string(), "damaged-blob"));
-                        reason
-                            .get_or_insert_with(|| format!("blob {blob} it references is damaged"));
-                    }
-                }
+            if reason.is_none() {
+                // The first reference that is wrong or whose blob is damaged
+                // (all before the first wrong one have the right size).
+                let wrong_at = check.bad_ref.as_ref().map_or(check.refs.len(), |(i, _)| *i);
+                reason = check.refs[..wrong_at]
+                    .iter()
+                    .find(|(blob, _, _)| damaged_blobs.contains(blob))
+                    .map(|(blob, _, _)| format!("blob {blob} it references is damaged"))
+                    .or(check.bad_ref.map(|(_, why)| why));
             }
             if let Some(r) = reason {
                 to_quarantine.push((id.clone(), r));
             }
-            progress(FsckProgress::Conversations(i + 1, ids.len()));
         }
-        report.references = referenced.len();
+        report.references = logs.references;
         report.findings.extend(verify_findings);
         // Orphans, as information.
-        let orphans = self
-            .blobs()
-            .ids()?
-            .iter()
-            .filter(|b| !referenced.contains(b))
-            .count();
+        let orphans = logs.orphans;
         if orphans > 0 {
             report.findings.push(Finding {
                 severity: Severity::Info,
@@ -318,21 +309,102 @@ impl Store {
         Ok(())
     }
 
-    /// Checks one conversation's log; adds findings; returns its blob
-    /// references with the offset of the record holding each.
-    fn check_conversation(
+    /// Checks every conversation's log and resolves its blob references
+    /// against the store; `progress` gets the number checked so far.
+    fn check_logs(
+        &self,
+        ids: &[ConversationId],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<LogsChecked> {
+        // Every id in the store with its size where an index has it, and
+        // whether a reference to it was seen; referenced ids that are not
+        // listed (missing, or published since) are added as they are looked
+        // up. Each size is looked up once however many references share it.
+        let listed = self.blobs().id_sizes()?;
+        let mut known: HashMap<BlobId, (Option<u64>, bool)> = HashMap::with_capacity(listed.len());
+        for (id, size) in listed {
+            known.entry(id).or_insert((size, false));
+        }
+        let mut conversations = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let mut check = self.check_conversation(id)?;
+            self.resolve_refs(id, &mut check, &mut known);
+            conversations.push(check);
+            progress(i + 1);
+        }
+        let references = known.values().filter(|(_, seen)| *seen).count();
+        Ok(LogsChecked {
+            conversations,
+            references,
+            orphans: known.len() - references,
+        })
+    }
+
+    /// Checks that every reference of a conversation names a blob of the
+    /// size it says; adds findings and the first wrong reference to `check`.
+    fn resolve_refs(
         &self,
         id: &ConversationId,
-        report: &mut FsckReport,
-    ) -> Result<ConvCheck> {
+        check: &mut ConvCheck,
+        known: &mut HashMap<BlobId, (Option<u64>, bool)>,
+    ) {
+        let log = self.storage().display_path(&id.log_path());
+        for (i, (blob, size, offset)) in check.refs.iter().enumerate() {
+            let finding = |message: String, kind| Finding {
+                severity: Severity::Damage,
+                kind,
+                conversation: Some(id.to_string()),
+                path: Some(log.clone()),
+                offset: Some(*offset),
+                blob: Some(*blob),
+                message,
+            };
+            let found = match known.get_mut(blob) {
+                Some((Some(s), seen)) => {
+                    *seen = true;
+                    Ok(*s)
+                }
+                // Loose (the size is in its header), missing, or published
+                // since the listing.
+                _ => {
+                    let found = self.blobs().size(blob);
+                    known.insert(*blob, (found.as_ref().ok().copied(), true));
+                    found
+                }
+            };
+            let (finding, why) = match found {
+                Ok(s) if s == *size => continue,
+                Ok(s) => (
+                    finding(
+                        format!("blob {blob} has {s} bytes, the reference says {size}"),
+                        "blob-size",
+                    ),
+                    format!("blob {blob} has the wrong size"),
+                ),
+                Err(jpstore_blobstore::Error::NotFound(_)) => (
+                    finding(
+                        format!("blob {blob} ({size} bytes), referenced by the record at offset {offset}, is not in the store"),
+                        "missing-blob",
+                    ),
+                    format!("blob {blob} it references is missing"),
+                ),
+                Err(e) => (
+                    finding(e.to_string(), "damaged-blob"),
+                    format!("blob {blob} it references is damaged"),
+                ),
+            };
+            check.findings.push(finding);
+            check.bad_ref.get_or_insert((i, why));
+        }
+    }
+
+    /// Checks one conversation's log: its findings, and its blob
+    /// references with the offset of the record holding each.
+    fn check_conversation(&self, id: &ConversationId) -> Result<ConvCheck> {
         let storage = &**self.storage();
         let path = id.log_path();
         let display = storage.display_path(&path);
-        let mut out = ConvCheck {
-            damaged: false,
-            torn: false,
-            refs: Vec::new(),
-        };
+        let mut out = ConvCheck::default();
         let finding = |kind, offset: Option<u64>, message: String| Finding {
             severity: Severity::Damage,
             kind,
@@ -349,8 +421,7 @@ impl Store {
                     Error::Corrupt { offset, .. } => Some(*offset),
                     _ => None,
                 };
-                report
-                    .findings
+                out.findings
                     .push(finding("damaged-header", offset, e.to_string()));
                 out.damaged = true;
                 return Ok(out);
@@ -366,7 +437,7 @@ impl Store {
                     Some(_lock) => {
                         let again = scan(storage, &path, self.options().log)?;
                         if let LogEnd::TornTail { offset, len } = again.end {
-                            report.findings.push(finding(
+                            out.findings.push(finding(
                                 "torn-tail",
                                 Some(offset),
                                 format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
@@ -374,7 +445,7 @@ impl Store {
                             out.torn = true;
                         }
                     }
-                    None => report.findings.push(Finding {
+                    None => out.findings.push(Finding {
                         severity: Severity::Info,
                         ..finding(
                             "writer-active",
@@ -385,7 +456,7 @@ impl Store {
                 }
             }
             LogEnd::Damaged { offset, ref damage } => {
-                report.findings.push(finding(
+                out.findings.push(finding(
                     "damaged-record",
                     Some(offset),
                     damage.to_error(&display, offset).to_string(),
@@ -399,13 +470,13 @@ impl Store {
         let mut undo_targets = Vec::new();
         let mut base = None;
         for record in &scanned.records {
-            report.records += 1;
+            out.records += 1;
             let mut decoded = Vec::with_capacity(record.entries.len());
             for (i, bytes) in record.entries.iter().enumerate() {
                 if let Err(found) =
                     codec::decode_all(bytes, self.options().log.max_record_size, &mut decoded)
                 {
-                    report.findings.push(finding(
+                    out.findings.push(finding(
                         "undecodable-entry",
                         Some(record.offset),
                         format!("entry {i} of the record does not decode: {found}"),
@@ -423,7 +494,7 @@ impl Store {
                     }
                     LogEntry::Event(e) => e,
                 };
-                report.entries += 1;
+                out.entries += 1;
                 entry.for_each_content(&mut |r| out.refs.push((r.id, r.size, record.offset)));
                 if turns.step(&entry).opened {
                     requests.clear();
@@ -434,7 +505,7 @@ impl Store {
                         requests.insert(r.id.clone());
                     }
                     EventKind::ToolCallResponse(r) if !requests.contains(&r.id) => {
-                        report.findings.push(Finding {
+                        out.findings.push(Finding {
                             severity: Severity::Warning,
                             ..finding(
                                 "unanswered-response",
@@ -446,7 +517,7 @@ impl Store {
                     EventKind::Compaction(c) => {
                         compactions += 1;
                         if c.from_turn > c.to_turn {
-                            report.findings.push(finding(
+                            out.findings.push(finding(
                                 "compaction-range",
                                 Some(record.offset),
                                 format!(
@@ -464,7 +535,7 @@ impl Store {
         }
         for (target, offset) in undo_targets {
             if target >= compactions {
-                report.findings.push(Finding {
+                out.findings.push(Finding {
                     severity: Severity::Warning,
                     ..finding(
                         "undo-target",
@@ -478,8 +549,7 @@ impl Store {
             out.refs.push((b.id, b.size, offset));
             if let Ok(bytes) = self.blobs().get(&b.id) {
                 if let Err(e) = crate::config::parse_config_json(&bytes, "the base config") {
-                    report
-                        .findings
+                    out.findings
                         .push(finding("base-config", Some(offset), e.to_string()));
                     out.damaged = true;
                 }

@@ -114,6 +114,16 @@ fn symlinks_resolve_to_their_target() {
     let files = collect_ok(&["."], &dir);
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(files[0].uri, target);
+    // Walking a directory named through a link: names keep the link, URIs
+    // and paths are the target's.
+    write(&dir, "real/deeper/more.rs", b"fn more() {}\n");
+    let files = collect_ok(&["linkdir", "./linkdir/../linkdir/deeper"], &dir);
+    assert_eq!(
+        names(&files),
+        vec!["linkdir/deeper/more.rs", "linkdir/target.rs"]
+    );
+    assert_eq!(files[1].uri, target);
+    assert_eq!(files[0].path, dir.join("real/deeper/more.rs"));
 }
 
 #[test]
@@ -194,11 +204,15 @@ fn attach_stores_one_batch_and_appends_one_request() {
     let files = collect_ok(&["tree"], &dir);
     assert_eq!(files.len(), 5);
     let packs_before = store.blobs().packs().expect("packs").len();
-    let mut calls = 0;
+    let mut last = None;
     let out = store
-        .attach(&id, &files, Some("look".into()), false, &mut |_| calls += 1)
+        .attach(&id, &files, Some("look".into()), false, &mut |p| {
+            last = Some(p)
+        })
         .expect("attach");
-    assert_eq!(calls, 5);
+    let last = last.expect("progress was reported");
+    assert_eq!((last.items_done, last.items_total), (5, 5));
+    assert_eq!(last.bytes_done, 13 + 14 + 13 + 16);
     assert_eq!(out.files, 5);
     assert_eq!(out.text_files, 4);
     assert!(out.skipped.is_empty());

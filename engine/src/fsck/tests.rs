@@ -65,6 +65,10 @@ fn damage(r: &FsckReport) -> Vec<&Finding> {
         .collect()
 }
 
+fn of_kind<'a>(r: &'a FsckReport, kind: &str) -> Vec<&'a Finding> {
+    r.findings.iter().filter(|f| f.kind == kind).collect()
+}
+
 fn readable(f: &Fixture, name: &str) {
     let conv = f
         .store
@@ -104,11 +108,7 @@ fn a_clean_store_is_clean_and_orphans_are_information() {
     assert!(r.is_clean(), "{:?}", r.findings);
     assert_eq!((r.conversations, r.records, r.entries), (1, 4, 9));
     assert!(r.blobs_read >= 4);
-    let orphans: Vec<_> = r
-        .findings
-        .iter()
-        .filter(|f| f.kind == "orphan-blobs")
-        .collect();
+    let orphans = of_kind(&r, "orphan-blobs");
     assert_eq!(orphans.len(), 1);
     assert_eq!(orphans[0].severity, Severity::Info);
 }
@@ -327,4 +327,37 @@ fn an_open_writer_does_not_make_fsck_wait_or_report_its_record_in_flight() {
     drop(writer);
     let r = run(&f, false, false);
     assert!(!r.is_clean(), "once the writer is gone it is a torn tail");
+}
+
+#[test]
+fn references_and_orphans_are_counted_alike_with_and_without_reading_data() {
+    let f = fixture();
+    conv(&f, "a", 3, &|i| format!("shared {i}"));
+    // The same contents again, and one missing.
+    conv(&f, "b", 4, &|i| format!("shared {i}"));
+    std::fs::remove_file(blob_file(&f, "shared 3")).expect("remove");
+    f.store.blobs().put(b"orphan one").expect("put");
+    f.store.blobs().put(b"orphan two").expect("put");
+    let quick = run(&f, false, false);
+    let full = run(&f, true, false);
+    assert_eq!(quick.references, full.references);
+    assert_eq!(
+        quick.findings, full.findings,
+        "the same findings in the same order"
+    );
+    let before = quick.references;
+    // One more distinct reference, none new orphaned.
+    conv(&f, "c", 1, &|_| "new content".into());
+    assert_eq!(run(&f, true, false).references, before + 1);
+    let orphans = of_kind(&full, "orphan-blobs");
+    assert_eq!(orphans.len(), 1);
+    assert!(
+        orphans[0].message.starts_with("2 blobs"),
+        "{}",
+        orphans[0].message
+    );
+    let d = damage(&full);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].kind, "missing-blob");
+    assert_eq!(d[0].conversation.as_deref(), Some("b"));
 }

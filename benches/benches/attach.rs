@@ -16,14 +16,12 @@
 //! in-memory floor print the ratio of their medians.
 //!
 //! Measured (2 cores shared with other builds; 5,000 files, 68.9 MB, 4,724
-//! distinct, pack 14.5 MB): attach 668 ms (criterion mean) vs floor 305 ms
-//! from memory and 336 ms reading the files, 2.2x (2.8x from the alternating
-//! rounds); collect alone 113 ms. A profile of the attach shows zstd's block
-//! compressor and SHA-256 (the floor's work) on top, then `ZSTD_createCCtx`
-//! (6.5% of samples: the object encoder makes a new zstd context per
-//! object, the floor reuses one), kernel path lookups (collect's
-//! `canonicalize` and `metadata` per file) and task switches (two workers
-//! and the pack-writing caller on two cores); the pack's fsync is small.
+//! distinct): attach over the in-memory floor 1.79-2.06 in alternating
+//! rounds, 1.45-1.62 over the floor that reads the files (2.6-2.9 before
+//! the walk ran on several threads and the pack writer took 1 MiB segments
+//! of encoded objects). Both cores are busy throughout; the rest is the
+//! walk with a stat per file, opening and reading each file, and the fixed
+//! cost of the syncs and the append. Current figures: `BENCHMARKS.md`.
 //!
 //! The tree is written once per run below `JPSTORE_BENCH_DIR` if set, else
 //! below `CARGO_TARGET_TMPDIR` (not a tmpfs `/tmp`: the syncs must be real).

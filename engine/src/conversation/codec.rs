@@ -354,15 +354,20 @@ mod tests {
         );
         // Small or incompressible batches stay plain.
         assert!(pack(&batch[..1]).is_none());
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let noise: Vec<u8> = (0..4096)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 32) as u8
+        // 32 KiB of SHA-256 digests (their hex digits read back as bytes).
+        let nibble = |d: u8| if d <= b'9' { d - b'0' } else { d - b'a' + 10 };
+        let noise: Vec<u8> = (0u32..1024)
+            .flat_map(|i| {
+                let hex = BlobId::of(&i.to_le_bytes()).to_hex();
+                let bytes: Vec<u8> = hex
+                    .as_bytes()
+                    .chunks(2)
+                    .map(|p| nibble(p[0]) * 16 + nibble(p[1]))
+                    .collect();
+                bytes
             })
             .collect();
+        assert!(noise.len() > PACK_MIN);
         assert!(pack(&[noise]).is_none());
     }
 

@@ -55,8 +55,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Samplin
 use jpstore_benches::bench_dir::{bench_dir, file_system_of};
 use jpstore_benches::floor::{append_file, fdatasync_write};
 use jpstore_benches::setup::conversation::{
-    build, jp_parse, parse, store_with, timed_append, write_jp_events, AppendBench, Rolling,
-    ROLL_EVERY,
+    build, jp_parse, open_and_view, parse, store_with, timed_append, write_jp_events, AppendBench,
+    Rolling, ROLL_EVERY,
 };
 use jpstore_benches::timing::{interleaved, median};
 use jpstore_benches::workload::code;
@@ -66,7 +66,7 @@ use jpstore_engine::conversation::codec;
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Payload};
-use jpstore_engine::export::{view_json, ContentMode};
+use jpstore_engine::export::ContentMode;
 use serde_json::{json, Value};
 
 /// Seed of every generated workload.
@@ -324,17 +324,15 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
-    // The view of the same conversation: open, decode, project, render as
-    // JSON; with --refs no blob is read, without it every content is.
+    // The view of the same conversation as `jp-store view` makes it: open,
+    // decode, project, and the JSON written as it is rendered; with --refs
+    // no blob is read, without it every content is.
     let mut g = c.benchmark_group("view");
     g.sample_size(10);
     g.sampling_mode(SamplingMode::Flat);
     for (name, mode) in [("refs", ContentMode::Refs), ("inline", ContentMode::Inline)] {
         g.bench_function(BenchmarkId::new(name, LONG), |b| {
-            b.iter_with_large_drop(|| {
-                let conv = store.read(&read_id).expect("read");
-                view_json(&store, &conv, mode).expect("view")
-            });
+            b.iter_with_large_drop(|| open_and_view(&store, &read_id, mode));
         });
     }
     g.bench_function(BenchmarkId::new("jp_parse_events_json", LONG), |b| {
@@ -378,10 +376,7 @@ fn benches(c: &mut Criterion) {
     g.sampling_mode(SamplingMode::Flat);
     for (name, id) in [("refs_dedup_on", &on_id), ("refs_dedup_off", &off_id)] {
         g.bench_function(BenchmarkId::new(name, LONG), |b| {
-            b.iter_with_large_drop(|| {
-                let conv = store.read(id).expect("read");
-                view_json(&store, &conv, ContentMode::Refs).expect("view")
-            });
+            b.iter_with_large_drop(|| open_and_view(&store, id, ContentMode::Refs));
         });
     }
     // The projection alone, on decoded entries: without the pass, and with it.

@@ -285,11 +285,21 @@ impl<'s> AppendBench<'s> {
 /// blob content is read. Returns the view's entries and the JSON, for the
 /// caller to drop outside the timing.
 pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> (Vec<Entry<Payload>>, Vec<u8>) {
+    open_and_view(store, id, ContentMode::Refs)
+}
+
+/// [`open_and_view_refs`] with content as `mode` says (`Inline` reads every
+/// content blob, as `jp-store view ID` does).
+pub fn open_and_view(
+    store: &Store,
+    id: &ConversationId,
+    mode: ContentMode,
+) -> (Vec<Entry<Payload>>, Vec<u8>) {
     let conv = store.read(id).expect("read the conversation");
     let view = into_view(store, conv).expect("the view");
     let mut out = Vec::new();
     {
-        let rendered = render_view(store, &view, ContentMode::Refs);
+        let rendered = render_view(store, &view, mode);
         serde_json::to_writer_pretty(&mut out, &rendered).expect("serialize the view");
         if let Some(e) = rendered.take_error() {
             panic!("rendering the view: {e}");

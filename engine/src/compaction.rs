@@ -494,12 +494,7 @@ pub fn build(
 pub fn entry_chars(e: &Entry<Payload>) -> u64 {
     let Some(ev) = e.event() else { return 0 };
     let mut n = 0u64;
-    e.for_each_content(&mut |p| {
-        n += match p {
-            Payload::Ref(r) => r.size,
-            Payload::Inline(b) => b.len() as u64,
-        }
-    });
+    e.for_each_content(&mut |p| n += p.len());
     n + match &ev.kind {
         EventKind::ChatRequest(r) => r.content.chars().count() as u64,
         EventKind::ChatResponse(crate::event::ChatResponse::Message(s))

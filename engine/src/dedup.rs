@@ -235,12 +235,6 @@ struct Pass {
     report: Report,
 }
 
-fn payload_len(p: &Payload) -> u64 {
-    match p {
-        Payload::Ref(r) => r.size,
-        Payload::Inline(b) => b.len() as u64,
-    }
-}
 
 impl Pass {
     /// Decides for one resource: `Some(message)` to replace it, else it is a
@@ -276,7 +270,7 @@ impl Pass {
                         turn,
                         uri: resource.uri.clone(),
                         checksum: content.id,
-                        bytes: content.size + resource.formatted.as_ref().map_or(0, payload_len),
+                        bytes: content.size + resource.formatted.as_ref().map_or(0, Payload::len),
                         reference_bytes: msg.len() as u64,
                         original_turn: d.turn,
                         original: d.origin.clone(),

@@ -153,12 +153,6 @@ impl Reader<'_, '_> {
     }
 }
 
-fn payload_size(payload: &Payload) -> u64 {
-    match payload {
-        Payload::Inline(b) => b.len() as u64,
-        Payload::Ref(r) => r.size,
-    }
-}
 
 // ----- MIME types --------------------------------------------------------------
 
@@ -299,7 +293,7 @@ fn binary_note(resource: &Resource<Payload>) -> String {
         .as_deref()
         .unwrap_or("unknown type")
         .to_owned();
-    let size = payload_size(resource.content.payload());
+    let size = resource.content.payload().len();
     let name = title(resource);
     let named = if name == resource.uri {
         String::new()

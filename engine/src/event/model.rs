@@ -41,6 +41,21 @@ pub enum Payload {
     Ref(BlobRef),
 }
 
+impl Payload {
+    /// Length of the content in bytes (a reference's recorded size).
+    pub fn len(&self) -> u64 {
+        match self {
+            Payload::Inline(b) => b.len() as u64,
+            Payload::Ref(r) => r.size,
+        }
+    }
+
+    /// Whether the content is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One entry of a conversation: a known event, or an entry of a type this
 /// build does not know, kept verbatim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

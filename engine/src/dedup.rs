@@ -235,7 +235,6 @@ struct Pass {
     report: Report,
 }
 
-
 impl Pass {
     /// Decides for one resource: `Some(message)` to replace it, else it is a
     /// full delivery and is remembered. `tool`: the tool that returned it

@@ -153,7 +153,6 @@ impl Reader<'_, '_> {
     }
 }
 
-
 // ----- MIME types --------------------------------------------------------------
 
 /// The essence of a MIME type: no parameters, trimmed, lower case.

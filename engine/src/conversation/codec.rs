@@ -262,7 +262,7 @@ pub fn decode(bytes: &[u8]) -> Result<LogEntry, String> {
 mod tests {
     use super::*;
     use crate::event::json::{parse_entry, ParseMode};
-    use crate::event::{BlobRef, Payload};
+    use crate::event::BlobRef;
     use crate::timestamp::Timestamp;
     use jpstore_blobstore::BlobId;
     use serde_json::json;
@@ -271,14 +271,7 @@ mod tests {
         let now = Timestamp::from_unix(1_780_000_000, 5).expect("time");
         parse_entry(&v, ParseMode::Strict { now })
             .expect("parse")
-            .try_map_content(&mut |p| match p {
-                Payload::Inline(b) => Ok::<_, ()>(BlobRef {
-                    id: BlobId::of(&b),
-                    size: b.len() as u64,
-                }),
-                Payload::Ref(r) => Ok(r),
-            })
-            .expect("map")
+            .hashed()
     }
 
     #[test]

@@ -26,14 +26,7 @@ fn stream(lines: &[Value]) -> Vec<Entry<BlobRef>> {
                 .into();
             parse_entry(&v, ParseMode::Lenient)
                 .expect("valid entry")
-                .try_map_content(&mut |p| match p {
-                    Payload::Inline(b) => Ok::<_, ()>(BlobRef {
-                        id: BlobId::of(&b),
-                        size: b.len() as u64,
-                    }),
-                    Payload::Ref(r) => Ok(r),
-                })
-                .expect("map")
+                .hashed()
         })
         .collect()
 }

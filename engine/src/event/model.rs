@@ -56,6 +56,22 @@ impl Payload {
     }
 }
 
+#[cfg(test)]
+impl Entry<Payload> {
+    /// The entry as a log holds it, each inline payload replaced by a
+    /// reference to its SHA-256 (for tests that need no blob store).
+    pub(crate) fn hashed(self) -> Entry<BlobRef> {
+        self.try_map_content(&mut |p| match p {
+            Payload::Inline(b) => Ok::<_, std::convert::Infallible>(BlobRef {
+                id: BlobId::of(&b),
+                size: b.len() as u64,
+            }),
+            Payload::Ref(r) => Ok(r),
+        })
+        .unwrap_or_else(|never| match never {})
+    }
+}
+
 /// One entry of a conversation: a known event, or an entry of a type this
 /// build does not know, kept verbatim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -117,13 +117,6 @@ pub fn render_view<'a>(
     )
 }
 
-/// The view of a conversation ([`view`]) as a JSON value ([`render_view`]).
-pub fn view_json(store: &Store, conversation: &Conversation, mode: ContentMode) -> Result<Value> {
-    let view = view(store, conversation)?;
-    let value = render_view(store, &view, mode).to_value();
-    value
-}
-
 fn inline_json(store: &Store, r: &BlobRef, bytes: Vec<u8>, kind: PayloadKind) -> Result<Value> {
     payload_json(&Payload::Inline(bytes), kind).map_err(|found| not_text(store, &r.id, found))
 }

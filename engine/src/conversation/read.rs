@@ -58,22 +58,11 @@ pub fn fold_records(
     })
 }
 
-/// Decodes the entries of one record. An entry that does not decode is
-/// reported as corruption at the record's offset: its checksum matched, so
-/// the bytes are what a writer wrote, and a reader that cannot understand
-/// them must not guess.
+/// Decodes the entries of one record ([`decode_records`]).
 fn decode_record(reader: &LogReader, record: &Record) -> Result<Vec<LogEntry>> {
-    let max = reader.options().max_record_size;
-    let mut out = Vec::with_capacity(record.entries.len());
-    for (i, bytes) in record.entries.iter().enumerate() {
-        codec::decode_all(bytes, max, &mut out).map_err(|found| Error::Corrupt {
-            path: reader.path().to_path_buf(),
-            offset: record.offset,
-            expected: format!("a decodable entry {i} in the record"),
-            found,
-        })?;
-    }
-    Ok(out)
+    Ok(decode_records(reader, std::slice::from_ref(record))?
+        .pop()
+        .unwrap_or_default())
 }
 
 fn apply_record(
@@ -96,7 +85,10 @@ fn apply_record(
 const PARALLEL_DECODE_MIN: usize = 256 * 1024;
 
 /// Decodes the entries of `records` on up to all cores, keeping their
-/// order: packed entries are unpacked first, then the plain entries are
+/// order. An entry that does not decode is reported as corruption at its
+/// record's offset: its checksum matched, so the bytes are what a writer
+/// wrote, and a reader that cannot understand them must not guess. Packed
+/// entries are unpacked first, then the plain entries are
 /// decoded in contiguous runs of about equal bytes, so that one large
 /// packed record (an import) is shared out too.
 fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogEntry>>> {

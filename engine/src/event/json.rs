@@ -716,13 +716,3 @@ pub fn render_resource<C, E>(
 ) -> Result<Value, E> {
     Rendered::resource(r, Box::new(content)).to_value()
 }
-
-/// Renders an entry with content as references (no blob is read).
-pub fn render_entry_refs(entry: &Entry<BlobRef>) -> Value {
-    let r: Result<Value, std::convert::Infallible> =
-        render_entry(entry, &mut |r: &BlobRef, _| Ok(blob_ref_json(r)));
-    match r {
-        Ok(v) => v,
-        Err(never) => match never {},
-    }
-}

@@ -148,11 +148,11 @@ def scaling(path: str, print_only: bool) -> None:
     out.append(f"The floor, one `fdatasync` of a 150-byte write: {duration(floor)}.")
     out.append("")
 
-    out.append("Open + `view --refs`, and JP's open (read + parse `events.json`), interleaved:")
+    out.append("Open + `view --refs`, and JP's open (read + parse `events.json` + undo its base64), interleaved:")
     out.append("")
     out.append(
         "| events | log | JP events.json | jp-store open + view --refs | per event "
-        "| JP read + parse | JP / jp-store | rounds |"
+        "| JP open | JP / jp-store | rounds |"
     )
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     points = []
@@ -211,7 +211,7 @@ def plot(points: list) -> str:
         'font-family="sans-serif" font-size="12">',
         f'<rect width="{w}" height="{h}" fill="white"/>',
         f'<text x="{w / 2}" y="22" text-anchor="middle" font-size="14">'
-        "Open + view --refs vs JP's read + parse of events.json</text>",
+        "Open + view --refs vs JP's open (read + parse + base64) of events.json</text>",
     ]
     for d in range(x0, x1 + 1):
         x = px(10**d)
@@ -228,7 +228,7 @@ def plot(points: list) -> str:
     )
     series = [
         ("jp-store open + view --refs", 1, "#1f77b4", ""),
-        ("JP read + parse events.json", 2, "#d62728", ""),
+        ("JP open: read + parse + base64", 2, "#d62728", ""),
         ("target: JP / 20", 3, "#2ca02c", ' stroke-dasharray="6 4"'),
     ]
     for i, (name, col, color, dash) in enumerate(series):

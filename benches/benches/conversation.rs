@@ -25,8 +25,8 @@
 //! - `open_and_decode`: `Store::read` of a 10,000-event conversation (open,
 //!   walk and check every record, decode every entry; no blob content is
 //!   read), beside JP's open: read its `events.json` of the same
-//!   conversation (pretty-printed, base64 as JP writes it) and parse it with
-//!   serde_json into `Vec<Value>` (without even decoding the base64). Both
+//!   conversation (pretty-printed, base64 as JP writes it), parse it with
+//!   serde_json into `Vec<Value>` and undo the base64 as JP does. Both
 //!   results are dropped outside the timing. The setup prints how the log's
 //!   bytes split by event type.
 //! - `open_writer`: `Store::writer` on the same conversation (writer lock,

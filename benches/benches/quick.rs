@@ -13,8 +13,8 @@
 //! - view: open + `view --refs` of a 10,000-event conversation as the
 //!   command runs it (`setup::conversation::open_and_view_refs`: read,
 //!   project, render as pretty JSON into memory), beside JP's open of the
-//!   same conversation (read its `events.json` and parse it with
-//!   serde_json);
+//!   same conversation (read its `events.json`, parse it with serde_json
+//!   and undo JP's base64, as JP does on load);
 //! - import: 24 JP conversations of 1,000 events into a fresh store, beside
 //!   reading and parsing their files; store bytes beside JP's bytes;
 //! - attach: collect + attach of a 1,000-file generated source tree into a
@@ -253,7 +253,7 @@ fn conversation(run: &Path, report: &mut Report) {
         Duration::from_secs(3),
         &mut [
             ("open + view --refs", &mut view_op),
-            ("JP read + parse", &mut jp_op),
+            ("JP read + parse + base64 decode", &mut jp_op),
         ],
     );
     report.timings(

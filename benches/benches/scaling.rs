@@ -16,7 +16,7 @@
 //!   writeback does not land on their syncs).
 //! - view: open + `view --refs` of conversations of 10 to 100,000 events,
 //!   beside JP's open of the same conversation (read + parse
-//!   `events.json`).
+//!   `events.json` + undo JP's base64).
 //! - attach: collect + attach of generated source trees of 100, 1,000 and
 //!   10,000 files into a fresh store, beside SHA-256 + zstd-3 of the same
 //!   bytes from memory on all cores.
@@ -266,7 +266,7 @@ fn conversations(run: &Path, out: &mut Map<String, Value>) {
         &EVENTS,
         7,
         Duration::from_secs(3),
-        &mut [("open + view --refs", view), ("JP read + parse", parse)],
+        &mut [("open + view --refs", view), ("JP read + parse + base64 decode", parse)],
     );
     series(out, "view_refs", &t, 0, &EVENTS);
     series(out, "jp_read_parse", &t, 1, &EVENTS);

@@ -20,7 +20,7 @@ use tempfile::TempDir;
 use super::unsynced::{open_unsynced, sync_tree, sync_tree_entry};
 use crate::floor::{append_file, fdatasync_write};
 use crate::timing::{interleaved, Timings};
-use crate::workload::conversation::{jp_events_json, START_UNIX};
+use crate::workload::conversation::{jp_decode_entry, jp_events_json, START_UNIX};
 
 /// Strict parsing, with "now" at the generated conversations' start.
 pub fn parse_mode() -> ParseMode {
@@ -320,9 +320,12 @@ pub fn write_jp_events(path: &Path, entries: &[Value]) -> usize {
     text.len()
 }
 
-/// JP's open: read `events.json` and parse it with serde_json (without even
-/// decoding the base64).
+/// JP's open: read `events.json`, parse it with serde_json and undo JP's
+/// base64 on every entry, as JP does when it loads a conversation
+/// ([`jp_decode_entry`]).
 pub fn jp_parse(path: &Path) -> Vec<Value> {
     let bytes = std::fs::read(path).expect("read events.json");
-    serde_json::from_slice(&bytes).expect("parse events.json")
+    let mut entries: Vec<Value> = serde_json::from_slice(&bytes).expect("parse events.json");
+    entries.iter_mut().for_each(jp_decode_entry);
+    entries
 }

@@ -447,6 +447,40 @@ fn jp_entry(entry: &Value) -> Value {
     Value::Object(out)
 }
 
+/// What JP does to every entry of `events.json` after parsing it: the
+/// inverse of its base64 (see [`jp_events_json`]), applied in place and
+/// leniently, as JP applies it (jp-format.md section 2): a string that is
+/// not valid base64, or does not decode to UTF-8, is kept as it is.
+pub fn jp_decode_entry(entry: &mut Value) {
+    let Value::Object(obj) = entry else { return };
+    let kind = obj.get("type").and_then(Value::as_str).unwrap_or_default();
+    let response = kind == "tool_call_response";
+    let request = kind == "tool_call_request";
+    for (k, v) in obj.iter_mut() {
+        match k.as_str() {
+            "content" if response => unbase64_leaves(v),
+            "arguments" if request => unbase64_leaves(v),
+            "metadata" => unbase64_leaves(v),
+            _ => {}
+        }
+    }
+}
+
+fn unbase64_leaves(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(s.as_bytes()) {
+                if let Ok(text) = String::from_utf8(bytes) {
+                    *s = text;
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unbase64_leaves),
+        Value::Object(o) => o.values_mut().for_each(unbase64_leaves),
+        _ => {}
+    }
+}
+
 fn base64_leaves(v: &Value) -> Value {
     match v {
         Value::String(s) => Value::String(base64::engine::general_purpose::STANDARD.encode(s)),
@@ -487,6 +521,21 @@ mod tests {
             .rposition(|e| e["type"] == "turn_start")
             .expect("a turn");
         assert_eq!(short[..last_turn], a[..last_turn]);
+    }
+
+    #[test]
+    fn jp_decoding_inverts_jp_encoding() {
+        let entries = ConversationShape::generate(5, 600);
+        let mut decoded = jp_entries(&entries);
+        assert_ne!(decoded, entries, "JP's base64 changes the entries");
+        decoded.iter_mut().for_each(jp_decode_entry);
+        assert_eq!(decoded, entries);
+        // Lenient: a leaf that is not base64 of UTF-8 stays as it is.
+        let mut odd =
+            json!({"type": "tool_call_request", "arguments": {"a": "not base64!", "b": "/w=="}});
+        let before = odd.clone();
+        jp_decode_entry(&mut odd);
+        assert_eq!(odd, before);
     }
 
     #[test]

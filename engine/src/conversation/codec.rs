@@ -80,19 +80,31 @@ pub fn encode_meta(patch: &MetaPatch) -> Vec<u8> {
 }
 
 fn decode_value<T: for<'a> Deserialize<'a>>(bytes: &[u8], what: &str) -> Result<T, String> {
-    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    // Strings are copied straight out of `bytes` (no intermediate buffer).
+    let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
     // serde_json refuses input nested deeper than 128, so nothing appended
     // is deeper than this; the limit keeps hostile bytes off the stack.
     de.set_max_depth(MAX_DEPTH);
     let value = T::deserialize(&mut de).map_err(|e| format!("an undecodable {what}: {e}"))?;
-    let used = de.position();
-    if used != bytes.len() as u64 {
-        return Err(format!(
-            "{} bytes after the {what}",
-            bytes.len() as u64 - used
-        ));
+    // The value must be all of `bytes`: reading one more value must find
+    // the end of the input at its very first byte.
+    match serde::de::IgnoredAny::deserialize(&mut de) {
+        Err(rmp_serde::decode::Error::InvalidMarkerRead(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            Ok(value)
+        }
+        // Rare: count the extra bytes with a reader that tracks its place.
+        _ => {
+            let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+            de.set_max_depth(MAX_DEPTH);
+            let extra = match serde::de::IgnoredAny::deserialize(&mut de) {
+                Ok(_) => bytes.len() as u64 - de.position(),
+                Err(_) => 0,
+            };
+            Err(format!("{extra} bytes after the {what}"))
+        }
     }
-    Ok(value)
 }
 
 /// Checks that encoded entry bytes decode again (a value nested deeper than

@@ -8,7 +8,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::Entry;
-use crate::log::{LogOptions, LogReader, Record, FIRST_RECORD};
+use crate::log::{LogOptions, LogReader, RecordRef, FIRST_RECORD};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +37,7 @@ pub struct FoldEnd {
 /// Decodes the records of `reader` from `from` (a record boundary), folding
 /// every entry into `state` and handing event entries with their record's
 /// offset to `on_entry`. An entry that does not decode is an error
-/// ([`decode_record`]).
+/// ([`decode_records`]).
 pub fn fold_records(
     reader: &LogReader,
     from: u64,
@@ -46,10 +46,10 @@ pub fn fold_records(
 ) -> Result<FoldEnd> {
     let mut records = reader.records_from(from)?;
     let mut last = None;
-    for record in records.by_ref() {
+    while let Some(record) = records.next_ref() {
         let record = record?;
-        let entries = decode_record(reader, &record)?;
-        apply_record(&record, entries, state, on_entry);
+        let decoded = decode_records(reader, &[record])?;
+        apply_records(&[record], decoded, state, on_entry);
         last = Some((record.offset, record.payload_crc));
     }
     Ok(FoldEnd {
@@ -58,24 +58,19 @@ pub fn fold_records(
     })
 }
 
-/// Decodes the entries of one record ([`decode_records`]).
-fn decode_record(reader: &LogReader, record: &Record) -> Result<Vec<LogEntry>> {
-    Ok(decode_records(reader, std::slice::from_ref(record))?
-        .pop()
-        .unwrap_or_default())
-}
-
-fn apply_record(
-    record: &Record,
-    entries: Vec<LogEntry>,
+/// Folds decoded entries (`(record index, entry)`, in order) into `state`,
+/// handing each event with its record's offset to `on_entry`.
+fn apply_records(
+    records: &[RecordRef<'_>],
+    decoded: Vec<(usize, LogEntry)>,
     state: &mut ConversationState,
     on_entry: &mut dyn FnMut(Entry, u64),
 ) {
-    state.records += 1;
-    for entry in entries {
+    state.records += records.len() as u64;
+    for (r, entry) in decoded {
         state.apply(&entry);
         if let LogEntry::Event(e) = entry {
-            on_entry(e, record.offset);
+            on_entry(e, records[r].offset);
         }
     }
 }
@@ -84,16 +79,16 @@ fn apply_record(
 /// starting others.
 const PARALLEL_DECODE_MIN: usize = 256 * 1024;
 
-/// Decodes the entries of `records` on up to all cores, keeping their
-/// order. An entry that does not decode is reported as corruption at its
-/// record's offset: its checksum matched, so the bytes are what a writer
-/// wrote, and a reader that cannot understand them must not guess. Packed
-/// entries are unpacked first, then the plain entries are
-/// decoded in contiguous runs of about equal bytes, so that one large
+/// Decodes the entries of `records` on up to all cores, in order, each with
+/// the index of its record. An entry that does not decode is reported as
+/// corruption at its record's offset: its checksum matched, so the bytes
+/// are what a writer wrote, and a reader that cannot understand them must
+/// not guess. Packed entries are unpacked first, then the plain entries
+/// are decoded in contiguous runs of about equal bytes, so that one large
 /// packed record (an import) is shared out too.
-fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogEntry>>> {
+fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(usize, LogEntry)>> {
     let max = reader.options().max_record_size;
-    let corrupt = |record: &Record, i: usize, found: String| Error::Corrupt {
+    let corrupt = |record: &RecordRef<'_>, i: usize, found: String| Error::Corrupt {
         path: reader.path().to_path_buf(),
         offset: record.offset,
         expected: format!("a decodable entry {i} in the record"),
@@ -101,13 +96,25 @@ fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogE
     };
     let mut unpacked = Vec::with_capacity(records.len());
     for (r, record) in records.iter().enumerate() {
-        for (i, bytes) in record.entries.iter().enumerate() {
-            let u = codec::unpack(bytes, max).map_err(|found| corrupt(record, i, found))?;
-            unpacked.push((r, i, u));
+        let mut i = 0;
+        let mut failed = None;
+        record
+            .each_entry(|bytes| {
+                if failed.is_none() {
+                    match codec::unpack(bytes, max) {
+                        Ok(u) => unpacked.push((r, i, u)),
+                        Err(found) => failed = Some((i, found)),
+                    }
+                }
+                i += 1;
+            })
+            .map_err(|found| corrupt(record, i, found))?;
+        if let Some((i, found)) = failed {
+            return Err(corrupt(record, i, found));
         }
     }
     // Every plain entry, with the record and the record entry it is from.
-    let mut plain: Vec<(usize, usize, &[u8])> = Vec::new();
+    let mut plain: Vec<(usize, usize, &[u8])> = Vec::with_capacity(unpacked.len());
     for (r, i, u) in &unpacked {
         u.each(|e| {
             plain.push((*r, *i, e));
@@ -115,62 +122,72 @@ fn decode_records(reader: &LogReader, records: &[Record]) -> Result<Vec<Vec<LogE
         })
         .map_err(|found| corrupt(&records[*r], *i, found))?;
     }
-    let decode_run = |run: &[(usize, usize, &[u8])]| -> Result<Vec<LogEntry>> {
-        run.iter()
-            .map(|(r, i, e)| codec::decode(e).map_err(|found| corrupt(&records[*r], *i, found)))
-            .collect()
+    let decode_run = |run: &[(usize, usize, &[u8])], out: &mut Vec<(usize, LogEntry)>| {
+        for (r, i, e) in run {
+            let entry = codec::decode(e).map_err(|found| corrupt(&records[*r], *i, found))?;
+            out.push((*r, entry));
+        }
+        Ok::<_, Error>(())
     };
     let bytes: usize = plain.iter().map(|(_, _, e)| e.len()).sum();
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(8);
-    let decoded = if threads < 2 || bytes < PARALLEL_DECODE_MIN {
-        decode_run(&plain)?
-    } else {
-        let share = bytes.div_ceil(threads);
-        let mut runs = Vec::with_capacity(threads);
-        let (mut start, mut acc) = (0, 0);
-        for (k, (_, _, e)) in plain.iter().enumerate() {
-            acc += e.len();
-            if acc >= share {
-                runs.push(&plain[start..=k]);
-                (start, acc) = (k + 1, 0);
-            }
-        }
-        if start < plain.len() {
-            runs.push(&plain[start..]);
-        }
-        let results: Vec<Result<Vec<LogEntry>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = runs
-                .iter()
-                .map(|run| scope.spawn(|| decode_run(run)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(run) => run,
-                    // A decoder never panics on any bytes (fuzzed); if one
-                    // did, the panic goes on in the caller's thread.
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
-        let mut all = Vec::with_capacity(plain.len());
-        for run in results {
-            all.extend(run?);
-        }
-        all
-    };
-    let mut out: Vec<Vec<LogEntry>> = records.iter().map(|_| Vec::new()).collect();
-    for ((r, _, _), entry) in plain.iter().zip(decoded) {
-        out[*r].push(entry);
+    let mut all = Vec::with_capacity(plain.len());
+    if threads < 2 || bytes < PARALLEL_DECODE_MIN {
+        decode_run(&plain, &mut all)?;
+        return Ok(all);
     }
-    Ok(out)
+    let share = bytes.div_ceil(threads);
+    let mut runs = Vec::with_capacity(threads);
+    let (mut start, mut acc) = (0, 0);
+    for (k, (_, _, e)) in plain.iter().enumerate() {
+        acc += e.len();
+        if acc >= share {
+            runs.push(&plain[start..=k]);
+            (start, acc) = (k + 1, 0);
+        }
+    }
+    if start < plain.len() {
+        runs.push(&plain[start..]);
+    }
+    // The first run is decoded on this thread, straight into the result.
+    let (first, rest) = runs
+        .split_first()
+        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
+    let results: Vec<Result<Vec<(usize, LogEntry)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = rest
+            .iter()
+            .map(|run| {
+                scope.spawn(|| {
+                    let mut out = Vec::with_capacity(run.len());
+                    decode_run(run, &mut out).map(|()| out)
+                })
+            })
+            .collect();
+        let mine = decode_run(first, &mut all);
+        let mut results = vec![mine.map(|()| Vec::new())];
+        results.extend(handles.into_iter().map(|h| match h.join() {
+            Ok(run) => run,
+            // A decoder never panics on any bytes (fuzzed); if one did, the
+            // panic goes on in the caller's thread.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }));
+        results
+    });
+    for run in results {
+        all.extend(run?);
+    }
+    Ok(all)
 }
 
-/// Reads a whole conversation: every record first (framing and checksums),
-/// then their entries decoded on all cores, then folded in order.
+/// The most [`read_conversation`] reserves for payloads before reading them.
+const PAYLOADS_RESERVE_MAX: u64 = 64 << 20;
+
+/// Reads a whole conversation: every record first (framing and checksums,
+/// the payloads copied into one buffer), then their entries decoded on all
+/// cores, then folded in order.
 pub fn read_conversation(
     storage: &dyn Storage,
     id: &ConversationId,
@@ -178,18 +195,42 @@ pub fn read_conversation(
 ) -> Result<Conversation> {
     let reader = open_reader(storage, id, options)?;
     let mut walk = reader.records_from(FIRST_RECORD)?;
-    let records = walk.by_ref().collect::<Result<Vec<Record>>>()?;
+    // Every payload, back to back, and where each record's is.
+    // Reserved for the whole file up to a bound (a file may claim to be huge
+    // and still hold few records: the buffer then grows as they are read).
+    let reserve = walk.limit().min(PAYLOADS_RESERVE_MAX);
+    let mut payloads: Vec<u8> = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
+    let mut places: Vec<(u64, u64, u32, std::ops::Range<usize>)> = Vec::new();
+    while let Some(record) = walk.next_ref() {
+        let record = record?;
+        let start = payloads.len();
+        payloads.extend_from_slice(record.payload);
+        places.push((
+            record.offset,
+            record.len,
+            record.payload_crc,
+            start..payloads.len(),
+        ));
+    }
     let log_end = walk.position();
+    drop(walk);
+    let records: Vec<RecordRef<'_>> = places
+        .into_iter()
+        .map(|(offset, len, payload_crc, range)| RecordRef {
+            offset,
+            len,
+            payload_crc,
+            payload: &payloads[range],
+        })
+        .collect();
     let decoded = decode_records(&reader, &records)?;
     let mut state = ConversationState::default();
-    let mut entries = Vec::new();
-    let mut entry_records = Vec::new();
-    for (record, decoded) in records.iter().zip(decoded) {
-        apply_record(record, decoded, &mut state, &mut |e, off| {
-            entries.push(e);
-            entry_records.push(off);
-        });
-    }
+    let mut entries = Vec::with_capacity(decoded.len());
+    let mut entry_records = Vec::with_capacity(decoded.len());
+    apply_records(&records, decoded, &mut state, &mut |e, off| {
+        entries.push(e);
+        entry_records.push(off);
+    });
     Ok(Conversation {
         id: id.clone(),
         entries,

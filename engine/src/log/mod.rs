@@ -46,7 +46,7 @@ use std::path::Path;
 
 use jpstore_blobstore::storage::Storage;
 
-pub use reader::{LogReader, Records};
+pub use reader::{LogReader, RecordRef, Records};
 pub use record::{
     decode_record_header, encode_batch, payload_len, walk_batch, RecordHeader, FILE_HEADER_LEN,
     FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use jpstore_blobstore::storage::{OpenMode, Storage, StorageFile};
 
-use super::record::{check_file_header, decode_batch, HeaderProblem, FILE_HEADER_LEN};
+use super::record::{
+    check_file_header, decode_batch, walk_batch, HeaderProblem, FILE_HEADER_LEN, RECORD_HEADER_LEN,
+};
 use super::scan::{LogEnd, Step, Walker};
 use super::{LogOptions, Record};
 use crate::error::{Error, Result};
@@ -173,40 +175,75 @@ impl Records<'_> {
     }
 }
 
-impl Iterator for Records<'_> {
-    type Item = Result<Record>;
+/// A record as [`Records::next_ref`] hands it out: its place and checksum,
+/// and its payload (one batch, format-spec.md section 3) borrowed from the
+/// walk's buffer instead of copied.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    /// Offset of the record in the file.
+    pub offset: u64,
+    /// Bytes of the record on disk (header and payload).
+    pub len: u64,
+    /// The payload's crc32, as stored in (and checked against) the header.
+    pub payload_crc: u32,
+    /// The payload: its checksum matched and its batch structure is sound.
+    pub payload: &'a [u8],
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> RecordRef<'a> {
+    /// Hands each entry of the batch to `each`, in order (the structure was
+    /// checked when the record was read; an error here means the bytes
+    /// changed in memory, and is reported as damage all the same).
+    pub fn each_entry(&self, each: impl FnMut(&'a [u8])) -> Result<(), String> {
+        walk_batch(self.payload, each).map(|_| ())
+    }
+}
+
+impl Records<'_> {
+    /// The next record, its payload borrowed until the next call: like
+    /// [`Iterator::next`] without copying each entry into a vector of its
+    /// own (for readers that decode every entry of a log at once).
+    pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>>> {
+        let (offset, len, payload_crc) = match self.step_record()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        // `step_record` has just read and checked these bytes: they are in
+        // the walker's buffer, so this is no second read.
+        match self
+            .walker
+            .get(offset + RECORD_HEADER_LEN, len - RECORD_HEADER_LEN)
+        {
+            Ok(Some(payload)) => Some(Ok(RecordRef {
+                offset,
+                len,
+                payload_crc,
+                payload,
+            })),
+            Ok(None) => {
+                self.done = true;
+                Some(Err(shrunk(&self.reader.path, offset + len, offset)))
+            }
+            Err(source) => {
+                self.done = true;
+                Some(Err(self.reader.io("read", source)))
+            }
+        }
+    }
+
+    /// Reads and checks the record at the current position and moves past
+    /// it; returns its offset, length and payload checksum.
+    fn step_record(&mut self) -> Option<Result<(u64, u64, u32)>> {
         if self.done {
             return None;
         }
         let offset = self.position;
         let path = &self.reader.path;
         match self.walker.step(offset) {
-            Ok(Step::Record {
-                len,
-                payload,
-                payload_crc,
-            }) => match decode_batch(payload) {
-                Ok(entries) => {
-                    self.position += len;
-                    Some(Ok(Record {
-                        offset,
-                        len,
-                        payload_crc,
-                        entries,
-                    }))
-                }
-                Err(found) => {
-                    // `step` checked the structure; this cannot happen, but
-                    // data from disk never panics.
-                    self.done = true;
-                    let damage = super::Damage::Malformed(found);
-                    let err = damage.to_error(path, offset);
-                    self.end = Some(LogEnd::Damaged { offset, damage });
-                    Some(Err(err))
-                }
-            },
+            Ok(Step::Record { len, payload_crc }) => {
+                self.position += len;
+                Some(Ok((offset, len, payload_crc)))
+            }
             Ok(Step::End(LogEnd::Damaged { .. })) if !self.rechecked => {
                 // Confirm damage with a fresh look before reporting it: if a
                 // writer cut a torn tail inside our snapshot and appended over
@@ -217,7 +254,7 @@ impl Iterator for Records<'_> {
                 match file.len() {
                     Ok(len) if len >= offset => {
                         self.walker = Walker::new(file, len, self.reader.options.max_record_size);
-                        self.next()
+                        self.step_record()
                     }
                     Ok(len) => {
                         self.done = true;
@@ -249,6 +286,34 @@ impl Iterator for Records<'_> {
                     path: path.clone(),
                     source,
                 }))
+            }
+        }
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (offset, len, payload_crc, entries) = match self.next_ref()? {
+            Ok(r) => (r.offset, r.len, r.payload_crc, decode_batch(r.payload)),
+            Err(e) => return Some(Err(e)),
+        };
+        match entries {
+            Ok(entries) => Some(Ok(Record {
+                offset,
+                len,
+                payload_crc,
+                entries,
+            })),
+            Err(found) => {
+                // `step` checked the structure; this cannot happen, but
+                // data from disk never panics.
+                self.done = true;
+                let damage = super::Damage::Malformed(found);
+                let err = damage.to_error(&self.reader.path, offset);
+                self.end = Some(LogEnd::Damaged { offset, damage });
+                Some(Err(err))
             }
         }
     }

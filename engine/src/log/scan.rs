@@ -130,13 +130,10 @@ impl Damage {
 }
 
 /// One step of a walk.
-pub(crate) enum Step<'w> {
-    /// A valid record: its length on disk and its (checked) payload.
-    Record {
-        len: u64,
-        payload: &'w [u8],
-        payload_crc: u32,
-    },
+pub(crate) enum Step {
+    /// A valid record: its length on disk and its payload's (checked)
+    /// checksum. The payload is in the walker's buffer ([`Walker::get`]).
+    Record { len: u64, payload_crc: u32 },
     /// The walk is over.
     End(LogEnd),
 }
@@ -210,7 +207,8 @@ impl<'f> Walker<'f> {
             let want = n.max(READ_AHEAD as u64).min(self.limit - off);
             let want = usize::try_from(want)
                 .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "record too large"))?;
-            self.buf.clear();
+            // Bytes left from the previous chunk are overwritten by the read
+            // (and cut off after it): only a grown tail is zeroed.
             self.buf.resize(want, 0);
             // Read what is there: the file may have shrunk below `limit`
             // since the walk started (a writer cut a torn tail). Bytes below
@@ -236,7 +234,7 @@ impl<'f> Walker<'f> {
     }
 
     /// Reads the record at `off` (a record boundary) or classifies the end.
-    pub(crate) fn step(&mut self, off: u64) -> io::Result<Step<'_>> {
+    pub(crate) fn step(&mut self, off: u64) -> io::Result<Step> {
         let limit = self.limit;
         if off >= limit {
             return Ok(Step::End(LogEnd::Clean { offset: off }));
@@ -297,14 +295,13 @@ impl<'f> Walker<'f> {
         }
         Ok(Step::Record {
             len: header.record_len(),
-            payload,
             payload_crc: header.payload_crc,
         })
     }
 
     /// The header at `off` is not valid: torn (a prefix of the record in
     /// flight) or damaged (something valid, or too much, follows).
-    fn after_bad_header(&mut self, off: u64) -> io::Result<Step<'_>> {
+    fn after_bad_header(&mut self, off: u64) -> io::Result<Step> {
         let remaining = self.limit - off;
         let max = self.max_payload;
         if remaining > RECORD_HEADER_LEN + u64::from(max) {

@@ -173,9 +173,7 @@ impl LogWriter {
         let mut last = None;
         let end = loop {
             match walker.step(pos).map_err(|e| io("read", e))? {
-                Step::Record {
-                    len, payload_crc, ..
-                } => {
+                Step::Record { len, payload_crc } => {
                     last = Some((pos, payload_crc));
                     pos += len;
                 }

@@ -112,7 +112,8 @@ impl FromStr for BlobId {
 impl serde::Serialize for BlobId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if s.is_human_readable() {
-            s.serialize_str(&self.to_hex())
+            let digits = self.hex_digits();
+            s.serialize_str(std::str::from_utf8(&digits).map_err(serde::ser::Error::custom)?)
         } else {
             s.serialize_bytes(&self.0)
         }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::conversation::read::Conversation;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
-use crate::event::render::Rendered;
+use crate::event::render::{PayloadJson, Rendered};
 use crate::event::{BlobRef, Entry, EventKind, Payload};
 use crate::store::Store;
 
@@ -105,14 +105,14 @@ pub fn render_view<'a>(
     Rendered::entries(
         view,
         Box::new(move |p: &Payload, kind: PayloadKind| match (p, mode) {
-            (Payload::Ref(r), ContentMode::Refs) => Ok(blob_ref_json(r)),
+            (Payload::Ref(r), ContentMode::Refs) => Ok(PayloadJson::Ref(*r)),
             (Payload::Ref(r), ContentMode::Inline) => {
                 let bytes = store.blobs().get(&r.id)?;
-                inline_json(store, r, bytes, kind)
+                inline_json(store, r, bytes, kind).map(PayloadJson::Value)
             }
-            (Payload::Inline(b), _) => {
-                payload_json(p, kind).map_err(|found| not_text(store, &BlobId::of(b), found))
-            }
+            (Payload::Inline(b), _) => payload_json(p, kind)
+                .map(PayloadJson::Value)
+                .map_err(|found| not_text(store, &BlobId::of(b), found)),
         }),
     )
 }

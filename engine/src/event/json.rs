@@ -13,7 +13,7 @@ use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use super::model::*;
-use super::render::Rendered;
+use super::render::{PayloadJson, Rendered};
 use crate::timestamp::Timestamp;
 
 /// What went wrong in one entry's JSON: the field (a path such as
@@ -706,7 +706,11 @@ pub fn render_entry<C, E>(
     entry: &Entry<C>,
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
 ) -> Result<Value, E> {
-    Rendered::entry(entry, Box::new(content)).to_value()
+    Rendered::entry(
+        entry,
+        Box::new(|c, k| content(c, k).map(PayloadJson::Value)),
+    )
+    .to_value()
 }
 
 /// Renders a resource (RFD 065 JSON form) as a JSON value.
@@ -714,5 +718,5 @@ pub fn render_resource<C, E>(
     r: &Resource<C>,
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
 ) -> Result<Value, E> {
-    Rendered::resource(r, Box::new(content)).to_value()
+    Rendered::resource(r, Box::new(|c, k| content(c, k).map(PayloadJson::Value))).to_value()
 }

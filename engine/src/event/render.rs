@@ -17,8 +17,38 @@ use serde_json::{json, Map, Value};
 use super::json::PayloadKind;
 use super::model::*;
 
-/// Renders one payload as its JSON value, or fails with the caller's error.
-pub type ContentFn<'f, C, E> = Box<dyn FnMut(&C, PayloadKind) -> Result<Value, E> + 'f>;
+/// Renders one payload as its JSON form, or fails with the caller's error.
+pub type ContentFn<'f, C, E> = Box<dyn FnMut(&C, PayloadKind) -> Result<PayloadJson, E> + 'f>;
+
+/// The JSON form of one payload, as a [`ContentFn`] renders it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PayloadJson {
+    /// Any JSON value (inline text, base64 of binary content).
+    Value(Value),
+    /// A reference to a blob, written as `{"$blob": <hex>, "size": n}`
+    /// without building a value first.
+    Ref(BlobRef),
+}
+
+impl From<Value> for PayloadJson {
+    fn from(v: Value) -> Self {
+        PayloadJson::Value(v)
+    }
+}
+
+impl Serialize for PayloadJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PayloadJson::Value(v) => v.serialize(s),
+            PayloadJson::Ref(r) => {
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry(super::json::BLOB_KEY, &r.id)?;
+                map.serialize_entry("size", &r.size)?;
+                map.end()
+            }
+        }
+    }
+}
 
 /// Entries (one, or a list rendered as a JSON array) and how their payloads
 /// are rendered. Serialize it with any serde serializer, then call
@@ -107,11 +137,11 @@ impl<C, E> Serialize for Rendered<'_, '_, C, E> {
 /// Renders payloads for the serializers below; `None` when the renderer
 /// failed (its error is kept for [`Rendered::finish`]).
 trait Sink<C> {
-    fn render(&self, c: &C, kind: PayloadKind) -> Option<Value>;
+    fn render(&self, c: &C, kind: PayloadKind) -> Option<PayloadJson>;
 }
 
 impl<C, E> Sink<C> for Ctx<'_, C, E> {
-    fn render(&self, c: &C, kind: PayloadKind) -> Option<Value> {
+    fn render(&self, c: &C, kind: PayloadKind) -> Option<PayloadJson> {
         let rendered = (self.content.borrow_mut())(c, kind);
         match rendered {
             Ok(v) => Some(v),
@@ -407,11 +437,20 @@ mod tests {
             ),
             entry(json!({"type": "something_new", "x": {"y": 2}})),
         ];
-        let list = Rendered::entries(&entries, Box::new(|p: &Payload, _| text(p)));
+        let list = Rendered::entries(
+            &entries,
+            Box::new(|p: &Payload, _| text(p).map(PayloadJson::Value)),
+        );
         let value = list.to_value().expect("render");
         let one_by_one: Vec<Value> = entries
             .iter()
-            .map(|e| Rendered::entry(e, Box::new(|p: &Payload, _| text(p))).to_value())
+            .map(|e| {
+                Rendered::entry(
+                    e,
+                    Box::new(|p: &Payload, _| text(p).map(PayloadJson::Value)),
+                )
+                .to_value()
+            })
             .collect::<Result<_, _>>()
             .expect("render");
         assert_eq!(value, Value::Array(one_by_one));
@@ -435,7 +474,10 @@ mod tests {
                          "id": "b", "content": "fail", "is_error": false}),
             ),
         ];
-        let list = Rendered::entries(&entries, Box::new(|p: &Payload, _| text(p)));
+        let list = Rendered::entries(
+            &entries,
+            Box::new(|p: &Payload, _| text(p).map(PayloadJson::Value)),
+        );
         assert_eq!(list.to_value().expect_err("failed"), "no such blob");
         let mut sink = Vec::new();
         assert!(serde_json::to_writer(&mut sink, &list).is_err());
@@ -449,11 +491,31 @@ mod tests {
             ev.extra.insert("type".into(), json!("forged"));
             ev.extra.insert("other".into(), json!(true));
         }
-        let list = Rendered::entry(&e, Box::new(|p: &Payload, _| text(p)));
+        let list = Rendered::entry(
+            &e,
+            Box::new(|p: &Payload, _| text(p).map(PayloadJson::Value)),
+        );
         let bytes = serde_json::to_vec(&list).expect("stream");
         assert_eq!(
             String::from_utf8(bytes).expect("utf-8"),
             r#"{"type":"turn_start","timestamp":"2026-05-29 19:42:36.0","other":true}"#
+        );
+    }
+
+    #[test]
+    fn a_reference_is_written_as_its_json_value_is() {
+        let r = BlobRef {
+            id: jpstore_blobstore::BlobId::of(b"some content"),
+            size: 12,
+        };
+        let written = serde_json::to_string(&PayloadJson::Ref(r)).expect("serialize");
+        assert_eq!(
+            written,
+            serde_json::to_string(&crate::event::json::blob_ref_json(&r)).expect("serialize")
+        );
+        assert_eq!(
+            serde_json::to_value(PayloadJson::Ref(r)).expect("to value"),
+            crate::event::json::blob_ref_json(&r)
         );
     }
 }

@@ -266,7 +266,10 @@ fn conversations(run: &Path, out: &mut Map<String, Value>) {
         &EVENTS,
         7,
         Duration::from_secs(3),
-        &mut [("open + view --refs", view), ("JP read + parse + base64 decode", parse)],
+        &mut [
+            ("open + view --refs", view),
+            ("JP read + parse + base64 decode", parse),
+        ],
     );
     series(out, "view_refs", &t, 0, &EVENTS);
     series(out, "jp_read_parse", &t, 1, &EVENTS);

@@ -34,6 +34,7 @@ pub mod fsck;
 pub mod gc;
 pub mod jp;
 pub mod log;
+pub mod parallel;
 pub mod projection;
 pub mod provider;
 pub mod store;

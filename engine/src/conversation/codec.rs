@@ -36,6 +36,10 @@ pub const KIND_PACKED: u8 = 0x03;
 pub const PACK_MIN: usize = 16 * 1024;
 /// zstd level of packed entries (the blob store's default).
 const PACK_LEVEL: i32 = 3;
+/// A large batch is packed in runs of entries of about this many bytes, one
+/// packed entry each ([`pack_runs`]): readers unpack them on all cores, and
+/// none has to hold a whole import's text decompressed at once.
+pub const PACK_RUN: usize = 1 << 20;
 
 /// Deepest nesting of MessagePack containers a reader accepts.
 pub const MAX_DEPTH: usize = 256;
@@ -112,6 +116,42 @@ fn decode_value<T: for<'a> Deserialize<'a>>(bytes: &[u8], what: &str) -> Result<
 /// that cannot be read back.
 pub fn check_readable(bytes: &[u8]) -> Result<(), String> {
     decode(bytes).map(|_| ())
+}
+
+/// The encoded entries of a batch as they go into a record (format-spec.md
+/// 4.2): split into consecutive runs of about [`PACK_RUN`] bytes, each run
+/// replaced by one packed entry where [`pack`] finds that worth it and kept
+/// plain otherwise. Runs are compressed on all cores. `None` when no run is
+/// packed: the entries go in as they are.
+pub fn pack_runs(entries: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+    let total: usize = entries.iter().map(|e| e.len() + 4).sum();
+    if total < PACK_MIN {
+        return None;
+    }
+    let mut runs: Vec<&[Vec<u8>]> = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, e) in entries.iter().enumerate() {
+        bytes += e.len() + 4;
+        if bytes >= PACK_RUN {
+            runs.push(&entries[start..=i]);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < entries.len() {
+        runs.push(&entries[start..]);
+    }
+    let packed = crate::parallel::map_ordered(&runs, |run| pack(run));
+    if packed.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (run, packed) in runs.into_iter().zip(packed) {
+        match packed {
+            Some(p) => out.push(p),
+            None => out.extend_from_slice(run),
+        }
+    }
+    Some(out)
 }
 
 /// The encoded entries of a batch as one packed entry (format-spec.md 4.2),
@@ -210,6 +250,22 @@ impl Unpacked<'_> {
                 result
             }
         }
+    }
+}
+
+/// Whether an entry is packed (kind `0x03`).
+pub fn is_packed(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&KIND_PACKED)
+}
+
+/// The content size a packed entry's frame declares (`None` for a plain
+/// entry, or a frame that declares none: [`unpack`] refuses that).
+pub fn declared_size(bytes: &[u8]) -> Option<u64> {
+    match bytes.split_first() {
+        Some((&KIND_PACKED, frame)) => zstd::zstd_safe::get_frame_content_size(frame)
+            .ok()
+            .flatten(),
+        _ => None,
     }
 }
 
@@ -374,6 +430,36 @@ mod tests {
             .collect();
         assert!(noise.len() > PACK_MIN);
         assert!(pack(&[noise]).is_none());
+    }
+
+    #[test]
+    fn a_large_batch_is_packed_in_runs_that_decode_to_it_in_order() {
+        // About 3.3 MiB of entries: at least three runs.
+        let batch: Vec<Vec<u8>> = (0..12_000)
+            .map(|i| {
+                encode_event(&stored(json!({"type": "chat_response",
+                    "timestamp": "2026-05-29 19:42:36.0",
+                    "message": format!("answer {i}: {}", "the scheduler may delay the timer; ".repeat(7))})))
+            })
+            .collect();
+        let plain: usize = batch.iter().map(|e| e.len() + 4).sum();
+        assert!(plain > 3 * PACK_RUN, "{plain} bytes");
+        let runs = pack_runs(&batch).expect("worth packing");
+        assert!(runs.len() >= 3, "{} runs", runs.len());
+        assert!(runs.iter().all(|r| is_packed(r)), "every run is packed");
+        let declared: u64 = runs.iter().filter_map(|r| declared_size(r)).sum();
+        assert_eq!(declared, plain as u64 + 4 * runs.len() as u64);
+        let mut back = Vec::new();
+        for r in &runs {
+            decode_all(r, u32::MAX, &mut back).expect("decode");
+        }
+        let expected: Vec<LogEntry> = batch.iter().map(|b| decode(b).expect("plain")).collect();
+        assert_eq!(back, expected);
+        // Below the threshold, or not worth it: the entries as they are.
+        assert!(pack_runs(&batch[..3]).is_none());
+        assert!(pack_runs(&[]).is_none());
+        assert_eq!(declared_size(&batch[0]), None);
+        assert!(!is_packed(&batch[0]));
     }
 
     #[test]

@@ -94,24 +94,44 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
         expected: format!("a decodable entry {i} in the record"),
         found,
     };
-    let mut unpacked = Vec::with_capacity(records.len());
+    // Every entry of every record, with the record and its place in it.
+    let mut raw: Vec<(usize, usize, &[u8])> = Vec::with_capacity(records.len());
     for (r, record) in records.iter().enumerate() {
-        let mut i = 0;
-        let mut failed = None;
+        let (mut i, mut declared) = (0, 0u64);
         record
             .each_entry(|bytes| {
-                if failed.is_none() {
-                    match codec::unpack(bytes, max) {
-                        Ok(u) => unpacked.push((r, i, u)),
-                        Err(found) => failed = Some((i, found)),
-                    }
-                }
+                declared = declared.saturating_add(codec::declared_size(bytes).unwrap_or(0));
+                raw.push((r, i, bytes));
                 i += 1;
             })
             .map_err(|found| corrupt(record, i, found))?;
-        if let Some((i, found)) = failed {
-            return Err(corrupt(record, i, found));
+        // The record limit holds for the batch before packing: however many
+        // packed entries a record has, together they expand to no more.
+        if declared > u64::from(max) {
+            return Err(corrupt(
+                record,
+                0,
+                format!("packed entries declaring {declared} bytes in all, more than a record holds ({max})"),
+            ));
         }
+    }
+    // Packed entries are unpacked on all cores (an import's record holds
+    // one per run of about a MiB).
+    let packed: Vec<usize> = (0..raw.len())
+        .filter(|&k| codec::is_packed(raw[k].2))
+        .collect();
+    let mut unpacked_packed =
+        crate::parallel::map_ordered(&packed, |&k| codec::unpack(raw[k].2, max)).into_iter();
+    let mut unpacked = Vec::with_capacity(raw.len());
+    for &(r, i, bytes) in &raw {
+        let u = if codec::is_packed(bytes) {
+            unpacked_packed
+                .next()
+                .unwrap_or_else(|| codec::unpack(bytes, max))
+        } else {
+            codec::unpack(bytes, max)
+        };
+        unpacked.push((r, i, u.map_err(|found| corrupt(&records[r], i, found))?));
     }
     // Every plain entry, with the record and the record entry it is from.
     let mut plain: Vec<(usize, usize, &[u8])> = Vec::with_capacity(unpacked.len());
@@ -130,10 +150,7 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
         Ok::<_, Error>(())
     };
     let bytes: usize = plain.iter().map(|(_, _, e)| e.len()).sum();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(8);
+    let threads = crate::parallel::cores();
     let mut all = Vec::with_capacity(plain.len());
     if threads < 2 || bytes < PARALLEL_DECODE_MIN {
         decode_run(&plain, &mut all)?;

@@ -11,7 +11,7 @@ use super::ConversationId;
 use crate::error::Error;
 use crate::event::input::parse_input;
 use crate::event::json::ParseMode;
-use crate::event::{Entry, Payload};
+use crate::event::{ChatResponse, Entry, EventKind, Payload};
 use crate::timestamp::Timestamp;
 use crate::{NewConversation, Store, StoreOptions};
 
@@ -408,6 +408,68 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
         assert!(msg.contains(&bad_at.to_string()), "{msg}");
         assert!(msg.contains("decodable entry 0"), "{msg}");
     }
+}
+
+#[test]
+fn a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_together() {
+    let (dir, store) = store();
+    let id = new_conv(&store, "runs");
+    let text: String = (0..9_000)
+        .map(|i| {
+            format!(
+                "{{\"type\":\"chat_response\",\"message\":\"answer {i}: {}\"}}\n",
+                "the timer may fire late; ".repeat(12)
+            )
+        })
+        .collect();
+    let batch = events(&text);
+    store
+        .writer(&id)
+        .expect("writer")
+        .append(batch.clone())
+        .expect("append");
+    let conv = store.read(&id).expect("read");
+    assert_eq!(conv.entries.len(), 9_000);
+    assert_eq!(conv.state.records, 2, "the create record and one batch");
+    let messages = |entries: &[Entry]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| match e.event().map(|e| &e.kind) {
+                Some(EventKind::ChatResponse(ChatResponse::Message(m))) => m.clone(),
+                other => panic!("not a message: {other:?}"),
+            })
+            .collect()
+    };
+    let expected: Vec<String> = (0..9_000)
+        .map(|i| format!("answer {i}: {}", "the timer may fire late; ".repeat(12)))
+        .collect();
+    assert_eq!(messages(&conv.entries), expected);
+    let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    // The same log read with a record limit below the batch's size: each
+    // run fits, their sum does not, and the record is refused as damage.
+    let log = dir.path().join("s").join(id.log_path());
+    let len = std::fs::metadata(&log).expect("stat").len();
+    let reader = crate::log::LogReader::open(
+        &jpstore_blobstore::storage::LocalStorage::open(dir.path().join("s")).expect("storage"),
+        &id.log_path(),
+        crate::log::LogOptions {
+            max_record_size: 2 << 20,
+        },
+    )
+    .expect("reader");
+    let mut state = crate::conversation::state::ConversationState::default();
+    let err = crate::conversation::read::fold_records(
+        &reader,
+        crate::log::FIRST_RECORD,
+        &mut state,
+        &mut |_, _| {},
+    )
+    .expect_err("over the limit in all");
+    assert!(
+        err.to_string().contains("more than a record holds"),
+        "{err} ({len} bytes of log)"
+    );
 }
 
 #[test]

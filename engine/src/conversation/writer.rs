@@ -151,10 +151,7 @@ impl<'s> ConversationWriter<'s> {
             })?;
         let batches: Vec<Vec<Vec<u8>>> = batches
             .into_iter()
-            .map(|b| match codec::pack(&b) {
-                Some(packed) => vec![packed],
-                None => b,
-            })
+            .map(|b| codec::pack_runs(&b).unwrap_or(b))
             .collect();
         let records: Vec<&[Vec<u8>]> = batches.iter().map(Vec::as_slice).collect();
         let log = match LogWriter::create_flagged(
@@ -353,12 +350,9 @@ impl<'s> ConversationWriter<'s> {
     fn commit(&mut self, encoded: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
         let packed = match self.log.flags() & FLAG_PACKED {
             0 => None,
-            _ => codec::pack(encoded),
+            _ => codec::pack_runs(encoded),
         };
-        let offset = match packed {
-            Some(packed) => self.log.append(&[packed])?,
-            None => self.log.append(encoded)?,
-        };
+        let offset = self.log.append(packed.as_deref().unwrap_or(encoded))?;
         self.state.records += 1;
         for e in batch {
             self.state.apply_entry(e);

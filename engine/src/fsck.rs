@@ -198,19 +198,15 @@ impl Store {
         let mut damaged_blobs: HashSet<BlobId> = HashSet::new();
         let mut verify_findings = Vec::new();
         let logs = if options.read_data {
-            // The logs are checked on another thread while the blobs are
-            // read: both are CPU work, and neither needs the other's result
-            // until both are done.
-            let (v, logs) = std::thread::scope(|s| {
-                let logs = s.spawn(|| self.check_logs(&ids, &mut |_| {}));
-                let v = self.blobs().verify_all(&mut |p| {
-                    progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total))
-                });
-                let logs = logs
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (v, logs)
-            });
+            // The logs are checked while the blobs are read: both are CPU
+            // work, and neither needs the other's result until both are
+            // done. They are checked on one of verify's workers (before it
+            // starts verifying), not on a thread of their own competing
+            // with the workers for the cores.
+            let (v, logs) = self.blobs().verify_all_beside(
+                &mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)),
+                || self.check_logs(&ids, &mut |_| {}),
+            );
             let (v, logs) = (v?, logs?);
             progress(FsckProgress::Conversations(ids.len(), ids.len()));
             report.blobs_read = v.loose_objects + v.packed_objects;

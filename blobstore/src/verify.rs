@@ -264,12 +264,19 @@ impl BlobStore {
             .options()
             .max_blob_len
             .saturating_add(HEADER_LEN as u64);
-        let mut entries: Vec<PackEntry> = p.entries().collect();
-        entries.sort_unstable_by_key(|e| e.offset);
+        let entries: Vec<PackEntry> = p.entries().collect();
+        // In offset order, sorting small keys rather than moving whole
+        // entries (a pack of an import holds tens of thousands).
+        let mut by_offset: Vec<(u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.offset, i))
+            .collect();
+        by_offset.sort_unstable();
         let mut unreadable = 0;
         let mut run: Vec<PackEntry> = Vec::new();
         let mut run_end = 0;
-        for e in entries {
+        for e in by_offset.into_iter().map(|(_, i)| entries[i]) {
             let refused = match p.check_entry_bounds(&e) {
                 Err(msg) => Some(ReadError::Bounds(msg)),
                 Ok(()) if e.stored_len > max => Some(ReadError::TooLarge(e.stored_len)),

@@ -2,7 +2,7 @@
 //! calling thread consumes them as they arrive.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 
 use crate::error::Result;
 
@@ -68,19 +68,34 @@ pub(crate) fn workers<R: Send>(
 /// each starting with `init()` as its state (buffers to reuse, say), and
 /// passes each result, in completion order, to `consume` on the calling
 /// thread, as [`workers`] does.
-pub(crate) fn run<S, R: Send>(
+///
+/// `beside` is other work of the caller's, run once by the first worker to
+/// start, before it takes its first index: it then shares the workers'
+/// cores instead of competing with them from a thread of its own, and the
+/// other workers' indexes keep the cores busy until it is done. Its result
+/// is returned whatever the workers' outcome; if they stop (on an error)
+/// before one of them started it, it runs on the calling thread.
+pub(crate) fn run<S, R: Send, T: Send>(
     count: usize,
     threads: usize,
     queue: usize,
     init: impl Fn() -> S + Sync,
     work: impl Fn(&mut S, usize) -> Result<R> + Sync,
     consume: impl FnMut(R) -> Result<()>,
-) -> Result<()> {
+    beside: impl FnOnce() -> T + Send,
+) -> (Result<()>, T) {
     let next = AtomicUsize::new(0);
-    workers(
+    let beside = Mutex::new(Some(beside));
+    let beside_done = Mutex::new(None);
+    let result = workers(
         threads.clamp(1, count.max(1)),
         queue,
         |sink| {
+            let first = beside.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = first {
+                let done = f();
+                *beside_done.lock().unwrap_or_else(|e| e.into_inner()) = Some(done);
+            }
             let mut state = init();
             while !sink.stopped() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -91,5 +106,68 @@ pub(crate) fn run<S, R: Send>(
             Ok(())
         },
         consume,
-    )
+    );
+    let done = match beside_done.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(done) => done,
+        None => match beside.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(f) => f(),
+            None => unreachable!("a worker that took the work beside stored its result"),
+        },
+    };
+    (result, done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn every_index_is_computed_once_and_the_work_beside_runs_once() {
+        for threads in [1, 2, 4] {
+            for count in [0, 1, 50] {
+                let mut got = Vec::new();
+                let (result, beside) = run(
+                    count,
+                    threads,
+                    2,
+                    || (),
+                    |_, i| Ok(i * 2),
+                    |r| {
+                        got.push(r);
+                        Ok(())
+                    },
+                    || "beside",
+                );
+                assert!(result.is_ok());
+                assert_eq!(beside, "beside");
+                got.sort_unstable();
+                assert_eq!(got, (0..count).map(|i| i * 2).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn the_work_beside_runs_when_the_workers_stop_on_an_error() {
+        let runs = AtomicUsize::new(0);
+        let (result, ()) = run(
+            100,
+            2,
+            1,
+            || (),
+            |_, i| {
+                if i == 3 {
+                    Err(Error::NotFound(crate::BlobId::of(b"x")))
+                } else {
+                    Ok(i)
+                }
+            },
+            |_| Ok(()),
+            || {
+                runs.fetch_add(1, Ordering::Relaxed);
+            },
+        );
+        assert!(matches!(result, Err(Error::NotFound(_))));
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+    }
 }

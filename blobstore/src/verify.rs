@@ -10,7 +10,7 @@ use crate::id::BlobId;
 use crate::object::{self, HEADER_LEN};
 use crate::pack::{self, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN};
 use crate::parallel;
-use crate::storage::read_exact_at;
+use crate::storage::{read_exact_at, Mapping};
 use crate::store::{BlobStore, PACKS_DIR};
 
 /// Progress of [`BlobStore::verify_all`].
@@ -62,18 +62,21 @@ impl VerifyReport {
     }
 }
 
-/// Stored bytes of a pack read with one read and verified by one job.
-const PACK_RUN_BYTES: u64 = 1 << 20;
+/// Stored bytes of a pack verified by one job (read with one read where the
+/// pack is not mapped). Small enough that the last jobs leave no core idle
+/// for long, large enough that a job costs far more than handing it over.
+const PACK_RUN_BYTES: u64 = 256 << 10;
 /// A unit of verification work, done by one worker.
 enum Job {
     /// A pack file against its index: header, trailer checksum, ids order,
     /// entry bounds.
-    PackFile(Arc<Pack>),
+    PackFile(Arc<Pack>, Option<Arc<Mapping>>),
     /// Entries of one pack lying close together (at most
     /// [`PACK_RUN_BYTES`] from the first one's start to the last one's
     /// end, unless it is a single entry), in offset order: read with one
-    /// read, then each decompressed and hashed.
-    Packed(Arc<Pack>, Vec<PackEntry>),
+    /// read (or taken from the pack's map), then each decompressed and
+    /// hashed.
+    Packed(Arc<Pack>, Option<Arc<Mapping>>, Vec<PackEntry>),
     /// The loose objects of one fanout directory: listed by the worker,
     /// then each read, decompressed and hashed.
     LooseDir(String),
@@ -84,8 +87,10 @@ impl Job {
     /// directory's are known once it is listed).
     fn planned(&self) -> (usize, u64) {
         match self {
-            Job::PackFile(p) => (1, p.pack_len),
-            Job::Packed(_, entries) => (entries.len(), entries.iter().map(|e| e.stored_len).sum()),
+            Job::PackFile(p, _) => (1, p.pack_len),
+            Job::Packed(_, _, entries) => {
+                (entries.len(), entries.iter().map(|e| e.stored_len).sum())
+            }
             Job::LooseDir(_) => (0, 0),
         }
     }
@@ -133,23 +138,99 @@ impl BlobStore {
     ///
     /// Work is split in jobs for [`Options::threads`](crate::Options)
     /// workers: each pack file's checksum, runs of neighbouring objects of a
-    /// pack (read with one read, verified in offset order), and each fanout
-    /// directory of loose objects (listed by the worker, so listing is done
-    /// in parallel too); each worker reuses its buffers.
+    /// pack (verified in offset order), and each fanout directory of loose
+    /// objects (listed by the worker, so listing is done in parallel too);
+    /// each worker reuses its buffers. A pack is mapped read-only once for
+    /// all its jobs (its bytes are then neither copied nor read twice, for
+    /// the checksum and for the objects); where it cannot be mapped, or its
+    /// length is no longer the one it was opened with, each job reads what
+    /// it needs.
     pub fn verify_all(&self, progress: &mut dyn FnMut(VerifyProgress)) -> Result<VerifyReport> {
+        self.verify_all_beside(progress, || ()).0
+    }
+
+    /// [`BlobStore::verify_all`] with other CPU work of the caller's,
+    /// `beside`, run at the same time in the workers' place (fsck checks
+    /// the conversation logs there): it starts at once, on a thread of its
+    /// own, while the jobs are planned, and the first worker to start waits
+    /// for it before it verifies anything, so that it shares the cores with
+    /// the workers instead of competing with all of them (a third thread on
+    /// two cores). Its result comes back whatever the verification's.
+    pub fn verify_all_beside<T: Send>(
+        &self,
+        progress: &mut dyn FnMut(VerifyProgress),
+        beside: impl FnOnce() -> T + Send,
+    ) -> (Result<VerifyReport>, T) {
+        std::thread::scope(|s| {
+            let beside = s.spawn(beside);
+            let joined = || {
+                beside
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            };
+            let (mut report, jobs, mut p) = match self.plan_verify() {
+                Ok(planned) => planned,
+                Err(e) => return (Err(e), joined()),
+            };
+            let (verified, done) = parallel::run(
+                jobs.len(),
+                self.options().threads,
+                4,
+                Buffers::default,
+                |buffers, i| self.verify_job(&jobs[i], buffers),
+                |done| {
+                    if let Some(loose) = done.loose {
+                        report.loose_objects += loose;
+                        p.total += done.checks;
+                        p.bytes_total += done.bytes;
+                    }
+                    report.problems.extend(done.problems);
+                    p.done += done.checks;
+                    p.bytes_done += done.bytes;
+                    progress(p);
+                    Ok(())
+                },
+                joined,
+            );
+            report.bytes = p.bytes_total;
+            (verified.map(|()| report), done)
+        })
+    }
+
+    /// The jobs of [`BlobStore::verify_all`], with the report of what
+    /// planning found and the progress planned.
+    fn plan_verify(&self) -> Result<(VerifyReport, Vec<Job>, VerifyProgress)> {
         self.refresh_packs()?;
         let mut report = VerifyReport::default();
         let packs = self.loaded_packs();
+        // Each pack mapped once for all its jobs, so that its bytes are
+        // neither copied nor read twice (once for the checksum, once for
+        // the objects); read where it cannot be mapped, or no longer has
+        // the length it was opened with.
+        let maps: Vec<Option<Arc<Mapping>>> = packs
+            .iter()
+            .map(|p| {
+                self.storage()
+                    .map(&p.pack_path)
+                    .ok()
+                    .filter(|m| m.len() as u64 == p.pack_len)
+                    .map(Arc::new)
+            })
+            .collect();
         // Pack files first: a large pack's checksum is the longest job. Then
         // the fanout directories, which complete the totals once listed.
-        let mut jobs: Vec<Job> = packs.iter().map(|p| Job::PackFile(Arc::clone(p))).collect();
+        let mut jobs: Vec<Job> = packs
+            .iter()
+            .zip(&maps)
+            .map(|(p, m)| Job::PackFile(Arc::clone(p), m.clone()))
+            .collect();
         jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
         // Entries that cannot be read at all are found while planning.
         let mut unreadable = 0;
-        for p in &packs {
+        for (p, m) in packs.iter().zip(&maps) {
             report.packs += 1;
             report.packed_objects += p.len();
-            unreadable += self.plan_pack(p, &mut jobs, &mut report.problems);
+            unreadable += self.plan_pack(p, m, &mut jobs, &mut report.problems);
         }
         let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
         report.unindexed_packs = unindexed;
@@ -166,43 +247,36 @@ impl BlobStore {
             p.total += checks;
             p.bytes_total += bytes;
         }
-        parallel::run(
-            jobs.len(),
-            self.options().threads,
-            4,
-            Buffers::default,
-            |buffers, i| self.verify_job(&jobs[i], buffers),
-            |done| {
-                if let Some(loose) = done.loose {
-                    report.loose_objects += loose;
-                    p.total += done.checks;
-                    p.bytes_total += done.bytes;
-                }
-                report.problems.extend(done.problems);
-                p.done += done.checks;
-                p.bytes_done += done.bytes;
-                progress(p);
-                Ok(())
-            },
-        )?;
-        report.bytes = p.bytes_total;
-        Ok(report)
+        Ok((report, jobs, p))
     }
 
     /// Splits a pack's entries into [`Job::Packed`] runs; entries that lie
     /// outside the pack or exceed the size limit are problems at once.
     /// Returns how many entries those were.
-    fn plan_pack(&self, p: &Arc<Pack>, jobs: &mut Vec<Job>, problems: &mut Vec<Problem>) -> usize {
+    fn plan_pack(
+        &self,
+        p: &Arc<Pack>,
+        map: &Option<Arc<Mapping>>,
+        jobs: &mut Vec<Job>,
+        problems: &mut Vec<Problem>,
+    ) -> usize {
         let max = self
             .options()
             .max_blob_len
             .saturating_add(HEADER_LEN as u64);
-        let mut entries: Vec<PackEntry> = p.entries().collect();
-        entries.sort_unstable_by_key(|e| e.offset);
+        let entries: Vec<PackEntry> = p.entries().collect();
+        // In offset order, sorting small keys rather than moving whole
+        // entries (a pack of an import holds tens of thousands).
+        let mut by_offset: Vec<(u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.offset, i))
+            .collect();
+        by_offset.sort_unstable();
         let mut unreadable = 0;
         let mut run: Vec<PackEntry> = Vec::new();
         let mut run_end = 0;
-        for e in entries {
+        for e in by_offset.into_iter().map(|(_, i)| entries[i]) {
             let refused = match p.check_entry_bounds(&e) {
                 Err(msg) => Some(ReadError::Bounds(msg)),
                 Ok(()) if e.stored_len > max => Some(ReadError::TooLarge(e.stored_len)),
@@ -220,7 +294,11 @@ impl BlobStore {
             let end = e.offset + e.stored_len;
             if let Some(first) = run.first() {
                 if end.max(run_end) - first.offset > PACK_RUN_BYTES {
-                    jobs.push(Job::Packed(Arc::clone(p), std::mem::take(&mut run)));
+                    jobs.push(Job::Packed(
+                        Arc::clone(p),
+                        map.clone(),
+                        std::mem::take(&mut run),
+                    ));
                 }
             }
             run_end = if run.is_empty() {
@@ -231,7 +309,7 @@ impl BlobStore {
             run.push(e);
         }
         if !run.is_empty() {
-            jobs.push(Job::Packed(Arc::clone(p), run));
+            jobs.push(Job::Packed(Arc::clone(p), map.clone(), run));
         }
         unreadable
     }
@@ -247,11 +325,16 @@ impl BlobStore {
             problems,
         };
         match job {
-            Job::PackFile(p) => {
-                let checked = self.verify_pack_file(p, &mut buffers.stored);
+            Job::PackFile(p, map) => {
+                let checked = self.verify_pack_file(p, map.as_deref(), &mut buffers.stored);
                 Ok(planned(as_problem(None, checked)?.into_iter().collect()))
             }
-            Job::Packed(p, entries) => Ok(planned(self.verify_packed_run(p, entries, buffers)?)),
+            Job::Packed(p, map, entries) => Ok(planned(self.verify_packed_run(
+                p,
+                map.as_deref(),
+                entries,
+                buffers,
+            )?)),
             Job::LooseDir(dir) => {
                 let objects = self.loose_objects_in(dir)?;
                 let max = self.options().max_blob_len;
@@ -292,6 +375,7 @@ impl BlobStore {
     fn verify_packed_run(
         &self,
         p: &Pack,
+        map: Option<&Mapping>,
         entries: &[PackEntry],
         buffers: &mut Buffers,
     ) -> Result<Vec<Problem>> {
@@ -301,32 +385,43 @@ impl BlobStore {
         ) else {
             return Ok(Vec::new());
         };
-        // Planned: at most PACK_RUN_BYTES, or one entry within the size
-        // limit, which the caller chose to fit in memory.
-        object::set_len(&mut buffers.stored, (end - start) as usize);
-        match read_exact_at(p.file(), &mut buffers.stored, start) {
-            Ok(()) => {}
-            // The pack is shorter than when it was opened: read each entry
-            // alone, so the ones cut off are named.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                let mut problems = Vec::new();
-                for e in entries {
-                    let read = self.read_packed(p, e).map(|_| ());
-                    problems.extend(as_problem(Some(e.id), read)?);
+        let Buffers { stored, content } = buffers;
+        // Inside the pack (checked while planning), which the map holds
+        // whole (its length was checked when it was made).
+        let mapped =
+            map.and_then(|m| m.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?));
+        let run: &[u8] = match mapped {
+            Some(run) => run,
+            None => {
+                // Planned: at most PACK_RUN_BYTES, or one entry within the
+                // size limit, which the caller chose to fit in memory.
+                object::set_len(stored, (end - start) as usize);
+                match read_exact_at(p.file(), stored, start) {
+                    Ok(()) => {}
+                    // The pack is shorter than when it was opened: read
+                    // each entry alone, so the ones cut off are named.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        let mut problems = Vec::new();
+                        for e in entries {
+                            let read = self.read_packed(p, e).map(|_| ());
+                            problems.extend(as_problem(Some(e.id), read)?);
+                        }
+                        return Ok(problems);
+                    }
+                    Err(e) => return Err(self.io_error("read", &p.pack_path, e)),
                 }
-                return Ok(problems);
+                stored
             }
-            Err(e) => return Err(self.io_error("read", &p.pack_path, e)),
-        }
+        };
         let max = self.options().max_blob_len;
         let mut problems = Vec::new();
         for e in entries {
             let at = (e.offset - start) as usize;
-            let stored = &buffers.stored[at..at + e.stored_len as usize];
+            let stored = &run[at..at + e.stored_len as usize];
             let checked = pack::check_stored_entry(e, stored)
                 .map_err(|err| self.pack_read_error(p, e, err))
                 .and_then(|h| {
-                    object::check_content(stored, &h, &e.id, max, &mut buffers.content)
+                    object::check_content(stored, &h, &e.id, max, content)
                         .map(|_| ())
                         .map_err(|d| self.packed_decode_error(p, e, d))
                 });
@@ -335,7 +430,7 @@ impl BlobStore {
         Ok(problems)
     }
 
-    fn verify_pack_file(&self, p: &Pack, buf: &mut Vec<u8>) -> Result<()> {
+    fn verify_pack_file(&self, p: &Pack, map: Option<&Mapping>, buf: &mut Vec<u8>) -> Result<()> {
         let corrupt = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
             path: self.display(&p.pack_path),
             offset,
@@ -353,21 +448,41 @@ impl BlobStore {
             ));
         }
         let file = p.file();
+        // From the map (which holds the whole pack) or read.
         let read = |buf: &mut [u8], at: u64| {
-            read_exact_at(file, buf, at).map_err(|e| self.io_error("read", &p.pack_path, e))
+            let mapped = map.and_then(|m| {
+                let at = usize::try_from(at).ok()?;
+                m.get(at..at.checked_add(buf.len())?)
+            });
+            match mapped {
+                Some(bytes) => {
+                    buf.copy_from_slice(bytes);
+                    Ok(())
+                }
+                None => {
+                    read_exact_at(file, buf, at).map_err(|e| self.io_error("read", &p.pack_path, e))
+                }
+            }
         };
         let mut header = [0u8; PACK_HEADER_LEN as usize];
         read(&mut header, 0)?;
         pack::check_pack_header(&header).map_err(|(o, e, f)| corrupt(Some(o), e, f))?;
         let body_len = p.pack_len - PACK_TRAILER_LEN;
         let mut hasher = blake3::Hasher::new();
-        object::set_len(buf, 1 << 20);
-        let mut at = 0u64;
-        while at < body_len {
-            let n = (body_len - at).min(buf.len() as u64) as usize;
-            read(&mut buf[..n], at)?;
-            hasher.update(&buf[..n]);
-            at += n as u64;
+        match map.and_then(|m| m.get(..usize::try_from(body_len).ok()?)) {
+            Some(body) => {
+                hasher.update(body);
+            }
+            None => {
+                object::set_len(buf, 1 << 20);
+                let mut at = 0u64;
+                while at < body_len {
+                    let n = (body_len - at).min(buf.len() as u64) as usize;
+                    read(&mut buf[..n], at)?;
+                    hasher.update(&buf[..n]);
+                    at += n as u64;
+                }
+            }
         }
         let mut trailer = [0u8; 32];
         read(&mut trailer, body_len)?;
@@ -459,5 +574,104 @@ impl BlobStore {
             })
             .collect();
         Ok((unindexed, packless))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use crate::storage::{LocalStorage, Storage};
+    use crate::{BlobId, BlobStore, Options};
+
+    fn open(dir: &Path) -> BlobStore {
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).expect("storage"));
+        BlobStore::open(storage, "blobs", Options::default()).expect("open store")
+    }
+
+    /// A store with one pack of `n` objects of about 3 KiB (several runs of
+    /// a pack job); the pack file's path.
+    fn store_with_pack(dir: &Path, n: usize) -> (Vec<BlobId>, PathBuf) {
+        let items: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("object {i}: {}", "text that compresses ".repeat(150)).into_bytes())
+            .collect();
+        let batch = open(dir)
+            .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+            .expect("batch");
+        let pack = std::fs::read_dir(dir.join("blobs/packs"))
+            .expect("list packs")
+            .map(|e| e.expect("entry").path())
+            .find(|p| p.extension().is_some_and(|x| x == "pack"))
+            .expect("a pack");
+        (batch.ids, pack)
+    }
+
+    /// Every job's problems, as (blob, message), done from the pack's map
+    /// or (`mapped` false) from reads.
+    fn problems(store: &BlobStore, mapped: bool) -> Vec<(Option<BlobId>, String)> {
+        let (_, jobs, _) = store.plan_verify().expect("plan");
+        let mut buffers = super::Buffers::default();
+        let mut out = Vec::new();
+        for job in &jobs {
+            let job = match job {
+                super::Job::PackFile(p, map) => {
+                    assert!(map.is_some(), "a pack on the local file system is mapped");
+                    super::Job::PackFile(Arc::clone(p), map.clone().filter(|_| mapped))
+                }
+                super::Job::Packed(p, map, entries) => super::Job::Packed(
+                    Arc::clone(p),
+                    map.clone().filter(|_| mapped),
+                    entries.clone(),
+                ),
+                super::Job::LooseDir(d) => super::Job::LooseDir(d.clone()),
+            };
+            let done = store.verify_job(&job, &mut buffers).expect("job");
+            out.extend(done.problems.iter().map(|p| (p.blob, p.error.to_string())));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn damage_is_found_alike_in_a_mapped_pack_and_in_one_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (ids, pack) = store_with_pack(dir.path(), 300);
+        let clean = open(dir.path());
+        assert_eq!(problems(&clean, true), vec![]);
+        assert_eq!(problems(&clean, false), vec![]);
+        let bytes = std::fs::read(&pack).expect("read pack");
+        for at in [0, 5, bytes.len() / 3, bytes.len() - 40, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x40;
+            std::fs::write(&pack, &damaged).expect("write pack");
+            let store = open(dir.path());
+            let mapped = problems(&store, true);
+            assert_eq!(mapped, problems(&store, false), "flip at {at}");
+            // The pack checksum (or header) at least, and for a flip inside
+            // an object, that object.
+            assert!(
+                mapped.iter().any(|(b, _)| b.is_none()),
+                "flip at {at}: {mapped:?}"
+            );
+            if at == bytes.len() / 3 {
+                assert!(mapped
+                    .iter()
+                    .any(|(b, _)| b.is_some_and(|b| ids.contains(&b))));
+            }
+        }
+    }
+
+    #[test]
+    fn a_clean_mapped_pack_verifies_every_object() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (ids, _) = store_with_pack(dir.path(), 500);
+        let store = open(dir.path());
+        let mut last = super::VerifyProgress::default();
+        let report = store.verify_all(&mut |p| last = p).expect("verify");
+        assert!(report.is_clean(), "{:?}", report.problems);
+        assert_eq!(report.packed_objects, ids.len());
+        assert_eq!(last.done, last.total);
+        assert_eq!(last.done, ids.len() + 1, "every object and the pack file");
     }
 }

@@ -16,7 +16,7 @@
 //! A conversation whose blobs are missing or damaged is moved aside too, so
 //! that what stays is whole.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use jpstore_blobstore::storage::publish_new_file;
@@ -30,6 +30,10 @@ use crate::event::{Entry, EventKind};
 use crate::log::{scan, LogEnd};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
+
+mod known;
+
+use known::KnownBlobs;
 
 /// Directory of quarantined damage, at the store root.
 pub const QUARANTINE_DIR: &str = "quarantine";
@@ -194,19 +198,15 @@ impl Store {
         let mut damaged_blobs: HashSet<BlobId> = HashSet::new();
         let mut verify_findings = Vec::new();
         let logs = if options.read_data {
-            // The logs are checked on another thread while the blobs are
-            // read: both are CPU work, and neither needs the other's result
-            // until both are done.
-            let (v, logs) = std::thread::scope(|s| {
-                let logs = s.spawn(|| self.check_logs(&ids, &mut |_| {}));
-                let v = self.blobs().verify_all(&mut |p| {
-                    progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total))
-                });
-                let logs = logs
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (v, logs)
-            });
+            // The logs are checked while the blobs are read: both are CPU
+            // work, and neither needs the other's result until both are
+            // done. They are checked on one of verify's workers (before it
+            // starts verifying), not on a thread of their own competing
+            // with the workers for the cores.
+            let (v, logs) = self.blobs().verify_all_beside(
+                &mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)),
+                || self.check_logs(&ids, &mut |_| {}),
+            );
             let (v, logs) = (v?, logs?);
             progress(FsckProgress::Conversations(ids.len(), ids.len()));
             report.blobs_read = v.loose_objects + v.packed_objects;
@@ -320,23 +320,28 @@ impl Store {
         // whether a reference to it was seen; referenced ids that are not
         // listed (missing, or published since) are added as they are looked
         // up. Each size is looked up once however many references share it.
-        let listed = self.blobs().id_sizes()?;
-        let mut known: HashMap<BlobId, (Option<u64>, bool)> = HashMap::with_capacity(listed.len());
-        for (id, size) in listed {
-            known.entry(id).or_insert((size, false));
-        }
+        let mut known = KnownBlobs::new(self.blobs().id_sizes()?);
         let mut conversations = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            let mut check = self.check_conversation(id)?;
-            self.resolve_refs(id, &mut check, &mut known);
-            conversations.push(check);
+            conversations.push(self.check_conversation(id)?);
             progress(i + 1);
         }
-        let references = known.values().filter(|(_, seen)| *seen).count();
+        // Every reference's listed size, found in one walk in id order.
+        let sizes = known.listed_sizes(
+            conversations
+                .iter()
+                .flat_map(|c| c.refs.iter().map(|(blob, _, _)| blob)),
+        );
+        let mut sizes = &sizes[..];
+        for (id, check) in ids.iter().zip(&mut conversations) {
+            let (these, rest) = sizes.split_at(check.refs.len());
+            self.resolve_refs(id, check, these, &mut known);
+            sizes = rest;
+        }
         Ok(LogsChecked {
             conversations,
-            references,
-            orphans: known.len() - references,
+            references: known.referenced(),
+            orphans: known.orphans(),
         })
     }
 
@@ -346,7 +351,8 @@ impl Store {
         &self,
         id: &ConversationId,
         check: &mut ConvCheck,
-        known: &mut HashMap<BlobId, (Option<u64>, bool)>,
+        listed_sizes: &[Option<u64>],
+        known: &mut KnownBlobs,
     ) {
         let log = self.storage().display_path(&id.log_path());
         for (i, (blob, size, offset)) in check.refs.iter().enumerate() {
@@ -359,18 +365,11 @@ impl Store {
                 blob: Some(*blob),
                 message,
             };
-            let found = match known.get_mut(blob) {
-                Some((Some(s), seen)) => {
-                    *seen = true;
-                    Ok(*s)
-                }
+            let found = match listed_sizes[i] {
+                Some(s) => Ok(s),
                 // Loose (the size is in its header), missing, or published
-                // since the listing.
-                _ => {
-                    let found = self.blobs().size(blob);
-                    known.insert(*blob, (found.as_ref().ok().copied(), true));
-                    found
-                }
+                // since the listing: looked up.
+                None => known.resolve(blob, || self.blobs().size(blob)),
             };
             let (finding, why) = match found {
                 Ok(s) if s == *size => continue,

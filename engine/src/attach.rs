@@ -86,8 +86,6 @@ pub struct FileToAttach {
     pub uri: String,
     /// The path relative to the current directory (see the module docs).
     pub name: String,
-    /// Its size when it was found (the content read later may differ).
-    pub size: u64,
 }
 
 /// Why files could not be attached or a resource not resolved.
@@ -209,6 +207,13 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
             return;
         }
     };
+    // Likewise a file's name, when the walked directory is below the current
+    // directory: that name joined with the file's path below it (a walk
+    // yields no `.` or `..` components).
+    let name_dir = normalize(dir)
+        .strip_prefix(&names.cwd)
+        .ok()
+        .map(Path::to_path_buf);
     let found: Mutex<(Vec<FileToAttach>, PathErrors)> = Mutex::default();
     let record = |result: io::Result<FileToAttach>, path: &Path| {
         let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,7 +230,7 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
         .follow_links(false)
         .build_parallel()
         .run(|| {
-            let (record, canonical_dir) = (&record, &canonical_dir);
+            let (record, canonical_dir, name_dir) = (&record, &canonical_dir, &name_dir);
             Box::new(move |item| {
                 let entry = match item {
                     Ok(e) => e,
@@ -240,10 +245,19 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
                     _ if entry.depth() == 0 => {}
                     None => {}
                     Some(kind) if kind.is_dir() => {}
+                    // The type comes from the directory entry: a file found
+                    // in a walk costs no system call of its own here.
                     Some(kind) if kind.is_file() => {
-                        let described = match path.strip_prefix(dir) {
-                            Ok(below) => names.describe(path, canonical_dir.join(below)),
-                            Err(_) => names.canonical(path),
+                        let described = match below_dir(path, dir) {
+                            Some(below) => {
+                                let canonical = canonical_dir.join(below);
+                                let name = match name_dir {
+                                    Some(d) => d.join(below).to_string_lossy().into_owned(),
+                                    None => names.name(path, &canonical),
+                                };
+                                describe(canonical, name)
+                            }
+                            None => names.canonical(path),
                         };
                         record(described, path);
                     }
@@ -262,6 +276,20 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
     let (found_files, found_errors) = found.into_inner().unwrap_or_else(|e| e.into_inner());
     files.extend(found_files);
     errors.extend(found_errors);
+}
+
+/// `path` below `dir`, for a path the walk of `dir` made (`dir`, a
+/// separator, the rest): compared as bytes, where `Path::strip_prefix`
+/// compares component by component.
+fn below_dir<'a>(path: &'a Path, dir: &Path) -> Option<&'a Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, d) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    match p.strip_prefix(d) {
+        Some([b'/', rest @ ..]) if !rest.is_empty() && !d.ends_with(b"/") => {
+            Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
+        }
+        _ => path.strip_prefix(dir).ok(),
+    }
 }
 
 fn not_regular() -> io::Error {
@@ -324,21 +352,20 @@ impl Names {
     /// The file reached as `path` (absolute), its canonical path found by
     /// `canonicalize`.
     fn canonical(&self, path: &Path) -> io::Result<FileToAttach> {
-        self.describe(path, std::fs::canonicalize(path)?)
+        let canonical = std::fs::canonicalize(path)?;
+        let name = self.name(path, &canonical);
+        describe(canonical, name)
     }
+}
 
-    /// The file reached as `path` (absolute) whose canonical path is
-    /// `canonical`.
-    fn describe(&self, path: &Path, canonical: PathBuf) -> io::Result<FileToAttach> {
-        let size = std::fs::metadata(&canonical)?.len();
-        let uri = file_uri(&canonical)?;
-        Ok(FileToAttach {
-            name: self.name(path, &canonical),
-            path: canonical,
-            uri,
-            size,
-        })
-    }
+/// The file whose canonical path is `canonical`, named `name`.
+fn describe(canonical: PathBuf, name: String) -> io::Result<FileToAttach> {
+    let uri = file_uri(&canonical)?;
+    Ok(FileToAttach {
+        name,
+        path: canonical,
+        uri,
+    })
 }
 
 /// The `file://` URI of an absolute, canonical path.

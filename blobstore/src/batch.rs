@@ -31,6 +31,12 @@ const KEEP_BUFFER: usize = 8 << 20;
 /// Bytes buffered before the pack writer issues a write.
 const WRITE_BUFFER: usize = 1 << 20;
 
+/// Bytes of a pack written but not yet synced after which the pack writer
+/// syncs its temp file while the workers go on: the sync that publishes the
+/// pack then writes only what came after, so the serial end of a batch does
+/// not grow with the pack.
+const SYNC_EVERY: u64 = 1 << 20;
+
 /// Writes one pack under a temp name; [`PackWriter::finish`] publishes it.
 /// Dropping an unfinished writer removes its temp file.
 pub(crate) struct PackWriter<'a> {
@@ -38,6 +44,8 @@ pub(crate) struct PackWriter<'a> {
     tmp_path: PathBuf,
     file: Option<Box<dyn StorageFile>>,
     offset: u64,
+    /// Bytes of the temp file made durable by an early sync.
+    synced: u64,
     buffer: Vec<u8>,
     hasher: blake3::Hasher,
     entries: Vec<PackEntry>,
@@ -56,6 +64,7 @@ impl<'a> PackWriter<'a> {
             tmp_path,
             file: Some(file),
             offset: 0,
+            synced: 0,
             buffer: Vec::with_capacity(WRITE_BUFFER),
             hasher: blake3::Hasher::new(),
             entries: Vec::new(),
@@ -122,6 +131,24 @@ impl<'a> PackWriter<'a> {
             stored_len: o.len as u64,
             raw_len: o.raw_len,
         }));
+        self.sync_early()
+    }
+
+    /// Syncs what was written of the temp file once [`SYNC_EVERY`] bytes
+    /// wait (the bytes still buffered stay for later). Only the temp file
+    /// is concerned: nothing is published, so a crash leaves a temp file as
+    /// before (format-spec.md 2.5, step 2). A failed sync poisons the store
+    /// as any other.
+    fn sync_early(&mut self) -> Result<()> {
+        let written = self.offset - self.buffer.len() as u64;
+        if written - self.synced < SYNC_EVERY {
+            return Ok(());
+        }
+        if let Some(file) = &self.file {
+            file.sync_data()
+                .map_err(|e| self.store.poison_on_sync(&self.tmp_path, e))?;
+        }
+        self.synced = written;
         Ok(())
     }
 

@@ -52,11 +52,12 @@ use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use jpstore_blobstore::BatchProgress;
+use jpstore_blobstore::{BatchProgress, BlobId};
 use serde_json::{Map, Value};
 use url::Url;
 
 use crate::conversation::codec;
+use crate::conversation::writer::ConversationWriter;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{payload_json, render_resource};
@@ -154,6 +155,20 @@ pub struct AttachOutcome {
     pub pack: Option<String>,
     /// Files that could not be read, with the reason (skipped).
     pub skipped: Vec<(PathBuf, io::Error)>,
+}
+
+/// The request of an attach, ready to append once its blobs are durable.
+struct Prepared<'a> {
+    /// Files attached (resources of the request).
+    files: usize,
+    /// Of those, attached as text.
+    text_files: usize,
+    /// Raw bytes of the attached files.
+    bytes: u64,
+    /// The `turn_start` and the `chat_request`.
+    entries: Vec<Entry>,
+    /// The conversation's writer, opened for the append.
+    writer: ConversationWriter<'a>,
 }
 
 /// Finds the files to attach for `paths` (relative ones against `cwd`,
@@ -482,10 +497,11 @@ impl Store {
     /// `turn_start`.
     ///
     /// Every file's content goes into the blob store as one batch
-    /// ([`BlobStore::put_batch_buffered`](jpstore_blobstore::BlobStore::put_batch_buffered):
+    /// ([`BlobStore::put_batch_buffered_then`](jpstore_blobstore::BlobStore::put_batch_buffered_then):
     /// files are read, hashed and compressed on worker threads, one at a
     /// time per worker into a buffer it reuses, into one pack); the request
-    /// holds only references.
+    /// holds only references. It is built, and the writer opened, while the
+    /// pack is made durable; it is appended once the pack is.
     /// `progress` is called as items are stored.
     ///
     /// A file that cannot be read is skipped and reported in
@@ -494,12 +510,12 @@ impl Store {
     /// fails before its pack is published). If no file could be read,
     /// nothing is appended ([`AttachError::NothingToAttach`]).
     ///
-    /// Decision: the conversation's writer lock is taken only after the
-    /// blobs are durable, just for the append. The append protocol needs the
-    /// blobs durable before the record, not the lock around them (blobs are
-    /// content-addressed and immutable), and holding the lock through
-    /// minutes of reading and hashing would stall every other appender of
-    /// the conversation. The conversation's existence and the record size
+    /// Decision: the conversation's writer lock is taken only once every
+    /// file is read and hashed, for the pack's syncs and the append. The
+    /// append protocol needs the blobs durable before the record, not the
+    /// lock around them (blobs are content-addressed and immutable), and
+    /// holding the lock through minutes of reading and hashing would stall
+    /// every other appender of the conversation. The conversation's existence and the record size
     /// are checked before anything is read. If the append fails after the
     /// batch (the conversation was removed meanwhile, a failed sync), the
     /// log is unchanged and the stored blobs are unreferenced: gc removes
@@ -525,35 +541,69 @@ impl Store {
         // Per file: text or not once read, or why it could not be read.
         let slots: Vec<OnceLock<io::Result<bool>>> =
             files.iter().map(|_| OnceLock::new()).collect();
-        let batch = if files.is_empty() {
-            Ok(Default::default())
-        } else {
-            self.blobs().put_batch_buffered(
-                files.len(),
-                |i, buf| match read_file_into(&files[i].path, max, buf) {
-                    Ok(()) => {
-                        let _ = slots[i].set(Ok(is_text(buf)));
+        if files.is_empty() {
+            return Err(AttachError::NothingToAttach { skipped: 0 }.into());
+        }
+        // Once every file is read and hashed, the request is built and the
+        // writer opened on this thread while another makes the pack durable
+        // (the record is written only after both).
+        let prepare = |ids: &[BlobId], sizes: &[u64]| -> Result<Option<Prepared<'_>>> {
+            let mut resources = Vec::with_capacity(files.len());
+            let (mut text_files, mut bytes) = (0, 0);
+            for (i, file) in files.iter().enumerate() {
+                if let Some(Ok(text)) = slots[i].get() {
+                    let r = BlobRef {
+                        id: ids[i],
+                        size: sizes[i],
+                    };
+                    text_files += usize::from(*text);
+                    bytes += r.size;
+                    resources.push(resource(
+                        &file.path,
+                        file.uri.clone(),
+                        file.name.clone(),
+                        r,
+                        *text,
+                    ));
+                }
+            }
+            if resources.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(Prepared {
+                files: resources.len(),
+                text_files,
+                bytes,
+                entries: request_entries(&message, resources),
+                writer: self.writer(id)?,
+            }))
+        };
+        let batch = self.blobs().put_batch_buffered_then(
+            files.len(),
+            |i, buf| match read_file_into(&files[i].path, max, buf) {
+                Ok(()) => {
+                    let _ = slots[i].set(Ok(is_text(buf)));
+                    Ok(())
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    let _ = slots[i].set(Err(e));
+                    if strict {
+                        Err(io::Error::other(message))
+                    } else {
+                        // Stored as the empty blob, referenced by
+                        // nothing unless an empty file is attached.
+                        buf.clear();
                         Ok(())
                     }
-                    Err(e) => {
-                        let message = e.to_string();
-                        let _ = slots[i].set(Err(e));
-                        if strict {
-                            Err(io::Error::other(message))
-                        } else {
-                            // Stored as the empty blob, referenced by
-                            // nothing unless an empty file is attached.
-                            buf.clear();
-                            Ok(())
-                        }
-                    }
-                },
-                progress,
-            )
-        };
+                }
+            },
+            progress,
+            prepare,
+        );
         let mut slots: Vec<Option<io::Result<bool>>> =
             slots.into_iter().map(OnceLock::into_inner).collect();
-        let batch = match batch {
+        let (batch, prepared) = match batch {
             Ok(b) => b,
             Err(e) => {
                 let failed = slots
@@ -573,43 +623,26 @@ impl Store {
                 });
             }
         };
-        let mut resources = Vec::with_capacity(files.len());
         let mut skipped = Vec::new();
-        let (mut text_files, mut bytes) = (0, 0);
-        for (i, (file, slot)) in files.iter().zip(slots).enumerate() {
+        for (file, slot) in files.iter().zip(slots) {
             match slot {
-                Some(Ok(text)) => {
-                    let r = BlobRef {
-                        id: batch.ids[i],
-                        size: batch.sizes[i],
-                    };
-                    text_files += usize::from(text);
-                    bytes += r.size;
-                    resources.push(resource(
-                        &file.path,
-                        file.uri.clone(),
-                        file.name.clone(),
-                        r,
-                        text,
-                    ));
-                }
+                Some(Ok(_)) => {}
                 Some(Err(e)) => skipped.push((file.path.clone(), e)),
                 None => {
                     skipped.push((file.path.clone(), io::Error::other("the file was not read")))
                 }
             }
         }
-        if resources.is_empty() {
+        let Some(mut prepared) = prepared? else {
             return Err(AttachError::NothingToAttach {
                 skipped: skipped.len(),
             }
             .into());
-        }
-        let files_attached = resources.len();
-        let entries = request_entries(&message, resources);
-        let mut writer = self.writer(id)?;
-        let offset = writer.append_stored(&entries)?;
-        let turn = writer.state().turns.current().unwrap_or(0);
+        };
+        let offset = prepared.writer.append_stored(&prepared.entries)?;
+        let turn = prepared.writer.state().turns.current().unwrap_or(0);
+        let (files_attached, text_files, bytes) =
+            (prepared.files, prepared.text_files, prepared.bytes);
         Ok(AttachOutcome {
             offset,
             turn,

@@ -31,6 +31,12 @@ const KEEP_BUFFER: usize = 8 << 20;
 /// Bytes buffered before the pack writer issues a write.
 const WRITE_BUFFER: usize = 1 << 20;
 
+/// Bytes of a pack written but not yet synced after which the pack writer
+/// syncs its temp file while the workers go on: the sync that publishes the
+/// pack then writes only what came after, so the serial end of a batch does
+/// not grow with the pack.
+const SYNC_EVERY: u64 = 1 << 20;
+
 /// Writes one pack under a temp name; [`PackWriter::finish`] publishes it.
 /// Dropping an unfinished writer removes its temp file.
 pub(crate) struct PackWriter<'a> {
@@ -38,6 +44,8 @@ pub(crate) struct PackWriter<'a> {
     tmp_path: PathBuf,
     file: Option<Box<dyn StorageFile>>,
     offset: u64,
+    /// Bytes of the temp file made durable by an early sync.
+    synced: u64,
     buffer: Vec<u8>,
     hasher: blake3::Hasher,
     entries: Vec<PackEntry>,
@@ -56,6 +64,7 @@ impl<'a> PackWriter<'a> {
             tmp_path,
             file: Some(file),
             offset: 0,
+            synced: 0,
             buffer: Vec::with_capacity(WRITE_BUFFER),
             hasher: blake3::Hasher::new(),
             entries: Vec::new(),
@@ -122,6 +131,24 @@ impl<'a> PackWriter<'a> {
             stored_len: o.len as u64,
             raw_len: o.raw_len,
         }));
+        self.sync_early()
+    }
+
+    /// Syncs what was written of the temp file once [`SYNC_EVERY`] bytes
+    /// wait (the bytes still buffered stay for later). Only the temp file
+    /// is concerned: nothing is published, so a crash leaves a temp file as
+    /// before (format-spec.md 2.5, step 2). A failed sync poisons the store
+    /// as any other.
+    fn sync_early(&mut self) -> Result<()> {
+        let written = self.offset - self.buffer.len() as u64;
+        if written - self.synced < SYNC_EVERY {
+            return Ok(());
+        }
+        if let Some(file) = &self.file {
+            file.sync_data()
+                .map_err(|e| self.store.poison_on_sync(&self.tmp_path, e))?;
+        }
+        self.synced = written;
         Ok(())
     }
 
@@ -138,28 +165,35 @@ impl<'a> PackWriter<'a> {
         self.offset += 32;
         self.flush()?;
         let pack_len = self.offset;
-        if let Some(file) = &self.file {
-            file.sync_all()
-                .map_err(|e| self.store.poison_on_sync(&self.tmp_path, e))?;
-        }
-        self.file = None;
         let name = hex::encode(checksum);
-        let index = pack::build_index(&mut self.entries, &checksum);
         let index_tmp = self.store.new_tmp_path("idx");
-        let result = (|| {
-            let f = self
-                .store
-                .storage()
-                .open(&index_tmp, OpenMode::CreateNew)
-                .map_err(|e| self.store.io_error("create", &index_tmp, e))?;
-            write_all_at(&*f, &index, 0)
-                .map_err(|e| self.store.io_error("write", &index_tmp, e))?;
-            f.sync_all()
-                .map_err(|e| self.store.poison_on_sync(&index_tmp, e))?;
-            drop(f);
-            self.store.publish_pack(&name, &self.tmp_path, &index_tmp)
-        })();
-        let _ = self.store.storage().remove_file(&index_tmp);
+        // Steps 2 and 3 of format-spec.md 2.5 at once: the pack is synced on
+        // another thread while the index is built, written and synced; both
+        // are durable before either is published.
+        let (store, tmp_path, file) = (self.store, &self.tmp_path, self.file.take());
+        let entries = &mut self.entries;
+        let result = std::thread::scope(|s| {
+            let pack_synced = s.spawn(move || match &file {
+                Some(f) => f.sync_all().map_err(|e| store.poison_on_sync(tmp_path, e)),
+                None => Ok(()),
+            });
+            let index_synced = (|| {
+                let index = pack::build_index(entries, &checksum);
+                let f = store
+                    .storage()
+                    .open(&index_tmp, OpenMode::CreateNew)
+                    .map_err(|e| store.io_error("create", &index_tmp, e))?;
+                write_all_at(&*f, &index, 0).map_err(|e| store.io_error("write", &index_tmp, e))?;
+                f.sync_all()
+                    .map_err(|e| store.poison_on_sync(&index_tmp, e))
+            })();
+            let pack_synced = pack_synced
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            pack_synced.and(index_synced)
+        })
+        .and_then(|()| store.publish_pack(&name, tmp_path, &index_tmp));
+        let _ = store.storage().remove_file(&index_tmp);
         result.map(|()| (name, pack_len))
     }
 }
@@ -198,12 +232,16 @@ struct Segment {
     bytes: Vec<u8>,
 }
 
-pub(crate) fn put_batch(
+/// The batch put: `meanwhile(ids, sizes)` runs on the calling thread, once
+/// every item is hashed, while another thread syncs and publishes the pack;
+/// the batch returns once both are done (the pack durable and visible).
+pub(crate) fn put_batch<T>(
     store: &BlobStore,
     count: usize,
     read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
     progress: &mut dyn FnMut(BatchProgress),
-) -> Result<BatchOutcome> {
+    meanwhile: impl FnOnce(&[BlobId], &[u64]) -> T,
+) -> Result<(BatchOutcome, T)> {
     store.ensure_writable()?;
     store.refresh_packs()?;
     let mut ids = vec![None; count];
@@ -248,12 +286,6 @@ pub(crate) fn put_batch(
         },
     )?;
 
-    if let Some(writer) = writer {
-        outcome.new_objects = writer.len();
-        let (name, bytes) = writer.finish()?;
-        outcome.pack = Some(name);
-        outcome.pack_bytes = bytes;
-    }
     outcome.ids = ids
         .into_iter()
         .enumerate()
@@ -265,7 +297,23 @@ pub(crate) fn put_batch(
         })
         .collect::<Result<_>>()?;
     outcome.sizes = sizes;
-    Ok(outcome)
+    let Some(writer) = writer else {
+        let t = meanwhile(&outcome.ids, &outcome.sizes);
+        return Ok((outcome, t));
+    };
+    outcome.new_objects = writer.len();
+    let (finished, t) = std::thread::scope(|s| {
+        let publishing = s.spawn(move || writer.finish());
+        let t = meanwhile(&outcome.ids, &outcome.sizes);
+        let finished = publishing
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (finished, t)
+    });
+    let (name, bytes) = finished?;
+    outcome.pack = Some(name);
+    outcome.pack_bytes = bytes;
+    Ok((outcome, t))
 }
 
 /// A worker: takes items until none is left (or the caller stops), reads,

@@ -700,7 +700,29 @@ impl BlobStore {
     where
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
     {
-        crate::batch::put_batch(self, count, &read, progress)
+        crate::batch::put_batch(self, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+    }
+
+    /// [`BlobStore::put_batch_buffered`] that runs `meanwhile(ids, sizes)`
+    /// (the id and raw size of every item, in input order) on the calling
+    /// thread once every item is hashed, while another thread makes the
+    /// pack durable and publishes it. The batch returns once both are done,
+    /// so what `meanwhile` prepares (a log record referencing the items,
+    /// say) is still written only after the pack is durable. It is not run
+    /// if the batch fails before; its result is returned beside the
+    /// outcome, or dropped if publishing the pack fails.
+    pub fn put_batch_buffered_then<F, M, T>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+        meanwhile: M,
+    ) -> Result<(BatchOutcome, T)>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+        M: FnOnce(&[BlobId], &[u64]) -> T,
+    {
+        crate::batch::put_batch(self, count, &read, progress, meanwhile)
     }
 
     pub(crate) fn new_tmp_path(&self, kind: &str) -> PathBuf {

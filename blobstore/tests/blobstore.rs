@@ -205,6 +205,60 @@ fn a_batch_of_large_and_repeated_items_read_into_buffers_is_one_pack() {
 }
 
 #[test]
+fn meanwhile_sees_every_id_and_the_pack_is_published_when_the_batch_returns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let items: Vec<Vec<u8>> = (0..30u64).map(|i| source_like(i % 25, 5_000)).collect();
+    let (batch, seen) = store
+        .put_batch_buffered_then(
+            items.len(),
+            |i, buf| {
+                buf.extend_from_slice(&items[i]);
+                Ok(())
+            },
+            &mut |_| {},
+            |ids, sizes| (ids.to_vec(), sizes.to_vec()),
+        )
+        .expect("batch");
+    assert_eq!(seen, (batch.ids.clone(), batch.sizes.clone()));
+    assert_eq!(batch.new_objects, 25);
+    only_pack_files(dir.path());
+    for (id, data) in batch.ids.iter().zip(&items) {
+        assert_eq!(*id, BlobId::of(data));
+        assert_eq!(&store.get(id).expect("packed when the batch returns"), data);
+    }
+    // Nothing new: no pack, `meanwhile` still runs.
+    let (again, ran) = store
+        .put_batch_buffered_then(
+            items.len(),
+            |i, buf| {
+                buf.extend_from_slice(&items[i]);
+                Ok(())
+            },
+            &mut |_| {},
+            |ids, _| ids.len(),
+        )
+        .expect("batch again");
+    assert_eq!((again.pack, again.new_objects, ran), (None, 0, 30));
+    // A failed read: `meanwhile` does not run.
+    let mut ran = false;
+    let err = store.put_batch_buffered_then(
+        2,
+        |i, buf| match i {
+            0 => Err(std::io::Error::other("unreadable")),
+            _ => {
+                buf.extend_from_slice(b"fine");
+                Ok(())
+            }
+        },
+        &mut |_| {},
+        |_, _| ran = true,
+    );
+    assert!(err.is_err());
+    assert!(!ran, "meanwhile ran for a failed batch");
+}
+
+#[test]
 fn loose_and_packed_lookups_return_the_same_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());

@@ -63,6 +63,30 @@ fn batch_puts(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
     }
 }
 
+/// `len` bytes that zstd cannot shrink (so they are stored as they are).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+/// A batch whose pack is large enough (3 MiB) for the writer to sync its
+/// temp file early, several times, before the syncs that publish it.
+fn large_batch(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
+    let items: Vec<Vec<u8>> = (0..12u64).map(|i| noise(i, 256 << 10)).collect();
+    if let Ok(out) = store.put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {}) {
+        for (id, data) in out.ids.into_iter().zip(items) {
+            acked.insert(id, data);
+        }
+    }
+}
+
 fn sweeps(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
     // Set-up writes are acknowledged before the sweeps start.
     let items: Vec<Vec<u8>> = (0..8u64).map(|i| content(100 + i, 400)).collect();
@@ -165,6 +189,42 @@ fn crash_at_every_sync_of_loose_puts() {
 #[test]
 fn crash_at_every_sync_of_batch_puts() {
     crash_at_every_sync("batch puts", batch_puts);
+}
+
+#[test]
+fn crash_at_every_sync_of_a_large_batch() {
+    // The early syncs of the temp pack come first: count them.
+    let sim = SimStorage::new();
+    let store = open(&sim).expect("open");
+    let before = sim.sync_count();
+    large_batch(&store, &mut HashMap::new());
+    // Two early syncs (after 1 and 2 MiB), then the four of a pack.
+    assert!(
+        sim.sync_count() - before >= 6,
+        "{} syncs",
+        sim.sync_count() - before
+    );
+    crash_at_every_sync("large batch", large_batch);
+}
+
+#[test]
+fn a_failed_early_sync_of_a_large_batch_is_never_acknowledged() {
+    let sim = SimStorage::new();
+    let store = open(&sim).expect("open");
+    sim.fail_next_sync(io::ErrorKind::Other);
+    let mut acked = HashMap::new();
+    large_batch(&store, &mut acked);
+    assert!(
+        acked.is_empty(),
+        "a batch was acknowledged despite a failed sync"
+    );
+    let err = store
+        .put(b"after the failure")
+        .expect_err("poisoned store accepted a put");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    drop(store);
+    sim.crash(CrashMode::DropUnsynced);
+    check_after_restart(&sim, &HashMap::new(), "failed early sync");
 }
 
 #[test]

@@ -1331,9 +1331,12 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
     for (path, e) in &skipped {
         eprintln!("jp-store: warning: skipped {}: {e}", path.display());
     }
-    let total: u64 = files.iter().map(|f| f.size).sum();
     let mut bar = crate::output::Progress::new("attach");
     let result = store.attach(&id, &files, args.message, args.strict, &mut |p| {
+        // Files are not sized before they are read (that would cost a stat
+        // each): the total is estimated from the bytes per file so far.
+        let per_file = p.bytes_done / p.items_done.max(1) as u64;
+        let total = per_file.saturating_mul(p.items_total as u64);
         bar.update(p.bytes_done, total.max(p.bytes_done));
     });
     bar.finish();

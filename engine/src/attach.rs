@@ -52,11 +52,12 @@ use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use jpstore_blobstore::BatchProgress;
+use jpstore_blobstore::{BatchProgress, BlobId};
 use serde_json::{Map, Value};
 use url::Url;
 
 use crate::conversation::codec;
+use crate::conversation::writer::ConversationWriter;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{payload_json, render_resource};
@@ -86,8 +87,6 @@ pub struct FileToAttach {
     pub uri: String,
     /// The path relative to the current directory (see the module docs).
     pub name: String,
-    /// Its size when it was found (the content read later may differ).
-    pub size: u64,
 }
 
 /// Why files could not be attached or a resource not resolved.
@@ -158,6 +157,20 @@ pub struct AttachOutcome {
     pub skipped: Vec<(PathBuf, io::Error)>,
 }
 
+/// The request of an attach, ready to append once its blobs are durable.
+struct Prepared<'a> {
+    /// Files attached (resources of the request).
+    files: usize,
+    /// Of those, attached as text.
+    text_files: usize,
+    /// Raw bytes of the attached files.
+    bytes: u64,
+    /// The `turn_start` and the `chat_request`.
+    entries: Vec<Entry>,
+    /// The conversation's writer, opened for the append.
+    writer: ConversationWriter<'a>,
+}
+
 /// Finds the files to attach for `paths` (relative ones against `cwd`,
 /// which should be absolute): files as named, directories walked (see the
 /// module docs for the rules). Returns the files sorted by name, and the
@@ -209,6 +222,13 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
             return;
         }
     };
+    // Likewise a file's name, when the walked directory is below the current
+    // directory: that name joined with the file's path below it (a walk
+    // yields no `.` or `..` components).
+    let name_dir = normalize(dir)
+        .strip_prefix(&names.cwd)
+        .ok()
+        .map(Path::to_path_buf);
     let found: Mutex<(Vec<FileToAttach>, PathErrors)> = Mutex::default();
     let record = |result: io::Result<FileToAttach>, path: &Path| {
         let mut found = found.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,7 +245,7 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
         .follow_links(false)
         .build_parallel()
         .run(|| {
-            let (record, canonical_dir) = (&record, &canonical_dir);
+            let (record, canonical_dir, name_dir) = (&record, &canonical_dir, &name_dir);
             Box::new(move |item| {
                 let entry = match item {
                     Ok(e) => e,
@@ -240,10 +260,19 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
                     _ if entry.depth() == 0 => {}
                     None => {}
                     Some(kind) if kind.is_dir() => {}
+                    // The type comes from the directory entry: a file found
+                    // in a walk costs no system call of its own here.
                     Some(kind) if kind.is_file() => {
-                        let described = match path.strip_prefix(dir) {
-                            Ok(below) => names.describe(path, canonical_dir.join(below)),
-                            Err(_) => names.canonical(path),
+                        let described = match below_dir(path, dir) {
+                            Some(below) => {
+                                let canonical = canonical_dir.join(below);
+                                let name = match name_dir {
+                                    Some(d) => d.join(below).to_string_lossy().into_owned(),
+                                    None => names.name(path, &canonical),
+                                };
+                                describe(canonical, name)
+                            }
+                            None => names.canonical(path),
                         };
                         record(described, path);
                     }
@@ -262,6 +291,20 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
     let (found_files, found_errors) = found.into_inner().unwrap_or_else(|e| e.into_inner());
     files.extend(found_files);
     errors.extend(found_errors);
+}
+
+/// `path` below `dir`, for a path the walk of `dir` made (`dir`, a
+/// separator, the rest): compared as bytes, where `Path::strip_prefix`
+/// compares component by component.
+fn below_dir<'a>(path: &'a Path, dir: &Path) -> Option<&'a Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, d) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    match p.strip_prefix(d) {
+        Some([b'/', rest @ ..]) if !rest.is_empty() && !d.ends_with(b"/") => {
+            Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
+        }
+        _ => path.strip_prefix(dir).ok(),
+    }
 }
 
 fn not_regular() -> io::Error {
@@ -324,21 +367,20 @@ impl Names {
     /// The file reached as `path` (absolute), its canonical path found by
     /// `canonicalize`.
     fn canonical(&self, path: &Path) -> io::Result<FileToAttach> {
-        self.describe(path, std::fs::canonicalize(path)?)
+        let canonical = std::fs::canonicalize(path)?;
+        let name = self.name(path, &canonical);
+        describe(canonical, name)
     }
+}
 
-    /// The file reached as `path` (absolute) whose canonical path is
-    /// `canonical`.
-    fn describe(&self, path: &Path, canonical: PathBuf) -> io::Result<FileToAttach> {
-        let size = std::fs::metadata(&canonical)?.len();
-        let uri = file_uri(&canonical)?;
-        Ok(FileToAttach {
-            name: self.name(path, &canonical),
-            path: canonical,
-            uri,
-            size,
-        })
-    }
+/// The file whose canonical path is `canonical`, named `name`.
+fn describe(canonical: PathBuf, name: String) -> io::Result<FileToAttach> {
+    let uri = file_uri(&canonical)?;
+    Ok(FileToAttach {
+        name,
+        path: canonical,
+        uri,
+    })
 }
 
 /// The `file://` URI of an absolute, canonical path.
@@ -455,10 +497,11 @@ impl Store {
     /// `turn_start`.
     ///
     /// Every file's content goes into the blob store as one batch
-    /// ([`BlobStore::put_batch_buffered`](jpstore_blobstore::BlobStore::put_batch_buffered):
+    /// ([`BlobStore::put_batch_buffered_then`](jpstore_blobstore::BlobStore::put_batch_buffered_then):
     /// files are read, hashed and compressed on worker threads, one at a
     /// time per worker into a buffer it reuses, into one pack); the request
-    /// holds only references.
+    /// holds only references. It is built, and the writer opened, while the
+    /// pack is made durable; it is appended once the pack is.
     /// `progress` is called as items are stored.
     ///
     /// A file that cannot be read is skipped and reported in
@@ -467,12 +510,12 @@ impl Store {
     /// fails before its pack is published). If no file could be read,
     /// nothing is appended ([`AttachError::NothingToAttach`]).
     ///
-    /// Decision: the conversation's writer lock is taken only after the
-    /// blobs are durable, just for the append. The append protocol needs the
-    /// blobs durable before the record, not the lock around them (blobs are
-    /// content-addressed and immutable), and holding the lock through
-    /// minutes of reading and hashing would stall every other appender of
-    /// the conversation. The conversation's existence and the record size
+    /// Decision: the conversation's writer lock is taken only once every
+    /// file is read and hashed, for the pack's syncs and the append. The
+    /// append protocol needs the blobs durable before the record, not the
+    /// lock around them (blobs are content-addressed and immutable), and
+    /// holding the lock through minutes of reading and hashing would stall
+    /// every other appender of the conversation. The conversation's existence and the record size
     /// are checked before anything is read. If the append fails after the
     /// batch (the conversation was removed meanwhile, a failed sync), the
     /// log is unchanged and the stored blobs are unreferenced: gc removes
@@ -498,35 +541,69 @@ impl Store {
         // Per file: text or not once read, or why it could not be read.
         let slots: Vec<OnceLock<io::Result<bool>>> =
             files.iter().map(|_| OnceLock::new()).collect();
-        let batch = if files.is_empty() {
-            Ok(Default::default())
-        } else {
-            self.blobs().put_batch_buffered(
-                files.len(),
-                |i, buf| match read_file_into(&files[i].path, max, buf) {
-                    Ok(()) => {
-                        let _ = slots[i].set(Ok(is_text(buf)));
+        if files.is_empty() {
+            return Err(AttachError::NothingToAttach { skipped: 0 }.into());
+        }
+        // Once every file is read and hashed, the request is built and the
+        // writer opened on this thread while another makes the pack durable
+        // (the record is written only after both).
+        let prepare = |ids: &[BlobId], sizes: &[u64]| -> Result<Option<Prepared<'_>>> {
+            let mut resources = Vec::with_capacity(files.len());
+            let (mut text_files, mut bytes) = (0, 0);
+            for (i, file) in files.iter().enumerate() {
+                if let Some(Ok(text)) = slots[i].get() {
+                    let r = BlobRef {
+                        id: ids[i],
+                        size: sizes[i],
+                    };
+                    text_files += usize::from(*text);
+                    bytes += r.size;
+                    resources.push(resource(
+                        &file.path,
+                        file.uri.clone(),
+                        file.name.clone(),
+                        r,
+                        *text,
+                    ));
+                }
+            }
+            if resources.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(Prepared {
+                files: resources.len(),
+                text_files,
+                bytes,
+                entries: request_entries(&message, resources),
+                writer: self.writer(id)?,
+            }))
+        };
+        let batch = self.blobs().put_batch_buffered_then(
+            files.len(),
+            |i, buf| match read_file_into(&files[i].path, max, buf) {
+                Ok(()) => {
+                    let _ = slots[i].set(Ok(is_text(buf)));
+                    Ok(())
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    let _ = slots[i].set(Err(e));
+                    if strict {
+                        Err(io::Error::other(message))
+                    } else {
+                        // Stored as the empty blob, referenced by
+                        // nothing unless an empty file is attached.
+                        buf.clear();
                         Ok(())
                     }
-                    Err(e) => {
-                        let message = e.to_string();
-                        let _ = slots[i].set(Err(e));
-                        if strict {
-                            Err(io::Error::other(message))
-                        } else {
-                            // Stored as the empty blob, referenced by
-                            // nothing unless an empty file is attached.
-                            buf.clear();
-                            Ok(())
-                        }
-                    }
-                },
-                progress,
-            )
-        };
+                }
+            },
+            progress,
+            prepare,
+        );
         let mut slots: Vec<Option<io::Result<bool>>> =
             slots.into_iter().map(OnceLock::into_inner).collect();
-        let batch = match batch {
+        let (batch, prepared) = match batch {
             Ok(b) => b,
             Err(e) => {
                 let failed = slots
@@ -546,43 +623,26 @@ impl Store {
                 });
             }
         };
-        let mut resources = Vec::with_capacity(files.len());
         let mut skipped = Vec::new();
-        let (mut text_files, mut bytes) = (0, 0);
-        for (i, (file, slot)) in files.iter().zip(slots).enumerate() {
+        for (file, slot) in files.iter().zip(slots) {
             match slot {
-                Some(Ok(text)) => {
-                    let r = BlobRef {
-                        id: batch.ids[i],
-                        size: batch.sizes[i],
-                    };
-                    text_files += usize::from(text);
-                    bytes += r.size;
-                    resources.push(resource(
-                        &file.path,
-                        file.uri.clone(),
-                        file.name.clone(),
-                        r,
-                        text,
-                    ));
-                }
+                Some(Ok(_)) => {}
                 Some(Err(e)) => skipped.push((file.path.clone(), e)),
                 None => {
                     skipped.push((file.path.clone(), io::Error::other("the file was not read")))
                 }
             }
         }
-        if resources.is_empty() {
+        let Some(mut prepared) = prepared? else {
             return Err(AttachError::NothingToAttach {
                 skipped: skipped.len(),
             }
             .into());
-        }
-        let files_attached = resources.len();
-        let entries = request_entries(&message, resources);
-        let mut writer = self.writer(id)?;
-        let offset = writer.append_stored(&entries)?;
-        let turn = writer.state().turns.current().unwrap_or(0);
+        };
+        let offset = prepared.writer.append_stored(&prepared.entries)?;
+        let turn = prepared.writer.state().turns.current().unwrap_or(0);
+        let (files_attached, text_files, bytes) =
+            (prepared.files, prepared.text_files, prepared.bytes);
         Ok(AttachOutcome {
             offset,
             turn,

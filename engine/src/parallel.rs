@@ -2,14 +2,19 @@
 //! entries). Threads are scoped: nothing outlives the call.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-/// The cores to use: all of them, at most 8.
+/// The cores to use: all of them, at most 8. Asked of the system once per
+/// process (the answer reads cgroup files: a dozen system calls, more than
+/// reading a short conversation).
 pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8)
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8)
+    })
 }
 
 /// `items.iter().map(f).collect()`, with the items handed out one by one to

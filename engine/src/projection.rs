@@ -413,18 +413,31 @@ fn repair_orphans_tagged<T: Copy>(
     tags: Vec<T>,
 ) -> (Vec<Entry<Payload>>, Vec<T>) {
     // First pass: which requests are answered, which responses answer one.
-    let mut open: HashMap<String, Vec<usize>> = HashMap::new();
     let mut answered = vec![false; entries.len()];
     let mut orphan_response = vec![false; entries.len()];
-    for (i, e) in entries.iter().enumerate() {
-        match e.event().map(|e| &e.kind) {
-            Some(EventKind::ToolCallRequest(r)) => open.entry(r.id.clone()).or_default().push(i),
-            Some(EventKind::ToolCallResponse(r)) => match open.get_mut(&r.id).and_then(Vec::pop) {
-                Some(req) => answered[req] = true,
-                None => orphan_response[i] = true,
-            },
-            _ => {}
+    let mut requests = 0;
+    {
+        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            match e.event().map(|e| &e.kind) {
+                Some(EventKind::ToolCallRequest(r)) => {
+                    requests += 1;
+                    open.entry(&r.id).or_default().push(i);
+                }
+                Some(EventKind::ToolCallResponse(r)) => {
+                    match open.get_mut(r.id.as_str()).and_then(Vec::pop) {
+                        Some(req) => answered[req] = true,
+                        None => orphan_response[i] = true,
+                    }
+                }
+                _ => {}
+            }
         }
+    }
+    // Nothing to repair (the usual case): the entries stay where they are.
+    let repaired = answered.iter().filter(|a| **a).count();
+    if repaired == requests && !orphan_response.contains(&true) {
+        return (entries, tags);
     }
     let mut out = Vec::with_capacity(entries.len());
     let mut out_tags = Vec::with_capacity(entries.len());
@@ -529,13 +542,13 @@ fn finish_view(
     (projected, origin): (Vec<Entry<Payload>>, Vec<usize>),
     base: &Object,
 ) -> Result<TracedView, DedupError> {
-    let (mut projected, origin) = repair_orphans_tagged(projected, origin);
-    let dedup = deduplicate(&mut projected, base)?;
-    let (entries, origin) = projected
-        .into_iter()
-        .zip(origin)
-        .filter(|(e, _)| in_view(e))
-        .unzip();
+    let (mut entries, mut origin) = repair_orphans_tagged(projected, origin);
+    let dedup = deduplicate(&mut entries, base)?;
+    // Filtered in place: the entries are not moved into a new vector.
+    let keep: Vec<bool> = entries.iter().map(in_view).collect();
+    let mut kept = keep.iter();
+    origin.retain(|_| kept.next().copied().unwrap_or(false));
+    entries.retain(in_view);
     Ok(TracedView {
         entries,
         origin,

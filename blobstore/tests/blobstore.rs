@@ -209,16 +209,15 @@ fn meanwhile_sees_every_id_and_the_pack_is_published_when_the_batch_returns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
     let items: Vec<Vec<u8>> = (0..30u64).map(|i| source_like(i % 25, 5_000)).collect();
+    // Captures only a shared reference: `Copy`, so each batch takes its own.
+    let read = |i: usize, buf: &mut Vec<u8>| {
+        buf.extend_from_slice(&items[i]);
+        Ok(())
+    };
     let (batch, seen) = store
-        .put_batch_buffered_then(
-            items.len(),
-            |i, buf| {
-                buf.extend_from_slice(&items[i]);
-                Ok(())
-            },
-            &mut |_| {},
-            |ids, sizes| (ids.to_vec(), sizes.to_vec()),
-        )
+        .put_batch_buffered_then(items.len(), read, &mut |_| {}, |ids, sizes| {
+            (ids.to_vec(), sizes.to_vec())
+        })
         .expect("batch");
     assert_eq!(seen, (batch.ids.clone(), batch.sizes.clone()));
     assert_eq!(batch.new_objects, 25);
@@ -229,15 +228,7 @@ fn meanwhile_sees_every_id_and_the_pack_is_published_when_the_batch_returns() {
     }
     // Nothing new: no pack, `meanwhile` still runs.
     let (again, ran) = store
-        .put_batch_buffered_then(
-            items.len(),
-            |i, buf| {
-                buf.extend_from_slice(&items[i]);
-                Ok(())
-            },
-            &mut |_| {},
-            |ids, _| ids.len(),
-        )
+        .put_batch_buffered_then(items.len(), read, &mut |_| {}, |ids, _| ids.len())
         .expect("batch again");
     assert_eq!((again.pack, again.new_objects, ran), (None, 0, 30));
     // A failed read: `meanwhile` does not run.

@@ -161,11 +161,20 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Hands the JP form ([`Timestamp::to_jp_string`]) to `f`, built on the
+    /// stack (for serializers: no formatting machinery, no allocation).
+    pub fn with_jp_str<T>(&self, f: impl FnOnce(&str) -> T) -> T {
+        let (buf, len) = self.jp_bytes();
+        // Digits, `-`, ` `, `:` and `.` only: always UTF-8.
+        f(std::str::from_utf8(&buf[..len]).unwrap_or_default())
+    }
+}
+
 impl fmt::Display for Timestamp {
     /// Writes the JP form ([`Timestamp::to_jp_string`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (buf, len) = self.jp_bytes();
-        f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
+        self.with_jp_str(|text| f.write_str(text))
     }
 }
 

@@ -217,7 +217,7 @@ impl<C> Serialize for With<'_, Entry<C>, C> {
         let ctx = self.1;
         let mut o = Obj::new(s.serialize_map(None)?);
         o.field("type", e.kind.type_name())?;
-        o.field("timestamp", &Collect(&e.timestamp))?;
+        o.field("timestamp", &JpTime(e.timestamp))?;
         match &e.kind {
             EventKind::TurnStart => {}
             EventKind::ChatRequest(r) => {
@@ -354,11 +354,12 @@ impl<C> Serialize for With<'_, Resource<C>, C> {
 }
 
 /// A value serialized as the string of its `Display`.
-struct Collect<'a, T>(&'a T);
+/// A timestamp in JP's form, written as one string.
+struct JpTime(crate::timestamp::Timestamp);
 
-impl<T: std::fmt::Display> Serialize for Collect<'_, T> {
+impl Serialize for JpTime {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self.0)
+        self.0.with_jp_str(|text| s.serialize_str(text))
     }
 }
 

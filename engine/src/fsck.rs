@@ -471,6 +471,17 @@ impl Store {
         for record in &scanned.records {
             out.records += 1;
             let mut decoded = Vec::with_capacity(record.entries.len());
+            let max = self.options().log.max_record_size;
+            if let Err(found) = codec::check_declared(record.entries.iter().map(Vec::as_slice), max)
+            {
+                out.findings.push(finding(
+                    "undecodable-entry",
+                    Some(record.offset),
+                    format!("the record does not decode: {found}"),
+                ));
+                out.damaged = true;
+                continue;
+            }
             for (i, bytes) in record.entries.iter().enumerate() {
                 if let Err(found) =
                     codec::decode_all(bytes, self.options().log.max_record_size, &mut decoded)

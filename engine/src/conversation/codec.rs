@@ -269,6 +269,26 @@ pub fn declared_size(bytes: &[u8]) -> Option<u64> {
     }
 }
 
+/// Checks that the packed entries of one record declare no more in all
+/// than `max_plain` (the record limit holds for the batch before packing,
+/// however many runs it was packed in): called before unpacking any of
+/// them, so that a record of many packed entries cannot expand past it.
+pub fn check_declared<'a>(
+    entries: impl IntoIterator<Item = &'a [u8]>,
+    max_plain: u32,
+) -> Result<(), String> {
+    let declared = entries
+        .into_iter()
+        .filter_map(declared_size)
+        .fold(0u64, u64::saturating_add);
+    if declared > u64::from(max_plain) {
+        return Err(format!(
+            "packed entries declaring {declared} bytes in all, more than a record holds ({max_plain})"
+        ));
+    }
+    Ok(())
+}
+
 /// Undoes the packing of one entry of a record. A packed entry must be
 /// exactly one zstd frame declaring its content size, at most `max_plain`
 /// bytes (the record size limit: a batch is never larger before packing),

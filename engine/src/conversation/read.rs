@@ -97,23 +97,15 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
     // Every entry of every record, with the record and its place in it.
     let mut raw: Vec<(usize, usize, &[u8])> = Vec::with_capacity(records.len());
     for (r, record) in records.iter().enumerate() {
-        let (mut i, mut declared) = (0, 0u64);
+        let (first, mut i) = (raw.len(), 0);
         record
             .each_entry(|bytes| {
-                declared = declared.saturating_add(codec::declared_size(bytes).unwrap_or(0));
                 raw.push((r, i, bytes));
                 i += 1;
             })
             .map_err(|found| corrupt(record, i, found))?;
-        // The record limit holds for the batch before packing: however many
-        // packed entries a record has, together they expand to no more.
-        if declared > u64::from(max) {
-            return Err(corrupt(
-                record,
-                0,
-                format!("packed entries declaring {declared} bytes in all, more than a record holds ({max})"),
-            ));
-        }
+        codec::check_declared(raw[first..].iter().map(|(_, _, b)| *b), max)
+            .map_err(|found| corrupt(record, 0, found))?;
     }
     // Packed entries are unpacked on all cores (an import's record holds
     // one per run of about a MiB).

@@ -470,6 +470,27 @@ fn a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_to
         err.to_string().contains("more than a record holds"),
         "{err} ({len} bytes of log)"
     );
+    // fsck with that limit names the record instead of unpacking it.
+    drop(store);
+    let small = Store::open_dir(
+        &dir.path().join("s"),
+        StoreOptions {
+            log: crate::log::LogOptions {
+                max_record_size: 2 << 20,
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .expect("open with a smaller record limit");
+    let report = small.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.kind == "undecodable-entry" && f.message.contains("in all")),
+        "{:?}",
+        report.findings
+    );
 }
 
 #[test]

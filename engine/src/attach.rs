@@ -515,11 +515,11 @@ impl Store {
     /// append protocol needs the blobs durable before the record, not the
     /// lock around them (blobs are content-addressed and immutable), and
     /// holding the lock through minutes of reading and hashing would stall
-    /// every other appender of the conversation. The conversation's existence and the record size
-    /// are checked before anything is read. If the append fails after the
-    /// batch (the conversation was removed meanwhile, a failed sync), the
-    /// log is unchanged and the stored blobs are unreferenced: gc removes
-    /// them.
+    /// every other appender of the conversation. The conversation's
+    /// existence and the record size are checked before anything is read.
+    /// If the append fails after the batch (the conversation was removed
+    /// meanwhile, a failed sync), the log is unchanged and the stored blobs
+    /// are unreferenced: gc removes them.
     pub fn attach(
         &self,
         id: &ConversationId,

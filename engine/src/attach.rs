@@ -57,7 +57,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use crate::conversation::codec;
-use crate::conversation::writer::ConversationWriter;
+use crate::conversation::writer::{ConversationWriter, PreparedBatch};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{payload_json, render_resource};
@@ -165,8 +165,8 @@ struct Prepared<'a> {
     text_files: usize,
     /// Raw bytes of the attached files.
     bytes: u64,
-    /// The `turn_start` and the `chat_request`.
-    entries: Vec<Entry>,
+    /// The `turn_start` and the `chat_request`, encoded and packed.
+    batch: PreparedBatch,
     /// The conversation's writer, opened for the append.
     writer: ConversationWriter<'a>,
 }
@@ -500,8 +500,9 @@ impl Store {
     /// ([`BlobStore::put_batch_buffered_then`](jpstore_blobstore::BlobStore::put_batch_buffered_then):
     /// files are read, hashed and compressed on worker threads, one at a
     /// time per worker into a buffer it reuses, into one pack); the request
-    /// holds only references. It is built, and the writer opened, while the
-    /// pack is made durable; it is appended once the pack is.
+    /// holds only references. It is built, encoded and packed, and the
+    /// writer opened, while the pack is made durable; it is appended once
+    /// the pack is.
     /// `progress` is called as items are stored.
     ///
     /// A file that cannot be read is skipped and reported in
@@ -570,12 +571,15 @@ impl Store {
             if resources.is_empty() {
                 return Ok(None);
             }
+            let files = resources.len();
+            let writer = self.writer(id)?;
+            let batch = writer.prepare_stored(request_entries(&message, resources))?;
             Ok(Some(Prepared {
-                files: resources.len(),
+                files,
                 text_files,
                 bytes,
-                entries: request_entries(&message, resources),
-                writer: self.writer(id)?,
+                batch,
+                writer,
             }))
         };
         let batch = self.blobs().put_batch_buffered_then(
@@ -639,7 +643,7 @@ impl Store {
             }
             .into());
         };
-        let offset = prepared.writer.append_stored(&prepared.entries)?;
+        let offset = prepared.writer.append_prepared(prepared.batch)?;
         let turn = prepared.writer.state().turns.current().unwrap_or(0);
         let (files_attached, text_files, bytes) =
             (prepared.files, prepared.text_files, prepared.bytes);

@@ -532,3 +532,45 @@ fn new_logs_pack_large_batches_and_read_them_back() {
     assert!(report.findings.is_empty(), "{:?}", report.findings);
     assert_eq!(report.entries, 3);
 }
+
+#[test]
+fn a_prepared_batch_checks_its_references_when_it_is_appended() {
+    let (_dir, store) = store();
+    let id = new_conv(&store, "prepared");
+    let content = b"fn main() {}\n".to_vec();
+    let r = crate::event::BlobRef {
+        id: jpstore_blobstore::BlobId::of(&content),
+        size: content.len() as u64,
+    };
+    let text = format!(
+        "{{\"type\":\"chat_request\",\"content\":\"see\",\"resources\":[{{\"uri\":\"file:///m.rs\",\"text\":{{\"$blob\":\"{}\",\"size\":{}}}}}]}}\n",
+        r.id, r.size
+    );
+    let entries: Vec<Entry> = events(&text)
+        .into_iter()
+        .map(|e| {
+            e.try_map_content(&mut |p| match p {
+                Payload::Ref(r) => Ok(r),
+                Payload::Inline(_) => Err("inline content"),
+            })
+            .expect("references only")
+        })
+        .collect();
+    let mut w = store.writer(&id).expect("writer");
+    // Prepared before its blob exists: nothing is checked against the store yet.
+    let early = w.prepare_stored(entries.clone()).expect("prepare");
+    let err = w
+        .append_prepared(early)
+        .expect_err("the blob is not in the store");
+    assert!(err.to_string().contains("is not in the store"), "{err}");
+    assert_eq!(w.state().entries, 0, "nothing appended");
+    store.blobs().put(&content).expect("put the blob");
+    let prepared = w.prepare_stored(entries).expect("prepare");
+    let offset = w.append_prepared(prepared).expect("append");
+    drop(w);
+    let conv = store.read(&id).expect("read");
+    assert_eq!(conv.entries.len(), 1);
+    assert_eq!(conv.entry_records, vec![offset]);
+    let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}

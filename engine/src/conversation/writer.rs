@@ -27,6 +27,14 @@ use crate::log::{payload_len, LogOptions, LogWriter, FIRST_RECORD, FLAG_PACKED};
 /// syncs) instead of loose objects (two syncs each).
 pub const LOOSE_BLOBS_MAX: usize = 4;
 
+/// A batch encoded, checked and packed ahead of its append
+/// ([`ConversationWriter::prepare_stored`]).
+#[derive(Debug)]
+pub struct PreparedBatch {
+    entries: Vec<Entry>,
+    record: Vec<Vec<u8>>,
+}
+
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -302,10 +310,10 @@ impl<'s> ConversationWriter<'s> {
             result?;
         }
         // 3. Size and readability, before anything is written.
-        let encoded = self.encode_checked(&stored)?;
+        let record = self.encode_record(&stored)?;
         // 4. Blobs durable first (invariant 2), then the record.
         let stored_blobs = put_new_blobs(self.blobs, new, &mut |_| {})?;
-        let offset = self.commit(&encoded, &stored)?;
+        let offset = self.write_record(&record, &stored)?;
         Ok(AppendOutcome {
             offset,
             entries: stored.len(),
@@ -320,6 +328,33 @@ impl<'s> ConversationWriter<'s> {
     /// [`append`](Self::append); structure is not, since imported files are
     /// kept as they were written.
     pub fn append_stored(&mut self, batch: &[Entry]) -> Result<u64> {
+        let record = self.encode_record(batch)?;
+        self.append_stored_record(batch, &record)
+    }
+
+    /// The work of [`append_stored`](Self::append_stored) that writes
+    /// nothing and needs no blob yet (encoding, the checks that the entries
+    /// read back and fit a record, packing), done ahead: for a caller that
+    /// prepares its record while its blobs are still being made durable
+    /// (attach). [`append_prepared`](Self::append_prepared) appends it.
+    pub fn prepare_stored(&self, batch: Vec<Entry>) -> Result<PreparedBatch> {
+        let record = self.encode_record(&batch)?;
+        Ok(PreparedBatch {
+            entries: batch,
+            record,
+        })
+    }
+
+    /// Appends a batch prepared by [`prepare_stored`](Self::prepare_stored)
+    /// as [`append_stored`](Self::append_stored) would: its references are
+    /// checked now, against the blobs durable now.
+    pub fn append_prepared(&mut self, prepared: PreparedBatch) -> Result<u64> {
+        self.append_stored_record(&prepared.entries, &prepared.record)
+    }
+
+    /// The references of `batch` checked, then `record` (its encoding)
+    /// appended, under the shared gc lock.
+    fn append_stored_record(&mut self, batch: &[Entry], record: &[Vec<u8>]) -> Result<u64> {
         let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
         for (index, entry) in batch.iter().enumerate() {
             let mut result = Ok(());
@@ -330,29 +365,28 @@ impl<'s> ConversationWriter<'s> {
             });
             result?;
         }
-        let encoded = self.encode_checked(batch)?;
-        self.commit(&encoded, batch)
+        self.write_record(record, batch)
     }
 
-    /// Encodes a batch, refusing an entry that would not read back and a
-    /// batch over the record size limit; writes nothing.
-    fn encode_checked(&self, batch: &[Entry]) -> Result<Vec<Vec<u8>>> {
+    /// A batch as its record holds it: encoded, each entry checked to read
+    /// back, the batch checked against the record size limit, and packed if
+    /// the log packs (format-spec.md 4.2). Writes nothing.
+    fn encode_record(&self, batch: &[Entry]) -> Result<Vec<Vec<u8>>> {
         let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
         for (index, bytes) in encoded.iter().enumerate() {
             check_readable(bytes, index)?;
         }
         self.check_size(&encoded)?;
-        Ok(encoded)
+        Ok(match self.log.flags() & FLAG_PACKED {
+            0 => encoded,
+            _ => codec::pack_runs(&encoded).unwrap_or(encoded),
+        })
     }
 
-    /// Appends the encoded batch as one durable record and folds its entries
-    /// into the state.
-    fn commit(&mut self, encoded: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
-        let packed = match self.log.flags() & FLAG_PACKED {
-            0 => None,
-            _ => codec::pack_runs(encoded),
-        };
-        let offset = self.log.append(packed.as_deref().unwrap_or(encoded))?;
+    /// Appends a batch's record ([`encode_record`](Self::encode_record)) as
+    /// one durable record and folds the batch's entries into the state.
+    fn write_record(&mut self, record: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
+        let offset = self.log.append(record)?;
         self.state.records += 1;
         for e in batch {
             self.state.apply_entry(e);

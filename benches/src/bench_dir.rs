@@ -84,7 +84,7 @@ pub fn fresh_run_dir(default: &Path) -> PathBuf {
     run
 }
 
-/// "<machine>; stores in <dir> (<file system>)": the first line of a
+/// `"<machine>; stores in <dir> (<file system>)"`: the first line of a
 /// bench's output, which `benches/report.py` reads.
 pub fn describe(dir: &Path) -> String {
     format!(

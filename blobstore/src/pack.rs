@@ -327,7 +327,7 @@ impl Pack {
     }
 
     /// Reads the stored bytes (header and payload) of an entry and checks them
-    /// with [`Pack::check_stored_entry`]. `max` bounds the allocation.
+    /// with [`check_stored_entry`]. `max` bounds the allocation.
     pub fn read_stored(&self, e: &PackEntry, max: u64) -> Result<Vec<u8>, ReadError> {
         self.check_entry_bounds(e).map_err(ReadError::Bounds)?;
         if e.stored_len > max {

@@ -1,6 +1,10 @@
 //! The `jp-store` command: argument parsing and rendering only. All logic is
 //! in the `jpstore-engine` and `jpstore-blobstore` libraries.
 
+// The doc comments of the commands are their `--help` text, shown as
+// written (`<sha256>` is a placeholder there, not an HTML tag).
+#![allow(rustdoc::invalid_html_tags)]
+
 mod blob_commands;
 mod conversation_commands;
 mod demo;

@@ -36,8 +36,8 @@ pub struct FoldEnd {
 
 /// Decodes the records of `reader` from `from` (a record boundary), folding
 /// every entry into `state` and handing event entries with their record's
-/// offset to `on_entry`. An entry that does not decode is an error
-/// ([`decode_records`]).
+/// offset to `on_entry`. An entry that does not decode is an error of
+/// corruption at its record's offset.
 pub fn fold_records(
     reader: &LogReader,
     from: u64,

@@ -161,31 +161,13 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
     if start < plain.len() {
         runs.push(&plain[start..]);
     }
-    // The first run is decoded on this thread, straight into the result.
-    let (first, rest) = runs
-        .split_first()
-        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
-    let results: Vec<Result<Vec<(usize, LogEntry)>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = rest
-            .iter()
-            .map(|run| {
-                scope.spawn(|| {
-                    let mut out = Vec::with_capacity(run.len());
-                    decode_run(run, &mut out).map(|()| out)
-                })
-            })
-            .collect();
-        let mine = decode_run(first, &mut all);
-        let mut results = vec![mine.map(|()| Vec::new())];
-        results.extend(handles.into_iter().map(|h| match h.join() {
-            Ok(run) => run,
-            // A decoder never panics on any bytes (fuzzed); if one did, the
-            // panic goes on in the caller's thread.
-            Err(panic) => std::panic::resume_unwind(panic),
-        }));
-        results
+    // A decoder never panics on any bytes (fuzzed); if one did, the panic
+    // would go on in this thread.
+    let decoded = crate::parallel::map_ordered(&runs, |run| {
+        let mut out = Vec::with_capacity(run.len());
+        decode_run(run, &mut out).map(|()| out)
     });
-    for run in results {
+    for run in decoded {
         all.extend(run?);
     }
     Ok(all)

@@ -81,6 +81,23 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// The lock file of a log was removed or replaced while this writer
+    /// waited for its lock: the lock it got no longer guards the log's name
+    /// (the log was removed, perhaps created again), so it writes nothing.
+    #[error("{} was removed or replaced while this command waited for its lock (held lock file {} is no longer at that name)", path.display(), lock.display())]
+    LockReplaced {
+        /// The log.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// A conversation was removed (and perhaps created again under its id)
+    /// while this command waited for its writer lock; nothing was written.
+    #[error("conversation {id} was removed while this command waited for its lock; nothing was written to it")]
+    ConversationRemoved {
+        /// The id.
+        id: String,
+    },
     /// A blob store operation failed.
     #[error(transparent)]
     Blob(#[from] jpstore_blobstore::Error),

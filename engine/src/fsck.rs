@@ -690,7 +690,7 @@ impl Store {
     /// Moves a conversation's directory into `quarantine/conversations/`
     /// (holding its writer lock), with a note inside.
     fn quarantine_conversation(&self, id: &ConversationId, why: &str) -> Result<PathBuf> {
-        let _lock = crate::log::lock_waiting(&**self.storage(), &id.log_path())?;
+        let _lock = crate::conversation::writer_lock(&**self.storage(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let to = dir.join(format!("{id}.{}", Self::stamp()));
         self.move_aside(&id.dir(), &to)?;

@@ -204,7 +204,8 @@ impl<'s> ConversationWriter<'s> {
         // Check existence first so that a missing conversation is not
         // reported as a failure to create its lock file.
         open_reader(storage, &id, options)?;
-        let log = LogWriter::open(storage, &id.log_path(), options)?;
+        let log = LogWriter::open(storage, &id.log_path(), options)
+            .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load(storage, &id);
         head::remove_stale_temps(storage, &id);
         let (mut state, from) = match cached {

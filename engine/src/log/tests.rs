@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use jpstore_blobstore::storage::{
-    DirEntry, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
+    DirEntry, FileId, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
 };
 
 use super::*;
@@ -651,6 +651,9 @@ impl StorageFile for FailingFile {
     fn set_modified(&self, time: SystemTime) -> io::Result<()> {
         self.inner.set_modified(time)
     }
+    fn file_id(&self) -> io::Result<FileId> {
+        self.inner.file_id()
+    }
 }
 
 impl Storage for FailingSync {
@@ -671,6 +674,9 @@ impl Storage for FailingSync {
     }
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         self.inner.read_dir(path)
+    }
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        self.inner.file_id(path)
     }
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.link_noreplace(from, to)

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jpstore_blobstore::storage::{
-    publish_new_file, write_all_at, LockKind, OpenMode, Storage, StorageFile,
+    publish_new_file, still_named, write_all_at, LockKind, OpenMode, Storage, StorageFile,
 };
 
 use super::reader::check_header;
@@ -104,7 +104,14 @@ impl LogWriter {
             }
             bytes.extend_from_slice(&encode_record(batch));
         }
-        let lock = lock_waiting(storage, path)?;
+        // A lock file removed while we waited (its log's directory removed
+        // and perhaps made again) guards nothing: take the one at the name.
+        let lock = loop {
+            match lock_waiting(storage, path) {
+                Err(Error::LockReplaced { .. }) => continue,
+                other => break other?,
+            }
+        };
         let tmp = temp_path(path);
         match publish_new_file(storage, &tmp, path, &bytes) {
             Ok(true) => {}
@@ -303,6 +310,14 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 /// Opens (creating if needed) and locks the sidecar lock file; `None` if
 /// `wait` is false and another writer holds it.
+///
+/// The lock is returned only once it is proven to be the one at the name:
+/// a writer that waited while the log was removed (with its lock file) got
+/// the lock of a file no one else will ever lock again, and a log created
+/// since under the same name has a new lock file that another writer may
+/// hold. Such a lock is [`Error::LockReplaced`]. While we hold the lock,
+/// nobody removes or replaces the name (format-spec.md 3, "The writer
+/// lock"), so the log opened next is the one the lock guards.
 fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn StorageFile>>> {
     let lock_path = lock_path(path);
     let io = |op, source| Error::Io {
@@ -313,14 +328,19 @@ fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn
     let file = storage
         .open(&lock_path, OpenMode::CreateOrOpen)
         .map_err(|e| io("open", e))?;
-    if file
+    if !file
         .lock(LockKind::Exclusive, wait)
         .map_err(|e| io("lock", e))?
     {
-        Ok(Some(file))
-    } else {
-        Ok(None)
+        return Ok(None);
     }
+    if !still_named(storage, &*file, &lock_path).map_err(|e| io("stat", e))? {
+        return Err(Error::LockReplaced {
+            path: storage.display_path(path),
+            lock: storage.display_path(&lock_path),
+        });
+    }
+    Ok(Some(file))
 }
 
 /// Takes the sidecar lock of the log at `path` if no writer holds it;

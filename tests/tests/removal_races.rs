@@ -17,7 +17,7 @@ use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::export::{conversation_json, ContentMode};
 use jpstore_engine::{Store, StoreOptions};
 use jpstore_tests::{assert_fsck_clean, events_of, jp_store_bin, run_jp_store, ts};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The id of the conversation every test removes and creates again (JP's
 /// decisecond form, so an imported JP directory can carry it too).

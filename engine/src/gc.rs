@@ -101,7 +101,8 @@ impl Store {
     /// Every blob referenced by any conversation: content payloads and base
     /// configs, read from the logs (no blob content is read). A conversation
     /// that cannot be read is an error: sweeping without knowing its
-    /// references could lose them (`fsck --repair` first).
+    /// references could lose them (`fsck --repair` first). A conversation
+    /// removed after it was listed is not live and is skipped.
     pub fn referenced_blobs(
         &self,
         progress: &mut dyn FnMut(GcProgress),
@@ -109,7 +110,16 @@ impl Store {
         let ids = self.ids()?;
         let mut live = HashSet::new();
         for (i, id) in ids.iter().enumerate() {
-            let conv = self.read(id)?;
+            let conv = match self.read(id) {
+                Ok(conv) => conv,
+                // Removed since it was listed (`rm` does not wait for gc):
+                // it is not live. One that is still there and cannot be
+                // read stops gc.
+                Err(e) => match self.exists(id) {
+                    Ok(false) => continue,
+                    _ => return Err(e),
+                },
+            };
             for e in &conv.entries {
                 e.for_each_content(&mut |r| {
                     live.insert(r.id);

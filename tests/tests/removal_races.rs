@@ -258,3 +258,47 @@ fn appends_racing_removal_and_recreation_never_damage_a_log() {
     requests(&store, &id);
     assert_fsck_clean(&store, "after the race");
 }
+
+/// gc listing the conversations while `rm` removes them: a conversation
+/// removed after gc listed it is simply not live (gc used to fail with "no
+/// conversation with id X", an id the user never named). Every gc run
+/// succeeds, and what the remaining conversations reference reads back.
+#[test]
+fn gc_while_conversations_are_removed_succeeds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    run_jp_store(&root, &["init"], b"").ok("init");
+    let ids: Vec<String> = (0..40).map(|i| format!("gone{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        run_jp_store(&root, &["new", "--id", id], b"").ok("new");
+        let batch = json!([
+            {"type": "turn_start", "timestamp": ts(2 * i as u64)},
+            {"type": "chat_request", "timestamp": ts(2 * i as u64 + 1), "content": "kept",
+             "resources": [{"uri": "file:///shared.txt", "text": "content every conversation shares\n"}]}
+        ]);
+        run_jp_store(&root, &["append", id], batch.to_string().as_bytes()).ok("append");
+    }
+    let done = AtomicBool::new(false);
+    let runs = std::thread::scope(|scope| {
+        let gc = scope.spawn(|| {
+            let mut runs = 0;
+            while !done.load(Ordering::Relaxed) || runs == 0 {
+                run_jp_store(&root, &["gc", "--grace", "0s"], b"")
+                    .ok("gc while conversations are removed");
+                runs += 1;
+            }
+            runs
+        });
+        // The last conversation stays; the others go one by one.
+        for id in &ids[..ids.len() - 1] {
+            run_jp_store(&root, &["rm", id], b"").ok("rm");
+        }
+        done.store(true, Ordering::Relaxed);
+        gc.join().expect("gc thread")
+    });
+    assert!(runs > 0);
+    let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
+    let last = ConversationId::parse(&ids[ids.len() - 1]).expect("id");
+    assert_eq!(requests(&store, &last), ["kept"]);
+    assert_fsck_clean(&store, "after gc and removals");
+}

@@ -255,7 +255,17 @@ pub fn read_state(
             .as_ref()
             .map(|h| h.first_record_crc)
             .or_else(|| head::first_record_crc(storage, id));
-        if let (Some((last_record, last_record_crc)), Some(first_record_crc)) = (last, first) {
+        // The head is evidence that the records it covers were whole
+        // (`head::proven_end`): what this listing read may still be only in
+        // the page cache (a writer that died before its sync), so it is made
+        // durable first, or the head is not written.
+        let synced = storage
+            .open(&id.log_path(), jpstore_blobstore::storage::OpenMode::Read)
+            .and_then(|log| log.sync_data())
+            .is_ok();
+        if let (true, Some((last_record, last_record_crc)), Some(first_record_crc)) =
+            (synced, last, first)
+        {
             head::store(
                 storage,
                 id,
@@ -282,6 +292,7 @@ pub fn open_reader(
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }
+        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(storage, id))),
         other => other,
     }
 }

@@ -52,7 +52,7 @@ pub use record::{
     FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,
 };
 pub use scan::{Damage, LogEnd};
-pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter};
+pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
 
 use crate::error::Result;
 
@@ -119,7 +119,18 @@ pub struct Scan {
 /// [`Error::Corrupt`]: crate::error::Error::Corrupt
 /// [`Error::Unsupported`]: crate::error::Error::Unsupported
 pub fn scan(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Scan> {
-    let reader = LogReader::open(storage, path, options)?;
+    scan_proven(storage, path, options, 0)
+}
+
+/// Like [`scan`], knowing that the records up to `proven_end` were once
+/// whole ([`LogReader::with_proven_end`]).
+pub fn scan_proven(
+    storage: &dyn Storage,
+    path: &Path,
+    options: LogOptions,
+    proven_end: u64,
+) -> Result<Scan> {
+    let reader = LogReader::open(storage, path, options)?.with_proven_end(proven_end);
     let mut walk = reader.records()?;
     let mut records = Vec::new();
     let mut error = None;

@@ -182,11 +182,17 @@ fn truncation_at_every_offset_keeps_exactly_the_complete_batches() {
         // A writer cuts the torn tail, says so, and appends after it.
         let mut w = open_writer(&storage, &name);
         assert_eq!(w.end(), valid_end, "cut at {cut}");
-        let expected_cut = (valid_end != cut).then_some(CutTail {
-            offset: valid_end,
-            len: cut - valid_end,
-        });
-        assert_eq!(w.cut_tail(), expected_cut, "cut at {cut}");
+        let expected_cut = (valid_end != cut).then_some((valid_end, cut - valid_end));
+        assert_eq!(
+            w.cut_tail().map(|c| (c.offset, c.len)),
+            expected_cut,
+            "cut at {cut}"
+        );
+        // Nothing is cut without a synced copy of its bytes.
+        if let Some(c) = w.cut_tail() {
+            let copy = fs::read(dir.path().join(&c.copy)).expect("the copy of the cut tail");
+            assert_eq!(copy.len() as u64, c.len, "cut at {cut}");
+        }
         assert_eq!(
             fs::metadata(dir.path().join(&name)).expect("stat").len(),
             valid_end

@@ -470,7 +470,6 @@ impl Store {
         let mut turns = TurnCounter::new();
         let mut requests: HashSet<String> = HashSet::new();
         let mut compactions = 0u64;
-        let mut undo_targets = Vec::new();
         let mut base = None;
         for record in &scanned.records {
             out.records += 1;
@@ -542,21 +541,18 @@ impl Store {
                             out.damaged = true;
                         }
                     }
-                    EventKind::CompactionUndo(u) => undo_targets.push((u.undoes, record.offset)),
+                    // Checked against the compactions before it: an undo
+                    // naming a later one would revoke it when it is made.
+                    EventKind::CompactionUndo(u) if u.undoes >= compactions => {
+                        out.findings.push(finding(
+                            "undo-target",
+                            Some(record.offset),
+                            crate::conversation::state::undo_refusal(u.undoes, compactions),
+                        ));
+                        out.damaged = true;
+                    }
                     _ => {}
                 }
-            }
-        }
-        for (target, offset) in undo_targets {
-            if target >= compactions {
-                out.findings.push(Finding {
-                    severity: Severity::Warning,
-                    ..finding(
-                        "undo-target",
-                        Some(offset),
-                        format!("undoes compaction {target}, but the log has {compactions}"),
-                    )
-                });
             }
         }
         if let Some((b, offset)) = base {

@@ -14,7 +14,7 @@ use crate::conversation::meta::MetaPatch;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{parse_entry, ParseMode};
-use crate::event::{BlobRef, Entry, Object, Payload};
+use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
@@ -242,6 +242,11 @@ pub fn prepare(src: JpSource) -> Prepared {
         (ConfigLayout::None, None, None)
     };
     let mut raw = std::collections::BTreeMap::new();
+    // JP writes no `compaction_undo`. One naming a compaction that is not
+    // before it would revoke a later one (format-spec.md 4.2): it is kept
+    // verbatim, as an entry that does not fit the model is, and revokes
+    // nothing.
+    let mut compactions = 0u64;
     let entries = events
         .iter()
         .enumerate()
@@ -249,6 +254,15 @@ pub fn prepare(src: JpSource) -> Prepared {
             let (entry, leaves) = import_entry(v);
             if !leaves.is_empty() {
                 raw.insert(i.to_string(), leaves);
+            }
+            match (entry.event().map(|e| &e.kind), v) {
+                (Some(EventKind::Compaction(_)), _) => compactions += 1,
+                (Some(EventKind::CompactionUndo(u)), Value::Object(o))
+                    if u.undoes >= compactions =>
+                {
+                    return Entry::Unknown(o.clone());
+                }
+                _ => {}
             }
             entry
         })

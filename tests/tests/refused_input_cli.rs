@@ -90,3 +90,37 @@ fn an_undo_of_a_compaction_not_made_yet_is_refused_and_a_later_compaction_holds(
     );
     s.run(&["fsck"], b"").ok("fsck");
 }
+
+#[test]
+fn a_key_given_twice_is_refused_with_its_line_entry_and_path() {
+    let s = Store::new();
+    let cases: [(&str, &[u8], &[&str]); 4] = [
+        (
+            "a top-level key twice, JSON Lines",
+            b"{\"type\":\"turn_start\"}\n\
+              {\"type\":\"chat_request\",\"content\":\"a\",\"content\":\"b\"}\n",
+            &["line 2", "(entry 2)", "field `content`", "duplicate key"],
+        ),
+        (
+            "a nested key twice, JSON Lines",
+            b"{\"type\":\"turn_start\"}\n\
+              {\"type\":\"tool_call_request\",\"id\":\"t\",\"name\":\"n\",\"arguments\":{\"p\":1,\"q\":{\"r\":1,\"r\":2}}}\n",
+            &["line 2", "(entry 2)", "field `arguments.q.r`", "duplicate key"],
+        ),
+        (
+            "a key twice in an array of entries",
+            b"[\n{\"type\":\"turn_start\"},\n{\"type\":\"chat_request\",\n\"content\":\"a\",\n\"type\":\"chat_request\"}\n]\n",
+            &["line 5", "(entry 2)", "field `type`", "duplicate key"],
+        ),
+        (
+            "inside an array of blocks",
+            b"{\"type\":\"turn_start\"}\n\
+              {\"type\":\"tool_call_request\",\"id\":\"t\",\"name\":\"n\",\"arguments\":{}}\n\
+              {\"type\":\"tool_call_response\",\"id\":\"t\",\"content\":[{\"type\":\"text\",\"text\":\"x\",\"text\":\"y\"}]}\n",
+            &["line 3", "(entry 3)", "field `content[0].text`", "duplicate key"],
+        ),
+    ];
+    for (case, stdin, words) in cases {
+        refused(&s, case, stdin, words);
+    }
+}

@@ -108,13 +108,19 @@ fn read_json(storage: &LocalStorage, dir: &Path, name: &str) -> Result<Option<(V
         path: dir.join(name),
         source,
     })?;
-    let v = serde_json::from_slice(&bytes).map_err(|e| {
+    // JP's loader (serde derive) refuses a field given twice; a file with
+    // a duplicate key anywhere is damaged or hand-edited, and which value
+    // was meant is unknown: refused, naming the key's path.
+    let v = crate::json_text::parse(&bytes).map_err(|e| {
+        let at = match &e.duplicate {
+            Some(path) => format!(" at `{}`", crate::json_text::path_string(path)),
+            None => String::new(),
+        };
         invalid(
             &dir.join(name),
             format!(
-                "invalid JSON at line {}, column {}: {e}",
-                e.line(),
-                e.column()
+                "invalid JSON at line {}, column {}{at}: {}",
+                e.line, e.column, e.message
             ),
         )
     })?;

@@ -439,3 +439,29 @@ fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
     let files = jp_files(&store, &conv).expect("export");
     assert_eq!(files.events, events);
 }
+
+#[test]
+fn a_jp_file_with_a_key_twice_is_refused_naming_the_file_and_the_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399472");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("events.json"),
+        "[\n  {\"type\": \"turn_start\", \"timestamp\": \"2026-05-29 19:40:00.0\"},\n  \
+         {\"type\": \"chat_request\", \"timestamp\": \"2026-05-29 19:40:00.1\",\n   \
+         \"content\": \"a\", \"content\": \"b\"}\n]\n",
+    )
+    .expect("write");
+    write(&dir, "metadata.json", &json!({}));
+    let sources = find_sources(tmp.path()).expect("find");
+    let e = read_source(&sources[0])
+        .expect_err("a duplicate key")
+        .to_string();
+    assert!(
+        e.contains(&dir.join("events.json").display().to_string())
+            && e.contains("[1].content")
+            && e.contains("duplicate key")
+            && e.contains("line 4"),
+        "{e}"
+    );
+}

@@ -285,9 +285,16 @@ impl BlobStore {
                 Ok(p) => loaded.push(p),
                 // Removed by a concurrent rewrite between listing and opening.
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
-                // A damaged index: its objects are unreachable, the rest of
-                // the store is not. verify_all reports it (fsck).
+                // A damaged index, or a pack or index that is not a regular
+                // file: its objects are unreachable, the rest of the store
+                // is not. verify_all reports it (fsck).
                 Err(Error::Corrupt { .. } | Error::TooLarge { .. }) => {
+                    self.broken
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone());
+                }
+                Err(Error::Io { source, .. }) if crate::storage::not_regular(&source).is_some() => {
                     self.broken
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
@@ -438,7 +445,8 @@ impl BlobStore {
         self.loose_exists(&self.loose_path(id))
     }
 
-    /// Whether a loose object is at `path`. A symbolic link there is an
+    /// Whether a loose object is at `path`. A symbolic link, a FIFO, a
+    /// directory or any other node that is not a regular file there is an
     /// error naming it, never taken for the object.
     fn loose_exists(&self, path: &Path) -> Result<bool> {
         match self.storage.metadata(path) {
@@ -446,6 +454,11 @@ impl BlobStore {
                 "inspect",
                 path,
                 symlink_error(&self.storage.display_path(path)),
+            )),
+            Ok(m) if m.kind != crate::storage::FileKind::Regular => Err(self.io(
+                "inspect",
+                path,
+                crate::storage::not_regular_error(self.storage.display_path(path), m.kind),
             )),
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),

@@ -43,6 +43,11 @@ pub struct Options {
     pub max_blob_len: u64,
     /// Worker threads for batch put and verify (default: available cores).
     pub threads: usize,
+    /// Packs smaller than this (in bytes) are *small*: a batch put, after
+    /// publishing its pack, merges small packs when their sizes break the
+    /// geometric rule (format-spec.md 2.11). Larger packs are merged by gc
+    /// only. 0: writers never merge (default 8 MiB).
+    pub small_pack_bytes: u64,
 }
 
 impl Default for Options {
@@ -51,6 +56,7 @@ impl Default for Options {
             compression_level: 3,
             max_blob_len: 1 << 30,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            small_pack_bytes: 8 << 20,
         }
     }
 }
@@ -817,9 +823,24 @@ impl BlobStore {
     pub(crate) fn publish_pack(&self, name: &str, tmp_pack: &Path, tmp_index: &Path) -> Result<()> {
         let dir = self.base.join(PACKS_DIR);
         let (pack_path, index_path) = pack::pack_file_names(&dir, name);
-        for (tmp, to) in [(tmp_pack, &pack_path), (tmp_index, &index_path)] {
+        let publish = |tmp: &Path, to: &Path| {
             crate::storage::publish_synced(&*self.storage, tmp, to)
-                .map_err(|e| self.publish_error(e))?;
+                .map_err(|e| self.publish_error(e))
+        };
+        let pack_linked = publish(tmp_pack, &pack_path)?;
+        publish(tmp_index, &index_path)?;
+        if !pack_linked {
+            // The same pack was published already (two merges of the same
+            // packs, say), and another process may have merged it away
+            // between our two links, leaving our index without its pack:
+            // link ours again (2.11).
+            match self.storage.metadata(&pack_path) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    publish(tmp_pack, &pack_path)?;
+                }
+                Err(e) => return Err(self.io("inspect", &pack_path, e)),
+            }
         }
         let _ = self.storage.remove_file(tmp_pack);
         let _ = self.storage.remove_file(tmp_index);
@@ -1038,6 +1059,52 @@ impl BlobStore {
         Ok(outcome)
     }
 
+    /// Removes pack files without an index whose file is older than `age`:
+    /// left by a crash between the unlinks of a rewrite or a merge (2.7,
+    /// 2.11), or before a pack's index was published (2.5). A younger one
+    /// may be a writer's between its two links; a writer that follows the
+    /// gc lock protocol is never there while gc runs. Returns what went.
+    pub fn remove_unindexed_packs(&self, age: Duration) -> Result<SweepOutcome> {
+        self.check_poisoned()?;
+        let dir = self.base.join(PACKS_DIR);
+        let entries = self
+            .storage
+            .read_dir(&dir)
+            .map_err(|e| self.io("list", &dir, e))?;
+        let indexed: HashSet<&str> = entries
+            .iter()
+            .filter_map(|e| pack::name_of_index_file(&e.name))
+            .collect();
+        let now = SystemTime::now();
+        let mut out = SweepOutcome::default();
+        for e in &entries {
+            let Some(name) = pack::name_of_pack_file(&e.name) else {
+                continue;
+            };
+            let old = now
+                .duration_since(e.metadata.modified)
+                .is_ok_and(|d| d >= age);
+            if indexed.contains(name) || !old || e.metadata.is_dir {
+                continue;
+            }
+            let path = dir.join(&e.name);
+            match self.storage.remove_file(&path) {
+                Ok(()) => {
+                    out.objects += 1;
+                    out.bytes += e.metadata.len;
+                }
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(self.io("remove", &path, err)),
+            }
+        }
+        if out.objects > 0 {
+            self.storage
+                .sync_dir(&dir)
+                .map_err(|e| self.sync_failed(&dir, e))?;
+        }
+        Ok(out)
+    }
+
     /// Removes temp files older than `age` (left by crashed writers). Younger
     /// ones may belong to a writer that is still running.
     pub fn cleanup_temp(&self, age: Duration) -> Result<SweepOutcome> {
@@ -1098,6 +1165,9 @@ pub struct BatchOutcome {
     pub pack_bytes: u64,
     /// Name of the new pack, if the batch had new content.
     pub pack: Option<String>,
+    /// Small packs merged after the new one was published (format-spec.md
+    /// 2.11; the new pack may be one of them, so `pack` may be gone).
+    pub merged_packs: usize,
 }
 
 /// What a sweep removed.

@@ -27,8 +27,9 @@ fn run_limited(store: &Path, cwd: &Path, args: &[&str], stdin: &[u8]) -> Run {
     run_command(command, store, args, stdin)
 }
 
-/// Publishes `count` packs of one object each through the batch writer;
-/// returns the ids.
+/// Publishes `count` packs of one object each through the batch writer,
+/// with merging off (as in a store written before writers merged), so that
+/// they stay separate; returns the ids.
 fn make_packs(store_root: &Path, count: usize) -> Vec<BlobId> {
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(store_root).expect("storage"));
     let blobs = BlobStore::open(
@@ -36,6 +37,7 @@ fn make_packs(store_root: &Path, count: usize) -> Vec<BlobId> {
         "blobs",
         Options {
             threads: 1,
+            small_pack_bytes: 0,
             ..Options::default()
         },
     )

@@ -119,3 +119,41 @@ fn every_command_runs_with_a_thousand_packs_and_64_descriptors() {
     let view = limited(&["view", "c1"], b"", "view after gc");
     assert!(view.stdout.contains("attached among a thousand packs"));
 }
+
+#[test]
+fn the_pack_count_stays_logarithmic_over_many_attaches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+    let store = work.join("store");
+    let run = |args: &[&str]| run_jp_store_in(&store, Some(&work), args, b"");
+    run(&["init"]).ok("init");
+    run(&["new", "--id", "c1"]).ok("new");
+    let attaches = 64;
+    for i in 0..attaches {
+        let name = format!("file{i}.txt");
+        let text = format!("attachment {i};").repeat(1 + i % 5 * 40);
+        std::fs::write(work.join(&name), text).expect("write");
+        run(&["attach", "c1", &name]).ok("attach");
+    }
+    let sizes: Vec<u64> = std::fs::read_dir(store.join("blobs/packs"))
+        .expect("list packs")
+        .map(|e| e.expect("entry"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .map(|e| e.metadata().expect("metadata").len())
+        .collect();
+    assert_eq!(sizes.len(), pack_count(&store), "every pack has its index");
+    let (total, min) = (sizes.iter().sum::<u64>(), sizes.iter().min().copied());
+    let bound = min.map_or(0.0, |m| (total as f64 / m as f64).log2() + 1.0);
+    assert!(
+        (sizes.len() as f64) <= bound,
+        "{} packs after {attaches} attaches: {sizes:?}",
+        sizes.len()
+    );
+    let view = run(&["view", "c1"]);
+    for i in 0..attaches {
+        assert!(view.ok("view").contains(&format!("attachment {i};")));
+    }
+    let fsck = run(&["fsck", "--read-data", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(fsck.ok("fsck")).expect("fsck JSON");
+    assert_eq!(report["clean"], true, "fsck: {}", fsck.stdout);
+}

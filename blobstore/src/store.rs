@@ -941,8 +941,19 @@ impl BlobStore {
     /// one walk of every index, without sorting: for checking many
     /// references at once.
     pub fn id_sizes(&self) -> Result<Vec<(BlobId, Option<u64>)>> {
+        // A merge in another process publishes its pack, then unlinks the
+        // merged ones; a listing of `packs/` that runs meanwhile may see
+        // neither. The packs loaded before this rescan (still mapped) and
+        // those after it are both listed: one of the two listings saw the
+        // merged pack or its inputs (2.11).
+        let before = self.loaded_packs();
         self.refresh_packs()?;
-        let packs = self.loaded_packs();
+        let mut packs = self.loaded_packs();
+        for p in before {
+            if !packs.iter().any(|q| q.name == p.name) {
+                packs.push(p);
+            }
+        }
         let loose = self.loose_objects()?;
         let mut out =
             Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());

@@ -132,7 +132,10 @@ impl LocalStorage {
     /// opened at all because of what it is (a directory opened for writing,
     /// a socket) gets the same error.
     fn open_regular(&self, path: &Path, flags: OFlags) -> io::Result<File> {
-        let fd = match self.open_beneath(path, flags | OFlags::NONBLOCK, FILE_MODE) {
+        // O_NOCTTY: a terminal device planted at a store name must not become
+        // the controlling terminal of a session leader that opens it.
+        let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = match self.open_beneath(path, flags, FILE_MODE) {
             Ok(fd) => fd,
             Err(e) => {
                 if matches!(

@@ -37,6 +37,16 @@ pub enum Error {
         /// The file whose write or sync failed.
         path: PathBuf,
     },
+    /// gc found a log it cannot read at all: what it references is unknown,
+    /// so nothing is swept.
+    #[error("gc swept nothing: it cannot read the log {}, which may reference any blob (make it a readable log file again; `jp-store fsck --repair` moves aside what is not a regular file): {source}", path.display())]
+    GcUnreadableLog {
+        /// The log (or quarantine directory) that cannot be read.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// Bytes on disk are not what the format requires.
     #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]
     Corrupt {

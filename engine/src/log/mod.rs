@@ -39,6 +39,7 @@
 
 mod reader;
 mod record;
+mod salvage;
 mod scan;
 mod writer;
 
@@ -51,6 +52,7 @@ pub use record::{
     decode_record_header, encode_batch, payload_len, walk_batch, RecordHeader, FILE_HEADER_LEN,
     FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,
 };
+pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piece, Salvage};
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
 

@@ -208,3 +208,102 @@ fn a_tail_not_proven_whole_is_copied_before_it_is_cut() {
         out.stderr
     );
 }
+
+/// A fork publishes the whole history with its log, like an import: a
+/// flipped bit in its last record is damage, never cut.
+#[test]
+fn a_flipped_bit_in_the_last_record_of_a_fork_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    run_jp_store(&root, &["init"], b"").ok("init");
+    let jp = jp_conversation(dir.path()).display().to_string();
+    run_jp_store(&root, &["import", &jp], b"").ok("import");
+    let before: Vec<String> = fs::read_dir(root.join("conversations"))
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    run_jp_store(&root, &["fork", ID], b"").ok("fork");
+    let fork = fs::read_dir(root.join("conversations"))
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| !before.contains(n))
+        .expect("the fork's directory");
+    check_proven_damage(&root, &fork, "fork");
+}
+
+/// The number of events `ls --json` gives for `id`, if it lists it.
+fn listed_events(root: &Path, id: &str) -> Option<u64> {
+    let ls = run_jp_store(root, &["ls", "--json"], b"");
+    let list: serde_json::Value = serde_json::from_str(&ls.stdout).ok()?;
+    list.as_array()?
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["events"].as_u64())
+}
+
+/// The number of events `print`/`export` show for `id`, if they read it.
+fn read_events(root: &Path, id: &str) -> Option<u64> {
+    let export = run_jp_store(root, &["export", id], b"");
+    let print = run_jp_store(root, &["print", id], b"");
+    assert_eq!(
+        export.code, print.code,
+        "print and export agree on whether {id} reads: {export:?} {print:?}"
+    );
+    let value: serde_json::Value = serde_json::from_str(&export.stdout).ok()?;
+    Some(value["events"].as_array()?.len() as u64)
+}
+
+/// `ls` never counts events that `print` and `export` do not show, whatever
+/// record is damaged and whether a head cache covers it.
+#[test]
+fn ls_and_print_agree_about_the_events_of_a_damaged_log() {
+    for middle in [false, true] {
+        for head in [true, false] {
+            let what = format!("damaged middle record: {middle}, head kept: {head}");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let root = dir.path().join("store");
+            run_jp_store(&root, &["init"], b"").ok("init");
+            run_jp_store(&root, &["new", "--id", "c1"], b"").ok("new");
+            for n in 0..5 {
+                append(&root, "c1", n).ok("append");
+            }
+            let log = log_path(&root, "c1");
+            let offsets = {
+                let bytes = fs::read(&log).expect("read log");
+                let mut offs = Vec::new();
+                let mut off = 16usize;
+                while off + 12 <= bytes.len() {
+                    offs.push(off as u64);
+                    let n = u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4"));
+                    off += 12 + n as usize;
+                }
+                offs
+            };
+            // The listing writes the head now, so it covers every record.
+            assert_eq!(listed_events(&root, "c1"), Some(10), "{what}");
+            let at = if middle {
+                offsets[3]
+            } else {
+                offsets[offsets.len() - 1]
+            };
+            let mut bytes = fs::read(&log).expect("read");
+            let next = offsets
+                .iter()
+                .find(|&&o| o > at)
+                .map_or(bytes.len(), |&o| o as usize);
+            bytes[next - 2] ^= 0x10;
+            fs::write(&log, bytes).expect("write");
+            if !head {
+                fs::remove_file(root.join("conversations/c1/head")).expect("remove head");
+            }
+            let listed = listed_events(&root, "c1");
+            let read = read_events(&root, "c1");
+            assert_eq!(
+                listed, read,
+                "{what}: ls lists {listed:?} events, print/export read {read:?}"
+            );
+        }
+    }
+}

@@ -70,7 +70,8 @@ pub struct Finding {
     /// A short kind: `torn-tail`, `damaged-record`, `undecodable-entry`,
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
-    /// `base-config`, `orphan-blobs`, `not-a-regular-file`.
+    /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
+    /// `not-a-regular-file`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -171,6 +172,9 @@ struct LogsChecked {
     references: usize,
     /// Blobs in the store referenced by no conversation.
     orphans: usize,
+    /// Of those, blobs gc keeps because a damaged or quarantined log may
+    /// reference them (format-spec.md 4.7, "Marking").
+    kept_for_recovery: usize,
 }
 
 impl Store {
@@ -322,6 +326,20 @@ impl Store {
                 ),
             });
         }
+        if logs.kept_for_recovery > 0 {
+            report.findings.push(Finding {
+                severity: Severity::Info,
+                kind: "kept-for-recovery",
+                conversation: None,
+                path: None,
+                offset: None,
+                blob: None,
+                message: format!(
+                    "{} blobs are referenced only by what a damaged or quarantined log may still hold (records after damage, damaged records, quarantined conversations, cut tails in quarantine/conversations/); gc keeps them",
+                    logs.kept_for_recovery
+                ),
+            });
+        }
         if options.repair {
             for (id, why, keep) in to_quarantine {
                 let to = self.quarantine_conversation(&id, &why)?;
@@ -369,10 +387,36 @@ impl Store {
             self.resolve_refs(id, check, these, &mut known);
             sizes = rest;
         }
+        // What gc keeps beyond the valid references, looked for only where
+        // there is damage or quarantine to look at.
+        let mut recoverable = std::collections::HashSet::new();
+        for (id, check) in ids.iter().zip(&conversations) {
+            if check.damaged || check.torn {
+                // Best effort: a log that cannot be read shows as damage.
+                let _ = crate::gc::mark_log(
+                    &**self.storage(),
+                    &id.log_path(),
+                    self.options().log,
+                    &mut recoverable,
+                );
+            }
+        }
+        // A quarantined log that cannot be read makes gc refuse to sweep;
+        // fsck only informs, so what it marked before that is counted.
+        let _ = self.mark_quarantined(&mut recoverable);
+        let kept_for_recovery = if recoverable.is_empty() {
+            0
+        } else {
+            known
+                .orphan_ids()
+                .filter(|id| recoverable.contains(*id))
+                .count()
+        };
         Ok(LogsChecked {
             conversations,
             references: known.referenced(),
-            orphans: known.orphans(),
+            orphans: known.orphans() - kept_for_recovery,
+            kept_for_recovery,
         })
     }
 

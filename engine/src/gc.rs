@@ -186,7 +186,7 @@ impl Store {
     /// Marks what the conversations moved into quarantine by `fsck
     /// --repair` may reference, and the tails writers cut and copied there:
     /// quarantine never deletes, so gc must not take their content either.
-    fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
+    pub(crate) fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
         let storage = &**self.storage();
         let options = self.options().log;
         let dir = Path::new(crate::fsck::QUARANTINE_DIR).join("conversations");
@@ -313,6 +313,8 @@ impl Store {
 }
 
 mod mark;
+
+pub(crate) use mark::mark_log;
 
 #[cfg(test)]
 mod tests;

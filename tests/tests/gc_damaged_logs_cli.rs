@@ -272,3 +272,31 @@ fn gc_refuses_to_sweep_when_a_quarantined_log_cannot_be_read() {
     fs::create_dir(&log).expect("a directory in its place");
     check_refused(&root, &log, &orphan, "quarantined");
 }
+
+/// fsck tells the blobs gc keeps only because a damaged or quarantined log
+/// may reference them from the orphans gc removes.
+#[test]
+fn fsck_reports_blobs_kept_for_damaged_and_quarantined_logs_apart_from_orphans() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let (referenced, _) = store_with_conversation(&root);
+    flip(&log_path(&root, ID), 9, 0x01);
+    run_jp_store(&root, &["fsck", "--repair"], b"");
+    let report = run_jp_store(&root, &["fsck", "--json"], b"").json("fsck");
+    let finding = |kind: &str| -> Option<String> {
+        report["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| f["kind"] == kind)
+            .map(|f| f["message"].as_str().expect("message").to_owned())
+    };
+    let orphans = finding("orphan-blobs").expect("the unreferenced blob is an orphan");
+    assert!(orphans.starts_with("1 blobs "), "{orphans}");
+    let kept = finding("kept-for-recovery").expect("a finding for the kept blobs");
+    assert!(
+        kept.starts_with(&format!("{} blobs ", referenced.len())),
+        "{kept}"
+    );
+    assert_eq!(report["clean"], true, "information, not damage: {report}");
+}

@@ -104,8 +104,10 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     let mut writer = store.writer(&id)?;
     if let Some(cut) = writer.cut_tail() {
         eprintln!(
-            "jp-store: note: cut a torn tail of {} bytes at offset {} (an append interrupted by a crash)",
-            cut.len, cut.offset
+            "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
+            cut.len,
+            cut.offset,
+            store.storage().display_path(&cut.copy).display()
         );
     }
     let completes = jpstore_engine::compaction::completes_turn(&entries);

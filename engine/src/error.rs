@@ -37,6 +37,16 @@ pub enum Error {
         /// The file whose write or sync failed.
         path: PathBuf,
     },
+    /// gc found a log it cannot read at all: what it references is unknown,
+    /// so nothing is swept.
+    #[error("gc swept nothing: it cannot read the log {}, which may reference any blob (make it a readable log file again; `jp-store fsck --repair` moves aside what is not a regular file): {source}", path.display())]
+    GcUnreadableLog {
+        /// The log (or quarantine directory) that cannot be read.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// Bytes on disk are not what the format requires.
     #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]
     Corrupt {
@@ -80,6 +90,23 @@ pub enum Error {
     AlreadyExists {
         /// The file.
         path: PathBuf,
+    },
+    /// The lock file of a log was removed or replaced while this writer
+    /// waited for its lock: the lock it got no longer guards the log's name
+    /// (the log was removed, perhaps created again), so it writes nothing.
+    #[error("{} was removed or replaced while this command waited for its lock (held lock file {} is no longer at that name)", path.display(), lock.display())]
+    LockReplaced {
+        /// The log.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// A conversation was removed (and perhaps created again under its id)
+    /// while this command waited for its writer lock; nothing was written.
+    #[error("conversation {id} was removed while this command waited for its lock; nothing was written to it")]
+    ConversationRemoved {
+        /// The id.
+        id: String,
     },
     /// A blob store operation failed.
     #[error(transparent)]

@@ -27,7 +27,7 @@ use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
-use crate::log::{scan, LogEnd};
+use crate::log::LogEnd;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
@@ -70,7 +70,8 @@ pub struct Finding {
     /// A short kind: `torn-tail`, `damaged-record`, `undecodable-entry`,
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
-    /// `base-config`, `orphan-blobs`, `not-a-regular-file`.
+    /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
+    /// `not-a-regular-file`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -145,6 +146,9 @@ fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
 #[derive(Default)]
 struct ConvCheck {
     damaged: bool,
+    /// Where the valid records end, when the only damage is a bad record
+    /// there (what `--repair` keeps in the store).
+    damaged_at: Option<u64>,
     /// A torn tail found (and re-checked under the writer lock).
     torn: bool,
     /// Blob references: id, size, offset of the record.
@@ -168,6 +172,9 @@ struct LogsChecked {
     references: usize,
     /// Blobs in the store referenced by no conversation.
     orphans: usize,
+    /// Of those, blobs gc keeps because a damaged or quarantined log may
+    /// reference them (format-spec.md 4.7, "Marking").
+    kept_for_recovery: usize,
 }
 
 impl Store {
@@ -250,10 +257,26 @@ impl Store {
                 progress(FsckProgress::Conversations(done, ids.len()))
             })?
         };
-        let mut to_quarantine: Vec<(ConversationId, String)> = Vec::new();
+        let mut to_quarantine: Vec<(ConversationId, String, Option<u64>)> = Vec::new();
         for (id, check) in ids.iter().zip(logs.conversations) {
             report.records += check.records;
             report.entries += check.entries;
+            // The valid prefix is kept in the store only when the bad record
+            // is the only damage and every reference before it resolves.
+            let only_damage = check
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Damage)
+                .count()
+                == 1;
+            let keep = check.damaged_at.filter(|&at| {
+                only_damage
+                    && at > crate::log::FIRST_RECORD
+                    && check
+                        .refs
+                        .iter()
+                        .all(|(blob, _, _)| !damaged_blobs.contains(blob))
+            });
             report.findings.extend(check.findings);
             let mut reason = check.damaged.then(|| "its log is damaged".to_string());
             if check.torn && options.repair {
@@ -262,8 +285,10 @@ impl Store {
                     Ok(w) => {
                         if let Some(cut) = w.cut_tail() {
                             report.repairs.push(format!(
-                                "cut a torn tail of {} bytes at offset {} of conversation {id}",
-                                cut.len, cut.offset
+                                "cut a torn tail of {} bytes at offset {} of conversation {id} (its bytes copied to {})",
+                                cut.len,
+                                cut.offset,
+                                self.storage().display_path(&cut.copy).display()
                             ));
                         }
                     }
@@ -281,7 +306,7 @@ impl Store {
                     .or(check.bad_ref.map(|(_, why)| why));
             }
             if let Some(r) = reason {
-                to_quarantine.push((id.clone(), r));
+                to_quarantine.push((id.clone(), r, keep));
             }
         }
         report.references = logs.references;
@@ -301,13 +326,33 @@ impl Store {
                 ),
             });
         }
+        if logs.kept_for_recovery > 0 {
+            report.findings.push(Finding {
+                severity: Severity::Info,
+                kind: "kept-for-recovery",
+                conversation: None,
+                path: None,
+                offset: None,
+                blob: None,
+                message: format!(
+                    "{} blobs are referenced only by what a damaged or quarantined log may still hold (records after damage, damaged records, quarantined conversations, cut tails in quarantine/conversations/); gc keeps them",
+                    logs.kept_for_recovery
+                ),
+            });
+        }
         if options.repair {
-            for (id, why) in to_quarantine {
+            for (id, why, keep) in to_quarantine {
                 let to = self.quarantine_conversation(&id, &why)?;
                 report.repairs.push(format!(
                     "moved conversation {id} to {} because {why}",
                     to.display()
                 ));
+                if let Some(end) = keep {
+                    self.restore_prefix(&id, &to, end)?;
+                    report.repairs.push(format!(
+                        "kept the whole records of conversation {id} before offset {end} in the store (the whole log stays in quarantine)"
+                    ));
+                }
             }
         }
         Ok(())
@@ -342,10 +387,36 @@ impl Store {
             self.resolve_refs(id, check, these, &mut known);
             sizes = rest;
         }
+        // What gc keeps beyond the valid references, looked for only where
+        // there is damage or quarantine to look at.
+        let mut recoverable = std::collections::HashSet::new();
+        for (id, check) in ids.iter().zip(&conversations) {
+            if check.damaged || check.torn {
+                // Best effort: a log that cannot be read shows as damage.
+                let _ = crate::gc::mark_log(
+                    &**self.storage(),
+                    &id.log_path(),
+                    self.options().log,
+                    &mut recoverable,
+                );
+            }
+        }
+        // A quarantined log that cannot be read makes gc refuse to sweep;
+        // fsck only informs, so what it marked before that is counted.
+        let _ = self.mark_quarantined(&mut recoverable);
+        let kept_for_recovery = if recoverable.is_empty() {
+            0
+        } else {
+            known
+                .orphan_ids()
+                .filter(|id| recoverable.contains(*id))
+                .count()
+        };
         Ok(LogsChecked {
             conversations,
             references: known.referenced(),
-            orphans: known.orphans(),
+            orphans: known.orphans() - kept_for_recovery,
+            kept_for_recovery,
         })
     }
 
@@ -417,7 +488,11 @@ impl Store {
             blob: None,
             message,
         };
-        let scanned = match scan(storage, &path, self.options().log) {
+        // Records a head cache covers (or the log was published with) were
+        // whole once: a bad one there is damage even at the end of the log.
+        let proven_end = crate::conversation::head::proven_end(storage, id);
+        let scanned = match crate::log::scan_proven(storage, &path, self.options().log, proven_end)
+        {
             Ok(s) => s,
             Err(e) => {
                 let offset = match &e {
@@ -438,13 +513,24 @@ impl Store {
                 // long-lived writer must not make fsck wait).
                 match crate::log::try_lock(storage, &path)? {
                     Some(_lock) => {
-                        let again = scan(storage, &path, self.options().log)?;
+                        let again = crate::log::scan_proven(
+                            storage,
+                            &path,
+                            self.options().log,
+                            proven_end,
+                        )?;
                         if let LogEnd::TornTail { offset, len } = again.end {
-                            out.findings.push(finding(
-                                "torn-tail",
-                                Some(offset),
-                                format!("{len} bytes of an incomplete record after the last whole one (a write cut short by a crash; `fsck --repair` or the next append cuts it)"),
-                            ));
+                            // Not damage: what an append that did not
+                            // complete leaves (a crash, or a write that
+                            // failed, such as on a full disk).
+                            out.findings.push(Finding {
+                                severity: Severity::Warning,
+                                ..finding(
+                                    "torn-tail",
+                                    Some(offset),
+                                    format!("{len} bytes of an incomplete record after the last whole one, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); nothing proves it was ever whole; `fsck --repair` or the next append copies it into quarantine/ and cuts it"),
+                                )
+                            });
                             out.torn = true;
                         }
                     }
@@ -465,6 +551,7 @@ impl Store {
                     damage.to_error(&display, offset).to_string(),
                 ));
                 out.damaged = true;
+                out.damaged_at = Some(offset);
             }
         }
         let mut turns = TurnCounter::new();
@@ -720,6 +807,55 @@ impl Store {
         Ok(to)
     }
 
+    /// Publishes, as the log of `id`, the first `end` bytes (its file header
+    /// and whole records) of the log quarantined in `quarantined` (relative
+    /// to the store root): the conversation as it was before its
+    /// first bad record. Records are position-independent, so the prefix
+    /// is copied byte for byte; it appears whole or not at all.
+    fn restore_prefix(&self, id: &ConversationId, quarantined: &Path, end: u64) -> Result<()> {
+        let storage = &**self.storage();
+        let rel = quarantined.join(crate::conversation::LOG_FILE);
+        let io = |op, path: &Path, source| Error::Io {
+            op,
+            path: storage.display_path(path),
+            source,
+        };
+        let file = storage
+            .open(&rel, jpstore_blobstore::storage::OpenMode::Read)
+            .map_err(|e| io("open", &rel, e))?;
+        let len = usize::try_from(end).map_err(|_| {
+            io(
+                "read",
+                &rel,
+                std::io::Error::new(std::io::ErrorKind::OutOfMemory, "log prefix too large"),
+            )
+        })?;
+        let mut bytes = vec![0u8; len];
+        jpstore_blobstore::storage::read_exact_at(&*file, &mut bytes, 0)
+            .map_err(|e| io("read", &rel, e))?;
+        storage
+            .create_dir_all(&id.dir())
+            .map_err(|e| io("create", &id.dir(), e))?;
+        let parent = Path::new(crate::conversation::CONVERSATIONS_DIR);
+        storage
+            .sync_dir(parent)
+            .map_err(|source| Error::SyncFailed {
+                path: storage.display_path(parent),
+                source,
+            })?;
+        let _lock = crate::conversation::writer_lock(storage, id)?;
+        let tmp = id.dir().join(format!(
+            "{}.tmp.{}.restored",
+            crate::conversation::LOG_FILE,
+            std::process::id()
+        ));
+        match jpstore_blobstore::storage::publish_new_file(storage, &tmp, &id.log_path(), &bytes) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::ConversationExists { id: id.to_string() }),
+            Err(e) => Err(Error::from_publish(storage, e)),
+        }
+    }
+
     /// Moves a node that is not what the layout keeps at `rel` into
     /// `quarantine/nodes/<seconds>-<nanos>/<rel>`, with a note beside it.
     fn quarantine_node(&self, rel: &Path, why: &str) -> Result<PathBuf> {
@@ -755,7 +891,7 @@ impl Store {
     /// Moves a conversation's directory into `quarantine/conversations/`
     /// (holding its writer lock), with a note inside.
     fn quarantine_conversation(&self, id: &ConversationId, why: &str) -> Result<PathBuf> {
-        let _lock = crate::log::lock_waiting(&**self.storage(), &id.log_path())?;
+        let _lock = crate::conversation::writer_lock(&**self.storage(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let to = dir.join(format!("{id}.{}", Self::stamp()));
         self.move_aside(&id.dir(), &to)?;

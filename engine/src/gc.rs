@@ -14,13 +14,14 @@
 //! outside that protocol (`jp-store blob put`) and is not needed for safety.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use jpstore_blobstore::storage::LockKind;
 use jpstore_blobstore::BlobId;
 
-use crate::conversation::gc_lock;
-use crate::error::Result;
+use crate::conversation::{gc_lock, ConversationId};
+use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// Settings of a gc run.
@@ -96,30 +97,55 @@ pub struct GcProgress {
     pub total: usize,
 }
 
+/// Whether a lookup failed because the name is not there (or a plain file
+/// is where a directory was looked through).
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// Whether `name` in `quarantine/conversations/` is the copy of a cut tail
+/// (`<id>.tail-<offset>.<secs>-<nanos>`, format-spec.md 3), not its note or
+/// a temp file of its publication.
+fn is_tail_copy(name: &str) -> bool {
+    name.contains(".tail-") && !name.ends_with(".note") && !name.contains(".tmp.")
+}
+
 fn young(modified: SystemTime, now: SystemTime, grace: Duration) -> bool {
     now.duration_since(modified).map_or(true, |age| age < grace)
 }
 
 impl Store {
-    /// Every blob referenced by any conversation: content payloads and base
-    /// configs, read from the logs (no blob content is read). A conversation
-    /// that cannot be read is an error: sweeping without knowing its
-    /// references could lose them (`fsck --repair` first).
+    /// Every blob any conversation references or may reference, from the
+    /// logs alone (no blob content is read): format-spec.md 4.7, "Marking".
+    /// Every log is walked tolerantly ([`crate::log::salvage_log`]): the
+    /// records after damage count, and what a damaged record may reference
+    /// is marked too; so are the logs and tail copies in
+    /// `quarantine/conversations/`. A log that cannot be read at all (an I/O
+    /// error, no permission, not a regular file, a format this build does
+    /// not know) is an error ([`Error::GcUnreadableLog`]): sweeping without
+    /// its references could lose them. A conversation whose log is gone
+    /// (removed after it was listed, or never published) is not live.
+    /// Returns the marks and the number of conversations marked.
     pub fn referenced_blobs(
         &self,
         progress: &mut dyn FnMut(GcProgress),
     ) -> Result<(HashSet<BlobId>, usize)> {
-        let ids = self.ids()?;
+        let storage = &**self.storage();
+        let options = self.options().log;
+        let ids = self.conversation_dirs()?;
         let mut live = HashSet::new();
+        let mut conversations = 0;
         for (i, id) in ids.iter().enumerate() {
-            let conv = self.read(id)?;
-            for e in &conv.entries {
-                e.for_each_content(&mut |r| {
-                    live.insert(r.id);
-                });
-            }
-            if let Some(b) = conv.state.metadata.base_config {
-                live.insert(b.id);
+            let path = id.log_path();
+            match mark::mark_log(storage, &path, options, &mut live) {
+                Ok(_) => conversations += 1,
+                // Removed since it was listed (`rm` does not wait for gc),
+                // or a creation that never published its log: not live.
+                Err(Error::Io { ref source, .. }) if is_absent(source) => {}
+                Err(e) => return Err(self.unreadable(&path, e)),
             }
             progress(GcProgress {
                 marked: i + 1,
@@ -127,43 +153,69 @@ impl Store {
             });
         }
         self.mark_quarantined(&mut live)?;
-        Ok((live, ids.len()))
+        Ok((live, conversations))
     }
 
-    /// Marks what conversations moved into quarantine by `fsck --repair`
-    /// reference, as far as their logs can be read: quarantine never
-    /// deletes, so gc must not take their content either.
-    fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
-        let dir = std::path::Path::new(crate::fsck::QUARANTINE_DIR).join("conversations");
-        let Ok(entries) = self.storage().read_dir(&dir) else {
-            return Ok(());
+    /// The ids of every directory in `conversations/` named by a valid id,
+    /// whatever its log is: unlike [`Store::ids`], a directory or other node
+    /// in place of the log is listed, so that gc refuses to sweep instead of
+    /// taking the conversation as absent.
+    fn conversation_dirs(&self) -> Result<Vec<ConversationId>> {
+        let dir = Path::new(crate::conversation::CONVERSATIONS_DIR);
+        let entries = self.storage().read_dir(dir).map_err(|source| Error::Io {
+            op: "list",
+            path: self.storage().display_path(dir),
+            source,
+        })?;
+        let mut ids: Vec<ConversationId> = entries
+            .iter()
+            .filter_map(|e| ConversationId::parse(&e.name).ok())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// gc's refusal to sweep, naming the log it cannot read.
+    fn unreadable(&self, path: &Path, source: Error) -> Error {
+        Error::GcUnreadableLog {
+            path: self.storage().display_path(path),
+            source: Box::new(source),
+        }
+    }
+
+    /// Marks what the conversations moved into quarantine by `fsck
+    /// --repair` may reference, and the tails writers cut and copied there:
+    /// quarantine never deletes, so gc must not take their content either.
+    pub(crate) fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
+        let storage = &**self.storage();
+        let options = self.options().log;
+        let dir = Path::new(crate::fsck::QUARANTINE_DIR).join("conversations");
+        let entries = match storage.read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if is_absent(&e) => return Ok(()),
+            Err(source) => {
+                let e = Error::Io {
+                    op: "list",
+                    path: storage.display_path(&dir),
+                    source,
+                };
+                return Err(self.unreadable(&dir, e));
+            }
         };
-        for e in entries.iter().filter(|e| e.metadata.is_dir) {
-            let log = dir.join(&e.name).join(crate::conversation::LOG_FILE);
-            let Ok(scanned) = crate::log::scan(&**self.storage(), &log, self.options().log) else {
-                continue;
-            };
-            for record in &scanned.records {
-                let mut decoded = Vec::new();
-                for bytes in &record.entries {
-                    // What does not decode references nothing gc can know.
-                    let max = self.options().log.max_record_size;
-                    let _ = crate::conversation::codec::decode_all(bytes, max, &mut decoded);
+        for e in &entries {
+            let path = dir.join(&e.name);
+            if e.metadata.is_dir {
+                let log = path.join(crate::conversation::LOG_FILE);
+                match mark::mark_log(storage, &log, options, live) {
+                    Ok(_) => {}
+                    // A directory moved aside before its log was published.
+                    Err(Error::Io { ref source, .. }) if is_absent(source) => {}
+                    Err(e) => return Err(self.unreadable(&log, e)),
                 }
-                for entry in decoded {
-                    match entry {
-                        crate::conversation::codec::LogEntry::Event(entry) => {
-                            entry.for_each_content(&mut |r| {
-                                live.insert(r.id);
-                            });
-                        }
-                        crate::conversation::codec::LogEntry::Meta(m) => {
-                            if let Some(b) = m.base_config {
-                                live.insert(b.id);
-                            }
-                        }
-                    }
-                }
+            } else if is_tail_copy(&e.name) {
+                let bytes = crate::log::read_whole(storage, &path)
+                    .map_err(|err| self.unreadable(&path, err))?;
+                mark::mark_bytes(&bytes, options, live);
             }
         }
         Ok(())
@@ -259,6 +311,10 @@ impl Store {
         Ok(report)
     }
 }
+
+mod mark;
+
+pub(crate) use mark::mark_log;
 
 #[cfg(test)]
 mod tests;

@@ -417,7 +417,7 @@ impl Store {
         if !self.exists(id)? {
             return Err(Error::NotFound { id: id.to_string() });
         }
-        let _lock = crate::log::lock_waiting(&*self.storage, &id.log_path())?;
+        let _lock = crate::conversation::writer_lock(&*self.storage, id)?;
         let aside = PathBuf::from(CONVERSATIONS_DIR).join(format!(
             ".removed-{id}-{}-{}",
             std::process::id(),

@@ -609,15 +609,19 @@ fn torn_and_damaged_logs_through_the_commands() {
     let s = store_with_open_request();
     let log = log_path(s.root(), CONV);
     let whole = std::fs::read(&log).expect("log");
+    let head = log.with_file_name("head");
+    let head_before = std::fs::read(&head).expect("head");
     s.append(
         CONV,
         r#"{"type": "chat_response", "message": "to be torn"}"#,
     )
     .ok("append");
     let with_last = std::fs::read(&log).expect("log");
-    // A crash in the middle of the last append: 7 bytes of its record.
+    // A crash in the middle of the last append: 7 bytes of its record, and
+    // the head as it was (the writer rewrites it only after its sync).
     let torn_len = whole.len() + 7;
     std::fs::write(&log, &with_last[..torn_len]).expect("tear the log");
+    std::fs::write(&head, &head_before).expect("the head before the append");
 
     // Readers show the whole batches and leave the file alone.
     assert_eq!(events_of(&s.export(CONV)).len(), 3);
@@ -633,7 +637,7 @@ fn torn_and_damaged_logs_through_the_commands() {
     out.ok("append after a crash");
     assert!(
         out.stderr.contains(&format!(
-            "cut a torn tail of 7 bytes at offset {}",
+            "cut an incomplete record of 7 bytes at offset {}",
             whole.len()
         )),
         "{}",

@@ -17,7 +17,6 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
 use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::log::CutTail;
 use jpstore_engine::{NewConversation, Store};
 use jpstore_tests::crash::{modes, options, parse, storage};
 use jpstore_tests::{events_of, ts};
@@ -356,13 +355,18 @@ fn a_full_disk_during_the_record_write_leaves_a_torn_tail_that_is_cut() {
     // Readers do not see the torn record; the next writer cuts it.
     assert_eq!(export_events(&store, "full disk"), Some(first.clone()));
     let mut w = store.writer(&id()).expect("writer after the full disk");
-    assert_eq!(
-        w.cut_tail(),
-        Some(CutTail {
-            offset: end,
-            len: 20
-        })
-    );
+    assert_eq!(w.cut_tail().map(|c| (c.offset, c.len)), Some((end, 20)));
+    // The leftover of the failed write is kept, with a note saying what it
+    // is (not a crash).
+    let copy = w.cut_tail().map(|c| c.copy.clone()).expect("cut");
+    assert_eq!(sim.read_file(&copy).map(|b| b.len()), Some(20));
+    let note = sim
+        .read_file(&std::path::PathBuf::from(format!(
+            "{}.note",
+            copy.display()
+        )))
+        .expect("note");
+    assert!(String::from_utf8_lossy(&note).contains("full disk"));
     w.append(parse(&failed))
         .expect("append after space was freed");
     drop(w);
@@ -379,7 +383,7 @@ fn ghost_batch() -> Vec<Value> {
 
 /// A store whose conversation holds the first batch, followed by a durable
 /// torn tail: all but the last byte of the ghost batch's record.
-fn with_torn_tail() -> (SimStorage, Vec<Value>, CutTail) {
+fn with_torn_tail() -> (SimStorage, Vec<Value>, (u64, u64)) {
     // The ghost's record bytes, from a scratch store (records do not depend
     // on their position).
     let ghost = {
@@ -404,15 +408,11 @@ fn with_torn_tail() -> (SimStorage, Vec<Value>, CutTail) {
     jpstore_blobstore::storage::write_all_at(&*file, torn, end).expect("write the torn tail");
     file.sync_data().expect("sync the torn tail");
     drop(file);
-    let cut = CutTail {
-        offset: end,
-        len: torn.len() as u64,
-    };
-    (sim, first, cut)
+    (sim, first, (end, torn.len() as u64))
 }
 
 /// Opens the writer (which cuts the torn tail) and appends batches 1 to 3.
-fn recover_and_append(store: &Store, first: &[Value], cut: CutTail) -> Acked {
+fn recover_and_append(store: &Store, first: &[Value], cut: (u64, u64)) -> Acked {
     let mut acked = Acked {
         created: true,
         batches: vec![first.to_vec()],
@@ -421,7 +421,11 @@ fn recover_and_append(store: &Store, first: &[Value], cut: CutTail) -> Acked {
     let Ok(mut w) = store.writer(&id()) else {
         return acked;
     };
-    assert_eq!(w.cut_tail(), Some(cut), "the torn tail is cut and reported");
+    assert_eq!(
+        w.cut_tail().map(|c| (c.offset, c.len)),
+        Some(cut),
+        "the torn tail is cut and reported"
+    );
     for batch in &batches()[1..4] {
         match w.append(parse(batch)) {
             Ok(_) => acked.batches.push(batch.clone()),

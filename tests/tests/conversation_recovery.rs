@@ -12,7 +12,6 @@ use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{Entry, Object, Payload};
 use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::log::CutTail;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::{events_of, log_path, ts};
 use serde_json::{json, Value};
@@ -125,6 +124,10 @@ fn every_truncation_length_reads_whole_batches_and_recovers() {
         );
         let prefix = &built.bytes[..len as usize];
         std::fs::write(&log, prefix).expect("write truncated log");
+        // The bytes alone decide here: without the head cache nothing proves
+        // a record whole (with it, a truncation of covered records is
+        // damage: `a_truncation_of_records_the_head_covers_is_damage`).
+        let _ = std::fs::remove_file(head_path(&root));
         let store = Store::open_dir(&root, StoreOptions::default()).expect("open store");
 
         if len < 16 {
@@ -184,11 +187,19 @@ fn every_truncation_length_reads_whole_batches_and_recovers() {
         let mut w = store
             .writer(&id())
             .unwrap_or_else(|e| panic!("{what}: writer failed: {e}"));
-        let want_cut = (boundary < len).then_some(CutTail {
-            offset: boundary,
-            len: len - boundary,
-        });
-        assert_eq!(w.cut_tail(), want_cut, "{what}: reported cut");
+        let want_cut = (boundary < len).then_some((boundary, len - boundary));
+        assert_eq!(
+            w.cut_tail().map(|c| (c.offset, c.len)),
+            want_cut,
+            "{what}: reported cut"
+        );
+        if let Some(c) = w.cut_tail() {
+            assert_eq!(
+                std::fs::read(root.join(&c.copy)).expect("the copy of the cut bytes"),
+                &prefix[boundary as usize..],
+                "{what}: the copy of the cut bytes"
+            );
+        }
         if want_cut.is_some() {
             cuts += 1;
         }
@@ -310,10 +321,45 @@ fn damage_in_the_file_header_is_reported_and_never_cut() {
     }
 }
 
+fn head_path(root: &Path) -> std::path::PathBuf {
+    root.join("conversations").join(ID).join("head")
+}
+
 #[test]
-fn a_damaged_last_record_is_cut_and_reported() {
-    // format-spec 3, "Limits of what bytes can tell": indistinguishable from
-    // a torn write, so it is cut, but never silently.
+fn a_truncation_of_records_the_head_covers_is_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let built = build(&root);
+    let log = log_path(&root, ID);
+    let head = std::fs::read(head_path(&root)).expect("the writer left a head");
+    for &len in &built.bounds[1..built.bounds.len() - 1] {
+        for len in [len, len + 5] {
+            let what = format!("log cut to {len} with the head");
+            std::fs::write(&log, &built.bytes[..len as usize]).expect("write");
+            std::fs::write(head_path(&root), &head).expect("head");
+            let store = Store::open_dir(&root, StoreOptions::default()).expect("open store");
+            let err = store.read(&id()).expect_err(&what);
+            assert!(err.is_corruption(), "{what}: read: {err}");
+            let err = store.writer(&id()).expect_err(&what);
+            assert!(
+                err.to_string().contains("fsck --repair"),
+                "{what}: writer: {err}"
+            );
+            assert_eq!(
+                std::fs::read(&log).expect("read"),
+                &built.bytes[..len as usize],
+                "{what}: the log changed"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_damaged_last_record_is_damage_when_proven_and_cut_with_a_copy_otherwise() {
+    // format-spec 3, "Recovery and classification": the head covers the
+    // last record, so it was whole: damage, refused, nothing cut. Without
+    // the head the bytes cannot tell it from a torn write: it is cut, never
+    // silently and never without a copy.
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("store");
     let built = build(&root);
@@ -330,13 +376,27 @@ fn a_damaged_last_record_is_cut_and_reported() {
         .flatten()
         .cloned()
         .collect();
+    let err = store
+        .read(&id())
+        .expect_err("read over a proven-whole damaged record");
+    assert!(err.to_string().contains(&format!("offset {last}")), "{err}");
+    let err = store
+        .writer(&id())
+        .expect_err("writer over a damaged record");
+    assert!(err.to_string().contains("fsck --repair"), "{err}");
+    assert_eq!(std::fs::read(&log).expect("read"), damaged, "nothing cut");
+
+    std::fs::remove_file(head_path(&root)).expect("remove the head");
     assert_eq!(events(&store, "reader"), before_last);
     let w = store.writer(&id()).expect("writer");
     assert_eq!(
-        w.cut_tail(),
-        Some(CutTail {
-            offset: last,
-            len: full - last
-        })
+        w.cut_tail().map(|c| (c.offset, c.len)),
+        Some((last, full - last))
+    );
+    let copy = w.cut_tail().map(|c| root.join(&c.copy)).expect("cut");
+    assert_eq!(
+        std::fs::read(copy).expect("copy"),
+        &damaged[last as usize..],
+        "the cut bytes are kept"
     );
 }

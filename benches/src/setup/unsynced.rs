@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use jpstore_blobstore::storage::{
-    DirEntry, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
+    DirEntry, FileId, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
 };
 use jpstore_engine::{Store, StoreOptions};
 
@@ -54,6 +54,9 @@ impl StorageFile for UnsyncedFile {
     fn set_modified(&self, time: SystemTime) -> io::Result<()> {
         self.0.set_modified(time)
     }
+    fn file_id(&self) -> io::Result<FileId> {
+        self.0.file_id()
+    }
 }
 
 impl Storage for Unsynced {
@@ -71,6 +74,9 @@ impl Storage for Unsynced {
     }
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         self.0.read_dir(path)
+    }
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        self.0.file_id(path)
     }
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.0.link_noreplace(from, to)

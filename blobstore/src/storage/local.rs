@@ -14,8 +14,8 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use super::beneath::{self, DIR_LOOKUP};
 use super::{
-    check_relative, not_regular_error, symlink_error, DirEntry, FileKind, LockKind, Metadata,
-    OpenMode, Storage, StorageFile,
+    check_relative, not_regular_error, symlink_error, DirEntry, FileId, FileKind, LockKind,
+    Metadata, OpenMode, Storage, StorageFile,
 };
 use crate::mmap::Mapping;
 
@@ -203,6 +203,13 @@ fn metadata_of_stat(st: &rustix::fs::Stat) -> Metadata {
     }
 }
 
+fn file_id_of_stat(st: &rustix::fs::Stat) -> FileId {
+    FileId {
+        dev: u64::try_from(wide(st.st_dev)).unwrap_or(u64::MAX),
+        ino: u64::try_from(wide(st.st_ino)).unwrap_or(u64::MAX),
+    }
+}
+
 fn open_flags(mode: OpenMode) -> OFlags {
     match mode {
         OpenMode::Read => OFlags::RDONLY,
@@ -250,6 +257,17 @@ impl Storage for LocalStorage {
             rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
         })?;
         Ok(metadata_of_stat(&st))
+    }
+
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        let st = if path == Path::new(".") {
+            rustix::fs::fstat(&*self.dir)?
+        } else {
+            self.at(path, |dir, name| {
+                rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            })?
+        };
+        Ok(file_id_of_stat(&st))
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
@@ -352,6 +370,9 @@ impl StorageFile for LocalFile {
     }
     fn set_modified(&self, time: SystemTime) -> io::Result<()> {
         self.file.set_modified(time)
+    }
+    fn file_id(&self) -> io::Result<FileId> {
+        Ok(file_id_of_stat(&rustix::fs::fstat(&self.file)?))
     }
 }
 
@@ -496,6 +517,22 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "dir mode {mode:o}");
+    }
+
+    #[test]
+    fn file_ids_follow_the_file_not_the_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = LocalStorage::open(dir.path()).expect("open");
+        let name = Path::new("f");
+        let held = s.open(name, OpenMode::CreateNew).expect("create");
+        assert!(crate::storage::still_named(&s, &*held, name).expect("id"));
+        s.remove_file(name).expect("unlink");
+        assert!(!crate::storage::still_named(&s, &*held, name).expect("gone"));
+        let again = s.open(name, OpenMode::CreateNew).expect("create again");
+        assert!(!crate::storage::still_named(&s, &*held, name).expect("re-created"));
+        assert!(crate::storage::still_named(&s, &*again, name).expect("new file"));
+        std::os::unix::fs::symlink(dir.path().join("f"), dir.path().join("l")).expect("symlink");
+        assert!(!crate::storage::still_named(&s, &*again, Path::new("l")).expect("link"));
     }
 
     #[test]

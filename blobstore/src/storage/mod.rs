@@ -139,6 +139,20 @@ pub struct Metadata {
     pub modified: SystemTime,
 }
 
+/// The identity of a file: which file a name or an open handle refers to
+/// (device and inode number on POSIX). Two handles, or a handle and a name,
+/// with equal ids refer to the same file. While a handle is open its file
+/// cannot be freed, so no other file can take its id: comparing the id of
+/// an open handle with that of a name proves whether the name still refers
+/// to the handle's file (format-spec.md 3, "The writer lock").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// The device (file system) holding the file.
+    pub dev: u64,
+    /// The file's number on that device.
+    pub ino: u64,
+}
+
 /// One entry of [`Storage::read_dir`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -177,6 +191,9 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn unlock(&self) -> io::Result<()>;
     /// Sets the modification time (used to freshen objects for gc).
     fn set_modified(&self, time: SystemTime) -> io::Result<()>;
+    /// The identity of the open file (`fstat`), which stays that of the file
+    /// the handle opened even after its name was removed or replaced.
+    fn file_id(&self) -> io::Result<FileId>;
 }
 
 /// Advisory lock kinds.
@@ -204,6 +221,9 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>>;
     /// Metadata of a name, without following symbolic links.
     fn metadata(&self, path: &Path) -> io::Result<Metadata>;
+    /// The identity of the file a name refers to, without following a
+    /// symbolic link (`lstat`).
+    fn file_id(&self, path: &Path) -> io::Result<FileId>;
     /// Lists a directory (without `.` and `..`), in no particular order.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
     /// Publishes `from` under the name `to` without ever replacing an existing
@@ -224,6 +244,19 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// into memory; others may read it. Refuses what is not a regular file,
     /// as [`Storage::open`] does.
     fn map(&self, path: &Path) -> io::Result<Mapping>;
+}
+
+/// Whether `file` (an open handle) is still the file named `path`: `false`
+/// if the name was removed, or now names another file (removed and created
+/// again, or replaced by a rename). A lock taken on a handle protects the
+/// name only while this holds.
+pub fn still_named(storage: &dyn Storage, file: &dyn StorageFile, path: &Path) -> io::Result<bool> {
+    let held = file.file_id()?;
+    match storage.file_id(path) {
+        Ok(named) => Ok(named == held),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Refuses paths that could leave the storage root: absolute paths, `..`,

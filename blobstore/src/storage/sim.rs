@@ -79,8 +79,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    check_relative, not_regular_error, symlink_error, DirEntry, FileKind, LockKind, Metadata,
-    OpenMode, Storage, StorageFile,
+    check_relative, not_regular_error, symlink_error, DirEntry, FileId, FileKind, LockKind,
+    Metadata, OpenMode, Storage, StorageFile,
 };
 use crate::mmap::Mapping;
 
@@ -1011,6 +1011,12 @@ impl Storage for SimStorage {
             .ok_or_else(|| os(libc::ENOENT))
     }
 
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        let st = self.live()?;
+        let ino = st.lookup(path)?;
+        Ok(FileId { dev: 0, ino })
+    }
+
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         let st = self.live()?;
         let dir = st.dir_of(st.lookup(path)?, path)?;
@@ -1300,6 +1306,14 @@ impl StorageFile for SimFile {
         self.state()?.inode_mut(self.ino)?.mtime = time;
         Ok(())
     }
+
+    fn file_id(&self) -> io::Result<FileId> {
+        drop(self.state()?);
+        Ok(FileId {
+            dev: 0,
+            ino: self.ino,
+        })
+    }
 }
 
 impl Drop for SimFile {
@@ -1421,6 +1435,22 @@ mod tests {
         s.remove_dir(p("d/e")).expect("rmdir");
         s.remove_dir(p("d")).expect("rmdir");
         assert!(s.snapshot().is_empty());
+    }
+
+    #[test]
+    fn file_ids_follow_the_file_not_the_name() {
+        let s = SimStorage::new();
+        put(&s, "a", b"one", true, false);
+        let held = s.open(p("a"), OpenMode::Read).expect("open");
+        assert!(crate::storage::still_named(&s, &*held, p("a")).expect("id"));
+        s.link_noreplace(p("a"), p("b")).expect("link");
+        assert_eq!(s.file_id(p("b")).expect("id"), held.file_id().expect("id"));
+        s.remove_file(p("a")).expect("unlink");
+        assert!(!crate::storage::still_named(&s, &*held, p("a")).expect("gone"));
+        put(&s, "a", b"one", true, false);
+        assert!(!crate::storage::still_named(&s, &*held, p("a")).expect("re-created"));
+        s.rename(p("b"), p("a")).expect("rename");
+        assert!(crate::storage::still_named(&s, &*held, p("a")).expect("renamed back"));
     }
 
     #[test]

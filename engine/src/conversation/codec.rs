@@ -335,6 +335,23 @@ pub fn unpack(bytes: &[u8], max_plain: u32) -> Result<Unpacked<'_>, String> {
     Ok(Unpacked::Batch(batch))
 }
 
+/// What can be decompressed of a packed entry that may be damaged, at most
+/// `max_plain` bytes: zstd's output up to the first error (empty for a
+/// plain entry). For best-effort use only (gc keeping what a damaged record
+/// may reference); nothing here is checked.
+pub fn unpack_lossy(bytes: &[u8], max_plain: u32) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    let Some((&KIND_PACKED, frame)) = bytes.split_first() else {
+        return out;
+    };
+    if let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(frame) {
+        // An error ends the output; what came before it is kept.
+        let _ = decoder.take(u64::from(max_plain)).read_to_end(&mut out);
+    }
+    out
+}
+
 /// Decodes one plain entry; the error says what was found (the caller adds
 /// the file and offset).
 pub fn decode(bytes: &[u8]) -> Result<LogEntry, String> {

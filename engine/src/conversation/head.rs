@@ -95,10 +95,34 @@ pub fn decode(bytes: &[u8]) -> Option<Head> {
 /// Reads the head cache of `id` and checks it against the log; `None` when
 /// there is none or it cannot be trusted.
 pub fn load(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
+    let head = read(storage, id)?;
+    matches_log(storage, id, &head).then_some(head)
+}
+
+/// The head file of `id` as it is, decoded; not checked against the log.
+fn read(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
     let file = storage.open(&head_path(id), OpenMode::Read).ok()?;
     let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
-    let head = decode(&bytes)?;
-    matches_log(storage, id, &head).then_some(head)
+    decode(&bytes)
+}
+
+/// How far the log of `id` is known to have been whole: the `log_end` of a
+/// head file that decodes (its own CRC holds) and belongs to this log (the
+/// log's first record stores its `first_record_crc`), else 0.
+///
+/// Every head is written after the records it covers were synced (a
+/// writer's after its acknowledged appends, a listing's after an
+/// `fdatasync` of the log, the creator's before the log is published with
+/// all its records synced), and records are never cut below a proven end,
+/// so a record ending at or before it was whole once: a bad record there is
+/// damage, not a torn tail (format-spec.md 3 and 4.6). Unlike [`load`], this
+/// does not need the last covered record to be intact: that is what it
+/// judges.
+pub fn proven_end(storage: &dyn Storage, id: &ConversationId) -> u64 {
+    match read(storage, id) {
+        Some(head) if first_record_crc(storage, id) == Some(head.first_record_crc) => head.log_end,
+        _ => 0,
+    }
 }
 
 /// Whether the log of `id` has, at `head.last_record`, a valid record header
@@ -120,10 +144,19 @@ fn matches_log(storage: &dyn Storage, id: &ConversationId, head: &Head) -> bool 
         decode_record_header(&buf)
     };
     let first_ok = header_at(FIRST_RECORD).is_some_and(|h| h.payload_crc == head.first_record_crc);
+    let last = header_at(head.last_record).filter(|h| {
+        h.payload_crc == head.last_record_crc && head.last_record + h.record_len() == head.log_end
+    });
+    // The last covered record's payload is checked too: a cache trusted over
+    // a damaged last record would list events that reading the log refuses.
     first_ok
-        && header_at(head.last_record).is_some_and(|h| {
-            h.payload_crc == head.last_record_crc
-                && head.last_record + h.record_len() == head.log_end
+        && last.is_some_and(|h| {
+            let Ok(len) = usize::try_from(h.payload_len) else {
+                return false;
+            };
+            let mut payload = vec![0u8; len];
+            read_exact_at(&*log, &mut payload, head.last_record + RECORD_HEADER_LEN).is_ok()
+                && crc32fast::hash(&payload) == h.payload_crc
         })
 }
 
@@ -155,6 +188,41 @@ pub fn store(storage: &dyn Storage, id: &ConversationId, head: &Head) {
     if ok.is_none() {
         let _ = storage.remove_file(&tmp);
     }
+}
+
+/// Writes the head cache of `id` durably before its log is published
+/// (creation: the published records are proven whole from the start): a
+/// temp file, synced, renamed over `head`. The rename is made durable by
+/// the sync of the directory that publishes the log. Unlike [`store`], a
+/// failure is an error: the creation is refused.
+pub fn store_synced(
+    storage: &dyn Storage,
+    id: &ConversationId,
+    head: &Head,
+) -> crate::error::Result<()> {
+    let tmp = id
+        .dir()
+        .join(format!("{HEAD_FILE}.tmp.{}.created", std::process::id()));
+    let display = storage.display_path(&tmp);
+    let io = |op, source| crate::error::Error::Io {
+        op,
+        path: display.clone(),
+        source,
+    };
+    let file = storage
+        .open(&tmp, OpenMode::CreateOrOpen)
+        .map_err(|e| io("create", e))?;
+    file.set_len(0).map_err(|e| io("write", e))?;
+    write_all_at(&*file, &encode(head), 0).map_err(|e| io("write", e))?;
+    file.sync_all()
+        .map_err(|source| crate::error::Error::SyncFailed {
+            path: display.clone(),
+            source,
+        })?;
+    drop(file);
+    storage
+        .rename(&tmp, &head_path(id))
+        .map_err(|e| io("rename", e))
 }
 
 /// Removes temp files of head writes that a crash interrupted. Called by a

@@ -37,6 +37,30 @@ pub const LOG_FILE: &str = "events.log";
 /// sweeps.
 pub const GC_LOCK: &str = "gc.lock";
 
+/// Waits for the writer lock of conversation `id` (the sidecar lock of its
+/// log), proven to be the lock at the log's name: a conversation removed
+/// while we waited (and perhaps created again) is
+/// [`Error::ConversationRemoved`].
+pub(crate) fn writer_lock(
+    storage: &dyn jpstore_blobstore::storage::Storage,
+    id: &ConversationId,
+) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>, Error> {
+    crate::log::lock_waiting(storage, &id.log_path()).map_err(|e| removed_while_waiting(id, e))
+}
+
+/// [`Error::LockReplaced`] of a conversation's log, said of the
+/// conversation; so is a lock file whose directory is gone (the
+/// conversation was removed after the caller saw it).
+pub(crate) fn removed_while_waiting(id: &ConversationId, e: Error) -> Error {
+    match e {
+        Error::LockReplaced { .. } => Error::ConversationRemoved { id: id.to_string() },
+        Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::NotFound { id: id.to_string() }
+        }
+        other => other,
+    }
+}
+
 /// Takes the gc lock, shared (writers) or exclusive (gc), waiting for it.
 /// The lock is released when the returned handle is dropped.
 pub fn gc_lock(
@@ -49,19 +73,28 @@ pub fn gc_lock(
         path: storage.display_path(path),
         source,
     };
-    let file = storage
-        .open(path, jpstore_blobstore::storage::OpenMode::CreateOrOpen)
-        .map_err(|e| io("open", e))?;
-    if !file.lock(kind, true).map_err(|e| io("lock", e))? {
-        return Err(io(
-            "lock",
-            std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "the storage backend returned from a waiting lock without the lock",
-            ),
-        ));
+    loop {
+        let file = storage
+            .open(path, jpstore_blobstore::storage::OpenMode::CreateOrOpen)
+            .map_err(|e| io("open", e))?;
+        if !file.lock(kind, true).map_err(|e| io("lock", e))? {
+            return Err(io(
+                "lock",
+                std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "the storage backend returned from a waiting lock without the lock",
+                ),
+            ));
+        }
+        // A gc.lock removed (or replaced) while we waited excludes no one:
+        // gc and writers would lock different files. Take the one at the
+        // name instead.
+        if jpstore_blobstore::storage::still_named(storage, &*file, path)
+            .map_err(|e| io("stat", e))?
+        {
+            return Ok(file);
+        }
     }
-    Ok(file)
 }
 
 /// Longest conversation id.

@@ -248,6 +248,10 @@ pub fn read_state(
         Some(h) => (h.state, h.log_end, Some((h.last_record, h.last_record_crc))),
         None => (ConversationState::default(), FIRST_RECORD, None),
     };
+    // The cache spares decoding the records it covers, never the detection
+    // of damage among them: a listing must not count events that reading
+    // the log refuses (format-spec.md 4.6).
+    check_framing(&reader, from)?;
     let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
     last = fold.last.or(last);
     if refresh && (cached.is_none() || fold.end != from) {
@@ -255,7 +259,17 @@ pub fn read_state(
             .as_ref()
             .map(|h| h.first_record_crc)
             .or_else(|| head::first_record_crc(storage, id));
-        if let (Some((last_record, last_record_crc)), Some(first_record_crc)) = (last, first) {
+        // The head is evidence that the records it covers were whole
+        // (`head::proven_end`): what this listing read may still be only in
+        // the page cache (a writer that died before its sync), so it is made
+        // durable first, or the head is not written.
+        let synced = storage
+            .open(&id.log_path(), jpstore_blobstore::storage::OpenMode::Read)
+            .and_then(|log| log.sync_data())
+            .is_ok();
+        if let (true, Some((last_record, last_record_crc)), Some(first_record_crc)) =
+            (synced, last, first)
+        {
             head::store(
                 storage,
                 id,
@@ -272,6 +286,26 @@ pub fn read_state(
     Ok((state, fold.end))
 }
 
+/// Checks the framing (both checksums and the batch structure of every
+/// record, no entry decoded) of the records before `upto`, a record
+/// boundary: the part of a log a head cache covers.
+fn check_framing(reader: &LogReader, upto: u64) -> Result<()> {
+    if upto <= FIRST_RECORD {
+        return Ok(());
+    }
+    let mut walk = reader.records()?;
+    while walk.position() < upto {
+        match walk.next_ref() {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e),
+            // Ended before `upto`: the fold from `upto` reports the log as
+            // shorter than its head says.
+            None => break,
+        }
+    }
+    Ok(())
+}
+
 /// Opens the log of `id` for reading; a missing log is [`Error::NotFound`].
 pub fn open_reader(
     storage: &dyn Storage,
@@ -282,6 +316,7 @@ pub fn open_reader(
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }
+        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(storage, id))),
         other => other,
     }
 }

@@ -67,7 +67,9 @@ impl Drop for ConversationWriter<'_> {
     /// Leaves the head cache current, so the next open or listing reads
     /// nothing of the log (best effort, not synced: format-spec.md 4.6).
     fn drop(&mut self) {
-        if self.log.end() == self.head_end {
+        // A head is evidence that what it covers was whole on disk
+        // (`head::proven_end`): it is written only over synced records.
+        if self.log.end() == self.head_end || self.log.synced_end() != self.log.end() {
             return;
         }
         let storage = &**self.blobs.storage();
@@ -162,31 +164,56 @@ impl<'s> ConversationWriter<'s> {
             .map(|b| codec::pack_runs(&b).unwrap_or(b))
             .collect();
         let records: Vec<&[Vec<u8>]> = batches.iter().map(Vec::as_slice).collect();
-        let log = match LogWriter::create_flagged(
-            storage,
-            &id.log_path(),
-            options,
-            FLAG_PACKED,
-            &records,
-        ) {
-            Err(Error::AlreadyExists { .. }) => {
-                return Err(Error::ConversationExists { id: id.to_string() })
-            }
-            other => other?,
-        };
         let mut state = ConversationState::default();
         state.apply(&LogEntry::Meta(first));
         for e in entries {
             state.apply_entry(e);
         }
         state.records = batches.len() as u64;
+        // The head, synced before the log appears, records where the
+        // published records end: they were synced whole before the name
+        // existed, so none of them can ever be a torn tail (format-spec.md
+        // 3, "Recovery and classification").
+        let mut head_end = 0;
+        let mut record_head = |published: &crate::log::Published| {
+            if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
+                (published.last, published.first_crc)
+            {
+                head::store_synced(
+                    storage,
+                    &id,
+                    &Head {
+                        log_end: published.end,
+                        last_record,
+                        last_record_crc,
+                        first_record_crc,
+                        state: state.clone(),
+                    },
+                )?;
+                head_end = published.end;
+            }
+            Ok(())
+        };
+        let log = match LogWriter::create_published(
+            storage,
+            &id.log_path(),
+            options,
+            FLAG_PACKED,
+            &records,
+            &mut record_head,
+        ) {
+            Err(Error::AlreadyExists { .. }) => {
+                return Err(Error::ConversationExists { id: id.to_string() })
+            }
+            other => other?,
+        };
         Ok(ConversationWriter {
             blobs,
             id,
             log,
             state,
             options,
-            head_end: 0,
+            head_end,
         })
     }
 
@@ -204,7 +231,13 @@ impl<'s> ConversationWriter<'s> {
         // Check existence first so that a missing conversation is not
         // reported as a failure to create its lock file.
         open_reader(storage, &id, options)?;
-        let log = LogWriter::open(storage, &id.log_path(), options)?;
+        let recovery = crate::log::Recovery {
+            proven_end: head::proven_end(storage, &id),
+            copy_dir: std::path::Path::new(crate::fsck::QUARANTINE_DIR).join("conversations"),
+            copy_prefix: id.to_string(),
+        };
+        let log = LogWriter::open_recovering(storage, &id.log_path(), options, &recovery)
+            .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load(storage, &id);
         head::remove_stale_temps(storage, &id);
         let (mut state, from) = match cached {
@@ -249,7 +282,7 @@ impl<'s> ConversationWriter<'s> {
     }
 
     /// The torn tail cut when the log was opened, if any.
-    pub fn cut_tail(&self) -> Option<crate::log::CutTail> {
+    pub fn cut_tail(&self) -> Option<&crate::log::CutTail> {
         self.log.cut_tail()
     }
 

@@ -168,6 +168,15 @@ impl KnownBlobs {
     pub(super) fn orphans(&self) -> usize {
         self.seen.iter().filter(|s| !**s).count()
     }
+
+    /// The listed blobs referenced by nothing, in id order.
+    pub(super) fn orphan_ids(&self) -> impl Iterator<Item = &BlobId> {
+        self.listed
+            .iter()
+            .zip(&self.seen)
+            .filter(|(_, seen)| !**seen)
+            .map(|((id, _), _)| id)
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@
 
 mod reader;
 mod record;
+mod salvage;
 mod scan;
 mod writer;
 
@@ -51,8 +52,9 @@ pub use record::{
     decode_record_header, encode_batch, payload_len, walk_batch, RecordHeader, FILE_HEADER_LEN,
     FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,
 };
+pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piece, Salvage};
 pub use scan::{Damage, LogEnd};
-pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter};
+pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
 
 use crate::error::Result;
 
@@ -119,7 +121,18 @@ pub struct Scan {
 /// [`Error::Corrupt`]: crate::error::Error::Corrupt
 /// [`Error::Unsupported`]: crate::error::Error::Unsupported
 pub fn scan(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Scan> {
-    let reader = LogReader::open(storage, path, options)?;
+    scan_proven(storage, path, options, 0)
+}
+
+/// Like [`scan`], knowing that the records up to `proven_end` were once
+/// whole ([`LogReader::with_proven_end`]).
+pub fn scan_proven(
+    storage: &dyn Storage,
+    path: &Path,
+    options: LogOptions,
+    proven_end: u64,
+) -> Result<Scan> {
+    let reader = LogReader::open(storage, path, options)?.with_proven_end(proven_end);
     let mut walk = reader.records()?;
     let mut records = Vec::new();
     let mut error = None;

@@ -19,6 +19,7 @@ pub struct LogReader {
     file: Box<dyn StorageFile>,
     path: PathBuf,
     options: LogOptions,
+    proven_end: u64,
 }
 
 impl LogReader {
@@ -37,7 +38,23 @@ impl LogReader {
             file,
             path: display,
             options,
+            proven_end: 0,
         })
+    }
+
+    /// Declares that the records of the log up to `proven_end` were once
+    /// whole (acknowledged, or published with the log: the caller's
+    /// evidence, such as a head cache). A bad record before it, even the
+    /// last one, is then reported as damage instead of being taken for a
+    /// record still being written, and so is a log shorter than it.
+    pub fn with_proven_end(mut self, proven_end: u64) -> Self {
+        self.proven_end = proven_end;
+        self
+    }
+
+    /// The end of the part of the log known to have been whole (0: none).
+    pub fn proven_end(&self) -> u64 {
+        self.proven_end
     }
 
     /// The log file, as the storage displays it.
@@ -79,7 +96,8 @@ impl LogReader {
         }
         Ok(Records {
             reader: self,
-            walker: Walker::new(&*self.file, len, self.options.max_record_size),
+            walker: Walker::new(&*self.file, len, self.options.max_record_size)
+                .with_proven_end(self.proven_end),
             position: offset,
             end: None,
             done: false,
@@ -253,7 +271,8 @@ impl Records<'_> {
                 let file = &*self.reader.file;
                 match file.len() {
                     Ok(len) if len >= offset => {
-                        self.walker = Walker::new(file, len, self.reader.options.max_record_size);
+                        self.walker = Walker::new(file, len, self.reader.options.max_record_size)
+                            .with_proven_end(self.reader.proven_end);
                         self.step_record()
                     }
                     Ok(len) => {

@@ -86,6 +86,22 @@ pub enum Damage {
     },
     /// The checksums match but the payload is not a batch.
     Malformed(String),
+    /// What would be a torn tail lies inside the part of the log known to
+    /// have been whole ([`Walker::with_proven_end`]: records acknowledged
+    /// after their sync, or published with the log), so it is damage to a
+    /// complete record, not a write cut short.
+    ProvenWhole {
+        /// End of the part known to have been whole.
+        proven_end: u64,
+        /// Bytes from the bad record to the end of the file.
+        len: u64,
+    },
+    /// The log ends before the end of the part known to have been whole:
+    /// complete records were lost.
+    Truncated {
+        /// End of the part known to have been whole.
+        proven_end: u64,
+    },
 }
 
 impl Damage {
@@ -119,6 +135,14 @@ impl Damage {
             Damage::Malformed(found) => {
                 ("a batch of length-prefixed entries".into(), found.clone())
             }
+            Damage::ProvenWhole { proven_end, len } => (
+                format!("whole records up to offset {proven_end} (they were acknowledged or published whole)"),
+                format!("{len} bytes that are not a valid record: damage to a complete record, not a write cut short; run `jp-store fsck --repair`"),
+            ),
+            Damage::Truncated { proven_end } => (
+                format!("whole records up to offset {proven_end} (they were acknowledged or published whole)"),
+                "the end of the file: acknowledged records are missing; run `jp-store fsck --repair`".to_string(),
+            ),
         };
         Error::Corrupt {
             path: path.to_path_buf(),
@@ -162,6 +186,7 @@ pub(crate) struct Walker<'f> {
     file: &'f dyn StorageFile,
     limit: u64,
     max_payload: u32,
+    proven_end: u64,
     buf: Vec<u8>,
     buf_start: u64,
 }
@@ -184,9 +209,19 @@ impl<'f> Walker<'f> {
             file,
             limit,
             max_payload,
+            proven_end: 0,
             buf: Vec::new(),
             buf_start: 0,
         }
+    }
+
+    /// Declares that every record ending at or before `proven_end` was once
+    /// whole (acknowledged after its sync, or published with the log), so
+    /// that what would be a torn tail before it is damage instead
+    /// (format-spec.md 3, "Recovery and classification").
+    pub(crate) fn with_proven_end(mut self, proven_end: u64) -> Self {
+        self.proven_end = proven_end;
+        self
     }
 
     /// The length the walk is bounded by.
@@ -235,6 +270,30 @@ impl<'f> Walker<'f> {
 
     /// Reads the record at `off` (a record boundary) or classifies the end.
     pub(crate) fn step(&mut self, off: u64) -> io::Result<Step> {
+        let step = self.step_bytes(off)?;
+        if off >= self.proven_end {
+            return Ok(step);
+        }
+        Ok(match step {
+            Step::End(LogEnd::TornTail { offset, len }) => Step::End(LogEnd::Damaged {
+                offset,
+                damage: Damage::ProvenWhole {
+                    proven_end: self.proven_end,
+                    len,
+                },
+            }),
+            Step::End(LogEnd::Clean { offset }) => Step::End(LogEnd::Damaged {
+                offset,
+                damage: Damage::Truncated {
+                    proven_end: self.proven_end,
+                },
+            }),
+            other => other,
+        })
+    }
+
+    /// [`Walker::step`] from the bytes alone.
+    fn step_bytes(&mut self, off: u64) -> io::Result<Step> {
         let limit = self.limit;
         if off >= limit {
             return Ok(Step::End(LogEnd::Clean { offset: off }));

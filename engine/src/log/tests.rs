@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use jpstore_blobstore::storage::{
-    DirEntry, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
+    DirEntry, FileId, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
 };
 
 use super::*;
@@ -182,11 +182,17 @@ fn truncation_at_every_offset_keeps_exactly_the_complete_batches() {
         // A writer cuts the torn tail, says so, and appends after it.
         let mut w = open_writer(&storage, &name);
         assert_eq!(w.end(), valid_end, "cut at {cut}");
-        let expected_cut = (valid_end != cut).then_some(CutTail {
-            offset: valid_end,
-            len: cut - valid_end,
-        });
-        assert_eq!(w.cut_tail(), expected_cut, "cut at {cut}");
+        let expected_cut = (valid_end != cut).then_some((valid_end, cut - valid_end));
+        assert_eq!(
+            w.cut_tail().map(|c| (c.offset, c.len)),
+            expected_cut,
+            "cut at {cut}"
+        );
+        // Nothing is cut without a synced copy of its bytes.
+        if let Some(c) = w.cut_tail() {
+            let copy = fs::read(dir.path().join(&c.copy)).expect("the copy of the cut tail");
+            assert_eq!(copy.len() as u64, c.len, "cut at {cut}");
+        }
         assert_eq!(
             fs::metadata(dir.path().join(&name)).expect("stat").len(),
             valid_end
@@ -651,6 +657,9 @@ impl StorageFile for FailingFile {
     fn set_modified(&self, time: SystemTime) -> io::Result<()> {
         self.inner.set_modified(time)
     }
+    fn file_id(&self) -> io::Result<FileId> {
+        self.inner.file_id()
+    }
 }
 
 impl Storage for FailingSync {
@@ -671,6 +680,9 @@ impl Storage for FailingSync {
     }
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         self.inner.read_dir(path)
+    }
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        self.inner.file_id(path)
     }
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.link_noreplace(from, to)

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jpstore_blobstore::storage::{
-    publish_new_file, write_all_at, LockKind, OpenMode, Storage, StorageFile,
+    publish_new_file, still_named, write_all_at, LockKind, OpenMode, Storage, StorageFile,
 };
 
 use super::reader::check_header;
@@ -16,12 +16,44 @@ use super::LogOptions;
 use crate::error::{Error, Result};
 
 /// A torn tail the writer cut off when it opened the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutTail {
     /// Where the cut bytes started (the new end of the log).
     pub offset: u64,
     /// How many bytes were cut.
     pub len: u64,
+    /// Where a synced copy of the cut bytes was kept (relative to the
+    /// storage root), with a note beside it (`<copy>.note`).
+    pub copy: PathBuf,
+}
+
+/// What a writer knows when it recovers a log it opens: how far the log is
+/// known to have been whole, and where a torn tail it cuts is copied first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Every record ending at or before this offset was once whole
+    /// (acknowledged after its sync, or published with the log); a bad
+    /// record before it is damage and is never cut. 0: nothing is known.
+    pub proven_end: u64,
+    /// Directory (relative to the storage root) for the copy of a cut tail.
+    pub copy_dir: PathBuf,
+    /// The copy is `<copy_dir>/<copy_prefix>.tail-<offset>.<secs>-<nanos>`.
+    pub copy_prefix: String,
+}
+
+impl Recovery {
+    /// Nothing known of the log; a cut tail is copied next to it, as
+    /// `<log name>.tail-<offset>.<secs>-<nanos>`.
+    pub fn beside(path: &Path) -> Recovery {
+        Recovery {
+            proven_end: 0,
+            copy_dir: jpstore_blobstore::storage::parent_dir(path).to_path_buf(),
+            copy_prefix: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// The one writer of a log, holding its exclusive lock until dropped.
@@ -41,6 +73,22 @@ pub struct LogWriter {
     poisoned: bool,
     cut: Option<CutTail>,
     last: Option<(u64, u32)>,
+    /// The end of the log as of the last successful sync of the whole
+    /// file by this writer (publication, a cut, an append); 0 if it has
+    /// not synced (records it found may still be only in the page cache).
+    synced_end: u64,
+}
+
+/// Where the records of a log being created will lie, for a caller that
+/// records it before the log is published ([`LogWriter::create_published`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    /// The end of the last record: the length of the new log.
+    pub end: u64,
+    /// Offset and payload crc32 of the last record (`None`: no record).
+    pub last: Option<(u64, u32)>,
+    /// Payload crc32 of the first record.
+    pub first_crc: Option<u32>,
 }
 
 impl LogWriter {
@@ -86,7 +134,27 @@ impl LogWriter {
         flags: u16,
         records: &[&[E]],
     ) -> Result<Self> {
+        Self::create_published(storage, path, options, flags, records, &mut |_| Ok(()))
+    }
+
+    /// Like [`LogWriter::create_flagged`]; holding the lock, once it is
+    /// known that the log does not exist yet, and before it is published,
+    /// calls `before_publish` with where its records lie (an error there
+    /// stops the creation; nothing is published).
+    pub fn create_published<E: AsRef<[u8]>>(
+        storage: &dyn Storage,
+        path: &Path,
+        options: LogOptions,
+        flags: u16,
+        records: &[&[E]],
+        before_publish: &mut dyn FnMut(&Published) -> Result<()>,
+    ) -> Result<Self> {
         let mut bytes = encode_file_header(flags).to_vec();
+        let mut published = Published {
+            end: 0,
+            last: None,
+            first_crc: None,
+        };
         for batch in records {
             if batch.is_empty() {
                 return Err(Error::EmptyBatch {
@@ -102,9 +170,37 @@ impl LogWriter {
                     max: options.max_record_size.into(),
                 });
             }
-            bytes.extend_from_slice(&encode_record(batch));
+            let record = encode_record(batch);
+            let crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
+            published.last = Some((bytes.len() as u64, crc));
+            published.first_crc.get_or_insert(crc);
+            bytes.extend_from_slice(&record);
         }
-        let lock = lock_waiting(storage, path)?;
+        published.end = bytes.len() as u64;
+        // A lock file removed while we waited (its log's directory removed
+        // and perhaps made again) guards nothing: take the one at the name.
+        let lock = loop {
+            match lock_waiting(storage, path) {
+                Err(Error::LockReplaced { .. }) => continue,
+                other => break other?,
+            }
+        };
+        match storage.metadata(path) {
+            Ok(_) => {
+                return Err(Error::AlreadyExists {
+                    path: storage.display_path(path),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "stat",
+                    path: storage.display_path(path),
+                    source,
+                })
+            }
+        }
+        before_publish(&published)?;
         let tmp = temp_path(path);
         match publish_new_file(storage, &tmp, path, &bytes) {
             Ok(true) => {}
@@ -115,17 +211,33 @@ impl LogWriter {
             }
             Err(e) => return Err(Error::from_publish(storage, e)),
         }
-        Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN)
+        let mut writer = Self::open_locked(storage, path, options, lock, &Recovery::beside(path))?;
+        // Published synced: every record in it is whole on disk.
+        writer.synced_end = writer.end;
+        Ok(writer)
     }
 
     /// Opens an existing log for writing, waiting for the writer lock.
     ///
     /// Once the lock is held, reads the whole log to find its end: a torn
-    /// tail is cut (see [`LogWriter::cut_tail`]); any other damage is an
-    /// error and nothing is changed.
+    /// tail is copied aside and cut (see [`LogWriter::cut_tail`]); any other
+    /// damage is an error and nothing is changed.
     pub fn open(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
+        Self::open_recovering(storage, path, options, &Recovery::beside(path))
+    }
+
+    /// Like [`LogWriter::open`], with what the caller knows of the log: a
+    /// bad record before `recovery.proven_end` is damage (an error, nothing
+    /// cut), and a torn tail is copied into `recovery.copy_dir` before it is
+    /// cut.
+    pub fn open_recovering(
+        storage: &dyn Storage,
+        path: &Path,
+        options: LogOptions,
+        recovery: &Recovery,
+    ) -> Result<Self> {
         let lock = lock_waiting(storage, path)?;
-        Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN)
+        Self::open_locked(storage, path, options, lock, recovery)
     }
 
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
@@ -137,7 +249,7 @@ impl LogWriter {
     ) -> Result<Option<Self>> {
         match lock(storage, path, false)? {
             Some(lock) => {
-                Self::open_locked(storage, path, options, lock, FILE_HEADER_LEN).map(Some)
+                Self::open_locked(storage, path, options, lock, &Recovery::beside(path)).map(Some)
             }
             None => Ok(None),
         }
@@ -148,7 +260,7 @@ impl LogWriter {
         path: &Path,
         options: LogOptions,
         lock: Box<dyn StorageFile>,
-        resume: u64,
+        recovery: &Recovery,
     ) -> Result<Self> {
         // The log is opened only now that the lock is held, so whatever
         // another writer did before releasing it (appends, a repair that
@@ -164,12 +276,9 @@ impl LogWriter {
             .map_err(|e| io("open", e))?;
         let flags = check_header(&*file, &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
-        let mut walker = Walker::new(&*file, len, options.max_record_size);
-        let mut pos = if resume <= len {
-            resume
-        } else {
-            FILE_HEADER_LEN
-        };
+        let mut walker =
+            Walker::new(&*file, len, options.max_record_size).with_proven_end(recovery.proven_end);
+        let mut pos = FILE_HEADER_LEN;
         let mut last = None;
         let end = loop {
             match walker.step(pos).map_err(|e| io("read", e))? {
@@ -180,9 +289,13 @@ impl LogWriter {
                 Step::End(end) => break end,
             }
         };
+        let mut synced_end = 0;
         let cut = match end {
             LogEnd::Clean { .. } => None,
             LogEnd::TornTail { offset, len } => {
+                // Nothing proves these bytes were ever a whole record, but
+                // a wrong guess must lose nothing: a synced copy first.
+                let copy = copy_tail(storage, &*file, path, recovery, offset, len)?;
                 file.set_len(offset)
                     .map_err(|e| io("cut the torn tail of", e))?;
                 // sync_all: the new (smaller) length must be durable before
@@ -191,7 +304,8 @@ impl LogWriter {
                     path: display.clone(),
                     source,
                 })?;
-                Some(CutTail { offset, len })
+                synced_end = offset;
+                Some(CutTail { offset, len, copy })
             }
             LogEnd::Damaged { offset, damage } => return Err(damage.to_error(&display, offset)),
         };
@@ -205,6 +319,7 @@ impl LogWriter {
             poisoned: false,
             cut,
             last,
+            synced_end,
         })
     }
 
@@ -264,6 +379,7 @@ impl LogWriter {
         let payload_crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
         self.last = Some((offset, payload_crc));
         self.end += record.len() as u64;
+        self.synced_end = self.end;
         Ok(offset)
     }
 
@@ -273,14 +389,21 @@ impl LogWriter {
         self.last
     }
 
+    /// The end of the log as of this writer's last successful sync of the
+    /// whole file (publication, a cut tail, an append), or 0 if it has not
+    /// synced: every record ending there is whole on disk.
+    pub fn synced_end(&self) -> u64 {
+        self.synced_end
+    }
+
     /// Offset where the next record will be written (the length of the log).
     pub fn end(&self) -> u64 {
         self.end
     }
 
     /// The torn tail cut off when this writer opened the log, if any.
-    pub fn cut_tail(&self) -> Option<CutTail> {
-        self.cut
+    pub fn cut_tail(&self) -> Option<&CutTail> {
+        self.cut.as_ref()
     }
 
     /// Whether an earlier failed write or sync poisoned this handle.
@@ -294,6 +417,69 @@ impl LogWriter {
     }
 }
 
+/// Copies the bytes `[offset, offset + len)` of the log `file` (at `path`)
+/// into a new file of `recovery.copy_dir`, synced and published with a
+/// note beside it, before the writer cuts them.
+fn copy_tail(
+    storage: &dyn Storage,
+    file: &dyn StorageFile,
+    path: &Path,
+    recovery: &Recovery,
+    offset: u64,
+    len: u64,
+) -> Result<PathBuf> {
+    let read_error = |source| Error::Io {
+        op: "read the torn tail of",
+        path: storage.display_path(path),
+        source,
+    };
+    let size = usize::try_from(len).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            "torn tail larger than memory",
+        ))
+    })?;
+    let mut bytes = vec![0u8; size];
+    jpstore_blobstore::storage::read_exact_at(file, &mut bytes, offset).map_err(read_error)?;
+    storage
+        .create_dir_all(&recovery.copy_dir)
+        .map_err(|source| Error::Io {
+            op: "create",
+            path: storage.display_path(&recovery.copy_dir),
+            source,
+        })?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let name = format!(
+        "{}.tail-{offset}.{}-{:09}",
+        recovery.copy_prefix,
+        now.as_secs(),
+        now.subsec_nanos()
+    );
+    let copy = recovery.copy_dir.join(&name);
+    let note = recovery.copy_dir.join(format!("{name}.note"));
+    let text = format!(
+        "{len} bytes cut at offset {offset} of {}: an incomplete record after the last whole one, \
+         left by an append that did not complete (a crash, or a write that failed, such as on a full disk). \
+         Nothing proved it had ever been whole (no head cache covered it and it was not published with the log), \
+         so the writer cut it to append again; these are its bytes.\n",
+        storage.display_path(path).display()
+    );
+    for (to, data) in [(&copy, &bytes[..]), (&note, text.as_bytes())] {
+        match publish_new_file(storage, &temp_path(to), to, data) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::AlreadyExists {
+                    path: storage.display_path(to),
+                })
+            }
+            Err(e) => return Err(Error::from_publish(storage, e)),
+        }
+    }
+    Ok(copy)
+}
+
 /// The sidecar lock file of a log: `<log name>.lock` next to it.
 pub fn lock_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
@@ -303,6 +489,14 @@ pub fn lock_path(path: &Path) -> PathBuf {
 
 /// Opens (creating if needed) and locks the sidecar lock file; `None` if
 /// `wait` is false and another writer holds it.
+///
+/// The lock is returned only once it is proven to be the one at the name:
+/// a writer that waited while the log was removed (with its lock file) got
+/// the lock of a file no one else will ever lock again, and a log created
+/// since under the same name has a new lock file that another writer may
+/// hold. Such a lock is [`Error::LockReplaced`]. While we hold the lock,
+/// nobody removes or replaces the name (format-spec.md 3, "The writer
+/// lock"), so the log opened next is the one the lock guards.
 fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn StorageFile>>> {
     let lock_path = lock_path(path);
     let io = |op, source| Error::Io {
@@ -313,14 +507,19 @@ fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn
     let file = storage
         .open(&lock_path, OpenMode::CreateOrOpen)
         .map_err(|e| io("open", e))?;
-    if file
+    if !file
         .lock(LockKind::Exclusive, wait)
         .map_err(|e| io("lock", e))?
     {
-        Ok(Some(file))
-    } else {
-        Ok(None)
+        return Ok(None);
     }
+    if !still_named(storage, &*file, &lock_path).map_err(|e| io("stat", e))? {
+        return Err(Error::LockReplaced {
+            path: storage.display_path(path),
+            lock: storage.display_path(&lock_path),
+        });
+    }
+    Ok(Some(file))
 }
 
 /// Takes the sidecar lock of the log at `path` if no writer holds it;

@@ -1,0 +1,285 @@
+//! A tolerant walk over the bytes of a log, for callers that must see
+//! everything that could still be recovered (gc's marking, format-spec.md
+//! 4.7), not only what a reader may use.
+//!
+//! Unlike [`scan`](super::scan), it does not stop at damage: a damaged file
+//! header is skipped (the records after it are walked as usual), and after a
+//! bad record the walk resynchronizes on the next offset where a whole valid
+//! record starts (a header whose checksum matches, a payload within the
+//! limit whose checksum matches, and that payload a batch: the same test
+//! as the search after a bad header in section 3). The bytes in between are
+//! handed over as a damaged region, for best-effort use.
+//!
+//! What it hands over must never be shown as the conversation's content: a
+//! record after a lost one may depend on it. It is only ever a reason to
+//! keep something.
+
+use std::io;
+use std::path::Path;
+
+use jpstore_blobstore::storage::{OpenMode, Storage};
+
+use super::record::{
+    check_batch, check_file_header, decode_record_header, walk_batch, HeaderProblem,
+    FILE_HEADER_LEN, RECORD_HEADER_LEN,
+};
+use super::LogOptions;
+use crate::error::{Error, Result};
+
+/// One piece of a tolerant walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// An entry of a whole, valid record (both checksums match and the
+    /// payload is a batch), at `offset` (the record's).
+    Entry {
+        /// Offset of the record holding it.
+        offset: u64,
+        /// The entry's bytes.
+        bytes: &'a [u8],
+    },
+    /// Bytes that are not a valid record (damage, or a torn tail), from
+    /// `offset` up to the next valid record or the end of the file.
+    Damaged {
+        /// Offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+}
+
+/// What a tolerant walk found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Salvage {
+    /// Valid records walked (before and after damage).
+    pub records: usize,
+    /// Damaged regions handed over (a torn tail counts as one).
+    pub damaged: usize,
+    /// Whether the file header was damaged (its records were walked anyway).
+    pub bad_header: bool,
+}
+
+/// Walks the log at `path` tolerantly (see the module documentation),
+/// handing every piece to `each`.
+///
+/// Errors: the file cannot be opened or read (missing, no permission, not a
+/// regular file, an I/O error), or its header is valid but names a format
+/// this build does not know ([`Error::Unsupported`]): its records cannot be
+/// interpreted at all.
+pub fn salvage_log(
+    storage: &dyn Storage,
+    path: &Path,
+    options: LogOptions,
+    each: &mut dyn FnMut(Piece<'_>),
+) -> Result<Salvage> {
+    let bytes = read_whole(storage, path)?;
+    let bad_header = match check_file_header(&bytes) {
+        Ok(_) => false,
+        Err(HeaderProblem::Damaged(..)) => true,
+        Err(HeaderProblem::Unsupported { version, flags }) => {
+            return Err(Error::Unsupported {
+                path: storage.display_path(path),
+                version,
+                flags,
+                supported: super::FORMAT_VERSION,
+            })
+        }
+    };
+    let start = FILE_HEADER_LEN.min(bytes.len() as u64);
+    let mut out = salvage_bytes(&bytes, start, options, each);
+    out.bad_header = bad_header;
+    Ok(out)
+}
+
+/// The whole file at `path`, read through the storage (which refuses
+/// anything but a regular file).
+pub fn read_whole(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
+    let io = |op, source| Error::Io {
+        op,
+        path: storage.display_path(path),
+        source,
+    };
+    let file = storage
+        .open(path, OpenMode::Read)
+        .map_err(|e| io("open", e))?;
+    let len = file.len().map_err(|e| io("stat", e))?;
+    let len = usize::try_from(len).map_err(|_| {
+        io(
+            "read",
+            io::Error::new(io::ErrorKind::OutOfMemory, "file larger than memory"),
+        )
+    })?;
+    let mut bytes = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut bytes[done..], done as u64) {
+            // Shrank since the stat (a writer cut a torn tail): what is
+            // left is the file.
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io("read", e)),
+        }
+    }
+    bytes.truncate(done);
+    Ok(bytes)
+}
+
+/// Walks `bytes` (a log, or a copy of part of one) from `start` tolerantly,
+/// handing every piece to `each`. Offsets are positions in `bytes`.
+pub fn salvage_bytes(
+    bytes: &[u8],
+    start: u64,
+    options: LogOptions,
+    each: &mut dyn FnMut(Piece<'_>),
+) -> Salvage {
+    let mut out = Salvage::default();
+    let mut off = usize::try_from(start)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    let mut damaged_from: Option<usize> = None;
+    let mut flush = |from: &mut Option<usize>, to: usize, out: &mut Salvage| {
+        if let Some(f) = from.take() {
+            out.damaged += 1;
+            each(Piece::Damaged {
+                offset: f as u64,
+                bytes: &bytes[f..to],
+            });
+        }
+    };
+    let mut records = Vec::new();
+    while off < bytes.len() {
+        match valid_record_len(&bytes[off..], options.max_record_size) {
+            Some(len) => {
+                flush(&mut damaged_from, off, &mut out);
+                records.push((off, len));
+                out.records += 1;
+                off += len;
+            }
+            None => {
+                // The next candidate is the next byte: records are not
+                // aligned, and a record's own header is its only mark.
+                damaged_from.get_or_insert(off);
+                off += 1;
+            }
+        }
+    }
+    flush(&mut damaged_from, bytes.len(), &mut out);
+    for (off, len) in records {
+        let payload = &bytes[off + RECORD_HEADER_LEN as usize..off + len];
+        // Checked to be a batch by `valid_record_len`.
+        let _ = walk_batch(payload, |e| {
+            each(Piece::Entry {
+                offset: off as u64,
+                bytes: e,
+            })
+        });
+    }
+    out
+}
+
+/// The length of the whole valid record `bytes` starts with, if it does.
+fn valid_record_len(bytes: &[u8], max: u32) -> Option<usize> {
+    let h: &[u8; RECORD_HEADER_LEN as usize] =
+        bytes.get(..RECORD_HEADER_LEN as usize)?.try_into().ok()?;
+    let header = decode_record_header(h)?;
+    if header.payload_len > max {
+        return None;
+    }
+    let start = RECORD_HEADER_LEN as usize;
+    let end = start.checked_add(header.payload_len as usize)?;
+    let payload = bytes.get(start..end)?;
+    (crc32fast::hash(payload) == header.payload_crc && check_batch(payload).is_ok()).then_some(end)
+}
+
+/// Hands each entry of what may be a batch to `each`, as far as its
+/// structure holds: an entry claiming more bytes than remain is handed over
+/// cut short, and the walk stops there. For damaged records, whose entries
+/// are used best-effort.
+pub fn walk_batch_lossy<'a>(payload: &'a [u8], mut each: impl FnMut(&'a [u8])) {
+    let Some(mut rest) = payload.get(4..) else {
+        return;
+    };
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let after = &rest[4..];
+        let take = len.min(after.len());
+        each(&after[..take]);
+        rest = &after[take..];
+        if take < len {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::record::{encode_file_header, encode_record};
+
+    fn log_of(batches: &[&[&[u8]]]) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = encode_file_header(0).to_vec();
+        let mut offsets = Vec::new();
+        for b in batches {
+            offsets.push(bytes.len());
+            bytes.extend_from_slice(&encode_record(b));
+        }
+        (bytes, offsets)
+    }
+
+    fn pieces(bytes: &[u8], start: u64) -> (Vec<Vec<u8>>, Vec<u64>, Salvage) {
+        let (mut entries, mut damaged) = (Vec::new(), Vec::new());
+        let s = salvage_bytes(bytes, start, LogOptions::default(), &mut |p| match p {
+            Piece::Entry { bytes, .. } => entries.push(bytes.to_vec()),
+            Piece::Damaged { offset, .. } => damaged.push(offset),
+        });
+        (entries, damaged, s)
+    }
+
+    #[test]
+    fn every_valid_record_around_damage_is_walked() {
+        let (mut bytes, offsets) = log_of(&[&[b"a"], &[b"b", b"c"], &[b"d"], &[b"e"]]);
+        // A payload bit of record 1, and the header of record 2.
+        bytes[offsets[1] + 12 + 9] ^= 1;
+        bytes[offsets[2] + 2] ^= 4;
+        let (entries, damaged, s) = pieces(&bytes, 16);
+        assert_eq!(entries, vec![b"a".to_vec(), b"e".to_vec()]);
+        assert_eq!(
+            damaged,
+            vec![offsets[1] as u64],
+            "one region up to record 3"
+        );
+        assert_eq!(s.records, 2);
+    }
+
+    #[test]
+    fn a_damaged_file_header_does_not_stop_the_walk() {
+        let (mut bytes, _) = log_of(&[&[b"a"], &[b"b"]]);
+        bytes[9] ^= 1;
+        let (entries, damaged, _) = pieces(&bytes, 16);
+        assert_eq!(entries, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(damaged.is_empty());
+        // A tail copy has no file header: walked from 0.
+        let (entries, _, _) = pieces(&bytes[16..], 0);
+        assert_eq!(entries, vec![b"a".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn a_torn_tail_is_one_damaged_region() {
+        let (bytes, offsets) = log_of(&[&[b"a"], &[b"bbbbbbbb"]]);
+        let cut = &bytes[..bytes.len() - 3];
+        let (entries, damaged, _) = pieces(cut, 16);
+        assert_eq!(entries, vec![b"a".to_vec()]);
+        assert_eq!(damaged, vec![offsets[1] as u64]);
+    }
+
+    #[test]
+    fn lossy_batches_give_what_their_structure_holds() {
+        let mut got = Vec::new();
+        // count 3; "ab"; an entry claiming 9 bytes where 2 remain.
+        walk_batch_lossy(
+            &[3, 0, 0, 0, 2, 0, 0, 0, b'a', b'b', 9, 0, 0, 0, b'c', b'd'],
+            |e| got.push(e.to_vec()),
+        );
+        assert_eq!(got, vec![b"ab".to_vec(), b"cd".to_vec()]);
+    }
+}

@@ -1309,6 +1309,12 @@ pub struct AttachArgs {
     /// it with a warning).
     #[arg(long)]
     strict: bool,
+    /// Attach the target of every symbolic link found in a directory, even
+    /// one outside it (default: a link whose target is outside the
+    /// directory named here is skipped with a warning; a link that stays
+    /// inside is attached, by its target's URI).
+    #[arg(long)]
+    follow_links: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
@@ -1322,7 +1328,12 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let cwd = std::env::current_dir().context("finding the current directory")?;
-    let (files, mut skipped) = attach::collect(&args.paths, &cwd);
+    let links = if args.follow_links {
+        attach::Links::Follow
+    } else {
+        attach::Links::StayInside
+    };
+    let (files, mut skipped) = attach::collect(&args.paths, &cwd, links);
     if args.strict {
         if let Some((path, e)) = skipped.first() {
             bail!("cannot use {}: {e}; nothing was appended", path.display());

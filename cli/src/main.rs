@@ -139,13 +139,18 @@ enum Command {
     /// resources are snapshots of the files (RFD 065), their content stored
     /// as one pack, appended as one durable record. Directories are walked
     /// recursively, honouring .gitignore and skipping hidden files; a path
-    /// named here is always taken. Unreadable files are skipped with a
-    /// warning (exit 0), or with --strict abort the attach (exit 1, nothing
-    /// appended).
+    /// named here is always taken (a named link is followed). A symbolic
+    /// link found in a directory is attached only if its target is inside
+    /// that directory (--follow-links: wherever it is); links to
+    /// directories found there are not followed. Unreadable files and links
+    /// leaving the directory are skipped with a warning (exit 0), or with
+    /// --strict abort the attach (exit 1, nothing appended).
     Attach(AttachArgs),
     /// Print the current content of a file:// resource as a Resource JSON
     /// object (uri canonicalised, mimeType, text or base64 blob, name
-    /// relative to the current directory).
+    /// relative to the current directory). Symbolic links in the path are
+    /// followed (the uri printed is the target's): the URI names the file,
+    /// as a path would.
     Resolve {
         /// The file:// URI.
         uri: String,

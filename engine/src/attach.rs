@@ -16,11 +16,21 @@
 //!   `.ignore`, `.git/info/exclude` and the global git excludes are honoured.
 //!   `.gitignore` files count outside a git repository too (decision:
 //!   `require_git(false)`, so the result does not depend on where `.git`
-//!   is). Symbolic links to files found in a walk are attached (by their
-//!   target's URI); symbolic links to directories are not followed (no
-//!   cycles). A file reached twice (named twice, or through a link) is
+//!   is). A file reached twice (named twice, or through a link) is
 //!   attached once. Special files (FIFOs, sockets, devices) are reported,
 //!   never read.
+//! - **Symbolic links.** A path named explicitly that is a link is followed
+//!   (decision: naming it is the user's choice; a named directory that is a
+//!   link is walked as the directory it leads to). In a walk, a link to a
+//!   file is attached (by its target's URI) only if its target, all links
+//!   resolved, is inside the walked directory (decision: such a link adds
+//!   nothing the user did not already attach; a tree is not trusted to
+//!   decide what else on the machine is sent to a model, so
+//!   `link -> /etc/passwd` is skipped and reported with the reason).
+//!   [`Links::Follow`] attaches every link's target. Links to directories
+//!   found in a walk are never followed (no cycles). A file is read through
+//!   its canonical path without following a link at its last component, so
+//!   a link put in place of a collected file is refused, not read.
 //! - **Order.** Files are sorted by `name`, then by URI: the same tree gives
 //!   the same request whatever the order of the arguments or the directory.
 //! - **URIs.** `file://` URIs of the canonical path (absolute, `.` and `..`
@@ -77,6 +87,18 @@ pub const RESOLVE_MAX_BYTES: u64 = 1 << 30;
 
 /// The MIME type of binary content of unknown type.
 const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Which symbolic links found in a walk [`collect`] follows (see the module
+/// docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Links {
+    /// Links whose target is inside the walked directory; the others are
+    /// reported as skipped.
+    #[default]
+    StayInside,
+    /// Every link to a file, wherever its target is.
+    Follow,
+}
 
 /// A file found by [`collect`], not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,10 +195,15 @@ struct Prepared<'a> {
 
 /// Finds the files to attach for `paths` (relative ones against `cwd`,
 /// which should be absolute): files as named, directories walked (see the
-/// module docs for the rules). Returns the files sorted by name, and the
-/// paths that could not be used with the reason (missing, unreadable
-/// directories, special files, dangling links).
-pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBuf, io::Error)>) {
+/// module docs for the rules), following the links `links` allows. Returns
+/// the files sorted by name, and the paths that could not be used with the
+/// reason (missing, unreadable directories, special files, dangling links,
+/// links leaving the walked directory).
+pub fn collect(
+    paths: &[PathBuf],
+    cwd: &Path,
+    links: Links,
+) -> (Vec<FileToAttach>, Vec<(PathBuf, io::Error)>) {
     let names = Names::new(cwd);
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -195,7 +222,7 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
                 Err(e) => errors.push((path, e)),
             }
         } else if meta.is_dir() {
-            walk(&path, &names, &mut files, &mut errors);
+            walk(&path, &names, links, &mut files, &mut errors);
         } else {
             errors.push((given.clone(), not_regular()));
         }
@@ -210,7 +237,13 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
 /// Paths that could not be used, each with the reason.
 type PathErrors = Vec<(PathBuf, io::Error)>;
 
-fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut PathErrors) {
+fn walk(
+    dir: &Path,
+    names: &Names,
+    links: Links,
+    files: &mut Vec<FileToAttach>,
+    errors: &mut PathErrors,
+) {
     // A walk reaches its files through real directories (links to
     // directories are not followed), so a file's canonical path is the
     // canonical directory joined with its path below it: one canonicalize
@@ -277,7 +310,9 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
                         record(described, path);
                     }
                     Some(kind) if kind.is_symlink() => match std::fs::metadata(path) {
-                        Ok(m) if m.is_file() => record(names.canonical(path), path),
+                        Ok(m) if m.is_file() => {
+                            record(link_target(path, canonical_dir, names, links), path)
+                        }
                         // Links to directories are not followed.
                         Ok(m) if m.is_dir() => {}
                         Ok(_) => record(Err(not_regular()), path),
@@ -305,6 +340,31 @@ fn below_dir<'a>(path: &'a Path, dir: &Path) -> Option<&'a Path> {
         }
         _ => path.strip_prefix(dir).ok(),
     }
+}
+
+/// The file a link found in the walk of `canonical_dir` leads to, unless
+/// `links` refuses it: a target outside the walked directory is an error
+/// naming it.
+fn link_target(
+    link: &Path,
+    canonical_dir: &Path,
+    names: &Names,
+    links: Links,
+) -> io::Result<FileToAttach> {
+    let file = names.canonical(link)?;
+    // `starts_with` compares whole components: `/a/proj2` is not inside
+    // `/a/proj`.
+    if links == Links::StayInside && !file.path.starts_with(canonical_dir) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "a symbolic link to {}, outside the attached directory {}: not followed",
+                file.path.display(),
+                canonical_dir.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 fn not_regular() -> io::Error {
@@ -700,6 +760,10 @@ impl Store {
 /// with a host other than `localhost`, a query or a fragment (decision: a
 /// fragment such as `#L10-20` names part of a file, which this does not
 /// resolve), missing files, directories and other non-regular files.
+/// Symbolic links in the path are followed (decision: the URI names the file
+/// itself, so a link in it reaches nothing the URI could not name directly;
+/// the `uri` returned is the target's), which is why a caller that lets a
+/// model ask for resources decides itself which URIs to allow.
 pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
     let refuse = |reason: String| -> Error {
         AttachError::NotFileUri {

@@ -3,7 +3,7 @@
 //! Parsing of arguments and rendering only; the work is in the engine.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,6 +19,7 @@ use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
 use jpstore_engine::export::{conversation_json, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::user_file::{self, LastLink};
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
 
@@ -85,15 +86,14 @@ pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
 pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
-    let mut text = String::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_INPUT + 1)
-        .read_to_string(&mut text)
-        .context("reading events from standard input (UTF-8 JSON expected)")?;
-    if text.len() as u64 > MAX_INPUT {
-        bail!("standard input is larger than {MAX_INPUT} bytes");
-    }
+    let input = user_file::read_stream(std::io::stdin().lock(), MAX_INPUT)
+        .context("reading events from standard input; nothing was appended")?;
+    let text = String::from_utf8(input).map_err(|e| {
+        anyhow::anyhow!(
+            "standard input is not UTF-8 (byte {}); UTF-8 JSON expected; nothing was appended",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     let ParsedInput { entries, lines } = parse_input(
         &text,
         ParseMode::Strict {
@@ -1096,7 +1096,8 @@ pub struct CompactArgs {
     /// The summary text, for a profile that summarizes.
     #[arg(long, conflicts_with = "summary_file")]
     summary: Option<String>,
-    /// Read the summary text from a file.
+    /// Read the summary text (UTF-8) from a file: a regular file no larger
+    /// than a log record (64 MiB); a FIFO or a device is refused.
     #[arg(long)]
     summary_file: Option<PathBuf>,
     /// Revoke the last compaction in effect, or the N-th (1-based), by
@@ -1128,7 +1129,17 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     let summary = match (&args.summary, &args.summary_file) {
         (Some(s), _) => Some(s.clone()),
         (None, Some(f)) => {
-            Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?)
+            // A summary is stored in the compaction's record: no larger
+            // than a record.
+            let max = u64::from(store.options().log.max_record_size);
+            let bytes = user_file::read_file(f, max, LastLink::Follow)?;
+            Some(String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: not UTF-8 text (byte {})",
+                    f.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?)
         }
         (None, None) => None,
     };

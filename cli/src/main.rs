@@ -40,8 +40,9 @@ enum Command {
     Init,
     /// Import JP conversations (events.json, metadata.json, base_config.json),
     /// undoing JP's base64; content and base configs go into the blob store.
-    /// Exit 1 if any directory was not valid JP data (the others are
-    /// imported).
+    /// Each file must be a regular file of at most 2 GiB (not a FIFO, a
+    /// device or a symbolic link). Exit 1 if any directory was not valid JP
+    /// data (the others are imported).
     Import(ImportArgs),
     /// Create a conversation and print its id.
     New(NewArgs),
@@ -53,6 +54,7 @@ enum Command {
     /// store; {"$blob": "<sha256>", "size": N} refers to content already
     /// there. A missing `timestamp` is set to now. The batch is acknowledged
     /// (exit 0) only once it is durable; on any error nothing is appended.
+    /// Standard input is read up to 1 GiB; more is refused.
     Append {
         /// The conversation id.
         id: String,

@@ -57,8 +57,7 @@
 //!   (its size is taken from what was read, not from `collect`).
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -77,6 +76,7 @@ use crate::event::{
 use crate::log::payload_len;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
+use crate::user_file::{self, LastLink};
 
 /// How much of the content is searched for a NUL byte.
 pub const SNIFF_LEN: usize = 8 << 10;
@@ -146,13 +146,6 @@ pub enum AttachError {
         /// Why.
         #[source]
         source: io::Error,
-    },
-    /// The URI names something that is not a regular file (a directory, a
-    /// FIFO, ...).
-    #[error("{} is not a regular file", path.display())]
-    NotAFile {
-        /// The path.
-        path: PathBuf,
     },
 }
 
@@ -224,7 +217,10 @@ pub fn collect(
         } else if meta.is_dir() {
             walk(&path, &names, links, &mut files, &mut errors);
         } else {
-            errors.push((given.clone(), not_regular()));
+            errors.push((
+                given.clone(),
+                user_file::not_regular(user_file::kind_name(meta.file_type())),
+            ));
         }
     }
     files.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.uri.cmp(&b.uri)));
@@ -315,10 +311,16 @@ fn walk(
                         }
                         // Links to directories are not followed.
                         Ok(m) if m.is_dir() => {}
-                        Ok(_) => record(Err(not_regular()), path),
+                        Ok(m) => record(
+                            Err(user_file::not_regular(user_file::kind_name(m.file_type()))),
+                            path,
+                        ),
                         Err(e) => record(Err(e), path),
                     },
-                    Some(_) => record(Err(not_regular()), path),
+                    Some(kind) => record(
+                        Err(user_file::not_regular(user_file::kind_name(kind))),
+                        path,
+                    ),
                 }
                 ignore::WalkState::Continue
             })
@@ -365,10 +367,6 @@ fn link_target(
         ));
     }
     Ok(file)
-}
-
-fn not_regular() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
 }
 
 fn walk_error(e: ignore::Error, fallback: &Path) -> (PathBuf, io::Error) {
@@ -480,32 +478,6 @@ pub fn mime_type(path: &Path, text: bool) -> String {
         (Some(m), false) if m.type_() != mime_guess::mime::TEXT => m.essence_str().to_owned(),
         (_, false) => OCTET_STREAM.to_owned(),
     }
-}
-
-/// Reads a whole file, refusing one larger than `max` bytes.
-fn read_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    read_file_into(path, max, &mut bytes)?;
-    Ok(bytes)
-}
-
-/// Reads a whole file into `buf` (given empty; its capacity is reused),
-/// refusing one larger than `max` bytes.
-fn read_file_into(path: &Path, max: u64, buf: &mut Vec<u8>) -> io::Result<()> {
-    let file = File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(not_regular());
-    }
-    buf.reserve(usize::try_from(meta.len().min(max)).unwrap_or(0));
-    file.take(max.saturating_add(1)).read_to_end(buf)?;
-    if buf.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than the store's maximum blob size of {max} bytes"),
-        ));
-    }
-    Ok(())
 }
 
 fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
@@ -644,7 +616,7 @@ impl Store {
         };
         let batch = self.blobs().put_batch_buffered_then(
             files.len(),
-            |i, buf| match read_file_into(&files[i].path, max, buf) {
+            |i, buf| match user_file::read_into(&files[i].path, max, LastLink::Refuse, buf) {
                 Ok(()) => {
                     let _ = slots[i].set(Ok(is_text(buf)));
                     Ok(())
@@ -795,11 +767,9 @@ pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
         .into()
     };
     let canonical = std::fs::canonicalize(&path).map_err(read_error)?;
-    let meta = std::fs::metadata(&canonical).map_err(read_error)?;
-    if !meta.is_file() {
-        return Err(AttachError::NotAFile { path }.into());
-    }
-    let bytes = read_file(&canonical, RESOLVE_MAX_BYTES).map_err(read_error)?;
+    // The canonical path holds no link: one put there since is refused.
+    let bytes =
+        user_file::read(&canonical, RESOLVE_MAX_BYTES, LastLink::Refuse).map_err(read_error)?;
     let text = is_text(&bytes);
     let names = Names::new(cwd);
     let r = resource(

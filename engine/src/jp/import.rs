@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{read_all, LocalStorage, OpenMode, Storage};
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
@@ -17,6 +16,7 @@ use crate::event::json::{parse_entry, ParseMode};
 use crate::event::{BlobRef, Entry, Object, Payload};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
+use crate::user_file::{self, LastLink};
 
 /// Largest JP file read.
 pub const MAX_JP_FILE: u64 = 2 << 30;
@@ -58,7 +58,10 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
         path: path.to_path_buf(),
         source,
     };
-    if path.join("events.json").is_file() {
+    // An `events.json` of any type marks a conversation directory: one
+    // that is not a regular file is refused when it is read, by name.
+    let has_events = |dir: &Path| dir.join("events.json").symlink_metadata().is_ok();
+    if has_events(path) {
         return Ok(vec![path.to_path_buf()]);
     }
     let meta = std::fs::metadata(path).map_err(|e| io("open", e))?;
@@ -82,7 +85,7 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
         for e in entries {
             let e = e.map_err(|e| io("list", e))?;
             let p = e.path();
-            if p.is_dir() && p.join("events.json").is_file() {
+            if p.is_dir() && has_events(&p) {
                 found.push(p);
             }
         }
@@ -91,23 +94,22 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-fn read_json(storage: &LocalStorage, dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
-    let file = match storage.open(Path::new(name), OpenMode::Read) {
-        Ok(f) => f,
+/// Reads `dir/name` as JSON: a regular file of at most [`MAX_JP_FILE`]
+/// bytes (a FIFO, a device or a link there is refused without blocking:
+/// [`user_file`]); `None` if it does not exist.
+fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
+    let path = dir.join(name);
+    let bytes = match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(Error::Io {
-                op: "open",
-                path: dir.join(name),
+                op: "read",
+                path,
                 source,
             })
         }
     };
-    let bytes = read_all(&*file, MAX_JP_FILE).map_err(|source| Error::Io {
-        op: "read",
-        path: dir.join(name),
-        source,
-    })?;
     let v = serde_json::from_slice(&bytes).map_err(|e| {
         invalid(
             &dir.join(name),
@@ -145,20 +147,15 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         .parent()
         .and_then(|p| p.file_name())
         .is_some_and(|n| n == ".archive");
-    let storage = LocalStorage::open(dir).map_err(|source| Error::Io {
-        op: "open",
-        path: dir.to_path_buf(),
-        source,
-    })?;
     let (events, mut bytes) =
-        read_json(&storage, dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+        read_json(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
     let Value::Array(events) = events else {
         return Err(invalid(
             &dir.join("events.json"),
             "expected a JSON array of entries",
         ));
     };
-    let metadata = match read_json(&storage, dir, "metadata.json")? {
+    let metadata = match read_json(dir, "metadata.json")? {
         None => Map::new(),
         Some((Value::Object(o), n)) => {
             bytes += n;
@@ -171,7 +168,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             ))
         }
     };
-    let base_config = match read_json(&storage, dir, "base_config.json")? {
+    let base_config = match read_json(dir, "base_config.json")? {
         None => None,
         Some((Value::Object(o), n)) => {
             bytes += n;

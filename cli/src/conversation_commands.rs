@@ -1249,7 +1249,9 @@ pub struct ForkArgs {
     /// the fork's base config; compactions are left out).
     #[arg(long)]
     last: Option<u64>,
-    /// Compact the fork, with the given profile or the default one.
+    /// Compact the fork, with the given profile or the default one. The
+    /// compaction is made before anything is written and published in the
+    /// fork's log: an unknown profile or a failed summary creates no fork.
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     compact: Option<String>,
     /// The new conversation's id (default: JP's kind, from the time).
@@ -1264,30 +1266,29 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let new_id = args.id_new.as_deref().map(parse_id).transpose()?;
-    let writer = store.fork(&id, args.last, new_id, Timestamp::now())?;
+    // The fork and its compaction are one log, published whole: a profile
+    // that does not exist (or a failed summary) leaves no fork behind.
+    let profile = args.compact.map(|p| (!p.is_empty()).then_some(p));
+    let request = profile.as_ref().map(|profile| CompactRequest {
+        profile: profile.clone(),
+        ..Default::default()
+    });
+    let mut summarize = |table: &jpstore_engine::event::Object,
+                         raw: &[Entry]|
+     -> jpstore_engine::error::Result<String> {
+        store.summarize_from_profile(table, raw, profile.as_ref().and_then(|p| p.as_deref()))
+    };
+    let compact = request.as_ref().map(|r| {
+        (
+            r,
+            &mut summarize as &mut jpstore_engine::compaction::Summarizer<'_>,
+        )
+    });
+    let (writer, compacted) =
+        store.fork_compacted(&id, args.last, new_id, Timestamp::now(), compact)?;
     let forked = writer.id().clone();
     let entries = writer.state().entries;
     drop(writer);
-    let mut compacted = None;
-    if let Some(profile) = args.compact {
-        let profile = (!profile.is_empty()).then_some(profile);
-        let request = CompactRequest {
-            profile: profile.clone(),
-            ..Default::default()
-        };
-        let mut summarize = |table: &jpstore_engine::event::Object,
-                             raw: &[Entry]|
-         -> jpstore_engine::error::Result<String> {
-            store.summarize_from_profile(table, raw, profile.as_deref())
-        };
-        compacted = Some(
-            store
-                .compact(&forked, &request, Timestamp::now(), &mut summarize)
-                .with_context(|| {
-                    format!("the fork {forked} was created, but compacting it failed")
-                })?,
-        );
-    }
     if args.json {
         println!(
             "{}",

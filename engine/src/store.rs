@@ -258,6 +258,34 @@ impl Store {
         new_id: Option<ConversationId>,
         now: Timestamp,
     ) -> Result<ConversationWriter<'_>> {
+        self.fork_compacted(id, last, new_id, now, None)
+            .map(|(writer, _)| writer)
+    }
+
+    /// [`Store::fork`], the fork compacted as `compact` asks: the compaction
+    /// is planned ([`crate::compaction::plan`]) on the fork's entries under
+    /// the config in effect at their end, its summary made, and its entry
+    /// published with the fork's other entries in the one new log. So the
+    /// fork appears compacted or not at all: an unknown profile, a bad range
+    /// or a failed summary leaves nothing behind. (A dry-run request plans
+    /// and reports the compaction without adding it.) Returns the new
+    /// writer and the compaction made.
+    pub fn fork_compacted(
+        &self,
+        id: &ConversationId,
+        last: Option<u64>,
+        new_id: Option<ConversationId>,
+        now: Timestamp,
+        compact: Option<(
+            &crate::compaction::CompactRequest,
+            &mut crate::compaction::Summarizer<'_>,
+        )>,
+    ) -> Result<(
+        ConversationWriter<'_>,
+        Option<crate::compaction::CompactOutcome>,
+    )> {
+        // Held from the read of the source to the publication of the fork,
+        // so the blobs the fork shares cannot be swept in between.
         let _gc = self.gc_shared()?;
         let conv = self.read(id)?;
         let turns = conv.state.turns.turns();
@@ -280,7 +308,7 @@ impl Store {
             .unwrap_or(conv.entries.len());
         let start = if first_turn == 0 { 0 } else { start };
         let base = self.config_at(&conv, start)?;
-        let entries: Vec<crate::event::Entry> = conv.entries[start..]
+        let mut entries: Vec<crate::event::Entry> = conv.entries[start..]
             .iter()
             .filter(|e| {
                 first_turn == 0
@@ -291,6 +319,22 @@ impl Store {
             })
             .cloned()
             .collect();
+        let compacted = match compact {
+            None => None,
+            Some((request, summarize)) => {
+                // The fork's base is the config at its start, and it keeps
+                // every later delta: the config at its end is the source's.
+                let config = self.effective_config_at(&conv, conv.entries.len())?;
+                let outcome = crate::compaction::plan(&entries, &config, request, now, summarize)?;
+                if !request.dry_run {
+                    entries.push(crate::compaction::compaction_entry(
+                        &outcome.compaction,
+                        now,
+                    ));
+                }
+                Some(outcome)
+            }
+        };
         let base_ref = self.put_config(&base)?;
         let mut fields = conv.state.metadata.fields.clone();
         fields.remove(crate::jp::JP_FIELD);
@@ -303,7 +347,8 @@ impl Store {
             base_config: Some(base_ref),
             fields,
         };
-        self.create_log(new_id, now, patch, &entries)
+        let writer = self.create_log(new_id, now, patch, &entries)?;
+        Ok((writer, compacted))
     }
 
     /// Publishes a new conversation's log: with `id`, or else JP's kind of

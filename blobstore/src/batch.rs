@@ -313,6 +313,14 @@ pub(crate) fn put_batch<T>(
     let (name, bytes) = finished?;
     outcome.pack = Some(name);
     outcome.pack_bytes = bytes;
+    // The new pack may break the rule of the small packs' sizes: merge
+    // them (format-spec.md 2.11), within the writer's budget. The batch is
+    // durable already; only a failed sync (the store poisoned) fails it.
+    match store.merge_small_packs() {
+        Ok(merged) => outcome.merged_packs = merged.merged_packs,
+        Err(e) if crate::merge::fails_the_write(&e) => return Err(e),
+        Err(_) => {}
+    }
     Ok((outcome, t))
 }
 

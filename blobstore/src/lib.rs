@@ -14,6 +14,7 @@
 mod batch;
 pub mod error;
 pub mod id;
+pub mod merge;
 mod mmap;
 pub mod object;
 pub mod pack;
@@ -24,8 +25,9 @@ mod verify;
 
 pub use error::{Error, IdError, Result};
 pub use id::BlobId;
+pub use merge::MergeOutcome;
 pub use store::{
     BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,
-    RewriteOutcome, SweepOutcome, OBJECTS_DIR, PACKS_DIR, TMP_DIR,
+    RewriteOutcome, SweepOutcome, OBJECTS_DIR, OPEN_PACK_FILES, PACKS_DIR, TMP_DIR,
 };
 pub use verify::{Problem, VerifyProgress, VerifyReport};

@@ -117,7 +117,10 @@ pub fn build_index(entries: &mut [PackEntry], pack_checksum: &[u8; 32]) -> Vec<u
     out
 }
 
-/// A loaded pack: its mapped index and an open handle on the pack file.
+/// A loaded pack: its mapped index and where its pack file is. It holds no
+/// descriptor: the pack file is opened when it is read, through the store's
+/// bounded set of open pack files, so that the descriptors a process holds
+/// do not grow with the number of packs (format-spec.md 2.6).
 #[derive(Debug)]
 pub struct Pack {
     /// The pack's name: the hex BLAKE3 of its contents.
@@ -130,7 +133,6 @@ pub struct Pack {
     pub pack_len: u64,
     index: Mapping,
     count: usize,
-    file: Box<dyn StorageFile>,
 }
 
 /// What is wrong with an index: offset inside the index, expected, found.
@@ -220,13 +222,12 @@ pub fn check_index(index: &[u8]) -> Result<usize, IndexError> {
 }
 
 impl Pack {
-    /// Wraps a mapped, checked index and an open pack file.
+    /// Wraps a mapped index (checked here) and the length of its pack file.
     pub fn new(
         name: String,
         pack_path: PathBuf,
         index_path: PathBuf,
         index: Mapping,
-        file: Box<dyn StorageFile>,
         pack_len: u64,
     ) -> Result<Self, IndexError> {
         let count = check_index(&index)?;
@@ -237,7 +238,6 @@ impl Pack {
             pack_len,
             index,
             count,
-            file,
         })
     }
 
@@ -326,23 +326,24 @@ impl Pack {
         }
     }
 
-    /// Reads the stored bytes (header and payload) of an entry and checks them
-    /// with [`check_stored_entry`]. `max` bounds the allocation.
-    pub fn read_stored(&self, e: &PackEntry, max: u64) -> Result<Vec<u8>, ReadError> {
+    /// Reads the stored bytes (header and payload) of an entry from `file`,
+    /// this pack's file, and checks them with [`check_stored_entry`]. `max`
+    /// bounds the allocation.
+    pub fn read_stored(
+        &self,
+        file: &dyn StorageFile,
+        e: &PackEntry,
+        max: u64,
+    ) -> Result<Vec<u8>, ReadError> {
         self.check_entry_bounds(e).map_err(ReadError::Bounds)?;
         if e.stored_len > max {
             return Err(ReadError::TooLarge(e.stored_len));
         }
         let len = usize::try_from(e.stored_len).map_err(|_| ReadError::TooLarge(e.stored_len))?;
         let mut buf = vec![0u8; len];
-        read_exact_at(&*self.file, &mut buf, e.offset).map_err(ReadError::Io)?;
+        read_exact_at(file, &mut buf, e.offset).map_err(ReadError::Io)?;
         check_stored_entry(e, &buf)?;
         Ok(buf)
-    }
-
-    /// The open pack file.
-    pub fn file(&self) -> &dyn StorageFile {
-        &*self.file
     }
 
     /// Iterates all entries in id order.
@@ -417,27 +418,17 @@ mod tests {
         }
     }
 
-    /// A pack of `pack_len` bytes (an empty file: only its index is read)
-    /// with index bytes `idx`, in a temp dir kept alive by the caller.
-    fn pack_with_index(idx: Vec<u8>, pack_len: u64) -> (tempfile::TempDir, Pack) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage = crate::storage::LocalStorage::open(dir.path()).expect("storage");
-        let file = crate::storage::Storage::open(
-            &storage,
-            Path::new("p"),
-            crate::storage::OpenMode::CreateNew,
-        )
-        .expect("pack file");
-        let pack = Pack::new(
+    /// A pack of `pack_len` bytes (never read: only its index is) with
+    /// index bytes `idx`.
+    fn pack_with_index(idx: Vec<u8>, pack_len: u64) -> Pack {
+        Pack::new(
             "n".into(),
             "p".into(),
             "i".into(),
             Mapping::Owned(idx),
-            file,
             pack_len,
         )
-        .expect("valid index");
-        (dir, pack)
+        .expect("valid index")
     }
 
     #[test]
@@ -447,7 +438,7 @@ mod tests {
             .collect();
         let idx = build_index(&mut entries.clone(), &[9; 32]);
         assert_eq!(check_index(&idx).expect("valid"), 1000);
-        let (_dir, pack) = pack_with_index(idx, 16 + 20 * 1000 + 32);
+        let pack = pack_with_index(idx, 16 + 20 * 1000 + 32);
         assert_eq!(pack.len(), 1000);
         for e in &entries {
             assert_eq!(pack.find(&e.id), Some(*e));
@@ -483,7 +474,7 @@ mod tests {
             })
             .collect();
         let idx = build_index(&mut entries, &[3; 32]);
-        let (_dir, pack) = pack_with_index(idx, 16 + 20 * 64 + 32);
+        let pack = pack_with_index(idx, 16 + 20 * 64 + 32);
         for e in &entries {
             assert_eq!(pack.find(&e.id), Some(*e));
         }

@@ -396,7 +396,15 @@ impl BlobStore {
                 // Planned: at most PACK_RUN_BYTES, or one entry within the
                 // size limit, which the caller chose to fit in memory.
                 object::set_len(stored, (end - start) as usize);
-                match read_exact_at(p.file(), stored, start) {
+                let file = match self.pack_file(p) {
+                    Ok(file) => file,
+                    // Removed since the jobs were planned (merged or swept):
+                    // no longer part of the store. An index left without its
+                    // pack is found from the directory listing.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(self.io_error("open", &p.pack_path, e)),
+                };
+                match read_exact_at(&*file, stored, start) {
                     Ok(()) => {}
                     // The pack is shorter than when it was opened: read
                     // each entry alone, so the ones cut off are named.
@@ -447,7 +455,15 @@ impl BlobStore {
                 format!("{} bytes", p.pack_len),
             ));
         }
-        let file = p.file();
+        // Opened only where the pack is not mapped, as in verify_packed_run.
+        let file = match map {
+            Some(_) => None,
+            None => match self.pack_file(p) {
+                Ok(file) => Some(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(self.io_error("open", &p.pack_path, e)),
+            },
+        };
         // From the map (which holds the whole pack) or read.
         let read = |buf: &mut [u8], at: u64| {
             let mapped = map.and_then(|m| {
@@ -460,7 +476,14 @@ impl BlobStore {
                     Ok(())
                 }
                 None => {
-                    read_exact_at(file, buf, at).map_err(|e| self.io_error("read", &p.pack_path, e))
+                    let eof = || io::Error::from(io::ErrorKind::UnexpectedEof);
+                    let read = match &file {
+                        Some(file) => read_exact_at(&**file, buf, at),
+                        // Mapped, but not this far: the pack is shorter
+                        // than its length when it was loaded.
+                        None => Err(eof()),
+                    };
+                    read.map_err(|e| self.io_error("read", &p.pack_path, e))
                 }
             }
         };

@@ -676,6 +676,135 @@ fn several_processes_writing_overlapping_blobs_leave_a_clean_store() {
     assert_eq!(store.ids().expect("ids").len(), 10 * 20 + 4 * 10 * 20);
 }
 
+/// Child side of the merging test: batches (each merged with the small
+/// packs as it is published), gc's merge every other round, and every blob
+/// acknowledged so far read back after each round while the other process
+/// merges the packs it is in.
+fn child_merger(dir: &Path, seed: u64) {
+    let store = open(dir);
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    for round in 0..16u64 {
+        let items: Vec<Vec<u8>> = (0..6u64)
+            .map(|i| {
+                if i % 2 == 0 {
+                    source_like(round * 100 + i, 2000)
+                } else {
+                    source_like(seed * 10_000 + round * 100 + i, 2000)
+                }
+            })
+            .collect();
+        store
+            .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+            .expect("batch");
+        acked.extend(items);
+        if round % 2 == 1 {
+            store.merge_packs(false).expect("merge");
+        }
+        for data in &acked {
+            let got = store.get(&BlobId::of(data)).expect("acknowledged blob");
+            assert_eq!(&got, data);
+        }
+    }
+}
+
+#[test]
+#[ignore = "entry point of the child processes of two_processes_writing_and_merging_lose_nothing"]
+fn concurrent_merger_process() {
+    if let (Ok(dir), Ok(seed)) = (
+        std::env::var("JPSTORE_TEST_DIR"),
+        std::env::var("JPSTORE_TEST_SEED"),
+    ) {
+        child_merger(Path::new(&dir), seed.parse().expect("seed"));
+    }
+}
+
+#[test]
+fn two_processes_writing_and_merging_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (1..=2u64)
+        .map(|seed| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "concurrent_merger_process",
+                    "--ignored",
+                    "--test-threads=1",
+                ])
+                .stdout(std::process::Stdio::null())
+                .env("JPSTORE_TEST_DIR", dir.path())
+                .env("JPSTORE_TEST_SEED", seed.to_string())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success(), "a merging writer failed");
+    }
+    let store = open(dir.path());
+    for seed in 1..=2u64 {
+        for round in 0..16u64 {
+            for i in 0..6u64 {
+                let data = if i % 2 == 0 {
+                    source_like(round * 100 + i, 2000)
+                } else {
+                    source_like(seed * 10_000 + round * 100 + i, 2000)
+                };
+                assert_eq!(store.get(&BlobId::of(&data)).expect("blob"), data);
+            }
+        }
+    }
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(store.ids().expect("ids").len(), 16 * 3 + 2 * 16 * 3);
+    store.merge_packs(false).expect("final merge");
+    let sizes: Vec<u64> = store
+        .packs()
+        .expect("packs")
+        .iter()
+        .map(|p| p.pack_bytes)
+        .collect();
+    let (total, min) = (sizes.iter().sum::<u64>(), sizes.iter().min().copied());
+    let bound = min.map_or(0.0, |m| (total as f64 / m as f64).log2() + 1.0);
+    assert!(sizes.len() as f64 <= bound, "{sizes:?}");
+}
+
+#[test]
+fn the_pack_count_stays_logarithmic_and_descriptors_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let mut written = Vec::new();
+    for i in 0..200u64 {
+        let data = source_like(50_000 + i, 500 + (i as usize % 7) * 300);
+        store
+            .put_batch(1, |_| Ok(data.clone()), &mut |_| {})
+            .expect("batch");
+        written.push(data);
+        let sizes: Vec<u64> = store
+            .packs()
+            .expect("packs")
+            .iter()
+            .map(|p| p.pack_bytes)
+            .collect();
+        let (total, min) = (sizes.iter().sum::<u64>(), sizes.iter().min().copied());
+        let bound = min.map_or(0.0, |m| (total as f64 / m as f64).log2() + 1.0);
+        assert!(
+            sizes.len() as f64 <= bound,
+            "after {} batches: {} packs, sizes {sizes:?}",
+            i + 1,
+            sizes.len()
+        );
+    }
+    let reader = open(dir.path());
+    for data in &written {
+        assert_eq!(&reader.get(&BlobId::of(data)).expect("blob"), data);
+        assert!(reader.open_pack_files() <= jpstore_blobstore::OPEN_PACK_FILES);
+    }
+    let report = reader.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.unindexed_packs.is_empty());
+}
+
 #[test]
 fn verify_reports_progress_up_to_the_total() {
     let dir = tempfile::tempdir().expect("tempdir");

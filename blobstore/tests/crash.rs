@@ -117,6 +117,24 @@ fn sweeps(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
     let _ = store.delete_loose(&doomed);
 }
 
+/// Batches of like sizes, each merged with the packs before it as the
+/// writer publishes it (format-spec.md 2.11), then gc's merge of what is
+/// left.
+fn merges(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
+    for round in 0..4u64 {
+        let items: Vec<Vec<u8>> = (0..3u64)
+            .map(|i| content(300 + round * 10 + i, 400 + 50 * round as usize))
+            .collect();
+        let Ok(out) = store.put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {}) else {
+            return;
+        };
+        for (id, data) in out.ids.into_iter().zip(items) {
+            acked.insert(id, data);
+        }
+    }
+    let _ = store.merge_packs(false);
+}
+
 fn modes() -> Vec<CrashMode> {
     let mut m = vec![CrashMode::DropUnsynced];
     for seed in 0..6 {
@@ -230,6 +248,19 @@ fn a_failed_early_sync_of_a_large_batch_is_never_acknowledged() {
 #[test]
 fn crash_at_every_sync_of_pack_rewrite_and_loose_delete() {
     crash_at_every_sync("sweeps", sweeps);
+}
+
+#[test]
+fn crash_at_every_sync_of_merges() {
+    // A clean run merges: every batch but the first breaks the rule.
+    let sim = SimStorage::new();
+    let store = open(&sim).expect("open");
+    let mut acked = HashMap::new();
+    merges(&store, &mut acked);
+    assert_eq!(acked.len(), 12);
+    let packs = store.packs().expect("packs").len();
+    assert!(packs <= 2, "four batches merged into {packs} packs");
+    crash_at_every_sync("merges", merges);
 }
 
 #[test]

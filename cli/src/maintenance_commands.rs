@@ -63,13 +63,15 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
                 "pack_bytes": report.pack_bytes,
                 "kept_unreferenced": report.kept_unreferenced,
                 "temp_removed": report.temp_removed,
+                "packs_merged": report.packs_merged,
             }))?
         );
     } else {
         let verb = if args.dry_run { "would free" } else { "freed" };
         println!(
             "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
-             {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs)",
+             {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
+             {} packs {}",
             report.objects_freed(),
             report.bytes_freed(),
             report.loose_removed,
@@ -80,6 +82,8 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
             report.conversations,
             report.kept_unreferenced,
             humantime::format_duration(args.grace),
+            report.packs_merged,
+            if args.dry_run { "would be merged" } else { "merged" },
         );
     }
     Ok(ExitCode::SUCCESS)

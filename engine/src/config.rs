@@ -154,16 +154,20 @@ pub fn canonical_bytes(config: &Map<String, Value>) -> Vec<u8> {
 /// say what was found when it is not a JSON object. `what` names the bytes
 /// in errors.
 pub fn parse_config_json(bytes: &[u8], what: &str) -> Result<Map<String, Value>, ConfigError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|err| {
-        // serde_json's message ends with the position, which is kept apart.
-        let full = err.to_string();
-        let position = format!(" at line {} column {}", err.line(), err.column());
-        ConfigError::Json {
-            what: what.to_string(),
-            line: err.line(),
-            column: err.column(),
-            message: full.strip_suffix(&position).unwrap_or(&full).to_string(),
-        }
+    // A key given twice is refused (which value was meant is unknown), as
+    // TOML refuses it in config.toml.
+    let value = crate::json_text::parse(bytes).map_err(|err| ConfigError::Json {
+        what: what.to_string(),
+        line: err.line,
+        column: err.column,
+        message: match &err.duplicate {
+            Some(path) => format!(
+                "{} (at `{}`)",
+                err.message,
+                crate::json_text::path_string(path)
+            ),
+            None => err.message,
+        },
     })?;
     match value {
         Value::Object(map) => Ok(map),

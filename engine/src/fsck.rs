@@ -32,6 +32,7 @@ use crate::store::Store;
 use crate::timestamp::Timestamp;
 
 mod known;
+mod layout;
 
 use known::KnownBlobs;
 
@@ -69,7 +70,7 @@ pub struct Finding {
     /// A short kind: `torn-tail`, `damaged-record`, `undecodable-entry`,
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
-    /// `base-config`, `orphan-blobs`.
+    /// `base-config`, `orphan-blobs`, `not-a-regular-file`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -177,6 +178,9 @@ impl Store {
         progress: &mut dyn FnMut(FsckProgress),
     ) -> Result<FsckReport> {
         let mut report = FsckReport::default();
+        // Before anything else opens them: a FIFO where the layout keeps a
+        // file would be refused by every open, never reported by one.
+        self.check_layout(options, &mut report)?;
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
@@ -466,7 +470,6 @@ impl Store {
         let mut turns = TurnCounter::new();
         let mut requests: HashSet<String> = HashSet::new();
         let mut compactions = 0u64;
-        let mut undo_targets = Vec::new();
         let mut base = None;
         for record in &scanned.records {
             out.records += 1;
@@ -538,21 +541,18 @@ impl Store {
                             out.damaged = true;
                         }
                     }
-                    EventKind::CompactionUndo(u) => undo_targets.push((u.undoes, record.offset)),
+                    // Checked against the compactions before it: an undo
+                    // naming a later one would revoke it when it is made.
+                    EventKind::CompactionUndo(u) if u.undoes >= compactions => {
+                        out.findings.push(finding(
+                            "undo-target",
+                            Some(record.offset),
+                            crate::conversation::state::undo_refusal(u.undoes, compactions),
+                        ));
+                        out.damaged = true;
+                    }
                     _ => {}
                 }
-            }
-        }
-        for (target, offset) in undo_targets {
-            if target >= compactions {
-                out.findings.push(Finding {
-                    severity: Severity::Warning,
-                    ..finding(
-                        "undo-target",
-                        Some(offset),
-                        format!("undoes compaction {target}, but the log has {compactions}"),
-                    )
-                });
             }
         }
         if let Some((b, offset)) = base {
@@ -566,6 +566,39 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Reports every node of the layout that is not what the store keeps
+    /// there (`layout.rs`) and, repairing, moves each into
+    /// `quarantine/nodes/` under its path in the store.
+    fn check_layout(&self, options: FsckOptions, report: &mut FsckReport) -> Result<()> {
+        for node in layout::misplaced_nodes(&**self.storage()) {
+            let shown = self.storage().display_path(&node.path);
+            let message = format!(
+                "{} is {} where the store keeps {}; nothing opens it",
+                shown.display(),
+                node.found.describe(),
+                node.expected
+            );
+            report.findings.push(Finding {
+                severity: Severity::Damage,
+                kind: "not-a-regular-file",
+                conversation: node.conversation.clone(),
+                path: Some(shown),
+                offset: None,
+                blob: None,
+                message: message.clone(),
+            });
+            if options.repair {
+                let to = self.quarantine_node(&node.path, &message)?;
+                report.repairs.push(format!(
+                    "moved {} to {} ({message})",
+                    node.path.display(),
+                    to.display()
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn repair_blobs(
@@ -682,6 +715,38 @@ impl Store {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let to = dir.join(format!("{prefix}{name}.{}", Self::stamp()));
+        self.move_aside(rel, &to)?;
+        self.write_note(&PathBuf::from(format!("{}.note", to.display())), why)?;
+        Ok(to)
+    }
+
+    /// Moves a node that is not what the layout keeps at `rel` into
+    /// `quarantine/nodes/<seconds>-<nanos>/<rel>`, with a note beside it.
+    fn quarantine_node(&self, rel: &Path, why: &str) -> Result<PathBuf> {
+        let to = Path::new(QUARANTINE_DIR)
+            .join("nodes")
+            .join(Self::stamp())
+            .join(rel);
+        let parent = jpstore_blobstore::storage::parent_dir(&to);
+        self.storage()
+            .create_dir_all(parent)
+            .map_err(|source| Error::Io {
+                op: "create",
+                path: self.storage().display_path(parent),
+                source,
+            })?;
+        // The new directories' entries are made durable before a node is
+        // moved into them (`move_aside` syncs the last one).
+        let mut dir = PathBuf::from(".");
+        for name in parent.iter() {
+            self.storage()
+                .sync_dir(&dir)
+                .map_err(|source| Error::SyncFailed {
+                    path: self.storage().display_path(&dir),
+                    source,
+                })?;
+            dir.push(name);
+        }
         self.move_aside(rel, &to)?;
         self.write_note(&PathBuf::from(format!("{}.note", to.display())), why)?;
         Ok(to)

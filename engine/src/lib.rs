@@ -36,6 +36,7 @@ pub mod export;
 pub mod fsck;
 pub mod gc;
 pub mod jp;
+pub mod json_text;
 pub mod log;
 pub mod parallel;
 pub mod projection;

@@ -13,11 +13,15 @@ use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::StoreOptions;
 use serde_json::Value;
 
-/// Store options of the crash tests: two worker threads for batches.
+/// Store options of the crash tests: two worker threads for batches, and
+/// writers that do not merge packs, so that the setups keep the packs they
+/// build for gc to sweep (gc's own merge runs in the gc workload; writers'
+/// merges are crashed in `blobstore/tests/crash.rs`).
 pub fn options() -> StoreOptions {
     StoreOptions {
         blobs: jpstore_blobstore::Options {
             threads: 2,
+            small_pack_bytes: 0,
             ..Default::default()
         },
         ..Default::default()

@@ -14,7 +14,8 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 use super::beneath::{self, DIR_LOOKUP};
 use super::{
-    check_relative, symlink_error, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile,
+    check_relative, not_regular_error, symlink_error, DirEntry, FileKind, LockKind, Metadata,
+    OpenMode, Storage, StorageFile,
 };
 use crate::mmap::Mapping;
 
@@ -121,6 +122,43 @@ impl LocalStorage {
         }
         e
     }
+
+    /// Opens the file `path` with `flags`, refusing anything but a regular
+    /// file without blocking: `O_NONBLOCK` makes opening a FIFO return at
+    /// once (with no writer, a FIFO opened for reading would wait forever),
+    /// the descriptor's own `fstat` says what was opened (no race with a
+    /// name replaced meanwhile), and `O_NONBLOCK` is cleared again on the
+    /// regular file kept, so its locks wait as asked. A name that cannot be
+    /// opened at all because of what it is (a directory opened for writing,
+    /// a socket) gets the same error.
+    fn open_regular(&self, path: &Path, flags: OFlags) -> io::Result<File> {
+        // O_NOCTTY: a terminal device planted at a store name must not become
+        // the controlling terminal of a session leader that opens it.
+        let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = match self.open_beneath(path, flags, FILE_MODE) {
+            Ok(fd) => fd,
+            Err(e) => {
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EISDIR | libc::ENXIO | libc::ENODEV | libc::EOPNOTSUPP)
+                ) {
+                    if let Ok(m) = self.metadata(path) {
+                        if !matches!(m.kind, FileKind::Regular | FileKind::Symlink) {
+                            return Err(not_regular_error(self.display_path(path), m.kind));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let kind = metadata_of_stat(&rustix::fs::fstat(&fd)?).kind;
+        if kind != FileKind::Regular {
+            return Err(not_regular_error(self.display_path(path), kind));
+        }
+        let status = rustix::fs::fcntl_getfl(&fd)?;
+        rustix::fs::fcntl_setfl(&fd, status - OFlags::NONBLOCK)?;
+        Ok(File::from(fd))
+    }
 }
 
 /// Widens a field of `struct stat`, whose C type differs between
@@ -129,9 +167,23 @@ fn wide<T: Into<i128>>(v: T) -> i128 {
     v.into()
 }
 
+fn kind_of(kind: rustix::fs::FileType) -> FileKind {
+    use rustix::fs::FileType as T;
+    match kind {
+        T::RegularFile => FileKind::Regular,
+        T::Directory => FileKind::Directory,
+        T::Symlink => FileKind::Symlink,
+        T::Fifo => FileKind::Fifo,
+        T::Socket => FileKind::Socket,
+        T::CharacterDevice => FileKind::CharDevice,
+        T::BlockDevice => FileKind::BlockDevice,
+        _ => FileKind::Other,
+    }
+}
+
 fn metadata_of_stat(st: &rustix::fs::Stat) -> Metadata {
-    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
-    let is_dir = kind == rustix::fs::FileType::Directory;
+    let kind = kind_of(rustix::fs::FileType::from_raw_mode(st.st_mode));
+    let is_dir = kind == FileKind::Directory;
     let secs = wide(st.st_mtime);
     let nanos = u32::try_from(wide(st.st_mtime_nsec)).unwrap_or(0);
     let modified = u64::try_from(secs)
@@ -144,8 +196,9 @@ fn metadata_of_stat(st: &rustix::fs::Stat) -> Metadata {
         } else {
             u64::try_from(wide(st.st_size)).unwrap_or(0)
         },
+        kind,
         is_dir,
-        is_symlink: kind == rustix::fs::FileType::Symlink,
+        is_symlink: kind == FileKind::Symlink,
         modified,
     }
 }
@@ -185,10 +238,8 @@ impl Storage for LocalStorage {
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
-        let fd = self.open_beneath(path, open_flags(mode), FILE_MODE)?;
-        Ok(Box::new(LocalFile {
-            file: File::from(fd),
-        }))
+        let file = self.open_regular(path, open_flags(mode))?;
+        Ok(Box::new(LocalFile { file }))
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
@@ -260,8 +311,7 @@ impl Storage for LocalStorage {
     }
 
     fn map(&self, path: &Path) -> io::Result<Mapping> {
-        let fd = self.open_beneath(path, OFlags::RDONLY, 0)?;
-        Mapping::map_file(&File::from(fd))
+        Mapping::map_file(&self.open_regular(path, OFlags::RDONLY)?)
     }
 }
 
@@ -459,5 +509,78 @@ mod tests {
             .expect_err("overwrote");
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(dir.path().join("b")).expect("read"), b"b");
+    }
+
+    /// Makes a FIFO at `path`.
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_and_none_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        mkfifo(&dir.path().join("fifo"));
+        let _socket =
+            std::os::unix::net::UnixListener::bind(dir.path().join("socket")).expect("bind");
+        fs::create_dir(dir.path().join("dir")).expect("mkdir");
+        fs::write(dir.path().join("file"), b"regular").expect("write");
+        let storage = LocalStorage::open(dir.path()).expect("open");
+        // Opening a FIFO for reading with no writer waits forever unless the
+        // open refuses it: the modes that would not block come first, so a
+        // build without the check fails on them instead of hanging.
+        let modes = [OpenMode::ReadWrite, OpenMode::CreateOrOpen, OpenMode::Read];
+        for (name, found) in [
+            ("fifo", FileKind::Fifo),
+            ("socket", FileKind::Socket),
+            ("dir", FileKind::Directory),
+        ] {
+            let shown = dir.path().join(name);
+            let check = |what: String, e: io::Error| {
+                let typed = super::super::not_regular(&e)
+                    .unwrap_or_else(|| panic!("{what}: untyped error {e}"));
+                assert_eq!(
+                    (typed.path.as_path(), typed.found),
+                    (shown.as_path(), found)
+                );
+                let text = e.to_string();
+                assert!(
+                    text.contains(&shown.display().to_string()) && text.contains(found.describe()),
+                    "{what}: {text}"
+                );
+            };
+            for mode in modes {
+                let e = storage
+                    .open(Path::new(name), mode)
+                    .expect_err(&format!("{name} opened {mode:?}"));
+                check(format!("{name} {mode:?}"), e);
+            }
+            let e = storage.map(Path::new(name)).expect_err(name);
+            check(format!("{name} map"), e);
+            assert_eq!(storage.metadata(Path::new(name)).expect(name).kind, found);
+        }
+        // A regular file is opened and read as before.
+        let file = storage
+            .open(Path::new("file"), OpenMode::ReadWrite)
+            .expect("a regular file");
+        let mut buf = [0u8; 7];
+        super::super::read_exact_at(&*file, &mut buf, 0).expect("read");
+        assert_eq!(&buf, b"regular");
+        assert!(file.lock(LockKind::Exclusive, true).expect("lock"));
+        assert_eq!(
+            storage.metadata(Path::new("file")).expect("file").kind,
+            FileKind::Regular
+        );
+        // A FIFO is never created over: the name is taken.
+        let e = storage
+            .open(Path::new("fifo"), OpenMode::CreateNew)
+            .expect_err("created over a FIFO");
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
     }
 }

@@ -50,11 +50,86 @@ impl OpenMode {
     }
 }
 
+/// What kind of node a name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// A regular file: the only kind the store opens as a file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A named pipe: opening it for reading waits for a writer.
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+    /// A character device (`/dev/null`, a terminal, `/dev/zero`).
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Anything else the system reports.
+    Other,
+}
+
+impl FileKind {
+    /// The kind with an article, as a message names it ("a FIFO").
+    pub fn describe(self) -> &'static str {
+        match self {
+            FileKind::Regular => "a regular file",
+            FileKind::Directory => "a directory",
+            FileKind::Symlink => "a symbolic link",
+            FileKind::Fifo => "a FIFO",
+            FileKind::Socket => "a socket",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Other => "a special file of an unknown kind",
+        }
+    }
+}
+
+/// A store file that is not a regular file: what [`Storage::open`] and
+/// [`Storage::map`] return, inside an [`io::Error`] of kind
+/// [`io::ErrorKind::InvalidData`], for a FIFO, a socket, a device or a
+/// directory found where a file is opened (format-spec.md section 1,
+/// "Special files"). [`not_regular`] gets it back out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRegularFile {
+    /// The name, as the storage displays it.
+    pub path: PathBuf,
+    /// What was found there.
+    pub found: FileKind,
+}
+
+impl fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {}, not a regular file; the store opens nothing else",
+            self.path.display(),
+            self.found.describe()
+        )
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+/// The error for `found` at `path` (as the storage displays it).
+pub fn not_regular_error(path: PathBuf, found: FileKind) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, NotRegularFile { path, found })
+}
+
+/// The [`NotRegularFile`] inside `e`, if that is what it is.
+pub fn not_regular(e: &io::Error) -> Option<&NotRegularFile> {
+    e.get_ref().and_then(|inner| inner.downcast_ref())
+}
+
 /// What [`Storage::metadata`] and [`Storage::read_dir`] tell about a name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {
     /// Length in bytes (0 for directories).
     pub len: u64,
+    /// What kind of node the name is.
+    pub kind: FileKind,
     /// Whether the name is a directory.
     pub is_dir: bool,
     /// Whether the name is a symbolic link (which the store never follows:
@@ -122,7 +197,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// directory succeeds. New directory entries are not durable until the
     /// parent is synced with [`Storage::sync_dir`].
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
-    /// Opens a file. Symbolic links are never followed.
+    /// Opens a file. Symbolic links are never followed, and anything but a
+    /// regular file (a FIFO, a socket, a device, a directory) is refused
+    /// with a [`NotRegularFile`] error, without waiting: no caller can block
+    /// on a FIFO planted in the store or read a device.
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>>;
     /// Metadata of a name, without following symbolic links.
     fn metadata(&self, path: &Path) -> io::Result<Metadata>;
@@ -143,7 +221,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// A read-only view of a whole file that is never modified after it was
     /// published (format-spec.md, "Immutable files"). The local backend maps it
-    /// into memory; others may read it.
+    /// into memory; others may read it. Refuses what is not a regular file,
+    /// as [`Storage::open`] does.
     fn map(&self, path: &Path) -> io::Result<Mapping>;
 }
 

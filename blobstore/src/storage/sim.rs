@@ -79,7 +79,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{
-    check_relative, symlink_error, DirEntry, LockKind, Metadata, OpenMode, Storage, StorageFile,
+    check_relative, not_regular_error, symlink_error, DirEntry, FileKind, LockKind, Metadata,
+    OpenMode, Storage, StorageFile,
 };
 use crate::mmap::Mapping;
 
@@ -133,6 +134,9 @@ pub enum SimNode {
     Dir,
     /// A symbolic link and its target.
     Symlink(PathBuf),
+    /// A node that is neither a file, a directory nor a link (a FIFO, a
+    /// socket, a device), made by [`SimStorage::make_special`].
+    Special(FileKind),
 }
 
 /// The simulated storage. See the module documentation.
@@ -185,6 +189,9 @@ enum Body {
     File(FileBody),
     Dir(DirBody),
     Symlink(PathBuf),
+    /// A FIFO, a socket or a device: it has a name and a kind, and
+    /// [`Storage::open`] refuses it as the local backend does.
+    Special(FileKind),
 }
 
 #[derive(Default)]
@@ -514,12 +521,16 @@ impl State {
         }
     }
 
-    /// The file `ino`, named `path`: a symlink or a directory is an error.
+    /// The file `ino`, named `path`: a symlink is an error, and so is
+    /// anything else that is not a regular file (a [`super::NotRegularFile`] error,
+    /// as the local backend gives).
     fn file_of(&self, ino: Ino, path: &Path) -> io::Result<&FileBody> {
         match self.body(ino) {
             Some(Body::File(f)) => Ok(f),
             Some(Body::Symlink(_)) => Err(symlink_error(path)),
-            _ => Err(os(libc::EISDIR)),
+            Some(Body::Dir(_)) => Err(not_regular_error(display(path), FileKind::Directory)),
+            Some(Body::Special(kind)) => Err(not_regular_error(display(path), *kind)),
+            None => Err(os(libc::ENOENT)),
         }
     }
 
@@ -654,6 +665,7 @@ impl State {
                     })
                 }
                 Body::Symlink(t) => Body::Symlink(t.clone()),
+                Body::Special(kind) => Body::Special(*kind),
                 Body::Dir(_) => continue,
             };
             out.insert(ino, Inode::new(body, n.durable_mtime));
@@ -680,9 +692,17 @@ fn metadata_of(n: &Inode) -> Metadata {
         Body::File(f) => f.data.len() as u64,
         Body::Dir(_) => 0,
         Body::Symlink(t) => t.as_os_str().len() as u64,
+        Body::Special(_) => 0,
+    };
+    let kind = match &n.body {
+        Body::File(_) => FileKind::Regular,
+        Body::Dir(_) => FileKind::Directory,
+        Body::Symlink(_) => FileKind::Symlink,
+        Body::Special(kind) => *kind,
     };
     Metadata {
         len,
+        kind,
         is_dir: matches!(n.body, Body::Dir(_)),
         is_symlink: matches!(n.body, Body::Symlink(_)),
         modified: n.mtime,
@@ -706,6 +726,7 @@ fn listing(inodes: &BTreeMap<Ino, Inode>) -> BTreeMap<PathBuf, SimNode> {
             match inodes.get(t).map(|n| &n.body) {
                 Some(Body::File(f)) => out.insert(child, SimNode::File(f.data.clone())),
                 Some(Body::Symlink(target)) => out.insert(child, SimNode::Symlink(target.clone())),
+                Some(Body::Special(kind)) => out.insert(child, SimNode::Special(*kind)),
                 Some(Body::Dir(_)) => {
                     stack.push((child.clone(), *t));
                     out.insert(child, SimNode::Dir)
@@ -758,7 +779,8 @@ impl SimStorage {
         let ino = st.entry(parent, &name).ok_or_else(|| os(libc::ENOENT))?;
         match (dir, st.body(ino)) {
             (true, Some(Body::Dir(d))) if !d.entries.is_empty() => return Err(os(libc::ENOTEMPTY)),
-            (true, Some(Body::Dir(_))) | (false, Some(Body::File(_) | Body::Symlink(_))) => {}
+            (true, Some(Body::Dir(_)))
+            | (false, Some(Body::File(_) | Body::Symlink(_) | Body::Special(_))) => {}
             (true, _) => return Err(os(libc::ENOTDIR)),
             (false, _) => return Err(os(libc::EISDIR)),
         }
@@ -875,6 +897,21 @@ impl SimStorage {
         Ok(())
     }
 
+    /// Creates a node of `kind` (a FIFO, a socket, a device) at `path`, as
+    /// `mkfifo` or `bind` would (an unsynced entry, like any creation). The
+    /// store refuses to open it. `kind` must not be a regular file, a
+    /// directory or a link (those have their own calls).
+    pub fn make_special(&self, path: &Path, kind: FileKind) -> io::Result<()> {
+        if matches!(
+            kind,
+            FileKind::Regular | FileKind::Directory | FileKind::Symlink
+        ) {
+            return Err(os(libc::EINVAL));
+        }
+        self.live()?.create(path, Body::Special(kind))?;
+        Ok(())
+    }
+
     /// The written content of the file `path`, if it is one.
     pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
         let st = self.lock_state();
@@ -900,13 +937,18 @@ impl SimStorage {
     }
 }
 
+/// How [`SimStorage`] displays `path`.
+fn display(path: &Path) -> PathBuf {
+    if path == Path::new(".") {
+        PathBuf::from("sim:/")
+    } else {
+        Path::new("sim:/").join(path)
+    }
+}
+
 impl Storage for SimStorage {
     fn display_path(&self, path: &Path) -> PathBuf {
-        if path == Path::new(".") {
-            PathBuf::from("sim:/")
-        } else {
-            Path::new("sim:/").join(path)
-        }
+        display(path)
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -1009,7 +1051,8 @@ impl Storage for SimStorage {
                 (true, Some(Body::Dir(d))) if !d.entries.is_empty() => {
                     return Err(os(libc::ENOTEMPTY))
                 }
-                (true, Some(Body::Dir(_))) | (false, Some(Body::File(_) | Body::Symlink(_))) => {}
+                (true, Some(Body::Dir(_)))
+                | (false, Some(Body::File(_) | Body::Symlink(_) | Body::Special(_))) => {}
                 (true, _) => return Err(os(libc::ENOTDIR)),
                 (false, _) => return Err(os(libc::EISDIR)),
             }
@@ -1348,7 +1391,11 @@ mod tests {
         assert_eq!(errno(s.remove_dir(p("d"))), Some(libc::ENOTEMPTY));
         assert_eq!(errno(s.remove_dir(p("d/f"))), Some(libc::ENOTDIR));
         assert_eq!(errno(s.remove_file(p("d/e"))), Some(libc::EISDIR));
-        assert_eq!(errno(s.open(p("d"), OpenMode::Read)), Some(libc::EISDIR));
+        let e = s
+            .open(p("d"), OpenMode::Read)
+            .expect_err("opened a directory");
+        let typed = super::super::not_regular(&e).expect("a typed error");
+        assert_eq!(typed.found, FileKind::Directory);
         assert_eq!(errno(s.rename(p("d/f"), p("d/e"))), Some(libc::EISDIR));
         assert_eq!(errno(s.rename(p("d"), p("d/e/x"))), Some(libc::EINVAL));
         for bad in ["/abs", "../x", "a/../../b", ""] {
@@ -1789,5 +1836,56 @@ mod tests {
             s.snapshot().get(p("link")),
             Some(&SimNode::Symlink("d".into()))
         );
+    }
+
+    #[test]
+    fn special_nodes_are_listed_but_never_opened() {
+        let s = SimStorage::new();
+        s.create_dir_all(p("d")).expect("mkdir");
+        s.make_special(p("d/fifo"), FileKind::Fifo).expect("mkfifo");
+        s.make_special(p("d/socket"), FileKind::Socket)
+            .expect("bind");
+        assert!(s.make_special(p("d/f"), FileKind::Regular).is_err());
+        for (name, kind) in [("d/fifo", FileKind::Fifo), ("d/socket", FileKind::Socket)] {
+            for mode in [OpenMode::Read, OpenMode::ReadWrite, OpenMode::CreateOrOpen] {
+                let e = s.open(p(name), mode).expect_err(name);
+                let typed = super::super::not_regular(&e).expect("a typed error");
+                assert_eq!(
+                    (typed.found, typed.path.clone()),
+                    (kind, s.display_path(p(name)))
+                );
+            }
+            assert_eq!(
+                errno(s.open(p(name), OpenMode::CreateNew)),
+                Some(libc::EEXIST)
+            );
+            let e = s.map(p(name)).expect_err(name);
+            assert_eq!(super::super::not_regular(&e).map(|t| t.found), Some(kind));
+            assert_eq!(s.metadata(p(name)).expect(name).kind, kind);
+        }
+        let listed: Vec<_> = s
+            .read_dir(p("d"))
+            .expect("ls")
+            .into_iter()
+            .map(|e| (e.name, e.metadata.kind))
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert_eq!(
+            s.snapshot().get(p("d/fifo")),
+            Some(&SimNode::Special(FileKind::Fifo))
+        );
+        // Until synced, a crash takes it away like any new name.
+        assert!(!s.durable_snapshot().contains_key(p("d/fifo")));
+        s.sync_dir(p(".")).expect("sync");
+        s.sync_dir(p("d")).expect("sync");
+        s.crash(CrashMode::DropUnsynced);
+        s.restart();
+        assert_eq!(
+            s.snapshot().get(p("d/fifo")),
+            Some(&SimNode::Special(FileKind::Fifo))
+        );
+        s.rename(p("d/fifo"), p("moved")).expect("rename");
+        s.remove_file(p("moved")).expect("unlink");
+        assert!(!s.exists(p("moved")));
     }
 }

@@ -35,6 +35,10 @@ pub struct ConversationState {
     pub blob_refs: u64,
     /// Sum of the raw sizes of referenced payloads (with repetitions).
     pub content_bytes: u64,
+    /// Number of `compaction` events: the ordinals a `compaction_undo` may
+    /// name are those below it (format-spec.md 4.2). A head cache written
+    /// before this field existed lacks it and is refused (4.6).
+    pub compactions: u64,
 }
 
 /// Why an entry cannot be appended to the conversation as it is.
@@ -74,18 +78,31 @@ impl ConversationState {
             Some(t) => t.max(event.timestamp),
             None => event.timestamp,
         });
-        if let EventKind::ToolCallRequest(r) = &event.kind {
-            self.open_requests.insert(r.id.clone(), r.name.clone());
+        match &event.kind {
+            EventKind::ToolCallRequest(r) => {
+                self.open_requests.insert(r.id.clone(), r.name.clone());
+            }
+            EventKind::Compaction(_) => self.compactions += 1,
+            _ => {}
         }
     }
 
-    /// Checks that `entry` may follow the entries folded so far (JP refuses
-    /// the same on write): a tool call response must answer a request of the
-    /// current turn.
+    /// Checks that `entry` may follow the entries folded so far: a tool
+    /// call response must answer a request of the current turn (JP refuses
+    /// the same on write), and a `compaction_undo` must name a compaction
+    /// before it (one named later would revoke a compaction not made yet).
     pub fn check<C>(&self, entry: &Entry<C>) -> Result<(), Refusal> {
         let Some(event) = entry.event() else {
             return Ok(());
         };
+        if let EventKind::CompactionUndo(u) = &event.kind {
+            if u.undoes >= self.compactions {
+                return Err(Refusal {
+                    field: "undoes".into(),
+                    message: undo_refusal(u.undoes, self.compactions),
+                });
+            }
+        }
         if let EventKind::ToolCallResponse(r) = &event.kind {
             // A turn_start just before would have opened a new turn and so
             // cleared the requests; the caller folds entries of a batch in
@@ -123,8 +140,12 @@ impl ConversationState {
         if step.opened {
             self.open_requests.clear();
         }
-        if let Some(EventKind::ToolCallRequest(r)) = entry.event().map(|e| &e.kind) {
-            self.open_requests.insert(r.id.clone(), r.name.clone());
+        match entry.event().map(|e| &e.kind) {
+            Some(EventKind::ToolCallRequest(r)) => {
+                self.open_requests.insert(r.id.clone(), r.name.clone());
+            }
+            Some(EventKind::Compaction(_)) => self.compactions += 1,
+            _ => {}
         }
         Ok(())
     }
@@ -136,5 +157,78 @@ impl ConversationState {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+/// Why a `compaction_undo` naming compaction `undoes` (0-based) cannot
+/// follow `compactions` compactions.
+pub fn undo_refusal(undoes: u64, compactions: u64) -> String {
+    let before = match compactions {
+        0 => "there is no compaction before it".to_string(),
+        1 => "the only compaction before it is 0".to_string(),
+        n => format!("the compactions before it are 0 to {}", n - 1),
+    };
+    format!("compaction_undo names compaction {undoes}, but {before}; an undo revokes a compaction made before it")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::input::parse_input;
+    use crate::event::json::ParseMode;
+
+    fn entries(text: &str) -> Vec<Entry<crate::event::Payload>> {
+        parse_input(
+            text,
+            ParseMode::Strict {
+                now: Timestamp::now(),
+            },
+        )
+        .expect("input")
+        .entries
+    }
+
+    const COMPACTION: &str =
+        r#"{"type":"compaction","from_turn":0,"to_turn":0,"strip_reasoning":true}"#;
+
+    #[test]
+    fn an_undo_must_name_a_compaction_before_it() {
+        let mut state = ConversationState::default();
+        let undo = |n: u64| entries(&format!(r#"{{"type":"compaction_undo","undoes":{n}}}"#));
+        let refused = state
+            .check_and_step(&undo(0)[0])
+            .expect_err("no compaction yet");
+        assert_eq!(refused.field, "undoes");
+        assert!(
+            refused.message.contains("no compaction before it"),
+            "{}",
+            refused.message
+        );
+        // A compaction earlier in the same batch counts.
+        let batch = entries(&format!("{{\"type\":\"turn_start\"}}\n{COMPACTION}"));
+        for e in &batch {
+            state.check_and_step(e).expect("compaction");
+        }
+        state
+            .check_and_step(&undo(0)[0])
+            .expect("undo of compaction 0");
+        let refused = state
+            .check_and_step(&undo(1)[0])
+            .expect_err("compaction 1 is not made yet");
+        assert!(
+            refused.message.contains("compaction 1"),
+            "{}",
+            refused.message
+        );
+        // The fold counts what the check counted.
+        let mut folded = ConversationState::default();
+        for e in &batch {
+            let stored = e
+                .clone()
+                .try_map_content(&mut |_| Err::<crate::event::BlobRef, ()>(()))
+                .expect("no content");
+            folded.apply_entry(&stored);
+        }
+        assert_eq!(folded.compactions, 1);
     }
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::json::{parse_entry, FieldError, ParseMode};
 use super::model::{Entry, Payload};
+use crate::json_text::{self, path_string, JsonTextError, Step};
 
 /// Entries parsed from text, with the line each one starts on (1-based).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,13 +53,29 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-fn syntax(e: &serde_json::Error, line_offset: usize) -> InputError {
+/// An error of JSON text starting at line `line_offset + 1`. A duplicate
+/// key is named by its entry (the array item it is in, or `entry` for a
+/// line of JSON Lines) and its field path.
+fn syntax(e: JsonTextError, line_offset: usize, entry: Option<usize>) -> InputError {
+    let Some(path) = e.duplicate else {
+        return InputError {
+            line: e.line + line_offset,
+            column: Some(e.column),
+            entry: None,
+            field: None,
+            message: format!("invalid JSON: {e}"),
+        };
+    };
+    let (entry, field) = match (entry, path.split_first()) {
+        (None, Some((Step::Index(i), rest))) => (Some(i + 1), rest),
+        (entry, _) => (entry, &path[..]),
+    };
     InputError {
-        line: e.line() + line_offset,
-        column: Some(e.column()),
-        entry: None,
-        field: None,
-        message: format!("invalid JSON: {e}"),
+        line: e.line + line_offset,
+        column: Some(e.column),
+        entry,
+        field: Some(path_string(field)),
+        message: e.message,
     }
 }
 
@@ -82,7 +99,18 @@ pub fn parse_input(text: &str, mode: ParseMode) -> Result<ParsedInput, InputErro
         lines: Vec::new(),
     };
     if trimmed.starts_with('[') {
-        let items: Vec<Value> = serde_json::from_str(text).map_err(|e| syntax(&e, 0))?;
+        let items = match json_text::parse(text.as_bytes()).map_err(|e| syntax(e, 0, None))? {
+            Value::Array(items) => items,
+            _ => {
+                return Err(InputError {
+                    line: 1,
+                    column: None,
+                    entry: None,
+                    field: None,
+                    message: "invalid JSON: expected an array of entries".into(),
+                })
+            }
+        };
         // Line of each item: found by a second, position-reporting pass.
         let lines = item_lines(text, items.len());
         for (i, v) in items.iter().enumerate() {
@@ -96,8 +124,8 @@ pub fn parse_input(text: &str, mode: ParseMode) -> Result<ParsedInput, InputErro
             if line.trim().is_empty() {
                 continue;
             }
-            let v: Value = serde_json::from_str(line).map_err(|e| syntax(&e, n))?;
             let entry = out.entries.len() + 1;
+            let v = json_text::parse(line.as_bytes()).map_err(|e| syntax(e, n, Some(entry)))?;
             out.entries
                 .push(parse_entry(&v, mode).map_err(|e| entry_error(e, n + 1, entry))?);
             out.lines.push(n + 1);

@@ -361,3 +361,56 @@ fn references_and_orphans_are_counted_alike_with_and_without_reading_data() {
     assert_eq!(d[0].kind, "missing-blob");
     assert_eq!(d[0].conversation.as_deref(), Some("b"));
 }
+
+#[test]
+fn an_undo_naming_a_compaction_not_made_yet_is_damage() {
+    let f = fixture();
+    conv(&f, "u", 2, &|i| format!("content {i}"));
+    let id = ConversationId::parse("u").expect("id");
+    // Written as an older build accepted it: the undo first, then the
+    // compaction it revokes as soon as it is made.
+    let text = "{\"type\":\"compaction_undo\",\"undoes\":0}\n\
+                {\"type\":\"compaction\",\"from_turn\":0,\"to_turn\":0,\"strip_reasoning\":true}";
+    let entries: Vec<Entry> = parse_input(
+        text,
+        ParseMode::Strict {
+            now: Timestamp::now(),
+        },
+    )
+    .expect("input")
+    .entries
+    .into_iter()
+    .map(|e| {
+        e.try_map_content(&mut |_| Err::<crate::event::BlobRef, ()>(()))
+            .expect("no content")
+    })
+    .collect();
+    let offset = f
+        .store
+        .writer(&id)
+        .expect("writer")
+        .append_stored(&entries)
+        .expect("appended without the append checks");
+    let r = run(&f, false, false);
+    let found = of_kind(&r, "undo-target");
+    assert_eq!(found.len(), 1, "{:?}", r.findings);
+    assert_eq!(found[0].severity, Severity::Damage);
+    assert_eq!(found[0].offset, Some(offset));
+    assert!(
+        found[0].message.contains("compaction 0")
+            && found[0].message.contains("no compaction before it"),
+        "{}",
+        found[0].message
+    );
+    assert!(!r.is_clean());
+    let repaired = run(&f, false, true);
+    assert!(
+        repaired
+            .repairs
+            .iter()
+            .any(|r| r.contains("conversation u")),
+        "{:?}",
+        repaired.repairs
+    );
+    assert!(run(&f, false, false).is_clean());
+}

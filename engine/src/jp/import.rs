@@ -13,7 +13,7 @@ use crate::conversation::meta::MetaPatch;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{parse_entry, ParseMode};
-use crate::event::{BlobRef, Entry, Object, Payload};
+use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 use crate::user_file::{self, LastLink};
@@ -110,13 +110,19 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
             })
         }
     };
-    let v = serde_json::from_slice(&bytes).map_err(|e| {
+    // JP's loader (serde derive) refuses a field given twice; a file with
+    // a duplicate key anywhere is damaged or hand-edited, and which value
+    // was meant is unknown: refused, naming the key's path.
+    let v = crate::json_text::parse(&bytes).map_err(|e| {
+        let at = match &e.duplicate {
+            Some(path) => format!(" at `{}`", crate::json_text::path_string(path)),
+            None => String::new(),
+        };
         invalid(
             &dir.join(name),
             format!(
-                "invalid JSON at line {}, column {}: {e}",
-                e.line(),
-                e.column()
+                "invalid JSON at line {}, column {}{at}: {}",
+                e.line, e.column, e.message
             ),
         )
     })?;
@@ -239,6 +245,11 @@ pub fn prepare(src: JpSource) -> Prepared {
         (ConfigLayout::None, None, None)
     };
     let mut raw = std::collections::BTreeMap::new();
+    // JP writes no `compaction_undo`. One naming a compaction that is not
+    // before it would revoke a later one (format-spec.md 4.2): it is kept
+    // verbatim, as an entry that does not fit the model is, and revokes
+    // nothing.
+    let mut compactions = 0u64;
     let entries = events
         .iter()
         .enumerate()
@@ -246,6 +257,15 @@ pub fn prepare(src: JpSource) -> Prepared {
             let (entry, leaves) = import_entry(v);
             if !leaves.is_empty() {
                 raw.insert(i.to_string(), leaves);
+            }
+            match (entry.event().map(|e| &e.kind), v) {
+                (Some(EventKind::Compaction(_)), _) => compactions += 1,
+                (Some(EventKind::CompactionUndo(u)), Value::Object(o))
+                    if u.undoes >= compactions =>
+                {
+                    return Entry::Unknown(o.clone());
+                }
+                _ => {}
             }
             entry
         })

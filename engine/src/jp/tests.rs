@@ -389,3 +389,79 @@ fn native_conversations_export_to_jp_with_lossy_content_reported() {
     assert_eq!(files.base_config, Some(json!({})));
     assert_eq!(slug("  Hello, World!  "), "hello-world");
 }
+
+#[test]
+fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399471");
+    let events = json!([
+        {"type": "turn_start", "timestamp": "2026-05-29 19:40:00.0"},
+        {"type": "chat_request", "timestamp": "2026-05-29 19:40:00.1", "content": "hi"},
+        {"type": "compaction_undo", "timestamp": "2026-05-29 19:40:00.2", "undoes": 0},
+        {"type": "compaction", "timestamp": "2026-05-29 19:40:00.3", "from_turn": 0, "to_turn": 0,
+         "reasoning": "strip"},
+    ]);
+    write(&dir, "events.json", &events);
+    write(&dir, "metadata.json", &json!({}));
+    let store = store(tmp.path());
+    let prepared = find_sources(tmp.path())
+        .expect("find")
+        .iter()
+        .map(|s| read_source(s).map(prepare))
+        .collect::<Result<Vec<_>, _>>()
+        .expect("read");
+    store.import(prepared, false, &mut |_| {}).expect("import");
+    let id = ConversationId::parse("17738399471").expect("id");
+    let conv = store.read(&id).expect("read");
+    let kinds: Vec<&str> = conv
+        .entries
+        .iter()
+        .map(|e| match e {
+            Entry::Unknown(_) => "unknown",
+            Entry::Event(ev) => match ev.kind {
+                EventKind::CompactionUndo(_) => "undo",
+                EventKind::Compaction(_) => "compaction",
+                _ => "other",
+            },
+        })
+        .collect();
+    assert_eq!(kinds, ["other", "other", "unknown", "compaction"]);
+    // The compaction is in effect, and fsck finds nothing wrong.
+    assert_eq!(
+        crate::compaction::active_compactions(&conv.entries).len(),
+        1
+    );
+    let report = store
+        .fsck(crate::fsck::FsckOptions::default(), &mut |_| {})
+        .expect("fsck");
+    assert!(report.is_clean(), "{:?}", report.findings);
+    // And the file comes back as it was.
+    let files = jp_files(&store, &conv).expect("export");
+    assert_eq!(files.events, events);
+}
+
+#[test]
+fn a_jp_file_with_a_key_twice_is_refused_naming_the_file_and_the_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399472");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("events.json"),
+        "[\n  {\"type\": \"turn_start\", \"timestamp\": \"2026-05-29 19:40:00.0\"},\n  \
+         {\"type\": \"chat_request\", \"timestamp\": \"2026-05-29 19:40:00.1\",\n   \
+         \"content\": \"a\", \"content\": \"b\"}\n]\n",
+    )
+    .expect("write");
+    write(&dir, "metadata.json", &json!({}));
+    let sources = find_sources(tmp.path()).expect("find");
+    let e = read_source(&sources[0])
+        .expect_err("a duplicate key")
+        .to_string();
+    assert!(
+        e.contains(&dir.join("events.json").display().to_string())
+            && e.contains("[1].content")
+            && e.contains("duplicate key")
+            && e.contains("line 4"),
+        "{e}"
+    );
+}

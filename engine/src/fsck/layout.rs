@@ -1,0 +1,298 @@
+//! The store layout (format-spec.md section 1) walked for nodes that are
+//! not what the store keeps there: a FIFO, a socket or a device where it
+//! keeps a file or a directory, or a directory where it keeps a file.
+//!
+//! The storage layer refuses to open such a node (so nothing blocks on a
+//! FIFO), but a refusal only shows when something happens to open it: a
+//! FIFO standing for a lock file or a directory standing for `events.log`
+//! makes writers fail while readers, which never open the name, see a
+//! healthy store. fsck walks every name of the layout instead and reports
+//! each one as damage.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_blobstore::storage::{FileKind, Storage};
+use jpstore_blobstore::{OBJECTS_DIR, PACKS_DIR, TMP_DIR};
+
+use crate::conversation::{ConversationId, CONVERSATIONS_DIR, GC_LOCK};
+use crate::store::{BLOBS_DIR, CONFIG_FILE};
+
+/// A node of the layout that is not of the kind the store keeps there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Misplaced {
+    /// Relative to the store root.
+    pub path: PathBuf,
+    /// What is there.
+    pub found: FileKind,
+    /// What the store keeps there, for the message ("a file", "a directory").
+    pub expected: &'static str,
+    /// The conversation whose directory holds it.
+    pub conversation: Option<String>,
+}
+
+/// What the store keeps under a name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    File,
+    Dir,
+}
+
+/// Whether `found` is wrong where `expected` is kept. Symbolic links are
+/// not reported here: every open and lookup refuses them by name
+/// (format-spec.md, "Symbolic links").
+fn wrong(found: FileKind, expected: Expect) -> bool {
+    match (found, expected) {
+        (FileKind::Symlink, _) => false,
+        (FileKind::Regular, Expect::File) | (FileKind::Directory, Expect::Dir) => false,
+        // A file where a directory is kept is ignored by listings, as any
+        // name the layout does not list (format-spec.md section 1).
+        (FileKind::Regular, Expect::Dir) => false,
+        _ => true,
+    }
+}
+
+/// Walks the layout below the store root of `storage`.
+pub(super) fn misplaced_nodes(storage: &dyn Storage) -> Vec<Misplaced> {
+    let mut walk = Walk {
+        storage,
+        out: Vec::new(),
+    };
+    let root = Path::new(".");
+    let blobs = Path::new(BLOBS_DIR);
+    let conversations = Path::new(CONVERSATIONS_DIR);
+    walk.dir(root, None, |name| match name {
+        BLOBS_DIR | CONVERSATIONS_DIR | super::QUARANTINE_DIR => Some(Expect::Dir),
+        CONFIG_FILE | GC_LOCK => Some(Expect::File),
+        _ if name.starts_with(&format!("{CONFIG_FILE}.tmp.")) => Some(Expect::File),
+        _ => None,
+    });
+    walk.dir(blobs, None, |name| match name {
+        OBJECTS_DIR | PACKS_DIR | TMP_DIR => Some(Expect::Dir),
+        _ => None,
+    });
+    // Everything the store creates in these is a file (temp names
+    // included).
+    walk.dir(&blobs.join(PACKS_DIR), None, |_| Some(Expect::File));
+    walk.dir(&blobs.join(TMP_DIR), None, |_| Some(Expect::File));
+    let objects = blobs.join(OBJECTS_DIR);
+    let fanout = |name: &str| name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit());
+    for name in walk.dir(&objects, None, |n| fanout(n).then_some(Expect::Dir)) {
+        walk.dir(&objects.join(name), None, |_| Some(Expect::File));
+    }
+    let ids = walk.dir(conversations, None, |n| {
+        ConversationId::parse(n).ok().map(|_| Expect::Dir)
+    });
+    for id in ids {
+        let dir = conversations.join(&id);
+        walk.dir(&dir, Some(&id), |_| Some(Expect::File));
+    }
+    walk.out
+}
+
+struct Walk<'a> {
+    storage: &'a dyn Storage,
+    out: Vec<Misplaced>,
+}
+
+impl Walk<'_> {
+    /// Lists `dir` (nothing if it is missing or not a directory: the
+    /// listing of its parent reported that) and reports each entry that
+    /// `expect` names and that is of the wrong kind. Returns the names of
+    /// the entries expected and found to be directories, to walk into.
+    fn dir(
+        &mut self,
+        dir: &Path,
+        conversation: Option<&str>,
+        expect: impl Fn(&str) -> Option<Expect>,
+    ) -> Vec<String> {
+        // A directory that is missing or cannot be listed (not a
+        // directory, a link, no permission) is reported where it is read, or
+        // by the listing of its parent.
+        let Ok(entries) = self.storage.read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut dirs = Vec::new();
+        for e in entries {
+            let Some(expected) = expect(&e.name) else {
+                continue;
+            };
+            let found = e.metadata.kind;
+            if wrong(found, expected) {
+                self.out.push(Misplaced {
+                    path: if dir == Path::new(".") {
+                        PathBuf::from(&e.name)
+                    } else {
+                        dir.join(&e.name)
+                    },
+                    found,
+                    expected: match expected {
+                        Expect::File => "a file",
+                        Expect::Dir => "a directory",
+                    },
+                    conversation: conversation.map(str::to_string),
+                });
+            } else if expected == Expect::Dir && found == FileKind::Directory {
+                dirs.push(e.name);
+            }
+        }
+        dirs.sort();
+        dirs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use jpstore_blobstore::storage::sim::SimNode;
+    use jpstore_blobstore::storage::SimStorage;
+
+    use super::*;
+    use crate::event::input::parse_input;
+    use crate::event::json::ParseMode;
+    use crate::fsck::{FsckOptions, Severity};
+    use crate::timestamp::Timestamp;
+    use crate::{NewConversation, Store, StoreOptions};
+
+    const CONTENT: &str = "the content of a loose object";
+
+    fn append(store: &Store, id: &ConversationId) -> crate::error::Result<()> {
+        let text = format!(
+            "{{\"type\":\"turn_start\"}}\n{{\"type\":\"tool_call_request\",\"id\":\"c\",\"name\":\"t\",\"arguments\":{{}}}}\n\
+             {{\"type\":\"tool_call_response\",\"id\":\"c\",\"content\":\"{CONTENT}\"}}"
+        );
+        let entries = parse_input(
+            &text,
+            ParseMode::Strict {
+                now: Timestamp::now(),
+            },
+        )
+        .expect("input")
+        .entries;
+        store.writer(id)?.append(entries).map(drop)
+    }
+
+    /// A store on simulated storage with conversation `c` and one loose
+    /// object.
+    fn store() -> (SimStorage, Store, ConversationId) {
+        let sim = SimStorage::new();
+        let store = Store::init(Arc::new(sim.clone()), StoreOptions::default()).expect("init");
+        let id = ConversationId::parse("c").expect("id");
+        drop(
+            store
+                .create(NewConversation {
+                    id: Some(id.clone()),
+                    ..Default::default()
+                })
+                .expect("create"),
+        );
+        append(&store, &id).expect("append");
+        (sim, store, id)
+    }
+
+    /// Every place of the layout where a node that is not a regular file
+    /// hides from readers, with a FIFO, a socket, a device or a directory:
+    /// fsck names it as damage, `--repair` moves it aside, and the store is
+    /// clean and writable afterwards.
+    #[test]
+    fn every_special_node_in_the_layout_is_damage_and_moved_aside() {
+        let object = {
+            let hex = jpstore_blobstore::BlobId::of(CONTENT.as_bytes()).to_hex();
+            format!("blobs/objects/{}/{}", &hex[..2], &hex[2..])
+        };
+        let places = [
+            ("conversations/c/events.log.lock", FileKind::Fifo),
+            ("conversations/c/events.log.lock", FileKind::Directory),
+            ("conversations/c/head", FileKind::Socket),
+            ("gc.lock", FileKind::Fifo),
+            ("gc.lock", FileKind::Directory),
+            ("config.toml", FileKind::CharDevice),
+            (object.as_str(), FileKind::Fifo),
+            ("blobs/tmp/1-2-3.obj", FileKind::Fifo),
+            ("conversations/c/head.tmp.1.2", FileKind::Fifo),
+        ];
+        for (place, kind) in places {
+            let what = format!("{} at {place}", kind.describe());
+            let (sim, store, id) = store();
+            let path = Path::new(place);
+            if sim.exists(path) {
+                sim.remove_file(path).expect("rm");
+            }
+            if kind == FileKind::Directory {
+                sim.create_dir_all(path).expect("mkdir");
+            } else {
+                sim.make_special(path, kind).expect("mknod");
+            }
+            let report = store
+                .fsck(FsckOptions::default(), &mut |_| {})
+                .expect(&what);
+            let shown = sim.display_path(path);
+            let found: Vec<_> = report
+                .findings
+                .iter()
+                .filter(|f| f.kind == "not-a-regular-file")
+                .collect();
+            assert_eq!(found.len(), 1, "{what}: {:?}", report.findings);
+            assert_eq!(found[0].severity, Severity::Damage, "{what}");
+            assert_eq!(found[0].path.as_ref(), Some(&shown), "{what}");
+            assert!(
+                found[0].message.contains(kind.describe()),
+                "{what}: {}",
+                found[0].message
+            );
+            assert!(!report.is_clean(), "{what}");
+
+            let repair = FsckOptions {
+                repair: true,
+                ..Default::default()
+            };
+            let repaired = store.fsck(repair, &mut |_| {}).expect(&what);
+            assert!(
+                repaired.repairs.iter().any(|r| r.contains(place)),
+                "{what}: {:?}",
+                repaired.repairs
+            );
+            let moved: Vec<_> = sim
+                .snapshot()
+                .into_iter()
+                .filter(|(p, node)| {
+                    p.starts_with("quarantine/nodes")
+                        && p.ends_with(place)
+                        && match node {
+                            SimNode::Special(k) => *k == kind,
+                            SimNode::Dir => kind == FileKind::Directory,
+                            _ => false,
+                        }
+                })
+                .collect();
+            assert_eq!(moved.len(), 1, "{what}: {:?}", sim.snapshot().keys());
+            let after = store
+                .fsck(FsckOptions::default(), &mut |_| {})
+                .expect(&what);
+            assert!(after.is_clean(), "{what}: {:?}", after.findings);
+            if place == object {
+                // The blob is gone with the node: the conversation that
+                // references it is moved aside whole (format-spec.md 4.8).
+                assert!(store.ids().expect("ids").is_empty(), "{what}");
+            } else {
+                append(&store, &id).unwrap_or_else(|e| panic!("{what}: append after repair: {e}"));
+            }
+        }
+    }
+
+    /// Writers meet the node and fail naming it, never waiting.
+    #[test]
+    fn writers_refuse_a_special_node_naming_it() {
+        for place in ["conversations/c/events.log.lock", "gc.lock"] {
+            let (sim, store, id) = store();
+            let path = Path::new(place);
+            sim.remove_file(path).expect("rm");
+            sim.make_special(path, FileKind::Fifo).expect("mkfifo");
+            let e = append(&store, &id).expect_err(place).to_string();
+            assert!(
+                e.contains(&sim.display_path(path).display().to_string()) && e.contains("a FIFO"),
+                "{place}: {e}"
+            );
+        }
+    }
+}

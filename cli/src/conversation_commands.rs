@@ -532,7 +532,7 @@ struct ContextSizes {
 }
 
 /// [`ContextSizes`] of one conversation (reads its base config, no content).
-fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes> {
+fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes, EngineError> {
     use jpstore_engine::compaction::entry_chars;
     use jpstore_engine::projection::{in_view, view, view_traced};
     let turns = conv.state.turns.turns() as usize;
@@ -736,8 +736,22 @@ pub fn stats(
     let mut context = ContextSizes::default();
     let (mut turns, mut entries, mut records, mut log_bytes, mut refs, mut content) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // A conversation that cannot be read, or whose config holds a bad
+    // setting, is named and left out; the others are counted (exit 1).
+    let mut failed: Vec<(&ConversationId, EngineError)> = Vec::new();
+    let named = id.is_some();
     for id in &ids {
-        let conv = store.read(id)?;
+        let read = store
+            .read(id)
+            .and_then(|conv| context_sizes(&store, &conv).map(|c| (conv, c)));
+        let (conv, c) = match read {
+            Ok(read) => read,
+            Err(e) if named => return Err(e.into()),
+            Err(e) => {
+                failed.push((id, e));
+                continue;
+            }
+        };
         turns += conv.state.turns.turns();
         entries += conv.state.entries;
         records += conv.state.records;
@@ -760,7 +774,6 @@ pub fn stats(
         if let Some(b) = conv.state.metadata.base_config {
             distinct.insert(b.id);
         }
-        let c = context_sizes(&store, &conv)?;
         if let Some(path) = plot {
             let svg = plot_svg(
                 &format!("{id}: estimated tokens per turn"),
@@ -787,13 +800,21 @@ pub fn stats(
     for blob in &distinct {
         referenced_raw += store.blobs().size(blob).unwrap_or(0);
     }
+    for (id, e) in &failed {
+        eprintln!("jp-store: error: conversation {id} is not counted: {e}");
+    }
+    let code = if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
     let loose = store.blobs().loose_objects()?;
     let packs = store.blobs().packs()?;
     let loose_bytes: u64 = loose.iter().map(|o| o.stored_len).sum();
     let pack_bytes: u64 = packs.iter().map(|p| p.pack_bytes).sum();
     if json_out {
         let mut out = json!({
-            "conversations": ids.len(),
+            "conversations": ids.len() - failed.len(),
             "turns": turns,
             "entries": entries,
             "entries_by_type": by_type,
@@ -825,9 +846,9 @@ pub fn stats(
             });
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
-    println!("conversations: {}", ids.len());
+    println!("conversations: {}", ids.len() - failed.len());
     println!("turns:         {turns}");
     println!(
         "entries:       {entries} in {records} records, log {}",
@@ -867,7 +888,7 @@ pub fn stats(
             size(pack_bytes)
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 #[derive(Args, Debug)]

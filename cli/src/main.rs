@@ -103,7 +103,9 @@ enum Command {
     Export(ExportArgs),
     /// Counts and sizes of the whole store, or of one conversation, with
     /// the bytes and estimated tokens the view saves by compaction and by
-    /// deduplication.
+    /// deduplication. Of the whole store, a conversation that cannot be read
+    /// or whose config holds a bad setting is named and left out, and the
+    /// exit status is 1.
     Stats {
         /// Only this conversation.
         id: Option<String>,

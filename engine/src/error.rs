@@ -137,6 +137,15 @@ pub enum Error {
     /// A config file or config blob is not valid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A setting jp-store reads has a value of the wrong type; `place` says
+    /// which file or stored config holds it.
+    #[error("{place}: {setting}")]
+    BadSetting {
+        /// Where the value lives.
+        place: Box<crate::config::validate::SettingPlace>,
+        /// The key, what it must be and what was found.
+        setting: Box<crate::config::validate::BadSetting>,
+    },
     /// A deduplication setting of the config is not valid.
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),

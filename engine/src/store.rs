@@ -9,6 +9,7 @@ use jpstore_blobstore::{BlobStore, Options as BlobOptions};
 use serde_json::Value;
 
 use crate::config;
+use crate::config::validate::SettingPlace;
 use crate::conversation::meta::MetaPatch;
 use crate::conversation::read::{read_conversation, read_state, Conversation};
 use crate::conversation::state::ConversationState;
@@ -208,7 +209,15 @@ impl Store {
             expected: "UTF-8 text (TOML)".into(),
             found: "a byte that is not UTF-8".into(),
         })?;
-        Ok(config::parse_workspace_toml(&text, &display)?)
+        let config = config::parse_workspace_toml(&text, &display)?;
+        config::validate::validate(&config).map_err(|setting| Error::BadSetting {
+            place: Box::new(SettingPlace::WorkspaceFile {
+                line: config::toml_key_line(&text, &setting.path),
+                path: display,
+            }),
+            setting: Box::new(setting),
+        })?;
+        Ok(config)
     }
 
     /// Creates a conversation and returns its writer.
@@ -218,7 +227,13 @@ impl Store {
         let _gc = self.gc_shared()?;
         let created = new.created.unwrap_or_else(Timestamp::now);
         let base = match new.base_config {
-            Some(b) => b,
+            Some(b) => {
+                config::validate::validate(&b).map_err(|setting| Error::BadSetting {
+                    place: Box::new(SettingPlace::GivenBaseConfig),
+                    setting: Box::new(setting),
+                })?;
+                b
+            }
             None => self.workspace_config()?,
         };
         let base_ref = self.put_config(&base)?;
@@ -288,6 +303,9 @@ impl Store {
         // so the blobs the fork shares cannot be swept in between.
         let _gc = self.gc_shared()?;
         let conv = self.read(id)?;
+        // The fork's base config is made of the source's: a bad setting in
+        // it is refused (naming where it lives) rather than copied.
+        self.effective_base(&conv)?;
         let turns = conv.state.turns.turns();
         let first_turn = match last {
             Some(0) => {
@@ -531,9 +549,47 @@ impl Store {
     /// it is now, with the conversation's own base config merged over it
     /// (format-spec.md 4.5). So settings added to `config.toml` later apply
     /// to existing conversations, and a conversation's own settings win.
+    ///
+    /// Every setting jp-store reads is checked in the workspace config, the
+    /// base config and after each of the conversation's config deltas
+    /// ([`config::validate::validate_layers`]), so a value of the wrong
+    /// type is [`Error::BadSetting`] naming the conversation and the base
+    /// config or the entry of the delta that holds it.
     pub fn effective_base(&self, conversation: &Conversation) -> Result<Object> {
-        let mut config = self.workspace_config()?;
-        config::merge(&mut config, &self.base_config(conversation)?);
+        let workspace = self.workspace_config()?;
+        let base = self.base_config(conversation)?;
+        let deltas: Vec<(usize, &Object)> = conversation
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e.event().map(|e| &e.kind) {
+                Some(EventKind::ConfigDelta(d)) => Some((i, &d.delta)),
+                _ => None,
+            })
+            .collect();
+        let layers = [&workspace, &base]
+            .into_iter()
+            .chain(deltas.iter().map(|(_, d)| *d));
+        if let Err((layer, setting)) = config::validate::validate_layers(layers) {
+            let conversation = conversation.id.to_string();
+            let place = match layer {
+                0 => SettingPlace::WorkspaceFile {
+                    path: self.storage.display_path(Path::new(CONFIG_FILE)),
+                    line: None,
+                },
+                1 => SettingPlace::BaseConfig { conversation },
+                n => SettingPlace::ConfigDelta {
+                    conversation,
+                    entry: deltas.get(n - 2).map_or(0, |(i, _)| i + 1),
+                },
+            };
+            return Err(Error::BadSetting {
+                place: Box::new(place),
+                setting: Box::new(setting),
+            });
+        }
+        let mut config = workspace;
+        config::merge(&mut config, &base);
         Ok(config)
     }
 

@@ -187,6 +187,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             ))
         }
     };
+    check_settings(dir, base_config.as_ref(), &events)?;
     Ok(JpSource {
         path: dir.to_path_buf(),
         dir_name,
@@ -197,6 +198,49 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         base_config,
         bytes,
     })
+}
+
+/// Refuses a JP conversation whose config holds a setting jp-store reads
+/// of the wrong type (format-spec.md 4.5), naming the file (and the entry of
+/// a `config_delta`) that holds it: stored, it would fail every later view.
+/// The layers are those [`prepare`] finds: `base_config.json` or a first
+/// `config_delta`, then every `config_delta` of `events.json`.
+fn check_settings(
+    dir: &Path,
+    base_config: Option<&Map<String, Value>>,
+    events: &[Value],
+) -> Result<()> {
+    let deltas: Vec<(usize, &Map<String, Value>)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.get("type").and_then(Value::as_str) == Some("config_delta"))
+        .filter_map(|(i, e)| match e.get("delta") {
+            Some(Value::Object(d)) => Some((i, d)),
+            _ => None,
+        })
+        .collect();
+    let empty = Map::new();
+    let layers =
+        std::iter::once(base_config.unwrap_or(&empty)).chain(deltas.iter().map(|(_, d)| *d));
+    match crate::config::validate::validate_layers(layers) {
+        Ok(()) => Ok(()),
+        Err((layer, setting)) => {
+            let place = match layer {
+                0 => crate::config::validate::SettingPlace::JpFile {
+                    path: dir.join("base_config.json"),
+                    entry: None,
+                },
+                n => crate::config::validate::SettingPlace::JpFile {
+                    path: dir.join("events.json"),
+                    entry: deltas.get(n - 1).map(|(i, _)| i + 1),
+                },
+            };
+            Err(Error::BadSetting {
+                place: Box::new(place),
+                setting: Box::new(setting),
+            })
+        }
+    }
 }
 
 /// A JP conversation converted to jp-store's form, ready to store.

@@ -1384,7 +1384,21 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
         bar.update(p.bytes_done, total.max(p.bytes_done));
     });
     bar.finish();
-    let mut outcome = result?;
+    let mut outcome = match result {
+        Ok(outcome) => outcome,
+        // Every reason is a warning, as for a partial attach; the error
+        // only says what came of it.
+        Err(EngineError::Attach(attach::AttachError::NothingToAttach { skipped: unread })) => {
+            for (path, e) in &unread {
+                eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+            }
+            bail!(
+                "no file could be attached ({} skipped); nothing was appended",
+                skipped.len() + unread.len()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
     for (path, e) in &outcome.skipped {
         eprintln!("jp-store: warning: skipped {}: {e}", path.display());
     }

@@ -148,7 +148,9 @@ enum Command {
     /// that directory (--follow-links: wherever it is); links to
     /// directories found there are not followed. Unreadable files and links
     /// leaving the directory are skipped with a warning (exit 0), or with
-    /// --strict abort the attach (exit 1, nothing appended).
+    /// --strict abort the attach (exit 1, nothing appended). If every file
+    /// is skipped, each is named and the attach fails (exit 1): nothing is
+    /// appended or stored.
     Attach(AttachArgs),
     /// Print the current content of a file:// resource as a Resource JSON
     /// object (uri canonicalised, mimeType, text or base64 blob, name

@@ -59,6 +59,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use jpstore_blobstore::{BatchProgress, BlobId};
@@ -111,24 +112,47 @@ pub struct FileToAttach {
     pub name: String,
 }
 
+/// ` (N skipped: path: reason, ...)` for [`AttachError::NothingToAttach`],
+/// naming at most three.
+fn skipped_list(skipped: &[(PathBuf, io::Error)]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = skipped
+        .iter()
+        .take(3)
+        .map(|(path, e)| format!("{}: {e}", path.display()))
+        .collect();
+    let more = match skipped.len() {
+        n if n > 3 => format!(", and {} more", n - 3),
+        _ => String::new(),
+    };
+    format!(" ({} skipped: {}{more})", skipped.len(), named.join("; "))
+}
+
 /// Why files could not be attached or a resource not resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// A file could not be read and the attach was strict: nothing was
     /// appended.
-    #[error("cannot read {}: {source}; nothing was appended", path.display())]
+    /// (The reason is part of the message and not a `source`, so that it
+    /// is not printed twice by whoever prints the chain of causes.)
+    #[error("cannot read {}: {reason}; nothing was appended", path.display())]
     Unreadable {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: io::Error,
+        reason: io::Error,
     },
-    /// No file could be attached: nothing was appended.
-    #[error("no file could be attached ({skipped} skipped); nothing was appended")]
+    /// No file could be attached: nothing was appended (and nothing
+    /// stored).
+    #[error(
+        "no file could be attached{}; nothing was appended",
+        skipped_list(skipped)
+    )]
     NothingToAttach {
-        /// Files that were given but could not be read.
-        skipped: usize,
+        /// The files that were given but could not be read, and why.
+        skipped: Vec<(PathBuf, io::Error)>,
     },
     /// The URI is not one [`resolve`] handles.
     #[error("cannot resolve {uri:?}: {reason}")]
@@ -574,8 +598,12 @@ impl Store {
         // Per file: text or not once read, or why it could not be read.
         let slots: Vec<OnceLock<io::Result<bool>>> =
             files.iter().map(|_| OnceLock::new()).collect();
+        let failures = AtomicUsize::new(0);
         if files.is_empty() {
-            return Err(AttachError::NothingToAttach { skipped: 0 }.into());
+            return Err(AttachError::NothingToAttach {
+                skipped: Vec::new(),
+            }
+            .into());
         }
         // Once every file is read and hashed, the request is built and the
         // writer opened on this thread while another makes the pack durable
@@ -624,7 +652,12 @@ impl Store {
                 Err(e) => {
                     let message = e.to_string();
                     let _ = slots[i].set(Err(e));
-                    if strict {
+                    // When every file fails the batch fails too, before its
+                    // pack is published: a refused attach stores nothing.
+                    // (Every read ends before the batch can be published,
+                    // so the last failure sees the count of all.)
+                    let all_failed = failures.fetch_add(1, Ordering::AcqRel) + 1 == files.len();
+                    if strict || all_failed {
                         Err(io::Error::other(message))
                     } else {
                         // Stored as the empty blob, referenced by
@@ -641,6 +674,20 @@ impl Store {
             slots.into_iter().map(OnceLock::into_inner).collect();
         let (batch, prepared) = match batch {
             Ok(b) => b,
+            Err(_) if !strict && failures.load(Ordering::Acquire) == files.len() => {
+                let skipped = files
+                    .iter()
+                    .zip(slots)
+                    .map(|(file, slot)| {
+                        let e = match slot {
+                            Some(Err(e)) => e,
+                            _ => io::Error::other("the file was not read"),
+                        };
+                        (file.path.clone(), e)
+                    })
+                    .collect();
+                return Err(AttachError::NothingToAttach { skipped }.into());
+            }
             Err(e) => {
                 let failed = slots
                     .iter_mut()
@@ -650,9 +697,9 @@ impl Store {
                         _ => None,
                     });
                 return Err(match failed {
-                    Some((i, source)) => AttachError::Unreadable {
+                    Some((i, reason)) => AttachError::Unreadable {
                         path: files[i].path.clone(),
-                        source,
+                        reason,
                     }
                     .into(),
                     None => e.into(),
@@ -670,10 +717,7 @@ impl Store {
             }
         }
         let Some(mut prepared) = prepared? else {
-            return Err(AttachError::NothingToAttach {
-                skipped: skipped.len(),
-            }
-            .into());
+            return Err(AttachError::NothingToAttach { skipped }.into());
         };
         let offset = prepared.writer.append_prepared(prepared.batch)?;
         let turn = prepared.writer.state().turns.current().unwrap_or(0);

@@ -285,3 +285,69 @@ fn links_leaving_the_attached_directory_are_skipped_unless_followed() {
     assert_eq!(summary["skipped"], json!([]));
     assert!(has_secret(&s.events()));
 }
+
+/// Every file of an attach skipped, whether found so by the walk (a missing
+/// path) or only when read (a sparse file over the blob size limit): each
+/// reason is printed once, with and without `--strict`, and the store is
+/// byte-identical (no pack, no loose object, no log change).
+#[test]
+fn an_attach_where_every_file_is_skipped_names_each_reason_once_and_writes_nothing() {
+    let s = Setup::new();
+    std::fs::create_dir_all(s.work.join("big")).expect("mkdir");
+    for name in ["big/one.bin", "big/two.bin"] {
+        let file = std::fs::File::create(s.work.join(name)).expect("create");
+        file.set_len(3 << 30).expect("a sparse 3 GiB file");
+    }
+    let before = tree_snapshot(&s.store);
+    for strict in [false, true] {
+        for paths in [&["big"][..], &["missing.txt"][..]] {
+            let mut args = vec!["attach", s.id.as_str()];
+            args.extend_from_slice(paths);
+            if strict {
+                args.push("--strict");
+            }
+            let out = s.run(&args);
+            out.expect_code(1, &format!("{args:?}"));
+            let reasons: &[&str] = if paths == ["big"] {
+                if strict {
+                    // The first failure aborts the batch; which file that
+                    // is depends on the reading threads.
+                    &["more than the limit"]
+                } else {
+                    &[
+                        "one.bin: 3221225472 bytes, more than the limit",
+                        "two.bin: 3221225472 bytes, more than the limit",
+                    ]
+                }
+            } else {
+                &["missing.txt: No such file or directory"]
+            };
+            for reason in reasons {
+                assert_eq!(
+                    out.stderr.matches(reason).count(),
+                    1,
+                    "{args:?}: {reason:?} once\n{}",
+                    out.stderr
+                );
+            }
+            if paths == ["big"] && strict {
+                assert_eq!(
+                    out.stderr.matches("more than the limit").count(),
+                    1,
+                    "{args:?}\n{}",
+                    out.stderr
+                );
+            }
+            assert!(
+                out.stderr.contains("nothing was appended"),
+                "{}",
+                out.stderr
+            );
+            assert_eq!(
+                tree_snapshot(&s.store),
+                before,
+                "{args:?}: the store is byte-identical"
+            );
+        }
+    }
+}

@@ -332,9 +332,9 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
         .attach(&id, &files, None, true, &mut |_| {})
         .expect_err("strict attach of a vanished file");
     match err {
-        Error::Attach(AttachError::Unreadable { path, source }) => {
+        Error::Attach(AttachError::Unreadable { path, reason }) => {
             assert_eq!(path, gone);
-            assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            assert_eq!(reason.kind(), io::ErrorKind::NotFound);
         }
         other => panic!("unexpected error {other}"),
     }
@@ -359,10 +359,14 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
     let err = store
         .attach(&id, &files[1..], None, false, &mut |_| {})
         .expect_err("nothing to attach");
-    assert!(matches!(
-        err,
-        Error::Attach(AttachError::NothingToAttach { skipped: 1 })
-    ));
+    match &err {
+        Error::Attach(AttachError::NothingToAttach { skipped }) => {
+            assert_eq!(skipped.len(), 1, "{err}");
+            assert_eq!(skipped[0].0, gone);
+            assert_eq!(skipped[0].1.kind(), io::ErrorKind::NotFound);
+        }
+        other => panic!("unexpected error {other}"),
+    }
     assert_eq!(std::fs::read(&log).expect("log"), before);
 }
 

@@ -1099,11 +1099,17 @@ pub struct CompactArgs {
     profile: Option<String>,
     /// First turn: a 0-based turn, -N (N turns before the last), a duration
     /// (`5h`: the first turn after the one active 5 hours ago), or `last`
-    /// (after the last compaction). Default: 0.
+    /// (after the last compaction). Default: 0. Before the first turn it is
+    /// turn 0 (`-99`); after the last turn it is refused (`99`: the range
+    /// would cover no turn).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
     from: Option<Bound>,
     /// Last turn, in the same forms. Default: --keep-last turns before the
-    /// last.
+    /// last. After the last turn it is the last turn (`99`); before the
+    /// first turn it is refused (`-99`: the range would cover no turn). So a
+    /// bound beyond the end the range extends toward is clamped, and one
+    /// beyond the other end is refused, for --from and --to alike (JP's
+    /// rule).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
     to: Option<Bound>,
     /// Turns at the end left untouched when --to is not given (default:

@@ -372,10 +372,15 @@ pub fn resolve_range<C>(
         starts.iter().rposition(|s| *s <= t).map(|i| i as u64)
     };
     let from = match from.unwrap_or(Bound::Absolute(0)) {
+        // A bound beyond the end of the conversation that the range
+        // extends toward is clamped (`--from -99` is turn 0, `--to 99` the
+        // last turn); one beyond the other end leaves the range no turn and
+        // is refused (`--from 99`, `--to -99`), as JP resolves them
+        // (jp-format.md section 5).
         Bound::Absolute(n) if n > last => {
             return Err(CompactionError::OutOfRange {
                 what: "--from",
-                why: format!("turn {n} does not exist"),
+                why: format!("{n} is after the last turn, so the range covers no turn"),
                 last,
             })
         }
@@ -402,7 +407,9 @@ pub fn resolve_range<C>(
         Bound::FromEnd(n) if n > last => {
             return Err(CompactionError::OutOfRange {
                 what: "--to",
-                why: format!("there are not {n} turns before the last"),
+                why: format!(
+                    "-{n} is before the first turn (turn 0 is {last} before the last), so the range covers no turn"
+                ),
                 last,
             })
         }

@@ -412,3 +412,40 @@ fn an_export_to_a_directory_holding_one_of_its_files_writes_none() {
         b"{}"
     );
 }
+
+/// Bounds outside the conversation (jp-format.md section 5): one beyond the
+/// end the range extends toward is clamped (`--to 99`, `--from -99`), one
+/// beyond the other end is refused for --from and --to alike (`--from 99`,
+/// `--to -99`), saying the range would cover no turn.
+#[test]
+fn bounds_outside_the_conversation_clamp_toward_the_range_and_are_refused_past_its_far_end() {
+    let s = S::new();
+    s.run(&["new", "--id", "b"], b"").ok("new");
+    for i in 0..4 {
+        let turn = json!([{"type": "turn_start"}, {"type": "chat_request", "content": format!("q{i}")},
+                          {"type": "chat_response", "message": "a"}]);
+        s.run(&["append", "b"], turn.to_string().as_bytes())
+            .ok("append");
+    }
+    for bound in [["--to", "99"], ["--from", "-99"]] {
+        let out = s
+            .run(
+                &["compact", "b", bound[0], bound[1], "--dry-run", "--json"],
+                b"",
+            )
+            .json("a clamped bound");
+        assert_eq!(
+            (&out["from_turn"], &out["to_turn"]),
+            (&json!(0), &json!(3)),
+            "{bound:?}: {out}"
+        );
+    }
+    for (bound, says) in [
+        (["--from", "99"], "--from is out of range: 99 is after the last turn, so the range covers no turn"),
+        (["--to", "-99"], "--to is out of range: -99 is before the first turn (turn 0 is 3 before the last), so the range covers no turn"),
+    ] {
+        let out = s.run(&["compact", "b", bound[0], bound[1], "--dry-run"], b"");
+        out.expect_code(1, &format!("{bound:?}"));
+        assert!(out.stderr.contains(says), "{bound:?}: {}", out.stderr);
+    }
+}

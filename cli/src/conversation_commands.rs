@@ -36,7 +36,13 @@ fn parse_id(s: &str) -> Result<ConversationId> {
 }
 
 pub fn init(dir: &Path) -> Result<ExitCode> {
-    Store::init_dir(dir, StoreOptions::default())?;
+    let (_, created) = Store::init_new_dir(dir, StoreOptions::default())?;
+    if !created {
+        eprintln!(
+            "jp-store: {} is already a jp-store store; left as it is",
+            dir.display()
+        );
+    }
     println!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
 }

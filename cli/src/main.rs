@@ -35,8 +35,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create a store (if none exists) and print its location. An existing
-    /// store and its config.toml are left as they are.
+    /// Create a store in a new or empty directory and print its location.
+    /// A directory that is already a store is left as it is (exit 0, with a
+    /// note); any other non-empty directory is refused (exit 1), naming
+    /// some of what it holds. Every other command refuses a directory that
+    /// is not a store.
     Init,
     /// Import JP conversations (events.json, metadata.json, base_config.json),
     /// undoing JP's base64; content and base configs go into the blob store.

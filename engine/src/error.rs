@@ -115,6 +115,15 @@ pub enum Error {
         /// What is wrong, and what was expected.
         message: String,
     },
+    /// `init` was given a directory that holds something and is not a
+    /// store.
+    #[error("{} is not empty and not a jp-store store (it holds {found}); init makes a store only in a new or empty directory", path.display())]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+        /// Some of the names in it.
+        found: String,
+    },
     /// The directory is not a jp-store store.
     #[error("{} is not a jp-store store ({reason}); create one with `jp-store init`", path.display())]
     NotAStore {

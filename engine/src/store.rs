@@ -85,6 +85,46 @@ impl Store {
         Self::init(Arc::new(storage), options)
     }
 
+    /// `jp-store init`: makes a store in `root` if it is new or empty
+    /// (created if needed), and opens it if it is a store already
+    /// (`conversations/` in it; nothing is written, as `git init` leaves an
+    /// existing repository). Anything else is [`Error::NotEmpty`], naming
+    /// some of what is there: a store is never made over other files.
+    /// Returns the store and whether it was made.
+    pub fn init_new_dir(root: &Path, options: StoreOptions) -> Result<(Store, bool)> {
+        let storage = LocalStorage::create(root).map_err(|source| Error::Io {
+            op: "create",
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let mut names: Vec<String> = storage
+            .read_dir(Path::new("."))
+            .map_err(|source| Error::Io {
+                op: "list",
+                path: root.to_path_buf(),
+                source,
+            })?
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        if names.iter().any(|n| n == CONVERSATIONS_DIR) {
+            return Ok((Self::open(Arc::new(storage), options)?, false));
+        }
+        if !names.is_empty() {
+            names.sort();
+            let shown: Vec<String> = names.iter().take(5).map(|n| format!("{n:?}")).collect();
+            let more = match names.len() {
+                n if n > 5 => format!(" and {} more", n - 5),
+                _ => String::new(),
+            };
+            return Err(Error::NotEmpty {
+                path: root.to_path_buf(),
+                found: format!("{}{more}", shown.join(", ")),
+            });
+        }
+        Ok((Self::init(Arc::new(storage), options)?, true))
+    }
+
     /// Opens the store in `root`, which must have been created by `init`.
     pub fn open_dir(root: &Path, options: StoreOptions) -> Result<Store> {
         let storage = match LocalStorage::open(root) {

@@ -85,7 +85,13 @@ fn benches(c: &mut Criterion) {
         );
     });
     g.bench_function("collect_only", |b| {
-        b.iter(|| black_box(attach::collect(std::slice::from_ref(&dir), &dir)));
+        b.iter(|| {
+            black_box(attach::collect(
+                std::slice::from_ref(&dir),
+                &dir,
+                attach::Links::StayInside,
+            ))
+        });
     });
     g.bench_function("floor_sha256_zstd3_all_cores", |b| {
         b.iter(|| black_box(hash_and_compress(files.len(), cores, &from_memory)));

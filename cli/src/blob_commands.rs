@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use jpstore_blobstore::{BlobId, BlobStore};
+use jpstore_engine::user_file::{self, LastLink};
 
 use crate::conversation_commands::open_store;
 use crate::output::Progress;
@@ -15,6 +16,9 @@ use crate::output::Progress;
 pub enum BlobCommand {
     /// Store files as blobs and print their ids. Several files are written as
     /// one pack (one sync for the batch); a single file as a loose object.
+    /// Each must be a regular file of at most the maximum blob size (1 GiB):
+    /// a FIFO, a device or a larger file is refused before it is read, and
+    /// nothing is stored.
     Put {
         /// Files to store.
         #[arg(required = true)]
@@ -145,9 +149,12 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
 }
 
 /// Stores files: one loose object for a single file, a pack for several.
+/// Each must be a regular file within the store's maximum blob size
+/// (refused before it is read, by `user_file`).
 pub fn put_files(store: &BlobStore, files: &[PathBuf]) -> Result<Vec<(BlobId, u64)>> {
+    let max = store.options().max_blob_len;
     if let [file] = files {
-        let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        let data = user_file::read_file(file, max, LastLink::Follow)?;
         let out = store.put(&data)?;
         return Ok(vec![(out.id, data.len() as u64)]);
     }
@@ -160,7 +167,7 @@ pub fn put_files(store: &BlobStore, files: &[PathBuf]) -> Result<Vec<(BlobId, u6
         .put_batch(
             files.len(),
             |i| {
-                std::fs::read(&files[i]).map_err(|e| {
+                user_file::read(&files[i], max, LastLink::Follow).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("{}: {e}", files[i].display()))
                 })
             },

@@ -3,7 +3,7 @@
 //! Parsing of arguments and rendering only; the work is in the engine.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,6 +19,7 @@ use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
 use jpstore_engine::export::{conversation_json, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::user_file::{self, LastLink};
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
 
@@ -35,7 +36,13 @@ fn parse_id(s: &str) -> Result<ConversationId> {
 }
 
 pub fn init(dir: &Path) -> Result<ExitCode> {
-    Store::init_dir(dir, StoreOptions::default())?;
+    let (_, created) = Store::init_new_dir(dir, StoreOptions::default())?;
+    if !created {
+        eprintln!(
+            "jp-store: {} is already a jp-store store; left as it is",
+            dir.display()
+        );
+    }
     println!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -85,15 +92,14 @@ pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
 pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
-    let mut text = String::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_INPUT + 1)
-        .read_to_string(&mut text)
-        .context("reading events from standard input (UTF-8 JSON expected)")?;
-    if text.len() as u64 > MAX_INPUT {
-        bail!("standard input is larger than {MAX_INPUT} bytes");
-    }
+    let input = user_file::read_stream(std::io::stdin().lock(), MAX_INPUT)
+        .context("reading events from standard input; nothing was appended")?;
+    let text = String::from_utf8(input).map_err(|e| {
+        anyhow::anyhow!(
+            "standard input is not UTF-8 (byte {}); UTF-8 JSON expected; nothing was appended",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     let ParsedInput { entries, lines } = parse_input(
         &text,
         ParseMode::Strict {
@@ -534,7 +540,7 @@ struct ContextSizes {
 }
 
 /// [`ContextSizes`] of one conversation (reads its base config, no content).
-fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes> {
+fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes, EngineError> {
     use jpstore_engine::compaction::entry_chars;
     use jpstore_engine::projection::{in_view, view, view_traced};
     let turns = conv.state.turns.turns() as usize;
@@ -738,8 +744,22 @@ pub fn stats(
     let mut context = ContextSizes::default();
     let (mut turns, mut entries, mut records, mut log_bytes, mut refs, mut content) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // A conversation that cannot be read, or whose config holds a bad
+    // setting, is named and left out; the others are counted (exit 1).
+    let mut failed: Vec<(&ConversationId, EngineError)> = Vec::new();
+    let named = id.is_some();
     for id in &ids {
-        let conv = store.read(id)?;
+        let read = store
+            .read(id)
+            .and_then(|conv| context_sizes(&store, &conv).map(|c| (conv, c)));
+        let (conv, c) = match read {
+            Ok(read) => read,
+            Err(e) if named => return Err(e.into()),
+            Err(e) => {
+                failed.push((id, e));
+                continue;
+            }
+        };
         turns += conv.state.turns.turns();
         entries += conv.state.entries;
         records += conv.state.records;
@@ -762,7 +782,6 @@ pub fn stats(
         if let Some(b) = conv.state.metadata.base_config {
             distinct.insert(b.id);
         }
-        let c = context_sizes(&store, &conv)?;
         if let Some(path) = plot {
             let svg = plot_svg(
                 &format!("{id}: estimated tokens per turn"),
@@ -789,13 +808,21 @@ pub fn stats(
     for blob in &distinct {
         referenced_raw += store.blobs().size(blob).unwrap_or(0);
     }
+    for (id, e) in &failed {
+        eprintln!("jp-store: error: conversation {id} is not counted: {e}");
+    }
+    let code = if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
     let loose = store.blobs().loose_objects()?;
     let packs = store.blobs().packs()?;
     let loose_bytes: u64 = loose.iter().map(|o| o.stored_len).sum();
     let pack_bytes: u64 = packs.iter().map(|p| p.pack_bytes).sum();
     if json_out {
         let mut out = json!({
-            "conversations": ids.len(),
+            "conversations": ids.len() - failed.len(),
             "turns": turns,
             "entries": entries,
             "entries_by_type": by_type,
@@ -827,9 +854,9 @@ pub fn stats(
             });
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
-    println!("conversations: {}", ids.len());
+    println!("conversations: {}", ids.len() - failed.len());
     println!("turns:         {turns}");
     println!(
         "entries:       {entries} in {records} records, log {}",
@@ -869,7 +896,7 @@ pub fn stats(
             size(pack_bytes)
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 #[derive(Args, Debug)]
@@ -1080,11 +1107,17 @@ pub struct CompactArgs {
     profile: Option<String>,
     /// First turn: a 0-based turn, -N (N turns before the last), a duration
     /// (`5h`: the first turn after the one active 5 hours ago), or `last`
-    /// (after the last compaction). Default: 0.
+    /// (after the last compaction). Default: 0. Before the first turn it is
+    /// turn 0 (`-99`); after the last turn it is refused (`99`: the range
+    /// would cover no turn).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
     from: Option<Bound>,
     /// Last turn, in the same forms. Default: --keep-last turns before the
-    /// last.
+    /// last. After the last turn it is the last turn (`99`); before the
+    /// first turn it is refused (`-99`: the range would cover no turn). So a
+    /// bound beyond the end the range extends toward is clamped, and one
+    /// beyond the other end is refused, for --from and --to alike (JP's
+    /// rule).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
     to: Option<Bound>,
     /// Turns at the end left untouched when --to is not given (default:
@@ -1098,7 +1131,8 @@ pub struct CompactArgs {
     /// The summary text, for a profile that summarizes.
     #[arg(long, conflicts_with = "summary_file")]
     summary: Option<String>,
-    /// Read the summary text from a file.
+    /// Read the summary text (UTF-8) from a file: a regular file no larger
+    /// than a log record (64 MiB); a FIFO or a device is refused.
     #[arg(long)]
     summary_file: Option<PathBuf>,
     /// Revoke the last compaction in effect, or the N-th (1-based), by
@@ -1130,7 +1164,17 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     let summary = match (&args.summary, &args.summary_file) {
         (Some(s), _) => Some(s.clone()),
         (None, Some(f)) => {
-            Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?)
+            // A summary is stored in the compaction's record: no larger
+            // than a record.
+            let max = u64::from(store.options().log.max_record_size);
+            let bytes = user_file::read_file(f, max, LastLink::Follow)?;
+            Some(String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: not UTF-8 text (byte {})",
+                    f.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?)
         }
         (None, None) => None,
     };
@@ -1240,7 +1284,9 @@ pub struct ForkArgs {
     /// the fork's base config; compactions are left out).
     #[arg(long)]
     last: Option<u64>,
-    /// Compact the fork, with the given profile or the default one.
+    /// Compact the fork, with the given profile or the default one. The
+    /// compaction is made before anything is written and published in the
+    /// fork's log: an unknown profile or a failed summary creates no fork.
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     compact: Option<String>,
     /// The new conversation's id (default: JP's kind, from the time).
@@ -1255,30 +1301,29 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let new_id = args.id_new.as_deref().map(parse_id).transpose()?;
-    let writer = store.fork(&id, args.last, new_id, Timestamp::now())?;
+    // The fork and its compaction are one log, published whole: a profile
+    // that does not exist (or a failed summary) leaves no fork behind.
+    let profile = args.compact.map(|p| (!p.is_empty()).then_some(p));
+    let request = profile.as_ref().map(|profile| CompactRequest {
+        profile: profile.clone(),
+        ..Default::default()
+    });
+    let mut summarize = |table: &jpstore_engine::event::Object,
+                         raw: &[Entry]|
+     -> jpstore_engine::error::Result<String> {
+        store.summarize_from_profile(table, raw, profile.as_ref().and_then(|p| p.as_deref()))
+    };
+    let compact = request.as_ref().map(|r| {
+        (
+            r,
+            &mut summarize as &mut jpstore_engine::compaction::Summarizer<'_>,
+        )
+    });
+    let (writer, compacted) =
+        store.fork_compacted(&id, args.last, new_id, Timestamp::now(), compact)?;
     let forked = writer.id().clone();
     let entries = writer.state().entries;
     drop(writer);
-    let mut compacted = None;
-    if let Some(profile) = args.compact {
-        let profile = (!profile.is_empty()).then_some(profile);
-        let request = CompactRequest {
-            profile: profile.clone(),
-            ..Default::default()
-        };
-        let mut summarize = |table: &jpstore_engine::event::Object,
-                             raw: &[Entry]|
-         -> jpstore_engine::error::Result<String> {
-            store.summarize_from_profile(table, raw, profile.as_deref())
-        };
-        compacted = Some(
-            store
-                .compact(&forked, &request, Timestamp::now(), &mut summarize)
-                .with_context(|| {
-                    format!("the fork {forked} was created, but compacting it failed")
-                })?,
-        );
-    }
     if args.json {
         println!(
             "{}",
@@ -1311,6 +1356,12 @@ pub struct AttachArgs {
     /// it with a warning).
     #[arg(long)]
     strict: bool,
+    /// Attach the target of every symbolic link found in a directory, even
+    /// one outside it (default: a link whose target is outside the
+    /// directory named here is skipped with a warning; a link that stays
+    /// inside is attached, by its target's URI).
+    #[arg(long)]
+    follow_links: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
     json: bool,
@@ -1324,7 +1375,12 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let cwd = std::env::current_dir().context("finding the current directory")?;
-    let (files, mut skipped) = attach::collect(&args.paths, &cwd);
+    let links = if args.follow_links {
+        attach::Links::Follow
+    } else {
+        attach::Links::StayInside
+    };
+    let (files, mut skipped) = attach::collect(&args.paths, &cwd, links);
     if args.strict {
         if let Some((path, e)) = skipped.first() {
             bail!("cannot use {}: {e}; nothing was appended", path.display());
@@ -1342,7 +1398,21 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
         bar.update(p.bytes_done, total.max(p.bytes_done));
     });
     bar.finish();
-    let mut outcome = result?;
+    let mut outcome = match result {
+        Ok(outcome) => outcome,
+        // Every reason is a warning, as for a partial attach; the error
+        // only says what came of it.
+        Err(EngineError::Attach(attach::AttachError::NothingToAttach { skipped: unread })) => {
+            for (path, e) in &unread {
+                eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+            }
+            bail!(
+                "no file could be attached ({} skipped); nothing was appended",
+                skipped.len() + unread.len()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
     for (path, e) in &outcome.skipped {
         eprintln!("jp-store: warning: skipped {}: {e}", path.display());
     }

@@ -35,13 +35,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create a store (if none exists) and print its location. An existing
-    /// store and its config.toml are left as they are.
+    /// Create a store in a new or empty directory and print its location.
+    /// A directory that is already a store is left as it is (exit 0, with a
+    /// note); any other non-empty directory is refused (exit 1), naming
+    /// some of what it holds. Every other command refuses a directory that
+    /// is not a store.
     Init,
     /// Import JP conversations (events.json, metadata.json, base_config.json),
     /// undoing JP's base64; content and base configs go into the blob store.
-    /// Exit 1 if any directory was not valid JP data (the others are
-    /// imported).
+    /// Each file must be a regular file of at most 2 GiB (not a FIFO, a
+    /// device or a symbolic link). Exit 1 if any directory was not valid JP
+    /// data (the others are imported).
     Import(ImportArgs),
     /// Create a conversation and print its id.
     New(NewArgs),
@@ -53,6 +57,7 @@ enum Command {
     /// store; {"$blob": "<sha256>", "size": N} refers to content already
     /// there. A missing `timestamp` is set to now. The batch is acknowledged
     /// (exit 0) only once it is durable; on any error nothing is appended.
+    /// Standard input is read up to 1 GiB; more is refused.
     Append {
         /// The conversation id.
         id: String,
@@ -101,7 +106,9 @@ enum Command {
     Export(ExportArgs),
     /// Counts and sizes of the whole store, or of one conversation, with
     /// the bytes and estimated tokens the view saves by compaction and by
-    /// deduplication.
+    /// deduplication. Of the whole store, a conversation that cannot be read
+    /// or whose config holds a bad setting is named and left out, and the
+    /// exit status is 1.
     Stats {
         /// Only this conversation.
         id: Option<String>,
@@ -139,13 +146,20 @@ enum Command {
     /// resources are snapshots of the files (RFD 065), their content stored
     /// as one pack, appended as one durable record. Directories are walked
     /// recursively, honouring .gitignore and skipping hidden files; a path
-    /// named here is always taken. Unreadable files are skipped with a
-    /// warning (exit 0), or with --strict abort the attach (exit 1, nothing
-    /// appended).
+    /// named here is always taken (a named link is followed). A symbolic
+    /// link found in a directory is attached only if its target is inside
+    /// that directory (--follow-links: wherever it is); links to
+    /// directories found there are not followed. Unreadable files and links
+    /// leaving the directory are skipped with a warning (exit 0), or with
+    /// --strict abort the attach (exit 1, nothing appended). If every file
+    /// is skipped, each is named and the attach fails (exit 1): nothing is
+    /// appended or stored.
     Attach(AttachArgs),
     /// Print the current content of a file:// resource as a Resource JSON
     /// object (uri canonicalised, mimeType, text or base64 blob, name
-    /// relative to the current directory).
+    /// relative to the current directory). Symbolic links in the path are
+    /// followed (the uri printed is the target's): the URI names the file,
+    /// as a path would.
     Resolve {
         /// The file:// URI.
         uri: String,

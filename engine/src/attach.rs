@@ -16,11 +16,21 @@
 //!   `.ignore`, `.git/info/exclude` and the global git excludes are honoured.
 //!   `.gitignore` files count outside a git repository too (decision:
 //!   `require_git(false)`, so the result does not depend on where `.git`
-//!   is). Symbolic links to files found in a walk are attached (by their
-//!   target's URI); symbolic links to directories are not followed (no
-//!   cycles). A file reached twice (named twice, or through a link) is
+//!   is). A file reached twice (named twice, or through a link) is
 //!   attached once. Special files (FIFOs, sockets, devices) are reported,
 //!   never read.
+//! - **Symbolic links.** A path named explicitly that is a link is followed
+//!   (decision: naming it is the user's choice; a named directory that is a
+//!   link is walked as the directory it leads to). In a walk, a link to a
+//!   file is attached (by its target's URI) only if its target, all links
+//!   resolved, is inside the walked directory (decision: such a link adds
+//!   nothing the user did not already attach; a tree is not trusted to
+//!   decide what else on the machine is sent to a model, so
+//!   `link -> /etc/passwd` is skipped and reported with the reason).
+//!   [`Links::Follow`] attaches every link's target. Links to directories
+//!   found in a walk are never followed (no cycles). A file is read through
+//!   its canonical path without following a link at its last component, so
+//!   a link put in place of a collected file is refused, not read.
 //! - **Order.** Files are sorted by `name`, then by URI: the same tree gives
 //!   the same request whatever the order of the arguments or the directory.
 //! - **URIs.** `file://` URIs of the canonical path (absolute, `.` and `..`
@@ -47,9 +57,9 @@
 //!   (its size is taken from what was read, not from `collect`).
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use jpstore_blobstore::{BatchProgress, BlobId};
@@ -67,6 +77,7 @@ use crate::event::{
 use crate::log::payload_len;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
+use crate::user_file::{self, LastLink};
 
 /// How much of the content is searched for a NUL byte.
 pub const SNIFF_LEN: usize = 8 << 10;
@@ -77,6 +88,18 @@ pub const RESOLVE_MAX_BYTES: u64 = 1 << 30;
 
 /// The MIME type of binary content of unknown type.
 const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Which symbolic links found in a walk [`collect`] follows (see the module
+/// docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Links {
+    /// Links whose target is inside the walked directory; the others are
+    /// reported as skipped.
+    #[default]
+    StayInside,
+    /// Every link to a file, wherever its target is.
+    Follow,
+}
 
 /// A file found by [`collect`], not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,24 +112,47 @@ pub struct FileToAttach {
     pub name: String,
 }
 
+/// ` (N skipped: path: reason, ...)` for [`AttachError::NothingToAttach`],
+/// naming at most three.
+fn skipped_list(skipped: &[(PathBuf, io::Error)]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = skipped
+        .iter()
+        .take(3)
+        .map(|(path, e)| format!("{}: {e}", path.display()))
+        .collect();
+    let more = match skipped.len() {
+        n if n > 3 => format!(", and {} more", n - 3),
+        _ => String::new(),
+    };
+    format!(" ({} skipped: {}{more})", skipped.len(), named.join("; "))
+}
+
 /// Why files could not be attached or a resource not resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// A file could not be read and the attach was strict: nothing was
     /// appended.
-    #[error("cannot read {}: {source}; nothing was appended", path.display())]
+    /// (The reason is part of the message and not a `source`, so that it
+    /// is not printed twice by whoever prints the chain of causes.)
+    #[error("cannot read {}: {reason}; nothing was appended", path.display())]
     Unreadable {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: io::Error,
+        reason: io::Error,
     },
-    /// No file could be attached: nothing was appended.
-    #[error("no file could be attached ({skipped} skipped); nothing was appended")]
+    /// No file could be attached: nothing was appended (and nothing
+    /// stored).
+    #[error(
+        "no file could be attached{}; nothing was appended",
+        skipped_list(skipped)
+    )]
     NothingToAttach {
-        /// Files that were given but could not be read.
-        skipped: usize,
+        /// The files that were given but could not be read, and why.
+        skipped: Vec<(PathBuf, io::Error)>,
     },
     /// The URI is not one [`resolve`] handles.
     #[error("cannot resolve {uri:?}: {reason}")]
@@ -124,13 +170,6 @@ pub enum AttachError {
         /// Why.
         #[source]
         source: io::Error,
-    },
-    /// The URI names something that is not a regular file (a directory, a
-    /// FIFO, ...).
-    #[error("{} is not a regular file", path.display())]
-    NotAFile {
-        /// The path.
-        path: PathBuf,
     },
 }
 
@@ -173,10 +212,15 @@ struct Prepared<'a> {
 
 /// Finds the files to attach for `paths` (relative ones against `cwd`,
 /// which should be absolute): files as named, directories walked (see the
-/// module docs for the rules). Returns the files sorted by name, and the
-/// paths that could not be used with the reason (missing, unreadable
-/// directories, special files, dangling links).
-pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBuf, io::Error)>) {
+/// module docs for the rules), following the links `links` allows. Returns
+/// the files sorted by name, and the paths that could not be used with the
+/// reason (missing, unreadable directories, special files, dangling links,
+/// links leaving the walked directory).
+pub fn collect(
+    paths: &[PathBuf],
+    cwd: &Path,
+    links: Links,
+) -> (Vec<FileToAttach>, Vec<(PathBuf, io::Error)>) {
     let names = Names::new(cwd);
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -195,9 +239,12 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
                 Err(e) => errors.push((path, e)),
             }
         } else if meta.is_dir() {
-            walk(&path, &names, &mut files, &mut errors);
+            walk(&path, &names, links, &mut files, &mut errors);
         } else {
-            errors.push((given.clone(), not_regular()));
+            errors.push((
+                given.clone(),
+                user_file::not_regular(user_file::kind_name(meta.file_type())),
+            ));
         }
     }
     files.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.uri.cmp(&b.uri)));
@@ -210,7 +257,13 @@ pub fn collect(paths: &[PathBuf], cwd: &Path) -> (Vec<FileToAttach>, Vec<(PathBu
 /// Paths that could not be used, each with the reason.
 type PathErrors = Vec<(PathBuf, io::Error)>;
 
-fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut PathErrors) {
+fn walk(
+    dir: &Path,
+    names: &Names,
+    links: Links,
+    files: &mut Vec<FileToAttach>,
+    errors: &mut PathErrors,
+) {
     // A walk reaches its files through real directories (links to
     // directories are not followed), so a file's canonical path is the
     // canonical directory joined with its path below it: one canonicalize
@@ -277,13 +330,21 @@ fn walk(dir: &Path, names: &Names, files: &mut Vec<FileToAttach>, errors: &mut P
                         record(described, path);
                     }
                     Some(kind) if kind.is_symlink() => match std::fs::metadata(path) {
-                        Ok(m) if m.is_file() => record(names.canonical(path), path),
+                        Ok(m) if m.is_file() => {
+                            record(link_target(path, canonical_dir, names, links), path)
+                        }
                         // Links to directories are not followed.
                         Ok(m) if m.is_dir() => {}
-                        Ok(_) => record(Err(not_regular()), path),
+                        Ok(m) => record(
+                            Err(user_file::not_regular(user_file::kind_name(m.file_type()))),
+                            path,
+                        ),
                         Err(e) => record(Err(e), path),
                     },
-                    Some(_) => record(Err(not_regular()), path),
+                    Some(kind) => record(
+                        Err(user_file::not_regular(user_file::kind_name(kind))),
+                        path,
+                    ),
                 }
                 ignore::WalkState::Continue
             })
@@ -307,8 +368,29 @@ fn below_dir<'a>(path: &'a Path, dir: &Path) -> Option<&'a Path> {
     }
 }
 
-fn not_regular() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
+/// The file a link found in the walk of `canonical_dir` leads to, unless
+/// `links` refuses it: a target outside the walked directory is an error
+/// naming it.
+fn link_target(
+    link: &Path,
+    canonical_dir: &Path,
+    names: &Names,
+    links: Links,
+) -> io::Result<FileToAttach> {
+    let file = names.canonical(link)?;
+    // `starts_with` compares whole components: `/a/proj2` is not inside
+    // `/a/proj`.
+    if links == Links::StayInside && !file.path.starts_with(canonical_dir) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "a symbolic link to {}, outside the attached directory {}: not followed",
+                file.path.display(),
+                canonical_dir.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 fn walk_error(e: ignore::Error, fallback: &Path) -> (PathBuf, io::Error) {
@@ -422,32 +504,6 @@ pub fn mime_type(path: &Path, text: bool) -> String {
     }
 }
 
-/// Reads a whole file, refusing one larger than `max` bytes.
-fn read_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    read_file_into(path, max, &mut bytes)?;
-    Ok(bytes)
-}
-
-/// Reads a whole file into `buf` (given empty; its capacity is reused),
-/// refusing one larger than `max` bytes.
-fn read_file_into(path: &Path, max: u64, buf: &mut Vec<u8>) -> io::Result<()> {
-    let file = File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(not_regular());
-    }
-    buf.reserve(usize::try_from(meta.len().min(max)).unwrap_or(0));
-    file.take(max.saturating_add(1)).read_to_end(buf)?;
-    if buf.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than the store's maximum blob size of {max} bytes"),
-        ));
-    }
-    Ok(())
-}
-
 fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
     Resource {
         uri,
@@ -542,8 +598,12 @@ impl Store {
         // Per file: text or not once read, or why it could not be read.
         let slots: Vec<OnceLock<io::Result<bool>>> =
             files.iter().map(|_| OnceLock::new()).collect();
+        let failures = AtomicUsize::new(0);
         if files.is_empty() {
-            return Err(AttachError::NothingToAttach { skipped: 0 }.into());
+            return Err(AttachError::NothingToAttach {
+                skipped: Vec::new(),
+            }
+            .into());
         }
         // Once every file is read and hashed, the request is built and the
         // writer opened on this thread while another makes the pack durable
@@ -584,7 +644,7 @@ impl Store {
         };
         let batch = self.blobs().put_batch_buffered_then(
             files.len(),
-            |i, buf| match read_file_into(&files[i].path, max, buf) {
+            |i, buf| match user_file::read_into(&files[i].path, max, LastLink::Refuse, buf) {
                 Ok(()) => {
                     let _ = slots[i].set(Ok(is_text(buf)));
                     Ok(())
@@ -592,7 +652,12 @@ impl Store {
                 Err(e) => {
                     let message = e.to_string();
                     let _ = slots[i].set(Err(e));
-                    if strict {
+                    // When every file fails the batch fails too, before its
+                    // pack is published: a refused attach stores nothing.
+                    // (Every read ends before the batch can be published,
+                    // so the last failure sees the count of all.)
+                    let all_failed = failures.fetch_add(1, Ordering::AcqRel) + 1 == files.len();
+                    if strict || all_failed {
                         Err(io::Error::other(message))
                     } else {
                         // Stored as the empty blob, referenced by
@@ -609,6 +674,20 @@ impl Store {
             slots.into_iter().map(OnceLock::into_inner).collect();
         let (batch, prepared) = match batch {
             Ok(b) => b,
+            Err(_) if !strict && failures.load(Ordering::Acquire) == files.len() => {
+                let skipped = files
+                    .iter()
+                    .zip(slots)
+                    .map(|(file, slot)| {
+                        let e = match slot {
+                            Some(Err(e)) => e,
+                            _ => io::Error::other("the file was not read"),
+                        };
+                        (file.path.clone(), e)
+                    })
+                    .collect();
+                return Err(AttachError::NothingToAttach { skipped }.into());
+            }
             Err(e) => {
                 let failed = slots
                     .iter_mut()
@@ -618,9 +697,9 @@ impl Store {
                         _ => None,
                     });
                 return Err(match failed {
-                    Some((i, source)) => AttachError::Unreadable {
+                    Some((i, reason)) => AttachError::Unreadable {
                         path: files[i].path.clone(),
-                        source,
+                        reason,
                     }
                     .into(),
                     None => e.into(),
@@ -638,10 +717,7 @@ impl Store {
             }
         }
         let Some(mut prepared) = prepared? else {
-            return Err(AttachError::NothingToAttach {
-                skipped: skipped.len(),
-            }
-            .into());
+            return Err(AttachError::NothingToAttach { skipped }.into());
         };
         let offset = prepared.writer.append_prepared(prepared.batch)?;
         let turn = prepared.writer.state().turns.current().unwrap_or(0);
@@ -700,6 +776,10 @@ impl Store {
 /// with a host other than `localhost`, a query or a fragment (decision: a
 /// fragment such as `#L10-20` names part of a file, which this does not
 /// resolve), missing files, directories and other non-regular files.
+/// Symbolic links in the path are followed (decision: the URI names the file
+/// itself, so a link in it reaches nothing the URI could not name directly;
+/// the `uri` returned is the target's), which is why a caller that lets a
+/// model ask for resources decides itself which URIs to allow.
 pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
     let refuse = |reason: String| -> Error {
         AttachError::NotFileUri {
@@ -731,11 +811,9 @@ pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
         .into()
     };
     let canonical = std::fs::canonicalize(&path).map_err(read_error)?;
-    let meta = std::fs::metadata(&canonical).map_err(read_error)?;
-    if !meta.is_file() {
-        return Err(AttachError::NotAFile { path }.into());
-    }
-    let bytes = read_file(&canonical, RESOLVE_MAX_BYTES).map_err(read_error)?;
+    // The canonical path holds no link: one put there since is refused.
+    let bytes =
+        user_file::read(&canonical, RESOLVE_MAX_BYTES, LastLink::Refuse).map_err(read_error)?;
     let text = is_text(&bytes);
     let names = Names::new(cwd);
     let r = resource(

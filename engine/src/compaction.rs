@@ -372,10 +372,15 @@ pub fn resolve_range<C>(
         starts.iter().rposition(|s| *s <= t).map(|i| i as u64)
     };
     let from = match from.unwrap_or(Bound::Absolute(0)) {
+        // A bound beyond the end of the conversation that the range
+        // extends toward is clamped (`--from -99` is turn 0, `--to 99` the
+        // last turn); one beyond the other end leaves the range no turn and
+        // is refused (`--from 99`, `--to -99`), as JP resolves them
+        // (jp-format.md section 5).
         Bound::Absolute(n) if n > last => {
             return Err(CompactionError::OutOfRange {
                 what: "--from",
-                why: format!("turn {n} does not exist"),
+                why: format!("{n} is after the last turn, so the range covers no turn"),
                 last,
             })
         }
@@ -402,7 +407,9 @@ pub fn resolve_range<C>(
         Bound::FromEnd(n) if n > last => {
             return Err(CompactionError::OutOfRange {
                 what: "--to",
-                why: format!("there are not {n} turns before the last"),
+                why: format!(
+                    "-{n} is before the first turn (turn 0 is {last} before the last), so the range covers no turn"
+                ),
                 last,
             })
         }
@@ -646,13 +653,77 @@ pub struct CompactOutcome {
 pub type Summarizer<'a> =
     dyn FnMut(&Object, &[Entry<BlobRef>]) -> crate::error::Result<String> + 'a;
 
+/// The compaction `request` asks for on `entries` under `config` (the
+/// config in effect at their end): the profile, the range (jp-format.md
+/// section 5), for a summarizing profile the range grown over overlapping
+/// summaries and the text (`request.summary`, else `summarize` with the
+/// raw entries of the range), and what changes. Writes nothing; the
+/// outcome's `offset` is `None`.
+pub fn plan(
+    entries: &[Entry<BlobRef>],
+    config: &Object,
+    request: &CompactRequest,
+    now: Timestamp,
+    summarize: &mut Summarizer<'_>,
+) -> crate::error::Result<CompactOutcome> {
+    let settings = Settings::from_config(config)?;
+    let profile = settings.profile(request.profile.as_deref())?;
+    if profile.summary.is_none() && request.summary.is_some() {
+        return Err(CompactionError::Config(format!(
+            "profile {:?} does not summarize; --summary needs a profile with a summary table",
+            profile.name
+        ))
+        .into());
+    }
+    let keep_last = request.keep_last.unwrap_or(settings.keep_last);
+    let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
+    let (from, to, summary) = match &profile.summary {
+        None => (requested.0, requested.1, None),
+        Some(table) => {
+            let (from, to) = extend_over_summaries(entries, requested.0, requested.1);
+            let text = match (&request.summary, request.dry_run) {
+                (Some(t), _) => t.clone(),
+                (None, true) => String::new(),
+                (None, false) => summarize(table, &raw_range(entries, from, to))?,
+            };
+            (from, to, Some(text))
+        }
+    };
+    let compaction = build(
+        &profile,
+        from,
+        to,
+        summary,
+        &settings.tool_hints,
+        request.source.unwrap_or(CompactionSource::Manual),
+    );
+    let (changes, tokens_before, tokens_after) = dry_run(entries, &compaction, now);
+    Ok(CompactOutcome {
+        profile: profile.name,
+        compaction,
+        requested,
+        changes,
+        tokens_before,
+        tokens_after,
+        offset: None,
+    })
+}
+
+/// The log entry of `compaction`, made at `now`.
+pub fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
+    Entry::Event(crate::event::Event {
+        timestamp: now,
+        kind: EventKind::Compaction(compaction.clone()),
+        metadata: Default::default(),
+        extra: Default::default(),
+    })
+}
+
 impl crate::store::Store {
-    /// Creates a compaction of conversation `id` and appends it (unless
-    /// `dry_run`): resolves the profile, the range (jp-format.md section 5)
-    /// and, for a summarizing profile, grows the range over overlapping
-    /// summaries and gets the text (`request.summary`, else `summarize` with
-    /// the raw entries of the range). Holds the writer lock throughout, so
-    /// `last` and the overlaps are those of the conversation it appends to.
+    /// Creates a compaction of conversation `id` ([`plan`]) and appends it
+    /// (unless `dry_run`). Holds the writer lock throughout, so `last` and
+    /// the overlaps are those of the conversation it appends to; nothing is
+    /// written unless the whole compaction could be made.
     pub fn compact(
         &self,
         id: &crate::conversation::ConversationId,
@@ -663,58 +734,12 @@ impl crate::store::Store {
         let mut writer = self.writer(id)?;
         let conv = self.read(id)?;
         let config = self.effective_config_at(&conv, conv.entries.len())?;
-        let settings = Settings::from_config(&config)?;
-        let profile = settings.profile(request.profile.as_deref())?;
-        let keep_last = request.keep_last.unwrap_or(settings.keep_last);
-        let requested = resolve_range(&conv.entries, request.from, request.to, keep_last, now)?;
-        let (from, to, summary) = match &profile.summary {
-            None => (requested.0, requested.1, None),
-            Some(table) => {
-                let (from, to) = extend_over_summaries(&conv.entries, requested.0, requested.1);
-                let text = match (&request.summary, request.dry_run) {
-                    (Some(t), _) => t.clone(),
-                    (None, true) => String::new(),
-                    (None, false) => summarize(table, &raw_range(&conv.entries, from, to))?,
-                };
-                (from, to, Some(text))
-            }
-        };
-        if profile.summary.is_none() && request.summary.is_some() {
-            return Err(CompactionError::Config(format!(
-                "profile {:?} does not summarize; --summary needs a profile with a summary table",
-                profile.name
-            ))
-            .into());
+        let mut outcome = plan(&conv.entries, &config, request, now, summarize)?;
+        if !request.dry_run {
+            let entry = compaction_entry(&outcome.compaction, now);
+            outcome.offset = Some(writer.append_stored(&[entry])?);
         }
-        let compaction = build(
-            &profile,
-            from,
-            to,
-            summary,
-            &settings.tool_hints,
-            request.source.unwrap_or(CompactionSource::Manual),
-        );
-        let (changes, tokens_before, tokens_after) = dry_run(&conv.entries, &compaction, now);
-        let offset = if request.dry_run {
-            None
-        } else {
-            let entry = Entry::Event(crate::event::Event {
-                timestamp: now,
-                kind: EventKind::Compaction(compaction.clone()),
-                metadata: Default::default(),
-                extra: Default::default(),
-            });
-            Some(writer.append_stored(&[entry])?)
-        };
-        Ok(CompactOutcome {
-            profile: profile.name,
-            compaction,
-            requested,
-            changes,
-            tokens_before,
-            tokens_after,
-            offset,
-        })
+        Ok(outcome)
     }
 
     /// Revokes a compaction by appending a `compaction_undo` entry: the

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
+pub mod validate;
+
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -225,6 +227,23 @@ pub const WORKSPACE_CONFIG_TEMPLATE: &str = r#"# jp-store workspace configuratio
 # [conversation.tools.web_fetch]
 # deduplicate = false
 "#;
+
+/// The 1-based line of `text` (valid TOML) where the key `path` (one
+/// segment per table) is written, for errors about its value. `None` when
+/// the text does not parse or holds no such key.
+pub fn toml_key_line(text: &str, path: &[String]) -> Option<usize> {
+    let table = toml::de::DeTable::parse(text).ok()?;
+    let mut table = table.get_ref();
+    let mut span = None;
+    for (i, segment) in path.iter().enumerate() {
+        let (key, value) = table.iter().find(|(k, _)| k.get_ref() == segment)?;
+        span = Some(key.span());
+        if i + 1 < path.len() {
+            table = value.get_ref().as_table()?;
+        }
+    }
+    span.map(|s| line_column(text, s.start).0)
+}
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 fn line_column(text: &str, offset: usize) -> (usize, usize) {

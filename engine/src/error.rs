@@ -142,6 +142,15 @@ pub enum Error {
         /// What is wrong, and what was expected.
         message: String,
     },
+    /// `init` was given a directory that holds something and is not a
+    /// store.
+    #[error("{} is not empty and not a jp-store store (it holds {found}); init makes a store only in a new or empty directory", path.display())]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+        /// Some of the names in it.
+        found: String,
+    },
     /// The directory is not a jp-store store.
     #[error("{} is not a jp-store store ({reason}); create one with `jp-store init`", path.display())]
     NotAStore {
@@ -164,6 +173,15 @@ pub enum Error {
     /// A config file or config blob is not valid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A setting jp-store reads has a value of the wrong type; `place` says
+    /// which file or stored config holds it.
+    #[error("{place}: {setting}")]
+    BadSetting {
+        /// Where the value lives.
+        place: Box<crate::config::validate::SettingPlace>,
+        /// The key, what it must be and what was found.
+        setting: Box<crate::config::validate::BadSetting>,
+    },
     /// A deduplication setting of the config is not valid.
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),

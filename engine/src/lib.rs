@@ -17,10 +17,13 @@
 //!   blobs safely while others write.
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
+//! - [`user_file`]: reading the files and streams a user names, bounded and
+//!   type-checked.
 //!
 //! Every byte on disk is specified in `format-spec.md`. All file I/O inside
 //! a store goes through `jpstore_blobstore::storage`, so tests can inject
-//! faults; reading the user's own files (attach, JP import) does not.
+//! faults; reading the user's own files (attach, JP import, a summary file)
+//! goes through [`user_file`].
 
 pub mod attach;
 pub mod compaction;
@@ -41,5 +44,6 @@ pub mod provider;
 pub mod store;
 pub mod summarizer;
 pub mod timestamp;
+pub mod user_file;
 
 pub use store::{NewConversation, Store, StoreOptions};

@@ -9,6 +9,7 @@ use jpstore_blobstore::{BlobStore, Options as BlobOptions};
 use serde_json::Value;
 
 use crate::config;
+use crate::config::validate::SettingPlace;
 use crate::conversation::meta::MetaPatch;
 use crate::conversation::read::{read_conversation, read_state, Conversation};
 use crate::conversation::state::ConversationState;
@@ -82,6 +83,46 @@ impl Store {
             source,
         })?;
         Self::init(Arc::new(storage), options)
+    }
+
+    /// `jp-store init`: makes a store in `root` if it is new or empty
+    /// (created if needed), and opens it if it is a store already
+    /// (`conversations/` in it; nothing is written, as `git init` leaves an
+    /// existing repository). Anything else is [`Error::NotEmpty`], naming
+    /// some of what is there: a store is never made over other files.
+    /// Returns the store and whether it was made.
+    pub fn init_new_dir(root: &Path, options: StoreOptions) -> Result<(Store, bool)> {
+        let storage = LocalStorage::create(root).map_err(|source| Error::Io {
+            op: "create",
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let mut names: Vec<String> = storage
+            .read_dir(Path::new("."))
+            .map_err(|source| Error::Io {
+                op: "list",
+                path: root.to_path_buf(),
+                source,
+            })?
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        if names.iter().any(|n| n == CONVERSATIONS_DIR) {
+            return Ok((Self::open(Arc::new(storage), options)?, false));
+        }
+        if !names.is_empty() {
+            names.sort();
+            let shown: Vec<String> = names.iter().take(5).map(|n| format!("{n:?}")).collect();
+            let more = match names.len() {
+                n if n > 5 => format!(" and {} more", n - 5),
+                _ => String::new(),
+            };
+            return Err(Error::NotEmpty {
+                path: root.to_path_buf(),
+                found: format!("{}{more}", shown.join(", ")),
+            });
+        }
+        Ok((Self::init(Arc::new(storage), options)?, true))
     }
 
     /// Opens the store in `root`, which must have been created by `init`.
@@ -208,7 +249,15 @@ impl Store {
             expected: "UTF-8 text (TOML)".into(),
             found: "a byte that is not UTF-8".into(),
         })?;
-        Ok(config::parse_workspace_toml(&text, &display)?)
+        let config = config::parse_workspace_toml(&text, &display)?;
+        config::validate::validate(&config).map_err(|setting| Error::BadSetting {
+            place: Box::new(SettingPlace::WorkspaceFile {
+                line: config::toml_key_line(&text, &setting.path),
+                path: display,
+            }),
+            setting: Box::new(setting),
+        })?;
+        Ok(config)
     }
 
     /// Creates a conversation and returns its writer.
@@ -218,7 +267,13 @@ impl Store {
         let _gc = self.gc_shared()?;
         let created = new.created.unwrap_or_else(Timestamp::now);
         let base = match new.base_config {
-            Some(b) => b,
+            Some(b) => {
+                config::validate::validate(&b).map_err(|setting| Error::BadSetting {
+                    place: Box::new(SettingPlace::GivenBaseConfig),
+                    setting: Box::new(setting),
+                })?;
+                b
+            }
             None => self.workspace_config()?,
         };
         let base_ref = self.put_config(&base)?;
@@ -258,8 +313,39 @@ impl Store {
         new_id: Option<ConversationId>,
         now: Timestamp,
     ) -> Result<ConversationWriter<'_>> {
+        self.fork_compacted(id, last, new_id, now, None)
+            .map(|(writer, _)| writer)
+    }
+
+    /// [`Store::fork`], the fork compacted as `compact` asks: the compaction
+    /// is planned ([`crate::compaction::plan`]) on the fork's entries under
+    /// the config in effect at their end, its summary made, and its entry
+    /// published with the fork's other entries in the one new log. So the
+    /// fork appears compacted or not at all: an unknown profile, a bad range
+    /// or a failed summary leaves nothing behind. (A dry-run request plans
+    /// and reports the compaction without adding it.) Returns the new
+    /// writer and the compaction made.
+    pub fn fork_compacted(
+        &self,
+        id: &ConversationId,
+        last: Option<u64>,
+        new_id: Option<ConversationId>,
+        now: Timestamp,
+        compact: Option<(
+            &crate::compaction::CompactRequest,
+            &mut crate::compaction::Summarizer<'_>,
+        )>,
+    ) -> Result<(
+        ConversationWriter<'_>,
+        Option<crate::compaction::CompactOutcome>,
+    )> {
+        // Held from the read of the source to the publication of the fork,
+        // so the blobs the fork shares cannot be swept in between.
         let _gc = self.gc_shared()?;
         let conv = self.read(id)?;
+        // The fork's base config is made of the source's: a bad setting in
+        // it is refused (naming where it lives) rather than copied.
+        self.effective_base(&conv)?;
         let turns = conv.state.turns.turns();
         let first_turn = match last {
             Some(0) => {
@@ -280,7 +366,7 @@ impl Store {
             .unwrap_or(conv.entries.len());
         let start = if first_turn == 0 { 0 } else { start };
         let base = self.config_at(&conv, start)?;
-        let entries: Vec<crate::event::Entry> = conv.entries[start..]
+        let mut entries: Vec<crate::event::Entry> = conv.entries[start..]
             .iter()
             .filter(|e| {
                 first_turn == 0
@@ -291,6 +377,22 @@ impl Store {
             })
             .cloned()
             .collect();
+        let compacted = match compact {
+            None => None,
+            Some((request, summarize)) => {
+                // The fork's base is the config at its start, and it keeps
+                // every later delta: the config at its end is the source's.
+                let config = self.effective_config_at(&conv, conv.entries.len())?;
+                let outcome = crate::compaction::plan(&entries, &config, request, now, summarize)?;
+                if !request.dry_run {
+                    entries.push(crate::compaction::compaction_entry(
+                        &outcome.compaction,
+                        now,
+                    ));
+                }
+                Some(outcome)
+            }
+        };
         let base_ref = self.put_config(&base)?;
         let mut fields = conv.state.metadata.fields.clone();
         fields.remove(crate::jp::JP_FIELD);
@@ -303,7 +405,8 @@ impl Store {
             base_config: Some(base_ref),
             fields,
         };
-        self.create_log(new_id, now, patch, &entries)
+        let writer = self.create_log(new_id, now, patch, &entries)?;
+        Ok((writer, compacted))
     }
 
     /// Publishes a new conversation's log: with `id`, or else JP's kind of
@@ -486,9 +589,47 @@ impl Store {
     /// it is now, with the conversation's own base config merged over it
     /// (format-spec.md 4.5). So settings added to `config.toml` later apply
     /// to existing conversations, and a conversation's own settings win.
+    ///
+    /// Every setting jp-store reads is checked in the workspace config, the
+    /// base config and after each of the conversation's config deltas
+    /// ([`config::validate::validate_layers`]), so a value of the wrong
+    /// type is [`Error::BadSetting`] naming the conversation and the base
+    /// config or the entry of the delta that holds it.
     pub fn effective_base(&self, conversation: &Conversation) -> Result<Object> {
-        let mut config = self.workspace_config()?;
-        config::merge(&mut config, &self.base_config(conversation)?);
+        let workspace = self.workspace_config()?;
+        let base = self.base_config(conversation)?;
+        let deltas: Vec<(usize, &Object)> = conversation
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e.event().map(|e| &e.kind) {
+                Some(EventKind::ConfigDelta(d)) => Some((i, &d.delta)),
+                _ => None,
+            })
+            .collect();
+        let layers = [&workspace, &base]
+            .into_iter()
+            .chain(deltas.iter().map(|(_, d)| *d));
+        if let Err((layer, setting)) = config::validate::validate_layers(layers) {
+            let conversation = conversation.id.to_string();
+            let place = match layer {
+                0 => SettingPlace::WorkspaceFile {
+                    path: self.storage.display_path(Path::new(CONFIG_FILE)),
+                    line: None,
+                },
+                1 => SettingPlace::BaseConfig { conversation },
+                n => SettingPlace::ConfigDelta {
+                    conversation,
+                    entry: deltas.get(n - 2).map_or(0, |(i, _)| i + 1),
+                },
+            };
+            return Err(Error::BadSetting {
+                place: Box::new(place),
+                setting: Box::new(setting),
+            });
+        }
+        let mut config = workspace;
+        config::merge(&mut config, &base);
         Ok(config)
     }
 

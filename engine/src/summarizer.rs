@@ -61,7 +61,7 @@ array in the order they happened:";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The largest accepted `timeout_secs` (a day).
-const MAX_TIMEOUT_SECS: u64 = 86_400;
+const MAX_TIMEOUT_SECS: u64 = crate::config::validate::MAX_SUMMARY_TIMEOUT_SECS;
 
 /// How much of a command's stderr, or of an HTTP response body, an error
 /// carries.

@@ -212,3 +212,142 @@ fn resolve_prints_the_current_content() {
         assert!(out.stderr.contains(says), "{bad}: {}", out.stderr);
     }
 }
+
+#[test]
+fn links_leaving_the_attached_directory_are_skipped_unless_followed() {
+    use std::os::unix::fs::symlink;
+    let s = Setup::new();
+    let outside = s.write("outside/secret.txt", b"SECRET CONTENT");
+    s.write("proj/a.txt", b"a");
+    s.write("proj/sub/b.txt", b"b");
+    symlink(&outside, s.work.join("proj/absolute")).expect("symlink");
+    symlink("../outside/secret.txt", s.work.join("proj/relative")).expect("symlink");
+    symlink("sub/b.txt", s.work.join("proj/inner")).expect("symlink");
+    symlink(s.work.join("outside"), s.work.join("proj/dirlink")).expect("symlink");
+    let has_secret = |events: &[Value]| {
+        serde_json::to_string(events)
+            .expect("json")
+            .contains("SECRET")
+    };
+
+    let before = tree_snapshot(&s.store);
+    let out = s.run(&["attach", &s.id, "proj", "--strict"]);
+    out.expect_code(1, "strict attach with links leaving the directory");
+    assert!(
+        out.stderr.contains("absolute") && out.stderr.contains("outside"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tree_snapshot(&s.store), before, "store unchanged");
+
+    let out = s.run(&["attach", &s.id, "proj", "--json"]);
+    let summary = out.json("attach of a tree with links");
+    // The link inside the tree leads to sub/b.txt, attached once.
+    assert_eq!(summary["files"], 2, "{summary}");
+    let skipped: Vec<String> = summary["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .map(|s| format!("{} {}", s["path"], s["error"]))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    for (link, line) in ["proj/absolute", "proj/relative"].iter().zip(&skipped) {
+        assert!(line.contains(link), "{skipped:?}");
+        assert!(
+            line.contains("outside the attached directory"),
+            "{skipped:?}"
+        );
+    }
+    assert!(out.stderr.contains("warning: skipped"), "{}", out.stderr);
+    assert!(
+        !has_secret(&s.events()),
+        "a link leaked a file outside the tree"
+    );
+
+    // Opting in attaches the targets.
+    let out = s.run(&["attach", &s.id, "proj", "--follow-links", "--json"]);
+    let summary = out.json("attach --follow-links");
+    assert_eq!(summary["files"], 3, "{summary}");
+    assert_eq!(summary["skipped"], json!([]));
+    assert!(has_secret(&s.events()));
+
+    // A path named on the command line that is itself a link is the user's
+    // choice: followed, for a file and for a directory (walked as the root).
+    let s = Setup::new();
+    let outside = s.write("outside/secret.txt", b"SECRET CONTENT");
+    s.write("proj/a.txt", b"a");
+    symlink(&outside, s.work.join("named")).expect("symlink");
+    symlink(s.work.join("proj"), s.work.join("projlink")).expect("symlink");
+    let summary = s
+        .run(&["attach", &s.id, "named", "projlink", "--json"])
+        .json("attach of named links");
+    assert_eq!(summary["files"], 2, "{summary}");
+    assert_eq!(summary["skipped"], json!([]));
+    assert!(has_secret(&s.events()));
+}
+
+/// Every file of an attach skipped, whether found so by the walk (a missing
+/// path) or only when read (a sparse file over the blob size limit): each
+/// reason is printed once, with and without `--strict`, and the store is
+/// byte-identical (no pack, no loose object, no log change).
+#[test]
+fn an_attach_where_every_file_is_skipped_names_each_reason_once_and_writes_nothing() {
+    let s = Setup::new();
+    std::fs::create_dir_all(s.work.join("big")).expect("mkdir");
+    for name in ["big/one.bin", "big/two.bin"] {
+        let file = std::fs::File::create(s.work.join(name)).expect("create");
+        file.set_len(3 << 30).expect("a sparse 3 GiB file");
+    }
+    let before = tree_snapshot(&s.store);
+    for strict in [false, true] {
+        for paths in [&["big"][..], &["missing.txt"][..]] {
+            let mut args = vec!["attach", s.id.as_str()];
+            args.extend_from_slice(paths);
+            if strict {
+                args.push("--strict");
+            }
+            let out = s.run(&args);
+            out.expect_code(1, &format!("{args:?}"));
+            let reasons: &[&str] = if paths == ["big"] {
+                if strict {
+                    // The first failure aborts the batch; which file that
+                    // is depends on the reading threads.
+                    &["more than the limit"]
+                } else {
+                    &[
+                        "one.bin: 3221225472 bytes, more than the limit",
+                        "two.bin: 3221225472 bytes, more than the limit",
+                    ]
+                }
+            } else {
+                &["missing.txt: No such file or directory"]
+            };
+            for reason in reasons {
+                assert_eq!(
+                    out.stderr.matches(reason).count(),
+                    1,
+                    "{args:?}: {reason:?} once\n{}",
+                    out.stderr
+                );
+            }
+            if paths == ["big"] && strict {
+                assert_eq!(
+                    out.stderr.matches("more than the limit").count(),
+                    1,
+                    "{args:?}\n{}",
+                    out.stderr
+                );
+            }
+            assert!(
+                out.stderr.contains("nothing was appended"),
+                "{}",
+                out.stderr
+            );
+            assert_eq!(
+                tree_snapshot(&s.store),
+                before,
+                "{args:?}: the store is byte-identical"
+            );
+        }
+    }
+}

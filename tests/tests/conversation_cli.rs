@@ -763,3 +763,75 @@ fn store_layout_modes_links_and_foreign_directories() {
         "the link's target changed"
     );
 }
+
+/// `init` makes a store only in a new or empty directory; it refuses a
+/// directory holding anything else, naming what is there, and leaves an
+/// existing store as it is (exit 0, saying so). Other commands refuse a
+/// directory that is not a store and create nothing in it.
+#[test]
+fn init_refuses_a_non_empty_directory_and_leaves_an_existing_store_as_it_is() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let busy = tmp.path().join("busy");
+    std::fs::create_dir_all(busy.join("src")).expect("mkdir");
+    std::fs::write(busy.join("notes.txt"), b"mine").expect("write");
+    let before = jpstore_tests::tree_snapshot(&busy);
+    let out = run_jp_store(&busy, &["init"], b"");
+    out.expect_code(1, "init of a non-empty directory");
+    assert!(
+        out.stderr.contains("not empty")
+            && out.stderr.contains("notes.txt")
+            && out.stderr.contains("src"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        jpstore_tests::tree_snapshot(&busy),
+        before,
+        "nothing written"
+    );
+    for args in [
+        &["ls"][..],
+        &["new"][..],
+        &["stats"][..],
+        &["blob", "ls"][..],
+    ] {
+        let out = run_jp_store(&busy, args, b"");
+        out.expect_code(1, &format!("{args:?} in a directory that is not a store"));
+        assert!(
+            out.stderr.contains("not a jp-store store"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(
+        jpstore_tests::tree_snapshot(&busy),
+        before,
+        "nothing written"
+    );
+
+    // New and empty directories become stores.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    for dir in [tmp.path().join("new/store"), empty] {
+        run_jp_store(&dir, &["init"], b"").ok("init of a new or empty directory");
+        assert!(dir.join("conversations").is_dir() && dir.join("config.toml").is_file());
+    }
+
+    // An existing store is left as it is.
+    let store = tmp.path().join("new/store");
+    run_jp_store(&store, &["new", "--id", "a"], b"").ok("new");
+    std::fs::write(store.join("config.toml"), b"# mine\n").expect("write");
+    let before = jpstore_tests::tree_snapshot(&store);
+    let out = run_jp_store(&store, &["init"], b"");
+    out.expect_code(0, "init of an existing store");
+    assert!(
+        out.stderr.contains("already a jp-store store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        jpstore_tests::tree_snapshot(&store),
+        before,
+        "the store unchanged"
+    );
+}

@@ -321,4 +321,131 @@ fn forks_print_their_id_and_can_be_compacted() {
         .expect_code(1, "id taken");
     s.run(&["fork", "nope"], b"")
         .expect_code(1, "unknown source");
+    // The fork and its compaction appear together: the compaction is in the
+    // fork's one log.
+    let export = s.run(&["export", "f"], b"").json("export of the fork");
+    let kinds: Vec<&str> = export["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds.last(), Some(&"compaction"), "{kinds:?}");
+}
+
+#[test]
+fn a_fork_whose_compaction_cannot_be_made_is_not_created() {
+    let s = S::new();
+    let src = s.work.join("ws/17738399470-x");
+    jp_conversation(&src, 3);
+    s.run(&["import", src.to_str().expect("utf-8")], b"")
+        .ok("import");
+    // A summarizing profile whose summary command fails.
+    std::fs::write(
+        s.root.join("config.toml"),
+        "[conversation.compaction.profiles.heavy.summary]\npolicy = \"summarize\"\ncommand = \"exit 3\"\n",
+    )
+    .expect("config");
+    let before = jpstore_tests::tree_snapshot(&s.root);
+    for (args, says) in [
+        (
+            vec!["fork", "17738399470", "--compact=nosuch", "--id", "g"],
+            "no compaction profile \"nosuch\"",
+        ),
+        (
+            vec!["fork", "17738399470", "--compact=heavy", "--id", "g"],
+            "exit 3",
+        ),
+        (
+            vec!["fork", "17738399470", "--last", "9", "--compact=nosuch"],
+            "nosuch",
+        ),
+    ] {
+        let out = s.run(&args, b"");
+        out.expect_code(1, &format!("{args:?}"));
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            jpstore_tests::tree_snapshot(&s.root),
+            before,
+            "{args:?} left something in the store"
+        );
+    }
+    let ls = s.run(&["ls", "--json"], b"").json("ls");
+    assert_eq!(ls.as_array().expect("list").len(), 1, "{ls}");
+}
+
+#[test]
+fn an_export_to_a_directory_holding_one_of_its_files_writes_none() {
+    let s = S::new();
+    let src = s.work.join("ws/17738399470-x");
+    jp_conversation(&src, 1);
+    s.run(&["import", src.to_str().expect("utf-8")], b"")
+        .ok("import");
+    let out_dir = s.work.join("out");
+    std::fs::create_dir_all(&out_dir).expect("mkdir");
+    std::fs::write(out_dir.join("metadata.json"), "{}").expect("write");
+    let out = s.run(
+        &[
+            "export",
+            "17738399470",
+            "--format",
+            "jp",
+            "--out",
+            out_dir.to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    out.expect_code(1, "export over an existing file");
+    assert!(out.stderr.contains("metadata.json"), "{}", out.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["metadata.json"],
+        "the export wrote part of its files"
+    );
+    assert_eq!(
+        std::fs::read(out_dir.join("metadata.json")).expect("read"),
+        b"{}"
+    );
+}
+
+/// Bounds outside the conversation (jp-format.md section 5): one beyond the
+/// end the range extends toward is clamped (`--to 99`, `--from -99`), one
+/// beyond the other end is refused for --from and --to alike (`--from 99`,
+/// `--to -99`), saying the range would cover no turn.
+#[test]
+fn bounds_outside_the_conversation_clamp_toward_the_range_and_are_refused_past_its_far_end() {
+    let s = S::new();
+    s.run(&["new", "--id", "b"], b"").ok("new");
+    for i in 0..4 {
+        let turn = json!([{"type": "turn_start"}, {"type": "chat_request", "content": format!("q{i}")},
+                          {"type": "chat_response", "message": "a"}]);
+        s.run(&["append", "b"], turn.to_string().as_bytes())
+            .ok("append");
+    }
+    for bound in [["--to", "99"], ["--from", "-99"]] {
+        let out = s
+            .run(
+                &["compact", "b", bound[0], bound[1], "--dry-run", "--json"],
+                b"",
+            )
+            .json("a clamped bound");
+        assert_eq!(
+            (&out["from_turn"], &out["to_turn"]),
+            (&json!(0), &json!(3)),
+            "{bound:?}: {out}"
+        );
+    }
+    for (bound, says) in [
+        (["--from", "99"], "--from is out of range: 99 is after the last turn, so the range covers no turn"),
+        (["--to", "-99"], "--to is out of range: -99 is before the first turn (turn 0 is 3 before the last), so the range covers no turn"),
+    ] {
+        let out = s.run(&["compact", "b", bound[0], bound[1], "--dry-run"], b"");
+        out.expect_code(1, &format!("{bound:?}"));
+        assert!(out.stderr.contains(says), "{bound:?}: {}", out.stderr);
+    }
 }

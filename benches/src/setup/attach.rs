@@ -39,7 +39,8 @@ pub fn collect_and_attach(
     id: &ConversationId,
     files: usize,
 ) -> AttachOutcome {
-    let (collected, errors) = attach::collect(&[tree.to_path_buf()], tree);
+    let (collected, errors) =
+        attach::collect(&[tree.to_path_buf()], tree, attach::Links::default());
     assert!(errors.is_empty(), "{errors:?}");
     let out = store
         .attach(id, &collected, Some("the tree".into()), true, &mut |_| {})

@@ -21,7 +21,7 @@ fn names(files: &[FileToAttach]) -> Vec<&str> {
 
 fn collect_ok(paths: &[&str], cwd: &Path) -> Vec<FileToAttach> {
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
-    let (files, errors) = collect(&paths, cwd);
+    let (files, errors) = collect(&paths, cwd, Links::StayInside);
     assert!(errors.is_empty(), "unexpected errors: {errors:?}");
     files
 }
@@ -94,6 +94,38 @@ fn dot_segments_are_resolved_and_names_are_relative() {
 }
 
 #[test]
+fn walked_links_leaving_the_directory_are_refused_unless_followed() {
+    let (_t, dir) = tempdir();
+    write(&dir, "proj/a.txt", b"a");
+    // A sibling whose name begins with the walked directory's name: outside.
+    write(&dir, "proj2/secret.txt", b"secret");
+    std::os::unix::fs::symlink("../proj2/secret.txt", dir.join("proj/sibling")).expect("link");
+    // A chain that leaves the directory and comes back: inside.
+    std::os::unix::fs::symlink(dir.join("proj/a.txt"), dir.join("proj2/back")).expect("link");
+    std::os::unix::fs::symlink("../proj2/back", dir.join("proj/hop")).expect("link");
+    let (files, errors) = collect(&[PathBuf::from("proj")], &dir, Links::StayInside);
+    assert_eq!(names(&files), vec!["proj/a.txt"]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, dir.join("proj/sibling"));
+    assert_eq!(errors[0].1.kind(), io::ErrorKind::PermissionDenied);
+    assert!(
+        errors[0]
+            .1
+            .to_string()
+            .contains("outside the attached directory"),
+        "{}",
+        errors[0].1
+    );
+    let (files, errors) = collect(&[PathBuf::from("proj")], &dir, Links::Follow);
+    assert!(errors.is_empty(), "{errors:?}");
+    let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        vec![dir.join("proj/a.txt"), dir.join("proj2/secret.txt")]
+    );
+}
+
+#[test]
 fn symlinks_resolve_to_their_target() {
     let (_t, dir) = tempdir();
     write(&dir, "real/target.rs", b"fn main() {}\n");
@@ -156,12 +188,16 @@ fn missing_paths_and_special_files_are_reported() {
     let (_t, dir) = tempdir();
     write(&dir, "a.txt", b"a");
     std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).expect("link");
-    let (files, errors) = collect(&[PathBuf::from("a.txt"), PathBuf::from("missing")], &dir);
+    let (files, errors) = collect(
+        &[PathBuf::from("a.txt"), PathBuf::from("missing")],
+        &dir,
+        Links::StayInside,
+    );
     assert_eq!(names(&files), vec!["a.txt"]);
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].0, PathBuf::from("missing"));
     assert_eq!(errors[0].1.kind(), io::ErrorKind::NotFound);
-    let (files, errors) = collect(std::slice::from_ref(&dir), &dir);
+    let (files, errors) = collect(std::slice::from_ref(&dir), &dir, Links::StayInside);
     assert_eq!(names(&files), vec!["a.txt"]);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].0, dir.join("dangling"));
@@ -296,9 +332,9 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
         .attach(&id, &files, None, true, &mut |_| {})
         .expect_err("strict attach of a vanished file");
     match err {
-        Error::Attach(AttachError::Unreadable { path, source }) => {
+        Error::Attach(AttachError::Unreadable { path, reason }) => {
             assert_eq!(path, gone);
-            assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            assert_eq!(reason.kind(), io::ErrorKind::NotFound);
         }
         other => panic!("unexpected error {other}"),
     }
@@ -323,10 +359,14 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
     let err = store
         .attach(&id, &files[1..], None, false, &mut |_| {})
         .expect_err("nothing to attach");
-    assert!(matches!(
-        err,
-        Error::Attach(AttachError::NothingToAttach { skipped: 1 })
-    ));
+    match &err {
+        Error::Attach(AttachError::NothingToAttach { skipped }) => {
+            assert_eq!(skipped.len(), 1, "{err}");
+            assert_eq!(skipped[0].0, gone);
+            assert_eq!(skipped[0].1.kind(), io::ErrorKind::NotFound);
+        }
+        other => panic!("unexpected error {other}"),
+    }
     assert_eq!(std::fs::read(&log).expect("log"), before);
 }
 

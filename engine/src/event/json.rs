@@ -321,11 +321,23 @@ fn parse_known(obj: &Object, mode: ParseMode) -> Result<Option<Event<Payload>>, 
             id: f.string("id")?,
             answer: f.required("answer")?.clone(),
         }),
-        "config_delta" => EventKind::ConfigDelta(ConfigDelta {
-            delta: f
+        "config_delta" => {
+            let delta = f
                 .opt_object("delta")?
-                .ok_or_else(|| err("delta", "required but missing"))?,
-        }),
+                .ok_or_else(|| err("delta", "required but missing"))?;
+            // A setting jp-store reads, of the wrong type, is refused before
+            // it is stored (format-spec.md 4.5); import (lenient) checks JP's
+            // files itself, naming them.
+            if matches!(mode, ParseMode::Strict { .. }) {
+                crate::config::validate::validate(&delta).map_err(|bad| {
+                    err(
+                        format!("delta.{}", bad.key()),
+                        format!("must be {}, found {}", bad.expected, bad.found),
+                    )
+                })?;
+            }
+            EventKind::ConfigDelta(ConfigDelta { delta })
+        }
         "compaction" => EventKind::Compaction(parse_compaction(&mut f)?),
         "compaction_undo" => EventKind::CompactionUndo(CompactionUndo {
             undoes: {

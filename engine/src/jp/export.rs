@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{publish_new_file, LocalStorage};
+use jpstore_blobstore::storage::{publish_new_file, LocalStorage, Storage};
 use serde_json::{Map, Value};
 
 use super::base64::{encode, encode_leaves};
@@ -274,6 +274,26 @@ pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
     ];
     if let Some(b) = &files.base_config {
         list.push(("base_config.json", b));
+    }
+    // Checked for all the files before any is written, so that a directory
+    // holding one of them is left as it was. (Each file is still published
+    // without replacing one made meanwhile.)
+    for (name, _) in &list {
+        match storage.metadata(Path::new(name)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Ok(_) => {
+                return Err(Error::AlreadyExists {
+                    path: dir.join(name),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "stat",
+                    path: dir.join(name),
+                    source,
+                })
+            }
+        }
     }
     for (name, value) in list {
         let mut bytes = match serde_json::to_vec_pretty(value) {

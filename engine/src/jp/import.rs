@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{read_all, LocalStorage, OpenMode, Storage};
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
@@ -17,6 +16,7 @@ use crate::event::json::{parse_entry, ParseMode};
 use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
+use crate::user_file::{self, LastLink};
 
 /// Largest JP file read.
 pub const MAX_JP_FILE: u64 = 2 << 30;
@@ -58,7 +58,10 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
         path: path.to_path_buf(),
         source,
     };
-    if path.join("events.json").is_file() {
+    // An `events.json` of any type marks a conversation directory: one
+    // that is not a regular file is refused when it is read, by name.
+    let has_events = |dir: &Path| dir.join("events.json").symlink_metadata().is_ok();
+    if has_events(path) {
         return Ok(vec![path.to_path_buf()]);
     }
     let meta = std::fs::metadata(path).map_err(|e| io("open", e))?;
@@ -82,7 +85,7 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
         for e in entries {
             let e = e.map_err(|e| io("list", e))?;
             let p = e.path();
-            if p.is_dir() && p.join("events.json").is_file() {
+            if p.is_dir() && has_events(&p) {
                 found.push(p);
             }
         }
@@ -91,23 +94,22 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-fn read_json(storage: &LocalStorage, dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
-    let file = match storage.open(Path::new(name), OpenMode::Read) {
-        Ok(f) => f,
+/// Reads `dir/name` as JSON: a regular file of at most [`MAX_JP_FILE`]
+/// bytes (a FIFO, a device or a link there is refused without blocking:
+/// [`user_file`]); `None` if it does not exist.
+fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
+    let path = dir.join(name);
+    let bytes = match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(Error::Io {
-                op: "open",
-                path: dir.join(name),
+                op: "read",
+                path,
                 source,
             })
         }
     };
-    let bytes = read_all(&*file, MAX_JP_FILE).map_err(|source| Error::Io {
-        op: "read",
-        path: dir.join(name),
-        source,
-    })?;
     // JP's loader (serde derive) refuses a field given twice; a file with
     // a duplicate key anywhere is damaged or hand-edited, and which value
     // was meant is unknown: refused, naming the key's path.
@@ -151,20 +153,15 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         .parent()
         .and_then(|p| p.file_name())
         .is_some_and(|n| n == ".archive");
-    let storage = LocalStorage::open(dir).map_err(|source| Error::Io {
-        op: "open",
-        path: dir.to_path_buf(),
-        source,
-    })?;
     let (events, mut bytes) =
-        read_json(&storage, dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+        read_json(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
     let Value::Array(events) = events else {
         return Err(invalid(
             &dir.join("events.json"),
             "expected a JSON array of entries",
         ));
     };
-    let metadata = match read_json(&storage, dir, "metadata.json")? {
+    let metadata = match read_json(dir, "metadata.json")? {
         None => Map::new(),
         Some((Value::Object(o), n)) => {
             bytes += n;
@@ -177,7 +174,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             ))
         }
     };
-    let base_config = match read_json(&storage, dir, "base_config.json")? {
+    let base_config = match read_json(dir, "base_config.json")? {
         None => None,
         Some((Value::Object(o), n)) => {
             bytes += n;
@@ -190,6 +187,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             ))
         }
     };
+    check_settings(dir, base_config.as_ref(), &events)?;
     Ok(JpSource {
         path: dir.to_path_buf(),
         dir_name,
@@ -200,6 +198,49 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         base_config,
         bytes,
     })
+}
+
+/// Refuses a JP conversation whose config holds a setting jp-store reads
+/// of the wrong type (format-spec.md 4.5), naming the file (and the entry of
+/// a `config_delta`) that holds it: stored, it would fail every later view.
+/// The layers are those [`prepare`] finds: `base_config.json` or a first
+/// `config_delta`, then every `config_delta` of `events.json`.
+fn check_settings(
+    dir: &Path,
+    base_config: Option<&Map<String, Value>>,
+    events: &[Value],
+) -> Result<()> {
+    let deltas: Vec<(usize, &Map<String, Value>)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.get("type").and_then(Value::as_str) == Some("config_delta"))
+        .filter_map(|(i, e)| match e.get("delta") {
+            Some(Value::Object(d)) => Some((i, d)),
+            _ => None,
+        })
+        .collect();
+    let empty = Map::new();
+    let layers =
+        std::iter::once(base_config.unwrap_or(&empty)).chain(deltas.iter().map(|(_, d)| *d));
+    match crate::config::validate::validate_layers(layers) {
+        Ok(()) => Ok(()),
+        Err((layer, setting)) => {
+            let place = match layer {
+                0 => crate::config::validate::SettingPlace::JpFile {
+                    path: dir.join("base_config.json"),
+                    entry: None,
+                },
+                n => crate::config::validate::SettingPlace::JpFile {
+                    path: dir.join("events.json"),
+                    entry: deltas.get(n - 1).map(|(i, _)| i + 1),
+                },
+            };
+            Err(Error::BadSetting {
+                place: Box::new(place),
+                setting: Box::new(setting),
+            })
+        }
+    }
 }
 
 /// A JP conversation converted to jp-store's form, ready to store.

@@ -46,9 +46,8 @@ use serde_json::Value;
 use crate::config::{lookup, merge};
 use crate::event::turns::TurnCounter;
 use crate::event::{
-    Block, Entry, EventKind, Object, Payload, Resource, ResourceContent, TextBlock,
+    in_view, Block, Entry, EventKind, Object, Payload, Resource, ResourceContent, TextBlock,
 };
-use crate::projection::in_view;
 
 #[cfg(doc)]
 use crate::event::BlobRef;

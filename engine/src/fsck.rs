@@ -36,8 +36,7 @@ mod layout;
 
 use known::KnownBlobs;
 
-/// Directory of quarantined damage, at the store root.
-pub const QUARANTINE_DIR: &str = "quarantine";
+pub use crate::conversation::QUARANTINE_DIR;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

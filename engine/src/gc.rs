@@ -189,7 +189,7 @@ impl Store {
     pub(crate) fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
         let storage = &**self.storage();
         let options = self.options().log;
-        let dir = Path::new(crate::fsck::QUARANTINE_DIR).join("conversations");
+        let dir = Path::new(crate::conversation::QUARANTINE_DIR).join("conversations");
         let entries = match storage.read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if is_absent(&e) => return Ok(()),

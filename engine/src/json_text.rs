@@ -232,18 +232,4 @@ mod tests {
         let e = parse(b"{} {}").expect_err("two values");
         assert_eq!(e.duplicate, None);
     }
-
-    #[test]
-    fn config_json_with_a_key_twice_is_refused_naming_it() {
-        let e = crate::config::parse_config_json(
-            br#"{"assistant": {"model": {"id": "a", "id": "b"}}}"#,
-            "the base config",
-        )
-        .expect_err("a duplicate key")
-        .to_string();
-        assert!(
-            e.contains("duplicate key `id`") && e.contains("assistant.model.id"),
-            "{e}"
-        );
-    }
 }

@@ -30,6 +30,7 @@
 use std::collections::HashMap;
 
 use crate::dedup::{deduplicate, DedupError, Report};
+pub use crate::event::in_view;
 use crate::event::turns::turn_indices;
 use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
@@ -323,7 +324,16 @@ fn decide_event<'e>(
                 _ => Action::Keep,
             }
         }
-        _ => Action::Keep,
+        // Kept as they are: no policy applies to them (listed so that a new
+        // kind must be decided on here).
+        EventKind::ChatRequest(_)
+        | EventKind::ChatResponse(_)
+        | EventKind::TurnStart
+        | EventKind::InquiryRequest(_)
+        | EventKind::InquiryResponse(_)
+        | EventKind::ConfigDelta(_)
+        | EventKind::Compaction(_)
+        | EventKind::CompactionUndo(_) => Action::Keep,
     }
 }
 
@@ -470,22 +480,6 @@ fn repair_orphans_tagged<T: Copy>(
         }
     }
     (out, out_tags)
-}
-
-/// Whether an entry of a view is part of what `view` prints: the five
-/// conversation event types (config deltas, inquiries, compactions and
-/// unknown entries are not part of a view).
-pub fn in_view<C>(entry: &Entry<C>) -> bool {
-    matches!(
-        entry.event().map(|e| &e.kind),
-        Some(
-            EventKind::TurnStart
-                | EventKind::ChatRequest(_)
-                | EventKind::ChatResponse(_)
-                | EventKind::ToolCallRequest(_)
-                | EventKind::ToolCallResponse(_)
-        )
-    )
 }
 
 /// The view: compactions applied, orphans repaired, and only the events a

@@ -581,7 +581,14 @@ pub fn anthropic_request(
             EventKind::ToolCallResponse(r) => {
                 (Role::User, vec![anthropic_tool_result(r, &mut reader)?])
             }
-            _ => continue,
+            // Not part of what a model is sent (a view holds none of them;
+            // listed so that a new kind must be decided on here).
+            EventKind::TurnStart
+            | EventKind::InquiryRequest(_)
+            | EventKind::InquiryResponse(_)
+            | EventKind::ConfigDelta(_)
+            | EventKind::Compaction(_)
+            | EventKind::CompactionUndo(_) => continue,
         };
         if blocks.is_empty() {
             continue;
@@ -829,7 +836,11 @@ pub fn openai_request(
                 messages.push(OpenAiMessage::Done(openai_tool(r, &mut reader)?));
                 open = false;
             }
-            _ => {}
+            EventKind::InquiryRequest(_)
+            | EventKind::InquiryResponse(_)
+            | EventKind::ConfigDelta(_)
+            | EventKind::Compaction(_)
+            | EventKind::CompactionUndo(_) => {}
         }
     }
     let mut body = Map::new();

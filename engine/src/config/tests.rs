@@ -482,3 +482,17 @@ proptest! {
         prop_assert_eq!(canonical_bytes(&parsed), bytes);
     }
 }
+
+#[test]
+fn config_json_with_a_key_twice_is_refused_naming_it() {
+    let e = parse_config_json(
+        br#"{"assistant": {"model": {"id": "a", "id": "b"}}}"#,
+        "the base config",
+    )
+    .expect_err("a duplicate key")
+    .to_string();
+    assert!(
+        e.contains("duplicate key `id`") && e.contains("assistant.model.id"),
+        "{e}"
+    );
+}

@@ -22,7 +22,10 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::config::json_kind;
-use crate::event::Object;
+
+/// A JSON object (the same type as `crate::event::Object`, named here so the
+/// config layer does not import the event model above it).
+type Object = serde_json::Map<String, serde_json::Value>;
 
 /// Longest `timeout_secs` of a summary table (a day), as the summarizer
 /// accepts.

@@ -28,6 +28,9 @@ use crate::timestamp::Timestamp;
 
 /// Directory of conversations inside the store.
 pub const CONVERSATIONS_DIR: &str = "conversations";
+/// Directory of quarantined damage, at the store root (fsck moves damaged
+/// parts there; a writer copies a tail there before it cuts it).
+pub const QUARANTINE_DIR: &str = "quarantine";
 /// Name of the log inside a conversation's directory.
 pub const LOG_FILE: &str = "events.log";
 

@@ -233,7 +233,7 @@ impl<'s> ConversationWriter<'s> {
         open_reader(storage, &id, options)?;
         let recovery = crate::log::Recovery {
             proven_end: head::proven_end(storage, &id),
-            copy_dir: std::path::Path::new(crate::fsck::QUARANTINE_DIR).join("conversations"),
+            copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
         let log = LogWriter::open_recovering(storage, &id.log_path(), options, &recovery)

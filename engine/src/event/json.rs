@@ -52,8 +52,7 @@ pub enum ParseMode {
     Lenient,
 }
 
-/// The JSON key of a blob reference.
-pub const BLOB_KEY: &str = "$blob";
+pub use super::render::{PayloadKind, BLOB_KEY};
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
@@ -681,16 +680,6 @@ fn parse_compaction(f: &mut Fields<'_>) -> Result<Compaction, FieldError> {
 }
 
 // ----- rendering -----------------------------------------------------------------
-
-/// Whether a payload is text or binary (decides string vs base64 when
-/// rendered inline).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PayloadKind {
-    /// UTF-8 text.
-    Text,
-    /// Binary (base64 when inline).
-    Binary,
-}
 
 /// Renders a [`Payload`] as JSON: inline text as a string, inline binary as
 /// base64, a reference as `{"$blob", "size"}`. Inline text that is not UTF-8

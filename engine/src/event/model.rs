@@ -633,3 +633,19 @@ impl<C> Resource<C> {
         }
     }
 }
+
+/// Whether an entry of a view is part of what `view` prints: the five
+/// conversation event types (config deltas, inquiries, compactions and
+/// unknown entries are not part of a view).
+pub fn in_view<C>(entry: &Entry<C>) -> bool {
+    matches!(
+        entry.event().map(|e| &e.kind),
+        Some(
+            EventKind::TurnStart
+                | EventKind::ChatRequest(_)
+                | EventKind::ChatResponse(_)
+                | EventKind::ToolCallRequest(_)
+                | EventKind::ToolCallResponse(_)
+        )
+    )
+}

@@ -14,8 +14,20 @@ use std::cell::RefCell;
 use serde::ser::{Error as _, Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{json, Map, Value};
 
-use super::json::PayloadKind;
 use super::model::*;
+
+/// The JSON key of a blob reference.
+pub const BLOB_KEY: &str = "$blob";
+
+/// Whether a payload is text or binary (decides string vs base64 when
+/// rendered inline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// UTF-8 text.
+    Text,
+    /// Binary (base64 when inline).
+    Binary,
+}
 
 /// Renders one payload as its JSON form, or fails with the caller's error.
 pub type ContentFn<'f, C, E> = Box<dyn FnMut(&C, PayloadKind) -> Result<PayloadJson, E> + 'f>;
@@ -42,7 +54,7 @@ impl Serialize for PayloadJson {
             PayloadJson::Value(v) => v.serialize(s),
             PayloadJson::Ref(r) => {
                 let mut map = s.serialize_map(Some(2))?;
-                map.serialize_entry(super::json::BLOB_KEY, &r.id)?;
+                map.serialize_entry(BLOB_KEY, &r.id)?;
                 map.serialize_entry("size", &r.size)?;
                 map.end()
             }

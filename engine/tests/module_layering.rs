@@ -1,0 +1,301 @@
+//! The engine's modules import downward only (ARCHITECTURE.md, "Layers").
+//!
+//! Drawn from the source: an edge `a -> b` for every `crate::b` named in a
+//! non-test file of top-level module `a` (comments excluded), and, inside a
+//! module directory, an edge between sibling files for every `super::x` or
+//! `crate::m::x` naming another child of the same parent. The strongly
+//! connected components of that graph with more than one module are the
+//! import cycles; they must be exactly [`KNOWN_CYCLES`]. A change that adds
+//! a cycle fails here, and so does one that breaks a cycle without
+//! recording it: the list only ever shrinks, on purpose.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Cycles still to be untied, each as the set of modules in it (top-level
+/// modules by name, children of a module as `parent/child`). One is left,
+/// with two knots: `error` composes the errors of features that return it
+/// (so the log framing reaches attach and the summarizer through it), and
+/// `Store` is a hub whose methods are written in feature files
+/// (`store -> compaction -> store`, `store -> jp -> store`).
+const KNOWN_CYCLES: &[&[&str]] = &[&[
+    "attach",
+    "compaction",
+    "conversation",
+    "error",
+    "export",
+    "jp",
+    "log",
+    "provider",
+    "store",
+    "summarizer",
+    "user_file",
+]];
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether a file holds only tests (`#[cfg(test)] mod tests;` and kin).
+fn is_test_file(path: &Path) -> bool {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    stem == "tests" || stem == "proptests" || stem.ends_with("_tests")
+}
+
+/// The code of a file without comments and without its inline test module
+/// (by the project's convention, `#[cfg(test)]` followed by `mod tests {`
+/// runs to the end of the file).
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("#[cfg(test)]")
+            && lines
+                .peek()
+                .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
+        {
+            break;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Every identifier path that follows `prefix` (`crate::` or `super::`),
+/// as its segments.
+fn paths_after<'t>(code: &'t str, prefix: &str) -> Vec<Vec<&'t str>> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices(prefix) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + prefix.len()..];
+        let mut segments = Vec::new();
+        let mut tail = rest;
+        loop {
+            let len = tail
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            if len == 0 {
+                break;
+            }
+            segments.push(&tail[..len]);
+            match tail[len..].strip_prefix("::") {
+                Some(next) => tail = next,
+                None => break,
+            }
+        }
+        if !segments.is_empty() {
+            found.push(segments);
+        }
+    }
+    found
+}
+
+/// The module a source file is: its path below `src` as segments, with
+/// `mod.rs` standing for its directory.
+fn module_of(src: &Path, path: &Path) -> Vec<String> {
+    let rel = path.strip_prefix(src).expect("below src");
+    let mut segments: Vec<String> = rel
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    let last = segments.pop().expect("a file name");
+    if last != "mod.rs" {
+        segments.push(last.trim_end_matches(".rs").to_string());
+    }
+    segments
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .filter(|p| !is_test_file(p))
+        .map(|p| module_of(&src, p))
+        .collect();
+    let is_module = |segments: &[String]| modules.contains(segments);
+    let mut graph = Graph::new();
+    for path in files.iter().filter(|p| !is_test_file(p)) {
+        let module = module_of(&src, path);
+        let Some(top) = module.first().cloned() else {
+            continue; // lib.rs: the crate root declares and re-exports.
+        };
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let code = code(&text);
+        graph.entry(top.clone()).or_default();
+        for segments in paths_after(&code, "crate::") {
+            let target = segments[0].to_string();
+            if target != top && is_module(std::slice::from_ref(&target)) {
+                graph.entry(top.clone()).or_default().insert(target.clone());
+            }
+            // Siblings inside one module directory.
+            if target == top && module.len() == 2 && segments.len() >= 2 {
+                let sibling = vec![top.clone(), segments[1].to_string()];
+                if sibling != module && is_module(&sibling) {
+                    graph
+                        .entry(module.join("/"))
+                        .or_default()
+                        .insert(sibling.join("/"));
+                }
+            }
+        }
+        if module.len() == 2 {
+            for segments in paths_after(&code, "super::") {
+                let sibling = vec![module[0].clone(), segments[0].to_string()];
+                if sibling != module && is_module(&sibling) {
+                    graph
+                        .entry(module.join("/"))
+                        .or_default()
+                        .insert(sibling.join("/"));
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The strongly connected components of more than one node (Tarjan).
+fn cycles(graph: &Graph) -> BTreeSet<BTreeSet<String>> {
+    struct Walk<'g> {
+        graph: &'g Graph,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        found: BTreeSet<BTreeSet<String>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, node: &'g str) {
+            let n = self.index.len();
+            self.index.insert(node, n);
+            self.low.insert(node, n);
+            self.stack.push(node);
+            self.on_stack.insert(node);
+            for next in self.graph.get(node).into_iter().flatten() {
+                let next = next.as_str();
+                if !self.index.contains_key(next) {
+                    self.visit(next);
+                    let low = self.low[node].min(self.low[next]);
+                    self.low.insert(node, low);
+                } else if self.on_stack.contains(next) {
+                    let low = self.low[node].min(self.index[next]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == self.index[node] {
+                let mut component = BTreeSet::new();
+                while let Some(top) = self.stack.pop() {
+                    self.on_stack.remove(top);
+                    component.insert(top.to_string());
+                    if top == node {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    self.found.insert(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: BTreeSet::new(),
+    };
+    for node in graph.keys() {
+        if !walk.index.contains_key(node.as_str()) {
+            walk.visit(node);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn the_import_cycles_are_exactly_the_known_ones() {
+    let graph = graph();
+    assert!(
+        graph.contains_key("log") && graph.contains_key("event/json"),
+        "the source walk found the modules: {:?}",
+        graph.keys().collect::<Vec<_>>()
+    );
+    let found = cycles(&graph);
+    let known: BTreeSet<BTreeSet<String>> = KNOWN_CYCLES
+        .iter()
+        .map(|c| c.iter().map(|s| s.to_string()).collect())
+        .collect();
+    let edges_within = |cycle: &BTreeSet<String>| -> Vec<String> {
+        cycle
+            .iter()
+            .flat_map(|a| {
+                graph[a]
+                    .iter()
+                    .filter(|b| cycle.contains(*b))
+                    .map(move |b| format!("{a} -> {b}"))
+            })
+            .collect()
+    };
+    if let Some(cycle) = found.difference(&known).next() {
+        panic!(
+            "an import cycle that is not in KNOWN_CYCLES: {cycle:?}, through {:?}; \
+             move the shared piece down a layer (or, if this cycle replaces a known one \
+             that shrank, update KNOWN_CYCLES)",
+            edges_within(cycle)
+        );
+    }
+    if let Some(cycle) = known.difference(&found).next() {
+        panic!("the known cycle {cycle:?} is gone: remove it from KNOWN_CYCLES");
+    }
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles_and_only_cycles() {
+    let edges = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")];
+    let mut graph = Graph::new();
+    for (from, to) in edges {
+        graph
+            .entry(from.to_string())
+            .or_default()
+            .insert(to.to_string());
+        graph.entry(to.to_string()).or_default();
+    }
+    let found = cycles(&graph);
+    let abc: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(found, BTreeSet::from([abc]));
+}
+
+#[test]
+fn comments_and_inline_tests_are_not_imports() {
+    let text = "use crate::a::X;\n// crate::b in a comment\n/// [`crate::c`]\nfn f() { crate::d::g() }\n#[cfg(test)]\nmod tests {\n    use crate::e;\n}\n";
+    let code = code(text);
+    let targets: Vec<&str> = paths_after(&code, "crate::")
+        .into_iter()
+        .map(|s| s[0])
+        .collect();
+    assert_eq!(targets, ["a", "d"]);
+}

@@ -87,6 +87,10 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The caller's interrupt flag was set: the run stopped before it
+    /// finished, having changed nothing.
+    #[error("interrupted before the end; nothing was changed")]
+    Interrupted,
 }
 
 fn fmt_offset(offset: Option<u64>) -> String {

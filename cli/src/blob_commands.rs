@@ -97,9 +97,19 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
         BlobCommand::Verify { json } => {
             let store = open_store(dir)?;
             let store = store.blobs();
+            let interrupt = crate::interrupt::flag()?;
             let mut progress = Progress::new("verifying");
-            let report = store.verify_all(&mut |p| progress.update(p.bytes_done, p.bytes_total))?;
+            let report = store.verify_all_interruptible(
+                &mut |p| progress.update(p.bytes_done, p.bytes_total),
+                &interrupt,
+            );
             progress.finish();
+            let report = match report {
+                Err(jpstore_blobstore::Error::Interrupted) => {
+                    return Ok(crate::interrupt::stopped("blob verify"))
+                }
+                other => other?,
+            };
             if json {
                 let problems: Vec<_> = report
                     .problems

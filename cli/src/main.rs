@@ -8,6 +8,7 @@
 mod blob_commands;
 mod conversation_commands;
 mod demo;
+mod interrupt;
 mod maintenance_commands;
 mod output;
 

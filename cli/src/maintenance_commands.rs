@@ -107,8 +107,9 @@ pub struct FsckArgs {
 pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
     use jpstore_engine::fsck::{FsckOptions, FsckProgress, Severity};
     let store = open_store(dir)?;
+    let interrupt = crate::interrupt::flag()?;
     let mut bar = Progress::new("checking");
-    let report = store.fsck(
+    let report = store.fsck_interruptible(
         FsckOptions {
             read_data: args.read_data,
             repair: args.repair,
@@ -117,8 +118,15 @@ pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
             FsckProgress::Conversations(done, total) => bar.update(done as u64, total as u64),
             FsckProgress::Blobs(done, total) => bar.update(done, total),
         },
-    )?;
+        &interrupt,
+    );
     bar.finish();
+    let report = match report {
+        Err(e) if crate::interrupt::is_interrupted(&e) => {
+            return Ok(crate::interrupt::stopped("fsck"))
+        }
+        other => other?,
+    };
     let clean = report.is_clean();
     if args.json {
         let findings: Vec<_> = report

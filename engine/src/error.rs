@@ -151,6 +151,10 @@ pub enum Error {
         /// Some of the names in it.
         found: String,
     },
+    /// The caller's interrupt flag was set: the run stopped before it
+    /// finished (see `Store::fsck_interruptible`).
+    #[error("interrupted before the end")]
+    Interrupted,
     /// The directory is not a jp-store store.
     #[error("{} is not a jp-store store ({reason}); create one with `jp-store init`", path.display())]
     NotAStore {

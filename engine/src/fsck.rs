@@ -18,6 +18,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use jpstore_blobstore::storage::publish_new_file;
 use jpstore_blobstore::{BlobId, Location};
@@ -183,6 +184,29 @@ impl Store {
         options: FsckOptions,
         progress: &mut dyn FnMut(FsckProgress),
     ) -> Result<FsckReport> {
+        self.fsck_interruptible(options, progress, &AtomicBool::new(false))
+    }
+
+    /// [`Store::fsck`] that stops with [`Error::Interrupted`] soon after
+    /// `interrupt` is set (by a signal handler, or another thread): between
+    /// conversations and as blob checks complete. A check is read-only, so
+    /// stopping loses nothing; with `repair`, the flag is looked at before
+    /// each phase and each repair is a whole step (format-spec.md 4.8), so
+    /// what was repaired stays repaired and the next run goes on from there.
+    pub fn fsck_interruptible(
+        &self,
+        options: FsckOptions,
+        progress: &mut dyn FnMut(FsckProgress),
+        interrupt: &AtomicBool,
+    ) -> Result<FsckReport> {
+        let stop = || {
+            if interrupt.load(Ordering::Relaxed) {
+                Err(Error::Interrupted)
+            } else {
+                Ok(())
+            }
+        };
+        stop()?;
         let mut report = FsckReport::default();
         // Before anything else opens them: a FIFO where the layout keeps a
         // file would be refused by every open, never reported by one.
@@ -190,9 +214,10 @@ impl Store {
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
-            self.repair_blobs(&mut report, progress)?;
+            self.repair_blobs(&mut report, progress, interrupt)?;
+            stop()?;
         }
-        self.check_all(options, &mut report, progress)?;
+        self.check_all(options, &mut report, progress, interrupt)?;
         Ok(report)
     }
 
@@ -201,6 +226,7 @@ impl Store {
         options: FsckOptions,
         report: &mut FsckReport,
         progress: &mut dyn FnMut(FsckProgress),
+        interrupt: &AtomicBool,
     ) -> Result<()> {
         let ids = self.ids()?;
         report.conversations = ids.len();
@@ -215,7 +241,8 @@ impl Store {
             // with the workers for the cores.
             let (v, logs) = self.blobs().verify_all_beside(
                 &mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)),
-                || self.check_logs(&ids, &mut |_| {}),
+                interrupt,
+                || self.check_logs(&ids, &mut |_| {}, interrupt),
             );
             let (v, logs) = (v?, logs?);
             progress(FsckProgress::Conversations(ids.len(), ids.len()));
@@ -252,9 +279,11 @@ impl Store {
             }
             logs
         } else {
-            self.check_logs(&ids, &mut |done| {
-                progress(FsckProgress::Conversations(done, ids.len()))
-            })?
+            self.check_logs(
+                &ids,
+                &mut |done| progress(FsckProgress::Conversations(done, ids.len())),
+                interrupt,
+            )?
         };
         let mut to_quarantine: Vec<(ConversationId, String, Option<u64>)> = Vec::new();
         for (id, check) in ids.iter().zip(logs.conversations) {
@@ -363,6 +392,7 @@ impl Store {
         &self,
         ids: &[ConversationId],
         progress: &mut dyn FnMut(usize),
+        interrupt: &AtomicBool,
     ) -> Result<LogsChecked> {
         // Every id in the store with its size where an index has it, and
         // whether a reference to it was seen; referenced ids that are not
@@ -371,6 +401,9 @@ impl Store {
         let mut known = KnownBlobs::new(self.blobs().id_sizes()?);
         let mut conversations = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
+            if interrupt.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             conversations.push(self.check_conversation(id)?);
             progress(i + 1);
         }
@@ -691,11 +724,13 @@ impl Store {
         &self,
         report: &mut FsckReport,
         progress: &mut dyn FnMut(FsckProgress),
+        interrupt: &AtomicBool,
     ) -> Result<()> {
         // Damaged objects are found by reading them; a repair always reads.
-        let v = self
-            .blobs()
-            .verify_all(&mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)))?;
+        let v = self.blobs().verify_all_interruptible(
+            &mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)),
+            interrupt,
+        )?;
         let mut moved: HashSet<PathBuf> = HashSet::new();
         let packs_dir = self.blobs().base().join(jpstore_blobstore::PACKS_DIR);
         let pack_files = |stem: &str| {

@@ -440,3 +440,83 @@ fn an_undo_naming_a_compaction_not_made_yet_is_damage() {
     );
     assert!(run(&f, false, false).is_clean());
 }
+
+fn is_interrupted(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Interrupted | Error::Blob(jpstore_blobstore::Error::Interrupted)
+    )
+}
+
+#[test]
+fn an_interrupt_stops_fsck_between_conversations_and_blob_checks() {
+    let f = fixture();
+    for name in ["a", "b", "c", "d", "e"] {
+        conv(&f, name, 2, &|i| format!("{name} content {i}"));
+    }
+    // Set before the run: nothing is looked at, nothing repaired.
+    let log = f.root.join("conversations/c/events.log");
+    flip(&log, 20);
+    let damaged = std::fs::read(&log).expect("log");
+    let set = AtomicBool::new(true);
+    let options = FsckOptions {
+        read_data: true,
+        repair: true,
+    };
+    let e = f
+        .store
+        .fsck_interruptible(options, &mut |_| {}, &set)
+        .expect_err("interrupted before it starts");
+    assert!(is_interrupted(&e), "{e}");
+    assert_eq!(
+        std::fs::read(&log).expect("log"),
+        damaged,
+        "nothing repaired"
+    );
+
+    // Set by the first conversation's progress: the walk stops before the
+    // last conversation.
+    let flag = AtomicBool::new(false);
+    let mut checked = 0;
+    let e = f
+        .store
+        .fsck_interruptible(
+            FsckOptions::default(),
+            &mut |p| {
+                if let FsckProgress::Conversations(done, _) = p {
+                    checked = done;
+                    flag.store(true, Ordering::Relaxed);
+                }
+            },
+            &flag,
+        )
+        .expect_err("interrupted after one conversation");
+    assert!(is_interrupted(&e), "{e}");
+    assert_eq!(checked, 1, "no conversation checked after the interrupt");
+
+    // Set by the first blob progress of a read of all data.
+    let flag = AtomicBool::new(false);
+    let e = f
+        .store
+        .fsck_interruptible(
+            FsckOptions {
+                read_data: true,
+                repair: false,
+            },
+            &mut |p| {
+                if matches!(p, FsckProgress::Blobs(..)) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            },
+            &flag,
+        )
+        .expect_err("interrupted while reading blobs");
+    assert!(is_interrupted(&e), "{e}");
+
+    // Never set: the run ends as `fsck` does.
+    let r = f
+        .store
+        .fsck_interruptible(FsckOptions::default(), &mut |_| {}, &AtomicBool::new(false))
+        .expect("a run never interrupted");
+    assert_eq!(r.conversations, 5);
+}

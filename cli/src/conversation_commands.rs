@@ -20,6 +20,7 @@ use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, Reso
 use jpstore_engine::export::{conversation_json, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::user_file::{self, LastLink};
+use jpstore_engine::AutoCompaction;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
 
@@ -107,18 +108,15 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
         },
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
-    let mut writer = store.writer(&id)?;
-    if let Some(cut) = writer.cut_tail() {
+    let report = match store.append_turn(&id, entries, Timestamp::now(), &mut |cut| {
         eprintln!(
             "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
             cut.offset,
             store.storage().display_path(&cut.copy).display()
         );
-    }
-    let completes = jpstore_engine::compaction::completes_turn(&entries);
-    let outcome = match writer.append(entries) {
-        Ok(o) => o,
+    }) {
+        Ok(report) => report,
         Err(EngineError::BadEntry {
             index,
             field,
@@ -137,30 +135,27 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
         }
         Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
     };
-    drop(writer);
+    let outcome = report.append;
     // Automatic compaction (D17) after a completed turn; the append itself
-    // is durable already, so a failure here is reported, not fatal.
-    let mut auto = None;
-    if completes {
-        let mut summarize = |table: &jpstore_engine::event::Object, raw: &[Entry]| {
-            store.summarize_from_profile(table, raw, None)
-        };
-        match store.auto_compact(&id, Timestamp::now(), &mut summarize) {
-            Ok(Some(out)) => {
-                eprintln!(
-                    "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
-                    out.compaction.from_turn,
-                    out.compaction.to_turn,
-                    out.profile,
-                    out.tokens_before,
-                    out.tokens_after
-                );
-                auto = Some(out);
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("jp-store: warning: automatic compaction failed: {e}"),
+    // is durable already, so a failure there is reported, not fatal.
+    let auto = match report.auto_compaction {
+        AutoCompaction::Made(out) => {
+            eprintln!(
+                "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
+                out.compaction.from_turn,
+                out.compaction.to_turn,
+                out.profile,
+                out.tokens_before,
+                out.tokens_after
+            );
+            Some(out)
         }
-    }
+        AutoCompaction::NotDue => None,
+        AutoCompaction::Failed(e) => {
+            eprintln!("jp-store: warning: automatic compaction failed: {e}");
+            None
+        }
+    };
     if json_out {
         println!(
             "{}",

@@ -3,6 +3,8 @@
 //!
 //! - [`store`]: a store directory (blob store, conversations, workspace
 //!   config) and the operations on it.
+//! - [`append`]: an append as the command line does it, with the automatic
+//!   compaction a completed turn may call for ([`Store::append_turn`]).
 //! - [`conversation`]: one conversation's log of entries, its metadata, and
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
@@ -25,6 +27,7 @@
 //! faults; reading the user's own files (attach, JP import, a summary file)
 //! goes through [`user_file`].
 
+pub mod append;
 pub mod attach;
 pub mod compaction;
 pub mod config;
@@ -46,4 +49,5 @@ pub mod summarizer;
 pub mod timestamp;
 pub mod user_file;
 
+pub use append::{AppendReport, AutoCompaction};
 pub use store::{NewConversation, Store, StoreOptions};

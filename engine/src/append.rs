@@ -1,0 +1,168 @@
+//! Appending a batch the way `jp-store append` does: the write, then the
+//! automatic compaction (D17) that a completed turn may call for.
+//!
+//! [`ConversationWriter::append`](crate::conversation::ConversationWriter)
+//! is the durable write alone; an agent that embeds the engine calls
+//! [`Store::append_turn`] to get the same behaviour as the command line.
+
+use crate::compaction::{completes_turn, CompactOutcome};
+use crate::conversation::writer::AppendOutcome;
+use crate::conversation::ConversationId;
+use crate::error::{Error, Result};
+use crate::event::{Entry, Object, Payload};
+use crate::log::CutTail;
+use crate::store::Store;
+use crate::timestamp::Timestamp;
+
+/// What [`Store::append_turn`] did.
+#[derive(Debug)]
+pub struct AppendReport {
+    /// The append itself: durable when this report exists.
+    pub append: AppendOutcome,
+    /// The automatic compaction after the append.
+    pub auto_compaction: AutoCompaction,
+}
+
+/// The automatic compaction after an append.
+#[derive(Debug)]
+pub enum AutoCompaction {
+    /// The batch does not complete a turn, or the settings did not call for
+    /// one (disabled, too few turns, under the token trigger).
+    NotDue,
+    /// A compaction was appended.
+    Made(CompactOutcome),
+    /// It was due and failed (a summarizer error, for example). The append
+    /// is durable all the same: this is a warning, not a failure of the
+    /// append.
+    Failed(Error),
+}
+
+impl Store {
+    /// Appends `entries` to conversation `id` (one record, one fdatasync:
+    /// [`ConversationWriter::append`](crate::conversation::ConversationWriter::append)),
+    /// then, if the batch completes a turn, runs the automatic compaction
+    /// its config asks for ([`Store::auto_compact`], summaries from the
+    /// profile's summary table), at `now`.
+    ///
+    /// `on_cut` hears, before the append, of an incomplete record the
+    /// writer found at the end of the log and cut (after copying it into
+    /// `quarantine/`): that happens even when the batch is then refused.
+    ///
+    /// An error means nothing was appended; once the append is durable,
+    /// what happens to the compaction is in the report.
+    pub fn append_turn(
+        &self,
+        id: &ConversationId,
+        entries: Vec<Entry<Payload>>,
+        now: Timestamp,
+        on_cut: &mut dyn FnMut(&CutTail),
+    ) -> Result<AppendReport> {
+        let mut writer = self.writer(id)?;
+        if let Some(cut) = writer.cut_tail() {
+            on_cut(cut);
+        }
+        let completes = completes_turn(&entries);
+        let append = writer.append(entries)?;
+        // The lock is released before the compaction takes it again.
+        drop(writer);
+        let auto_compaction = if completes {
+            let mut summarize =
+                |table: &Object, raw: &[Entry]| self.summarize_from_profile(table, raw, None);
+            match self.auto_compact(id, now, &mut summarize) {
+                Ok(Some(out)) => AutoCompaction::Made(out),
+                Ok(None) => AutoCompaction::NotDue,
+                Err(e) => AutoCompaction::Failed(e),
+            }
+        } else {
+            AutoCompaction::NotDue
+        };
+        Ok(AppendReport {
+            append,
+            auto_compaction,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::input::parse_input;
+    use crate::event::json::ParseMode;
+    use crate::{NewConversation, StoreOptions};
+
+    fn entries(text: &str) -> Vec<Entry<Payload>> {
+        parse_input(
+            text,
+            ParseMode::Strict {
+                now: Timestamp::now(),
+            },
+        )
+        .expect("input")
+        .entries
+    }
+
+    fn turn(i: usize) -> String {
+        let long = "words of the question ".repeat(40);
+        format!(
+            "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"{i}: {long}\"}}\n\
+             {{\"type\":\"chat_response\",\"message\":\"answer {i}\"}}"
+        )
+    }
+
+    #[test]
+    fn a_completed_turn_over_the_budget_is_compacted_as_the_command_line_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_dir(&dir.path().join("s"), StoreOptions::default()).expect("init");
+        let id = ConversationId::parse("agent").expect("id");
+        drop(
+            store
+                .create(NewConversation {
+                    id: Some(id.clone()),
+                    ..Default::default()
+                })
+                .expect("create"),
+        );
+        let mut cut = |_: &CutTail| panic!("no tail to cut");
+        let settings = r#"{"type":"config_delta","delta":{"conversation":{"compaction":{"keep_last":1,"auto":{"enabled":true,"context_window":200,"min_turns":2}}}}}"#;
+        let r = store
+            .append_turn(&id, entries(settings), Timestamp::now(), &mut cut)
+            .expect("settings");
+        assert!(matches!(r.auto_compaction, AutoCompaction::NotDue));
+        let mut made = Vec::new();
+        for i in 0..4 {
+            let r = store
+                .append_turn(&id, entries(&turn(i)), Timestamp::now(), &mut cut)
+                .expect("append");
+            assert_eq!(r.append.entries, 3);
+            if let AutoCompaction::Made(out) = r.auto_compaction {
+                made.push((i, out.compaction.from_turn, out.compaction.to_turn));
+            }
+        }
+        // Over the trigger once more than two turns exist: the turns from
+        // after the last compaction to the one before the last.
+        assert_eq!(made, vec![(2, 0, 1), (3, 2, 2)]);
+        // A batch that does not complete a turn never compacts.
+        let r = store
+            .append_turn(
+                &id,
+                entries(r#"{"type":"chat_request","content":"still asking"}"#),
+                Timestamp::now(),
+                &mut cut,
+            )
+            .expect("append");
+        assert!(matches!(r.auto_compaction, AutoCompaction::NotDue));
+        let compactions = store
+            .read(&id)
+            .expect("read")
+            .entries
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.event().map(|e| &e.kind),
+                    Some(crate::event::EventKind::Compaction(_))
+                )
+            })
+            .count();
+        assert_eq!(compactions, 2);
+    }
+}

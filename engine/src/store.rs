@@ -485,14 +485,14 @@ impl Store {
                 continue;
             };
             match self.storage.metadata(&id.dir().join(LOG_FILE)) {
-                Ok(m) if !m.is_dir => ids.push(id),
-                Ok(_) => {}
                 Err(e) if is_absent(&e) => {}
-                // A conversation directory that cannot be looked into (a
-                // symbolic link, no permission) is listed, so that reading
-                // it reports the error: fsck names it, gc refuses to sweep
-                // without its references.
-                Err(_) => ids.push(id),
+                // Anything at the log's name is listed, a directory there
+                // too, and so is a conversation directory that cannot be
+                // looked into (a symbolic link, no permission): reading it
+                // then reports the error (`ls` and `stats` name it, fsck
+                // reports it, gc refuses to sweep without its references)
+                // instead of the conversation silently missing.
+                Ok(_) | Err(_) => ids.push(id),
             }
         }
         ids.sort();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jpstore_tests::{jp_store_bin, Run};
+use jpstore_tests::{jp_store_bin, run_jp_store, Run};
 use sha2::{Digest, Sha256};
 
 const CONV: &str = "c";
@@ -311,4 +311,29 @@ fn a_socket_anywhere_in_the_layout_is_refused_and_fsck_names_it() {
 #[test]
 fn a_directory_where_a_file_is_kept_is_refused_and_fsck_names_it() {
     check_kind(Kind::Directory);
+}
+
+#[test]
+fn a_directory_at_a_log_name_is_named_by_ls_and_stats_not_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("s");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    for id in ["good", "bad"] {
+        run_jp_store(&store, &["new", "--id", id], b"").ok("new");
+    }
+    let bad = store.join("conversations").join("bad");
+    std::fs::remove_file(bad.join("events.log")).expect("remove the log");
+    let _ = std::fs::remove_file(bad.join("head"));
+    std::fs::create_dir(bad.join("events.log")).expect("a directory at the log's name");
+    for args in [&["ls"][..], &["stats"][..]] {
+        let run = run_jp_store(&store, args, b"");
+        run.expect_code(1, &format!("{args:?}"));
+        assert!(
+            run.stderr.contains("conversation bad") && run.stderr.contains("is a directory"),
+            "{args:?} names the conversation and what is wrong: {}",
+            run.stderr
+        );
+    }
+    let listed = run_jp_store(&store, &["ls"], b"");
+    assert!(listed.stdout.contains("good"), "{}", listed.stdout);
 }

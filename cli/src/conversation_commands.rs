@@ -18,6 +18,7 @@ use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
 use jpstore_engine::export::{conversation_json, render_view, ContentMode};
+use jpstore_engine::stats::tokens;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::user_file::{self, LastLink};
 use jpstore_engine::AutoCompaction;
@@ -522,62 +523,6 @@ fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Characters per turn of a conversation as it is logged and as its view
-/// sends it, and the totals of the view without and with deduplication.
-#[derive(Default)]
-struct ContextSizes {
-    raw_per_turn: Vec<u64>,
-    view_per_turn: Vec<u64>,
-    raw: u64,
-    compacted: u64,
-    view: u64,
-    replaced: u64,
-}
-
-/// [`ContextSizes`] of one conversation (reads its base config, no content).
-fn context_sizes(store: &Store, conv: &Conversation) -> Result<ContextSizes, EngineError> {
-    use jpstore_engine::compaction::entry_chars;
-    use jpstore_engine::projection::{in_view, view, view_traced};
-    let turns = conv.state.turns.turns() as usize;
-    let turn_of = jpstore_engine::event::turns::turn_indices(&conv.entries);
-    let mut s = ContextSizes {
-        raw_per_turn: vec![0; turns],
-        view_per_turn: vec![0; turns],
-        ..Default::default()
-    };
-    for (e, &t) in conv.entries.iter().zip(&turn_of) {
-        if !in_view(e) {
-            continue;
-        }
-        let e = e
-            .clone()
-            .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
-            .unwrap_or_else(|never| match never {});
-        let n = entry_chars(&e);
-        s.raw += n;
-        if let Some(slot) = s.raw_per_turn.get_mut(t as usize) {
-            *slot += n;
-        }
-    }
-    s.compacted = view(&conv.entries).iter().map(entry_chars).sum();
-    let traced = view_traced(&conv.entries, &store.effective_base(conv)?)?;
-    for (e, &i) in traced.entries.iter().zip(&traced.origin) {
-        let n = entry_chars(e);
-        s.view += n;
-        if let Some(slot) = s.view_per_turn.get_mut(turn_of[i] as usize) {
-            *slot += n;
-        }
-    }
-    s.replaced = traced.dedup.replacements.len() as u64;
-    Ok(s)
-}
-
-/// Estimated tokens of `chars` characters (characters / 4, as compaction
-/// estimates).
-fn tokens(chars: u64) -> u64 {
-    chars.div_ceil(4)
-}
-
 /// An SVG line plot of estimated tokens per turn: the raw conversation and
 /// its view.
 fn plot_svg(title: &str, raw: &[u64], view: &[u64]) -> String {
@@ -734,50 +679,18 @@ pub fn stats(
         }
         None => store.ids()?,
     };
-    let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
-    let mut distinct = std::collections::HashSet::new();
-    let mut context = ContextSizes::default();
-    let (mut turns, mut entries, mut records, mut log_bytes, mut refs, mut content) =
-        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-    // A conversation that cannot be read, or whose config holds a bad
-    // setting, is named and left out; the others are counted (exit 1).
-    let mut failed: Vec<(&ConversationId, EngineError)> = Vec::new();
-    let named = id.is_some();
-    for id in &ids {
-        let read = store
-            .read(id)
-            .and_then(|conv| context_sizes(&store, &conv).map(|c| (conv, c)));
-        let (conv, c) = match read {
-            Ok(read) => read,
-            Err(e) if named => return Err(e.into()),
-            Err(e) => {
-                failed.push((id, e));
-                continue;
-            }
-        };
-        turns += conv.state.turns.turns();
-        entries += conv.state.entries;
-        records += conv.state.records;
-        log_bytes += conv.log_end;
-        refs += conv.state.blob_refs;
-        content += conv.state.content_bytes;
-        for e in &conv.entries {
-            let t = match e {
-                Entry::Event(ev) => ev.kind.type_name().to_owned(),
-                Entry::Unknown(o) => o
-                    .get("type")
-                    .and_then(|t| t.as_str())
-                    .map_or_else(|| "(no type)".to_owned(), |t| format!("{t} (unknown)")),
-            };
-            *by_type.entry(t).or_default() += 1;
-            e.for_each_content(&mut |r| {
-                distinct.insert(r.id);
-            });
+    let stats = store.stats(&ids)?;
+    let mut failed = stats.failed;
+    if id.is_some() {
+        // A conversation named by the user that cannot be counted is the
+        // command's error.
+        if let Some((_, e)) = failed.pop() {
+            return Err(e.into());
         }
-        if let Some(b) = conv.state.metadata.base_config {
-            distinct.insert(b.id);
-        }
-        if let Some(path) = plot {
+    }
+    if let Some(path) = plot {
+        // The plot is of the last conversation counted (the one named).
+        if let Some((id, c)) = stats.conversations.last() {
             let svg = plot_svg(
                 &format!("{id}: estimated tokens per turn"),
                 &c.raw_per_turn,
@@ -785,11 +698,19 @@ pub fn stats(
             );
             write_file_atomically(path, svg.as_bytes())?;
         }
-        context.raw += c.raw;
-        context.compacted += c.compacted;
-        context.view += c.view;
-        context.replaced += c.replaced;
     }
+    let context = stats.context;
+    let (turns, entries, records, log_bytes, refs, content) = (
+        stats.turns,
+        stats.entries,
+        stats.records,
+        stats.log_bytes,
+        stats.content_references,
+        stats.content_bytes_referenced,
+    );
+    let by_type = stats.entries_by_type;
+    let distinct_count = stats.distinct_blobs_referenced;
+    let referenced_raw = stats.distinct_blob_bytes_referenced;
     let saved = |before: u64, after: u64| {
         (
             before as i64 - after as i64,
@@ -798,11 +719,6 @@ pub fn stats(
     };
     let (compaction_bytes, compaction_tokens) = saved(context.raw, context.compacted);
     let (dedup_bytes, dedup_tokens) = saved(context.compacted, context.view);
-    // Stored bytes of the blobs these conversations reference.
-    let mut referenced_raw = 0u64;
-    for blob in &distinct {
-        referenced_raw += store.blobs().size(blob).unwrap_or(0);
-    }
     for (id, e) in &failed {
         eprintln!("jp-store: error: conversation {id} is not counted: {e}");
     }
@@ -825,7 +741,7 @@ pub fn stats(
             "log_bytes": log_bytes,
             "content_references": refs,
             "content_bytes_referenced": content,
-            "distinct_blobs_referenced": distinct.len(),
+            "distinct_blobs_referenced": distinct_count,
             "distinct_blob_bytes_referenced": referenced_raw,
             "context": {
                 "raw_bytes": context.raw,
@@ -863,7 +779,7 @@ pub fn stats(
     println!(
         "content:       {refs} references to {} ({} distinct blobs, {})",
         size(content),
-        distinct.len(),
+        distinct_count,
         size(referenced_raw)
     );
     println!(

@@ -17,6 +17,8 @@
 //! - [`jp`]: import and export of JP's conversation files.
 //! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
 //!   blobs safely while others write.
+//! - [`stats`]: counts and context sizes of conversations (`jp-store
+//!   stats`).
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
 //! - [`user_file`]: reading the files and streams a user names, bounded and
@@ -44,6 +46,7 @@ pub mod log;
 pub mod parallel;
 pub mod projection;
 pub mod provider;
+pub mod stats;
 pub mod store;
 pub mod summarizer;
 pub mod timestamp;

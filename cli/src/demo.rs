@@ -15,7 +15,7 @@ use jpstore_engine::jp::import::{find_sources, prepare, read_source};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
 
-use crate::conversation_commands::print_conversation;
+use crate::commands::print_conversation;
 
 /// The sample JP workspace shipped with jp-store (written for it), embedded
 /// in the binary: (path inside the workspace, content).

@@ -5,11 +5,9 @@
 // written (`<sha256>` is a placeholder there, not an HTML tag).
 #![allow(rustdoc::invalid_html_tags)]
 
-mod blob_commands;
-mod conversation_commands;
+mod commands;
 mod demo;
 mod interrupt;
-mod maintenance_commands;
 mod output;
 
 use std::path::PathBuf;
@@ -17,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use conversation_commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
+use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -88,8 +86,8 @@ enum Command {
         /// The conversation id.
         id: String,
         /// The output format.
-        #[arg(long, value_enum, default_value_t = conversation_commands::ViewFormat::Json)]
-        format: conversation_commands::ViewFormat,
+        #[arg(long, value_enum, default_value_t = commands::ViewFormat::Json)]
+        format: commands::ViewFormat,
         /// Leave content as {"$blob", "size"} references: no blob is read
         /// (json only).
         #[arg(long)]
@@ -129,11 +127,11 @@ enum Command {
     /// Remove blobs no conversation references (marked from the logs, no
     /// blob read): loose objects are deleted, mostly dead packs rewritten.
     /// Safe while others write: appends wait while gc runs.
-    Gc(maintenance_commands::GcArgs),
+    Gc(commands::maintenance::GcArgs),
     /// Check every conversation log and blob reference (--read-data: every
     /// blob's bytes too); --repair cuts torn tails and moves damage into
     /// quarantine/. Exit 1 when damage was found.
-    Fsck(maintenance_commands::FsckArgs),
+    Fsck(commands::maintenance::FsckArgs),
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -167,33 +165,33 @@ enum Command {
     },
     /// Low-level access to the blob store (plumbing).
     #[command(subcommand)]
-    Blob(blob_commands::BlobCommand),
+    Blob(commands::blob::BlobCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let dir = &cli.store;
     let result = match cli.command {
-        Command::Init => conversation_commands::init(dir),
-        Command::Import(args) => conversation_commands::import(dir, args),
-        Command::New(args) => conversation_commands::new(dir, args),
-        Command::Append { id, json } => conversation_commands::append(dir, &id, json),
-        Command::Ls { json } => conversation_commands::ls(dir, json),
-        Command::Print { id, compacted } => conversation_commands::print(dir, &id, compacted),
-        Command::View { id, format, refs } => conversation_commands::view(dir, &id, format, refs),
-        Command::Compact(args) => conversation_commands::compact(dir, args),
-        Command::Fork(args) => conversation_commands::fork(dir, args),
-        Command::Export(args) => conversation_commands::export(dir, args),
+        Command::Init => commands::init(dir),
+        Command::Import(args) => commands::import(dir, args),
+        Command::New(args) => commands::new(dir, args),
+        Command::Append { id, json } => commands::append(dir, &id, json),
+        Command::Ls { json } => commands::ls(dir, json),
+        Command::Print { id, compacted } => commands::print(dir, &id, compacted),
+        Command::View { id, format, refs } => commands::view(dir, &id, format, refs),
+        Command::Compact(args) => commands::compact(dir, args),
+        Command::Fork(args) => commands::fork(dir, args),
+        Command::Export(args) => commands::export(dir, args),
         Command::Stats { id, json, plot } => {
-            conversation_commands::stats(dir, id.as_deref(), json, plot.as_deref())
+            commands::stats(dir, id.as_deref(), json, plot.as_deref())
         }
-        Command::Rm { id } => maintenance_commands::rm(dir, &id),
-        Command::Gc(args) => maintenance_commands::gc(dir, args),
-        Command::Fsck(args) => maintenance_commands::fsck(dir, args),
+        Command::Rm { id } => commands::maintenance::rm(dir, &id),
+        Command::Gc(args) => commands::maintenance::gc(dir, args),
+        Command::Fsck(args) => commands::maintenance::fsck(dir, args),
         Command::Demo { dir } => demo::run(dir),
-        Command::Attach(args) => conversation_commands::attach(dir, args),
-        Command::Resolve { uri } => conversation_commands::resolve(&uri),
-        Command::Blob(cmd) => blob_commands::run(dir, cmd),
+        Command::Attach(args) => commands::attach(dir, args),
+        Command::Resolve { uri } => commands::resolve(&uri),
+        Command::Blob(cmd) => commands::blob::run(dir, cmd),
     };
     match result {
         Ok(code) => code,

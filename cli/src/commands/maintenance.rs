@@ -10,7 +10,7 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::gc::GcOptions;
 use serde_json::json;
 
-use crate::conversation_commands::open_store;
+use super::open_store;
 use crate::output::Progress;
 
 pub fn rm(dir: &Path, id: &str) -> Result<ExitCode> {

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use jpstore_blobstore::{BlobId, BlobStore};
 use jpstore_engine::user_file::{self, LastLink};
 
-use crate::conversation_commands::open_store;
+use super::open_store;
 use crate::output::Progress;
 
 #[derive(Subcommand, Debug)]

@@ -1,0 +1,104 @@
+//! `jp-store append`: append events read from standard input.
+
+use super::{open_store, parse_id};
+use anyhow::{bail, Context, Result};
+use jpstore_engine::error::Error as EngineError;
+use jpstore_engine::event::input::{parse_input, ParsedInput};
+use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::user_file::{self};
+use jpstore_engine::AutoCompaction;
+use serde_json::json;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Largest input `append` reads from standard input.
+const MAX_INPUT: u64 = 1 << 30;
+
+pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = parse_id(id)?;
+    let input = user_file::read_stream(std::io::stdin().lock(), MAX_INPUT)
+        .context("reading events from standard input; nothing was appended")?;
+    let text = String::from_utf8(input).map_err(|e| {
+        anyhow::anyhow!(
+            "standard input is not UTF-8 (byte {}); UTF-8 JSON expected; nothing was appended",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let ParsedInput { entries, lines } = parse_input(
+        &text,
+        ParseMode::Strict {
+            now: Timestamp::now(),
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
+    let report = match store.append_turn(&id, entries, Timestamp::now(), &mut |cut| {
+        eprintln!(
+            "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
+            cut.len,
+            cut.offset,
+            store.storage().display_path(&cut.copy).display()
+        );
+    }) {
+        Ok(report) => report,
+        Err(EngineError::BadEntry {
+            index,
+            field,
+            message,
+        }) => {
+            let line = lines.get(index).copied().unwrap_or(0);
+            let field = if field.is_empty() {
+                String::new()
+            } else {
+                format!("field `{field}`: ")
+            };
+            bail!(
+                "stdin line {line} (entry {}): {field}{message}; nothing was appended",
+                index + 1
+            );
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
+    };
+    let outcome = report.append;
+    // Automatic compaction (D17) after a completed turn; the append itself
+    // is durable already, so a failure there is reported, not fatal.
+    let auto = match report.auto_compaction {
+        AutoCompaction::Made(out) => {
+            eprintln!(
+                "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
+                out.compaction.from_turn,
+                out.compaction.to_turn,
+                out.profile,
+                out.tokens_before,
+                out.tokens_after
+            );
+            Some(out)
+        }
+        AutoCompaction::NotDue => None,
+        AutoCompaction::Failed(e) => {
+            eprintln!("jp-store: warning: automatic compaction failed: {e}");
+            None
+        }
+    };
+    if json_out {
+        println!(
+            "{}",
+            json!({
+                "id": id.as_str(),
+                "auto_compaction": auto.map(|o| json!({"from_turn": o.compaction.from_turn, "to_turn": o.compaction.to_turn, "profile": o.profile})),
+                "offset": outcome.offset,
+                "entries": outcome.entries,
+                "payloads": outcome.payloads,
+                "new_blobs": outcome.new_blobs,
+                "new_blob_bytes": outcome.new_blob_bytes,
+            })
+        );
+    } else {
+        println!(
+            "appended {} entries to {id} ({} payloads, {} new blobs of {} bytes)",
+            outcome.entries, outcome.payloads, outcome.new_blobs, outcome.new_blob_bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,133 @@
+//! `jp-store attach` and `jp-store resolve`: files as resources.
+
+use super::{open_store, parse_id, size};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use jpstore_engine::error::Error as EngineError;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The conversation id.
+    id: String,
+    /// Files and directories to attach (directories are walked, honouring
+    /// .gitignore and skipping hidden files; a path named here is always
+    /// taken).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// The message of the request (default: empty).
+    #[arg(short = 'm', long)]
+    message: Option<String>,
+    /// Abort, appending nothing, if any file cannot be read (default: skip
+    /// it with a warning).
+    #[arg(long)]
+    strict: bool,
+    /// Attach the target of every symbolic link found in a directory, even
+    /// one outside it (default: a link whose target is outside the
+    /// directory named here is skipped with a warning; a link that stays
+    /// inside is attached, by its target's URI).
+    #[arg(long)]
+    follow_links: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `attach`: one request whose resources are snapshots of the files. Files
+/// that cannot be read are reported on stderr and skipped (exit 0), or with
+/// `--strict` abort the attach (exit 1, nothing appended).
+pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
+    use jpstore_engine::attach;
+    let store = open_store(dir)?;
+    let id = parse_id(&args.id)?;
+    let cwd = std::env::current_dir().context("finding the current directory")?;
+    let links = if args.follow_links {
+        attach::Links::Follow
+    } else {
+        attach::Links::StayInside
+    };
+    let (files, mut skipped) = attach::collect(&args.paths, &cwd, links);
+    if args.strict {
+        if let Some((path, e)) = skipped.first() {
+            bail!("cannot use {}: {e}; nothing was appended", path.display());
+        }
+    }
+    for (path, e) in &skipped {
+        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+    }
+    let mut bar = crate::output::Progress::new("attach");
+    let result = store.attach(&id, &files, args.message, args.strict, &mut |p| {
+        // Files are not sized before they are read (that would cost a stat
+        // each): the total is estimated from the bytes per file so far.
+        let per_file = p.bytes_done / p.items_done.max(1) as u64;
+        let total = per_file.saturating_mul(p.items_total as u64);
+        bar.update(p.bytes_done, total.max(p.bytes_done));
+    });
+    bar.finish();
+    let mut outcome = match result {
+        Ok(outcome) => outcome,
+        // Every reason is a warning, as for a partial attach; the error
+        // only says what came of it.
+        Err(EngineError::Attach(attach::AttachError::NothingToAttach { skipped: unread })) => {
+            for (path, e) in &unread {
+                eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+            }
+            bail!(
+                "no file could be attached ({} skipped); nothing was appended",
+                skipped.len() + unread.len()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for (path, e) in &outcome.skipped {
+        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
+    }
+    skipped.append(&mut outcome.skipped);
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "id": id.as_str(),
+                "offset": outcome.offset,
+                "turn": outcome.turn,
+                "files": outcome.files,
+                "text_files": outcome.text_files,
+                "bytes": outcome.bytes,
+                "new_blobs": outcome.new_blobs,
+                "pack_bytes": outcome.pack_bytes,
+                "pack": outcome.pack,
+                "skipped": skipped
+                    .iter()
+                    .map(|(p, e)| json!({"path": p.to_string_lossy(), "error": e.to_string()}))
+                    .collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        println!(
+            "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
+            outcome.files,
+            size(outcome.bytes),
+            outcome.text_files,
+            outcome.turn,
+            outcome.new_blobs,
+            size(outcome.pack_bytes),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; {} skipped", skipped.len())
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `resolve`: the current content of a `file://` resource as a Resource
+/// JSON object.
+pub fn resolve(uri: &str) -> Result<ExitCode> {
+    let cwd = std::env::current_dir().context("finding the current directory")?;
+    let resource = jpstore_engine::attach::resolve(uri, &cwd)?;
+    println!("{}", serde_json::to_string_pretty(&resource)?);
+    Ok(ExitCode::SUCCESS)
+}

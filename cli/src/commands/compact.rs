@@ -1,0 +1,192 @@
+//! `jp-store compact`: add (or undo) a compaction.
+
+use super::{open_store, parse_id};
+use anyhow::Result;
+use clap::Args;
+use jpstore_engine::compaction::{Bound, CompactRequest};
+use jpstore_engine::event::Entry;
+use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::user_file::{self, LastLink};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// The conversation id.
+    id: String,
+    /// The profile (`conversation.compaction.profiles.<name>`; default: the
+    /// config's `default_profile`, or the built-in one that strips reasoning
+    /// and tool calls).
+    #[arg(long)]
+    profile: Option<String>,
+    /// First turn: a 0-based turn, -N (N turns before the last), a duration
+    /// (`5h`: the first turn after the one active 5 hours ago), or `last`
+    /// (after the last compaction). Default: 0. Before the first turn it is
+    /// turn 0 (`-99`); after the last turn it is refused (`99`: the range
+    /// would cover no turn).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
+    from: Option<Bound>,
+    /// Last turn, in the same forms. Default: --keep-last turns before the
+    /// last. After the last turn it is the last turn (`99`); before the
+    /// first turn it is refused (`-99`: the range would cover no turn). So a
+    /// bound beyond the end the range extends toward is clamped, and one
+    /// beyond the other end is refused, for --from and --to alike (JP's
+    /// rule).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
+    to: Option<Bound>,
+    /// Turns at the end left untouched when --to is not given (default:
+    /// `conversation.compaction.keep_last`, else 0).
+    #[arg(long)]
+    keep_last: Option<u64>,
+    /// Show per turn what would change and the estimated tokens of the view
+    /// before and after; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The summary text, for a profile that summarizes.
+    #[arg(long, conflicts_with = "summary_file")]
+    summary: Option<String>,
+    /// Read the summary text (UTF-8) from a file: a regular file no larger
+    /// than a log record (64 MiB); a FIFO or a device is refused.
+    #[arg(long)]
+    summary_file: Option<PathBuf>,
+    /// Revoke the last compaction in effect, or the N-th (1-based), by
+    /// appending an entry; nothing is deleted.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0", conflicts_with_all = ["profile", "from", "to", "keep_last", "dry_run", "summary", "summary_file"])]
+    undo: Option<u64>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
+    Bound::parse(s).map_err(|e| e.to_string())
+}
+
+pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = parse_id(&args.id)?;
+    if let Some(n) = args.undo {
+        let n = (n > 0).then_some(n);
+        let undone = store.undo_compaction(&id, n, Timestamp::now())?;
+        if args.json {
+            println!("{}", json!({"id": id.as_str(), "undone": undone}));
+        } else {
+            println!("undid compaction {undone} of {id}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let summary = match (&args.summary, &args.summary_file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(f)) => {
+            // A summary is stored in the compaction's record: no larger
+            // than a record.
+            let max = u64::from(store.options().log.max_record_size);
+            let bytes = user_file::read_file(f, max, LastLink::Follow)?;
+            Some(String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: not UTF-8 text (byte {})",
+                    f.display(),
+                    e.utf8_error().valid_up_to()
+                )
+            })?)
+        }
+        (None, None) => None,
+    };
+    let request = CompactRequest {
+        profile: args.profile.clone(),
+        from: args.from,
+        to: args.to,
+        keep_last: args.keep_last,
+        summary,
+        dry_run: args.dry_run,
+        source: None,
+    };
+    let mut summarize = |table: &jpstore_engine::event::Object,
+                         raw: &[Entry]|
+     -> jpstore_engine::error::Result<String> {
+        store.summarize_from_profile(table, raw, args.profile.as_deref())
+    };
+    let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
+    let c = &out.compaction;
+    if args.json {
+        let changes: Vec<_> = out
+            .changes
+            .iter()
+            .map(|t| {
+                json!({"turn": t.turn, "events": t.events, "summarized": t.summarized,
+                       "reasoning_dropped": t.reasoning, "requests_stripped": t.requests,
+                       "responses_stripped": t.responses})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "id": id.as_str(),
+                "dry_run": args.dry_run,
+                "profile": out.profile,
+                "from_turn": c.from_turn,
+                "to_turn": c.to_turn,
+                "requested": [out.requested.0, out.requested.1],
+                "summary": c.summary,
+                "turns": changes,
+                "estimated_tokens_before": out.tokens_before,
+                "estimated_tokens_after": out.tokens_after,
+                "offset": out.offset,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if args.dry_run {
+        "would compact"
+    } else {
+        "compacted"
+    };
+    let grown = if out.requested != (c.from_turn, c.to_turn) {
+        format!(
+            " (asked {}..={}, grown over overlapping summaries)",
+            out.requested.0, out.requested.1
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "{verb} turns {}..={} of {id} with profile {}{grown}",
+        c.from_turn, c.to_turn, out.profile
+    );
+    for t in &out.changes {
+        let what = if t.summarized {
+            "replaced by the summary".to_string()
+        } else {
+            let mut parts = Vec::new();
+            if t.reasoning > 0 {
+                parts.push(format!("{} reasoning dropped", t.reasoning));
+            }
+            if t.requests > 0 {
+                parts.push(format!("{} tool call requests stripped", t.requests));
+            }
+            if t.responses > 0 {
+                parts.push(format!("{} tool responses stripped", t.responses));
+            }
+            if parts.is_empty() {
+                "unchanged".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        println!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
+    }
+    if args.dry_run && c.summary.as_deref() == Some("") {
+        println!("  (the summary is generated only when the compaction is made)");
+    }
+    let pct = if out.tokens_before > 0 {
+        100.0 * (out.tokens_before as f64 - out.tokens_after as f64) / out.tokens_before as f64
+    } else {
+        0.0
+    };
+    println!(
+        "estimated tokens of the view (characters / 4): {} -> {} ({pct:.0}% less)",
+        out.tokens_before, out.tokens_after
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,82 @@
+//! `jp-store export`: plain JSON or JP's files.
+
+use super::{open_store, parse_id, write_file_atomically};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use jpstore_engine::export::{conversation_json, ContentMode};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON document: id, metadata, base config and the events (plain,
+    /// without JP's base64).
+    Json,
+    /// A JP conversation directory (events.json, metadata.json and, in that
+    /// layout, base_config.json) that JP can open.
+    Jp,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The conversation id.
+    id: String,
+    /// The output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+    format: ExportFormat,
+    /// For `json`: write to this file instead of standard output (replaced
+    /// atomically). For `jp`: the conversation directory to write (default:
+    /// `<id>-<title slug>` in the current directory); its files must not
+    /// exist.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// For `json`: leave content as {"$blob", "size"} references instead of
+    /// inlining it (no blob is read).
+    #[arg(long)]
+    refs: bool,
+}
+
+pub fn export(dir: &Path, args: ExportArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(&args.id)?)?;
+    let mode = if args.refs {
+        ContentMode::Refs
+    } else {
+        ContentMode::Inline
+    };
+    let doc = match args.format {
+        ExportFormat::Json => conversation_json(&store, &conv, mode)?,
+        ExportFormat::Jp => {
+            if args.refs {
+                bail!("--refs applies to --format json only: JP files hold their content");
+            }
+            let files = jpstore_engine::jp::export::jp_files(&store, &conv)?;
+            let out = args.out.unwrap_or_else(|| PathBuf::from(&files.dir_name));
+            let written = jpstore_engine::jp::export::write_jp_dir(&out, &files)?;
+            for w in &written {
+                println!("{}", w.display());
+            }
+            if !files.lossy.is_empty() {
+                eprintln!(
+                    "jp-store: the export is lossy: JP's format cannot express {} item(s):",
+                    files.lossy.len()
+                );
+                for l in &files.lossy {
+                    eprintln!("  - {l}");
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let mut bytes = serde_json::to_vec_pretty(&doc)?;
+    bytes.push(b'\n');
+    match args.out {
+        None => std::io::stdout()
+            .lock()
+            .write_all(&bytes)
+            .context("writing to standard output")?,
+        Some(path) => write_file_atomically(&path, &bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,71 @@
+//! `jp-store ls`: list the conversations.
+
+use super::{open_store, short_time};
+use anyhow::Result;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let mut list = Vec::new();
+    let mut failed = Vec::new();
+    for item in store.list_each()? {
+        match item {
+            Ok(l) => list.push(l),
+            Err((id, e)) => failed.push((id, e)),
+        }
+    }
+    for (id, e) in &failed {
+        eprintln!("jp-store: error: conversation {id} cannot be listed: {e}");
+    }
+    let code = if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if json_out {
+        let items: Vec<_> = list
+            .iter()
+            .map(|l| {
+                json!({
+                    "id": l.id.as_str(),
+                    "title": l.state.metadata.title(),
+                    "created": l.state.metadata.created().map(|t| t.to_jp_string()),
+                    "last_activity": l.state.last_activity().map(|t| t.to_jp_string()),
+                    "labels": l.state.metadata.labels().into_iter().collect::<BTreeMap<_, _>>(),
+                    "turns": l.state.turns.turns(),
+                    "events": l.state.entries,
+                    "log_bytes": l.log_bytes,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(code);
+    }
+    if list.is_empty() {
+        println!("no conversations");
+        return Ok(code);
+    }
+    println!(
+        "{:<20} {:>5} {:>7}  {:<21}  TITLE",
+        "ID", "TURNS", "EVENTS", "LAST ACTIVITY"
+    );
+    for l in &list {
+        let last = l
+            .state
+            .last_activity()
+            .map(|t| short_time(&t))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<20} {:>5} {:>7}  {:<21}  {}",
+            l.id,
+            l.state.turns.turns(),
+            l.state.entries,
+            last,
+            l.state.metadata.title().unwrap_or("")
+        );
+    }
+    Ok(code)
+}

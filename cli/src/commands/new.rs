@@ -1,0 +1,51 @@
+//! `jp-store new`: create a conversation.
+
+use super::{open_store, parse_id};
+use anyhow::Result;
+use clap::Args;
+use jpstore_engine::NewConversation;
+use serde_json::json;
+use std::path::Path;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The id (default: JP's kind, the UTC time in deciseconds).
+    #[arg(long)]
+    id: Option<String>,
+    /// A title.
+    #[arg(long)]
+    title: Option<String>,
+    /// A label KEY=VALUE (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A `--label` value: `KEY=VALUE` with a non-empty key (a usage error
+/// otherwise, exit status 2).
+fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("a label is KEY=VALUE, got {s:?}")),
+    }
+}
+
+pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let id = args.id.as_deref().map(parse_id).transpose()?;
+    let writer = store.create(NewConversation {
+        id,
+        title: args.title,
+        labels: args.labels,
+        ..Default::default()
+    })?;
+    if args.json {
+        println!("{}", json!({"id": writer.id().as_str()}));
+    } else {
+        println!("{}", writer.id());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,172 @@
+//! `jp-store print`: a conversation for a person.
+
+use super::{excerpt, open_store, parse_id, size};
+use anyhow::{Context, Result};
+use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::event::turns::TurnCounter;
+use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(id)?)?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    // What the model sees: compaction, orphan repair and deduplication
+    // under the config in effect.
+    let view = if compacted {
+        Some(jpstore_engine::export::view(&store, &conv)?)
+    } else {
+        None
+    };
+    print_conversation(&mut out, &conv, view).context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn payload_size(p: &Payload) -> u64 {
+    match p {
+        Payload::Ref(r) => r.size,
+        Payload::Inline(b) => b.len() as u64,
+    }
+}
+
+/// Prints a conversation for a person; with `compacted`, what the model
+/// sees (the view: compactions applied, orphans repaired).
+pub fn print_conversation(
+    out: &mut impl Write,
+    conv: &Conversation,
+    view: Option<Vec<Entry<Payload>>>,
+) -> std::io::Result<()> {
+    let compacted = view.is_some();
+    let meta = &conv.state.metadata;
+    writeln!(
+        out,
+        "conversation {}{}{}",
+        conv.id,
+        meta.title().map(|t| format!(": {t}")).unwrap_or_default(),
+        if compacted {
+            " (as the model sees it)"
+        } else {
+            ""
+        }
+    )?;
+    let entries: Vec<Entry<Payload>> = if let Some(view) = view {
+        view
+    } else {
+        conv.entries
+            .iter()
+            .map(|e| {
+                e.clone()
+                    .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
+                    .unwrap_or_else(|never| match never {})
+            })
+            .collect()
+    };
+    let mut turns = TurnCounter::new();
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    for entry in &entries {
+        let step = turns.step(entry);
+        if step.opened {
+            writeln!(out, "\n── turn {} ──", step.turn)?;
+        }
+        let Some(e) = entry.event() else {
+            if let Entry::Unknown(o) = entry {
+                let t = o.get("type").and_then(|t| t.as_str()).unwrap_or("?");
+                writeln!(out, "  [unknown entry `{t}`, kept as is]")?;
+            }
+            continue;
+        };
+        match &e.kind {
+            EventKind::TurnStart => {}
+            EventKind::ChatRequest(r) => {
+                let author = r.author.as_deref().unwrap_or("user");
+                writeln!(out, "{author}: {}", excerpt(&r.content, 100))?;
+                for res in &r.resources {
+                    let (kind, p) = match &res.content {
+                        ResourceContent::Text(p) => ("text", p),
+                        ResourceContent::Binary(p) => ("binary", p),
+                    };
+                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(payload_size(p)))?;
+                }
+            }
+            EventKind::ChatResponse(ChatResponse::Message(m)) => {
+                writeln!(out, "assistant: {}", excerpt(m, 100))?;
+            }
+            EventKind::ChatResponse(ChatResponse::Reasoning(m)) => {
+                writeln!(
+                    out,
+                    "assistant (reasoning, {}): {}",
+                    size(m.len() as u64),
+                    excerpt(m, 80)
+                )?;
+            }
+            EventKind::ChatResponse(ChatResponse::Data(d)) => {
+                writeln!(out, "assistant (data): {}", excerpt(&d.to_string(), 100))?;
+            }
+            EventKind::ToolCallRequest(r) => {
+                names.insert(&r.id, &r.name);
+                let args = serde_json::Value::Object(r.arguments.clone()).to_string();
+                writeln!(out, "  → {} [{}] {}", r.name, r.id, excerpt(&args, 80))?;
+            }
+            EventKind::ToolCallResponse(r) => {
+                let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+                let mut total = 0;
+                for b in &r.content {
+                    match b {
+                        Block::Text(t) => total += payload_size(&t.text),
+                        Block::Resource(rb) => total += payload_size(rb.resource.content.payload()),
+                        Block::Other(_) => {}
+                    }
+                }
+                writeln!(
+                    out,
+                    "  ← {name} [{}] {}{} in {} block(s)",
+                    r.id,
+                    if r.is_error { "error, " } else { "" },
+                    size(total),
+                    r.content.len()
+                )?;
+            }
+            EventKind::InquiryRequest(r) => {
+                let q = r
+                    .question
+                    .get("text")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("");
+                writeln!(out, "  ? inquiry [{}]: {}", r.id, excerpt(q, 80))?;
+            }
+            EventKind::InquiryResponse(r) => {
+                writeln!(
+                    out,
+                    "  = answer [{}]: {}",
+                    r.id,
+                    excerpt(&r.answer.to_string(), 80)
+                )?;
+            }
+            EventKind::ConfigDelta(d) => {
+                let keys: Vec<&str> = d.delta.keys().map(String::as_str).collect();
+                writeln!(out, "  [config change: {}]", keys.join(", "))?;
+            }
+            EventKind::CompactionUndo(u) => {
+                writeln!(out, "  [compaction #{} undone]", u.undoes + 1)?;
+            }
+            EventKind::Compaction(c) => {
+                writeln!(
+                    out,
+                    "  [compaction of turns {}..={}{}]",
+                    c.from_turn,
+                    c.to_turn,
+                    if c.summary.is_some() {
+                        ", summarized"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
+        }
+    }
+    writeln!(out, "\n{} turns, {} events", turns.turns(), entries.len())
+}

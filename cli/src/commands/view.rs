@@ -1,0 +1,58 @@
+//! `jp-store view`: the view sent to a model, as JSON.
+
+use super::{open_store, parse_id};
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use jpstore_engine::export::{render_view, ContentMode};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ViewFormat {
+    /// The projected events as a JSON array (jp-store's plain form; tool
+    /// response content always a list of blocks).
+    Json,
+    /// The request body of Anthropic's Messages API.
+    Anthropic,
+    /// The request body of OpenAI's Chat Completions API.
+    Openai,
+}
+
+pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let conv = store.read(&parse_id(id)?)?;
+    let mode = if refs {
+        ContentMode::Refs
+    } else {
+        ContentMode::Inline
+    };
+    let provider = match format {
+        ViewFormat::Json => None,
+        ViewFormat::Anthropic => Some(jpstore_engine::export::Provider::Anthropic),
+        ViewFormat::Openai => Some(jpstore_engine::export::Provider::OpenAi),
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match provider {
+        None => {
+            let view = jpstore_engine::export::into_view(&store, conv)?;
+            let rendered = render_view(&store, &view, mode);
+            let written = serde_json::to_writer_pretty(&mut out, &rendered);
+            if let Some(e) = rendered.take_error() {
+                return Err(e.into());
+            }
+            written.context("writing to standard output")?;
+        }
+        Some(_) if refs => {
+            bail!("--refs applies to --format json only: a provider request holds its content")
+        }
+        Some(p) => {
+            let doc = jpstore_engine::export::provider_request(&store, &conv, p)?;
+            serde_json::to_writer_pretty(&mut out, &doc).context("writing to standard output")?;
+        }
+    }
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
+        .context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}

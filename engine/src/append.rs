@@ -5,10 +5,10 @@
 //! is the durable write alone; an agent that embeds the engine calls
 //! [`Store::append_turn`] to get the same behaviour as the command line.
 
-use crate::compaction::{completes_turn, CompactOutcome};
+use crate::compaction::{completes_turn, CompactOutcome, CompactionError, SummaryFailure};
 use crate::conversation::writer::AppendOutcome;
 use crate::conversation::ConversationId;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::event::{Entry, Object, Payload};
 use crate::log::CutTail;
 use crate::store::Store;
@@ -34,7 +34,7 @@ pub enum AutoCompaction {
     /// It was due and failed (a summarizer error, for example). The append
     /// is durable all the same: this is a warning, not a failure of the
     /// append.
-    Failed(Error),
+    Failed(CompactionError),
 }
 
 impl Store {
@@ -66,8 +66,10 @@ impl Store {
         // The lock is released before the compaction takes it again.
         drop(writer);
         let auto_compaction = if completes {
-            let mut summarize =
-                |table: &Object, raw: &[Entry]| self.summarize_from_profile(table, raw, None);
+            let mut summarize = |table: &Object, raw: &[Entry]| {
+                self.summarize_from_profile(table, raw, None)
+                    .map_err(SummaryFailure::from)
+            };
             match self.auto_compact(id, now, &mut summarize) {
                 Ok(Some(out)) => AutoCompaction::Made(out),
                 Ok(None) => AutoCompaction::NotDue,

@@ -171,6 +171,9 @@ pub enum AttachError {
         #[source]
         source: io::Error,
     },
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] Error),
 }
 
 /// What [`Store::attach`] did.
@@ -584,9 +587,9 @@ impl Store {
         message: Option<String>,
         strict: bool,
         progress: &mut dyn FnMut(BatchProgress),
-    ) -> Result<AttachOutcome> {
+    ) -> Result<AttachOutcome, AttachError> {
         if !self.exists(id)? {
-            return Err(Error::NotFound { id: id.to_string() });
+            return Err(Error::NotFound { id: id.to_string() }.into());
         }
         let message = message.unwrap_or_default();
         self.check_record_size(id, &message, files)?;
@@ -602,8 +605,7 @@ impl Store {
         if files.is_empty() {
             return Err(AttachError::NothingToAttach {
                 skipped: Vec::new(),
-            }
-            .into());
+            });
         }
         // Once every file is read and hashed, the request is built and the
         // writer opened on this thread while another makes the pack durable
@@ -686,7 +688,7 @@ impl Store {
                         (file.path.clone(), e)
                     })
                     .collect();
-                return Err(AttachError::NothingToAttach { skipped }.into());
+                return Err(AttachError::NothingToAttach { skipped });
             }
             Err(e) => {
                 let failed = slots
@@ -700,9 +702,8 @@ impl Store {
                     Some((i, reason)) => AttachError::Unreadable {
                         path: files[i].path.clone(),
                         reason,
-                    }
-                    .into(),
-                    None => e.into(),
+                    },
+                    None => Error::from(e).into(),
                 });
             }
         };
@@ -717,7 +718,7 @@ impl Store {
             }
         }
         let Some(mut prepared) = prepared? else {
-            return Err(AttachError::NothingToAttach { skipped }.into());
+            return Err(AttachError::NothingToAttach { skipped });
         };
         let offset = prepared.writer.append_prepared(prepared.batch)?;
         let turn = prepared.writer.state().turns.current().unwrap_or(0);
@@ -780,13 +781,10 @@ impl Store {
 /// itself, so a link in it reaches nothing the URI could not name directly;
 /// the `uri` returned is the target's), which is why a caller that lets a
 /// model ask for resources decides itself which URIs to allow.
-pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
-    let refuse = |reason: String| -> Error {
-        AttachError::NotFileUri {
-            uri: uri.to_owned(),
-            reason,
-        }
-        .into()
+pub fn resolve(uri: &str, cwd: &Path) -> Result<Value, AttachError> {
+    let refuse = |reason: String| AttachError::NotFileUri {
+        uri: uri.to_owned(),
+        reason,
     };
     let url = Url::parse(uri).map_err(|e| refuse(format!("not a URI: {e}")))?;
     if url.scheme() != "file" {
@@ -803,12 +801,9 @@ pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
     let path = url
         .to_file_path()
         .map_err(|()| refuse("it names a host other than localhost, or no absolute path".into()))?;
-    let read_error = |source| -> Error {
-        AttachError::Read {
-            path: path.clone(),
-            source,
-        }
-        .into()
+    let read_error = |source| AttachError::Read {
+        path: path.clone(),
+        source,
     };
     let canonical = std::fs::canonicalize(&path).map_err(read_error)?;
     // The canonical path holds no link: one put there since is refused.
@@ -823,7 +818,8 @@ pub fn resolve(uri: &str, cwd: &Path) -> Result<Value> {
         Payload::Inline(bytes),
         text,
     );
-    render_resource(&r, &mut |p, kind| payload_json(p, kind)).map_err(|what| Error::Render { what })
+    render_resource(&r, &mut |p, kind| payload_json(p, kind))
+        .map_err(|what| Error::Render { what }.into())
 }
 
 #[cfg(test)]

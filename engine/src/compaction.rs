@@ -21,7 +21,7 @@ use crate::projection::revoked_compactions;
 use crate::timestamp::Timestamp;
 
 /// Why a compaction cannot be made as asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum CompactionError {
     /// The conversation has no turns.
     #[error("the conversation has no turns to compact")]
@@ -53,15 +53,15 @@ pub enum CompactionError {
     /// The config names a profile that does not exist, or has a bad value.
     #[error("config: {0}")]
     Config(String),
-    /// A summary profile but no summary text.
-    #[error("profile {profile:?} replaces the range with a summary: give its text with --summary or --summary-file, or name a `command` or `endpoint` in the profile's summary table")]
-    SummaryNeeded {
-        /// The profile.
-        profile: String,
-    },
     /// Nothing to undo.
     #[error("{0}")]
     Undo(String),
+    /// The summary could not be made: the [`Summarizer`]'s own error.
+    #[error(transparent)]
+    Summary(SummaryFailure),
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] crate::error::Error),
 }
 
 /// A range bound as given (RFD 064).
@@ -649,9 +649,13 @@ pub struct CompactOutcome {
     pub offset: Option<u64>,
 }
 
+/// Why a [`Summarizer`] made no summary: its own error, kept whole so that
+/// the caller who supplied it can look inside (`downcast_ref`).
+pub type SummaryFailure = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Produces a summary of raw entries, from a profile's summary table.
 pub type Summarizer<'a> =
-    dyn FnMut(&Object, &[Entry<BlobRef>]) -> crate::error::Result<String> + 'a;
+    dyn FnMut(&Object, &[Entry<BlobRef>]) -> Result<String, SummaryFailure> + 'a;
 
 /// The compaction `request` asks for on `entries` under `config` (the
 /// config in effect at their end): the profile, the range (jp-format.md
@@ -665,15 +669,14 @@ pub fn plan(
     request: &CompactRequest,
     now: Timestamp,
     summarize: &mut Summarizer<'_>,
-) -> crate::error::Result<CompactOutcome> {
+) -> Result<CompactOutcome, CompactionError> {
     let settings = Settings::from_config(config)?;
     let profile = settings.profile(request.profile.as_deref())?;
     if profile.summary.is_none() && request.summary.is_some() {
         return Err(CompactionError::Config(format!(
             "profile {:?} does not summarize; --summary needs a profile with a summary table",
             profile.name
-        ))
-        .into());
+        )));
     }
     let keep_last = request.keep_last.unwrap_or(settings.keep_last);
     let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
@@ -684,7 +687,8 @@ pub fn plan(
             let text = match (&request.summary, request.dry_run) {
                 (Some(t), _) => t.clone(),
                 (None, true) => String::new(),
-                (None, false) => summarize(table, &raw_range(entries, from, to))?,
+                (None, false) => summarize(table, &raw_range(entries, from, to))
+                    .map_err(CompactionError::Summary)?,
             };
             (from, to, Some(text))
         }
@@ -720,6 +724,49 @@ pub fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
 }
 
 impl crate::store::Store {
+    /// [`Store::fork`](crate::store::Store::fork), the fork compacted as
+    /// `compact` asks: the compaction is planned ([`plan`]) on the fork's
+    /// entries under the config in effect at their end, its summary made,
+    /// and its entry published with the fork's other entries in the one new
+    /// log. So the fork appears compacted or not at all: an unknown profile,
+    /// a bad range or a failed summary leaves nothing behind. (A dry-run
+    /// request plans and reports the compaction without adding it.) Returns
+    /// the new writer and the compaction made.
+    pub fn fork_compacted(
+        &self,
+        id: &crate::conversation::ConversationId,
+        last: Option<u64>,
+        new_id: Option<crate::conversation::ConversationId>,
+        now: Timestamp,
+        compact: Option<(&CompactRequest, &mut Summarizer<'_>)>,
+    ) -> Result<
+        (
+            crate::conversation::writer::ConversationWriter<'_>,
+            Option<CompactOutcome>,
+        ),
+        CompactionError,
+    > {
+        let mut draft = self.draft_fork(id, last)?;
+        let compacted = match compact {
+            None => None,
+            Some((request, summarize)) => {
+                // The fork's base is the config at its start, and it keeps
+                // every later delta: the config at its end is the source's.
+                let source = &draft.source;
+                let config = self.effective_config_at(source, source.entries.len())?;
+                let outcome = plan(&draft.entries, &config, request, now, summarize)?;
+                if !request.dry_run {
+                    draft
+                        .entries
+                        .push(compaction_entry(&outcome.compaction, now));
+                }
+                Some(outcome)
+            }
+        };
+        let writer = self.publish_fork(draft, new_id, now)?;
+        Ok((writer, compacted))
+    }
+
     /// Creates a compaction of conversation `id` ([`plan`]) and appends it
     /// (unless `dry_run`). Holds the writer lock throughout, so `last` and
     /// the overlaps are those of the conversation it appends to; nothing is
@@ -730,7 +777,7 @@ impl crate::store::Store {
         request: &CompactRequest,
         now: Timestamp,
         summarize: &mut Summarizer<'_>,
-    ) -> crate::error::Result<CompactOutcome> {
+    ) -> Result<CompactOutcome, CompactionError> {
         let mut writer = self.writer(id)?;
         let conv = self.read(id)?;
         let config = self.effective_config_at(&conv, conv.entries.len())?;
@@ -750,7 +797,7 @@ impl crate::store::Store {
         id: &crate::conversation::ConversationId,
         n: Option<u64>,
         now: Timestamp,
-    ) -> crate::error::Result<u64> {
+    ) -> Result<u64, CompactionError> {
         let mut writer = self.writer(id)?;
         let conv = self.read(id)?;
         let active = active_compactions(&conv.entries);
@@ -760,7 +807,9 @@ impl crate::store::Store {
                 .map(|(o, _)| *o)
                 .ok_or_else(|| CompactionError::Undo("no compaction in effect to undo".into()))?,
             Some(0) => {
-                return Err(CompactionError::Undo("compactions are numbered from 1".into()).into())
+                return Err(CompactionError::Undo(
+                    "compactions are numbered from 1".into(),
+                ))
             }
             Some(n) => {
                 let o = n - 1;
@@ -776,8 +825,7 @@ impl crate::store::Store {
                         format!("compaction {n} is undone already")
                     } else {
                         format!("there is no compaction {n} (the conversation has {total})")
-                    })
-                    .into());
+                    }));
                 }
                 o
             }
@@ -889,7 +937,7 @@ impl crate::store::Store {
         id: &crate::conversation::ConversationId,
         now: Timestamp,
         summarize: &mut Summarizer<'_>,
-    ) -> crate::error::Result<Option<CompactOutcome>> {
+    ) -> Result<Option<CompactOutcome>, CompactionError> {
         let conv = self.read(id)?;
         let config = self.effective_config_at(&conv, conv.entries.len())?;
         let auto = AutoSettings::from_config(&config)?;
@@ -914,9 +962,9 @@ impl crate::store::Store {
             Ok(out) => Ok(Some(out)),
             // Nothing left to compact (everything up to keep_last is
             // compacted already, or the range is empty): not an error here.
-            Err(crate::error::Error::Compaction(
-                CompactionError::OutOfRange { .. } | CompactionError::EmptyRange { .. },
-            )) => Ok(None),
+            Err(CompactionError::OutOfRange { .. } | CompactionError::EmptyRange { .. }) => {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }

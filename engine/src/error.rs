@@ -151,6 +151,14 @@ pub enum Error {
         /// Some of the names in it.
         found: String,
     },
+    /// A fork of the last 0 turns: it would hold nothing.
+    #[error("the range is empty: from turn {from} to turn {to}")]
+    EmptyFork {
+        /// The number of turns of the conversation forked.
+        from: u64,
+        /// One less.
+        to: u64,
+    },
     /// The caller's interrupt flag was set: the run stopped before it
     /// finished (see `Store::fsck_interruptible`).
     #[error("interrupted before the end")]
@@ -163,9 +171,6 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
-    /// A compaction cannot be made as asked.
-    #[error(transparent)]
-    Compaction(#[from] crate::compaction::CompactionError),
     /// A file to import is not valid JP data.
     #[error("{}: not valid JP data: {reason}", path.display())]
     NotJp {
@@ -189,19 +194,12 @@ pub enum Error {
     /// A deduplication setting of the config is not valid.
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),
-    /// A summary for a compaction could not be made, or a profile's
-    /// `summary` table not read.
-    #[error(transparent)]
-    Summarize(#[from] crate::summarizer::SummarizeError),
     /// An append of a batch without entries.
     #[error("refusing to append an empty batch to {}", path.display())]
     EmptyBatch {
         /// The log file.
         path: PathBuf,
     },
-    /// Files cannot be attached, or a resource not resolved.
-    #[error(transparent)]
-    Attach(#[from] crate::attach::AttachError),
     /// Content cannot be rendered into a provider request (e.g. text that is
     /// not UTF-8).
     #[error("cannot render the provider request: {what}")]

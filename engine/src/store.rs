@@ -73,6 +73,21 @@ pub struct Store {
     options: StoreOptions,
 }
 
+/// A fork read and cut but not published yet ([`Store::draft_fork`]).
+/// Holds the shared gc lock while it lives.
+pub struct ForkDraft {
+    _gc: Box<dyn jpstore_blobstore::storage::StorageFile>,
+    id: ConversationId,
+    /// The conversation forked.
+    pub source: Conversation,
+    /// The entries the fork will hold, in order; a caller may add some
+    /// (a compaction) before [`Store::publish_fork`].
+    pub entries: Vec<crate::event::Entry>,
+    base: Object,
+    first_turn: u64,
+    turns: u64,
+}
+
 impl Store {
     /// Creates a store in `root` (the directory is created if needed) or
     /// completes one that exists; an existing config file is kept.
@@ -305,7 +320,9 @@ impl Store {
     /// the new log is published whole. With `last`, the base config of the
     /// fork is the config in effect where it starts, and compactions (whose
     /// turn numbers would no longer fit) are left out. The metadata records
-    /// `forked_from: {id, turns}`. Returns the new writer.
+    /// `forked_from: {id, turns}`. Returns the new writer. (A fork that is
+    /// compacted as it is made: `Store::fork_compacted`, in
+    /// `compaction.rs`.)
     pub fn fork(
         &self,
         id: &ConversationId,
@@ -313,35 +330,16 @@ impl Store {
         new_id: Option<ConversationId>,
         now: Timestamp,
     ) -> Result<ConversationWriter<'_>> {
-        self.fork_compacted(id, last, new_id, now, None)
-            .map(|(writer, _)| writer)
+        let draft = self.draft_fork(id, last)?;
+        self.publish_fork(draft, new_id, now)
     }
 
-    /// [`Store::fork`], the fork compacted as `compact` asks: the compaction
-    /// is planned ([`crate::compaction::plan`]) on the fork's entries under
-    /// the config in effect at their end, its summary made, and its entry
-    /// published with the fork's other entries in the one new log. So the
-    /// fork appears compacted or not at all: an unknown profile, a bad range
-    /// or a failed summary leaves nothing behind. (A dry-run request plans
-    /// and reports the compaction without adding it.) Returns the new
-    /// writer and the compaction made.
-    pub fn fork_compacted(
-        &self,
-        id: &ConversationId,
-        last: Option<u64>,
-        new_id: Option<ConversationId>,
-        now: Timestamp,
-        compact: Option<(
-            &crate::compaction::CompactRequest,
-            &mut crate::compaction::Summarizer<'_>,
-        )>,
-    ) -> Result<(
-        ConversationWriter<'_>,
-        Option<crate::compaction::CompactOutcome>,
-    )> {
-        // Held from the read of the source to the publication of the fork,
-        // so the blobs the fork shares cannot be swept in between.
-        let _gc = self.gc_shared()?;
+    /// The first half of a fork: reads `id` and cuts its last `last` turns
+    /// (see [`Store::fork`]), holding the shared gc lock until the draft is
+    /// published or dropped, so the blobs the fork shares cannot be swept
+    /// in between.
+    pub fn draft_fork(&self, id: &ConversationId, last: Option<u64>) -> Result<ForkDraft> {
+        let gc = self.gc_shared()?;
         let conv = self.read(id)?;
         // The fork's base config is made of the source's: a bad setting in
         // it is refused (naming where it lives) rather than copied.
@@ -349,12 +347,10 @@ impl Store {
         let turns = conv.state.turns.turns();
         let first_turn = match last {
             Some(0) => {
-                return Err(Error::Compaction(
-                    crate::compaction::CompactionError::EmptyRange {
-                        from: turns,
-                        to: turns.saturating_sub(1),
-                    },
-                ))
+                return Err(Error::EmptyFork {
+                    from: turns,
+                    to: turns.saturating_sub(1),
+                })
             }
             Some(n) => turns.saturating_sub(n),
             None => 0,
@@ -366,7 +362,7 @@ impl Store {
             .unwrap_or(conv.entries.len());
         let start = if first_turn == 0 { 0 } else { start };
         let base = self.config_at(&conv, start)?;
-        let mut entries: Vec<crate::event::Entry> = conv.entries[start..]
+        let entries: Vec<crate::event::Entry> = conv.entries[start..]
             .iter()
             .filter(|e| {
                 first_turn == 0
@@ -377,36 +373,38 @@ impl Store {
             })
             .cloned()
             .collect();
-        let compacted = match compact {
-            None => None,
-            Some((request, summarize)) => {
-                // The fork's base is the config at its start, and it keeps
-                // every later delta: the config at its end is the source's.
-                let config = self.effective_config_at(&conv, conv.entries.len())?;
-                let outcome = crate::compaction::plan(&entries, &config, request, now, summarize)?;
-                if !request.dry_run {
-                    entries.push(crate::compaction::compaction_entry(
-                        &outcome.compaction,
-                        now,
-                    ));
-                }
-                Some(outcome)
-            }
-        };
-        let base_ref = self.put_config(&base)?;
-        let mut fields = conv.state.metadata.fields.clone();
-        fields.remove(crate::jp::JP_FIELD);
+        Ok(ForkDraft {
+            _gc: gc,
+            id: id.clone(),
+            source: conv,
+            entries,
+            base,
+            first_turn,
+            turns,
+        })
+    }
+
+    /// The second half of a fork: publishes `draft` (with whatever entries
+    /// were added to it) as a new conversation, `new_id` or a fresh id.
+    pub fn publish_fork(
+        &self,
+        draft: ForkDraft,
+        new_id: Option<ConversationId>,
+        now: Timestamp,
+    ) -> Result<ConversationWriter<'_>> {
+        let base_ref = self.put_config(&draft.base)?;
+        let mut fields = draft.source.state.metadata.fields.clone();
+        fields.remove(crate::conversation::meta::JP_FIELD);
         fields.insert("created".into(), Value::String(now.to_jp_string()));
         fields.insert(
             "forked_from".into(),
-            serde_json::json!({"id": id.as_str(), "turns": turns - first_turn, "from_turn": first_turn}),
+            serde_json::json!({"id": draft.id.as_str(), "turns": draft.turns - draft.first_turn, "from_turn": draft.first_turn}),
         );
         let patch = MetaPatch {
             base_config: Some(base_ref),
             fields,
         };
-        let writer = self.create_log(new_id, now, patch, &entries)?;
-        Ok((writer, compacted))
+        self.create_log(new_id, now, patch, &draft.entries)
     }
 
     /// Publishes a new conversation's log: with `id`, or else JP's kind of

@@ -219,6 +219,17 @@ pub fn summarize(source: &SummarySource, raw_events: &Value) -> Result<String, S
 /// Why a summary could not be made, or a `summary` table not read.
 #[derive(Debug, thiserror::Error)]
 pub enum SummarizeError {
+    /// A profile replaces the range with a summary, but nothing gives its
+    /// text: no summary was passed, and its `summary` table names neither
+    /// a `command` nor an `endpoint`.
+    #[error("profile {profile:?} replaces the range with a summary: give its text with --summary or --summary-file, or name a `command` or `endpoint` in the profile's summary table")]
+    NotConfigured {
+        /// The profile.
+        profile: String,
+    },
+    /// The events to summarize could not be read from the store.
+    #[error(transparent)]
+    Store(#[from] crate::error::Error),
     /// A key of a profile's `summary` table is missing or has a value that
     /// is not acceptable.
     #[error("compaction profile `summary` table, key `{key}`: {message}")]
@@ -648,26 +659,23 @@ impl crate::store::Store {
     /// The summary of `raw` (a compaction's range of raw entries) as a
     /// profile's summary table says: its `command` or `endpoint` reads the
     /// events as JSON with content inline (never a view). A table that
-    /// names neither is [`CompactionError::SummaryNeeded`] for `profile`.
-    ///
-    /// [`CompactionError::SummaryNeeded`]: crate::compaction::CompactionError::SummaryNeeded
+    /// names neither is [`SummarizeError::NotConfigured`] for `profile`.
     pub fn summarize_from_profile(
         &self,
         table: &Map<String, Value>,
         raw: &[crate::event::Entry],
         profile: Option<&str>,
-    ) -> crate::error::Result<String> {
+    ) -> Result<String, SummarizeError> {
         let Some(source) = SummarySource::from_profile(table)? else {
-            return Err(crate::compaction::CompactionError::SummaryNeeded {
+            return Err(SummarizeError::NotConfigured {
                 profile: profile.unwrap_or("default").to_string(),
-            }
-            .into());
+            });
         };
         let events = raw
             .iter()
             .map(|e| crate::export::entry_json(self, e, crate::export::ContentMode::Inline))
             .collect::<crate::error::Result<Vec<_>>>()?;
-        Ok(summarize(&source, &Value::Array(events))?)
+        summarize(&source, &Value::Array(events))
     }
 }
 

@@ -47,8 +47,8 @@ fn now() -> Timestamp {
     Timestamp::parse("2026-05-29 12:00:00.0").expect("timestamp")
 }
 
-/// What a step does.
-type Operation = Box<dyn Fn(&Store) -> Result<(), Error>>;
+/// What a step does (each operation has its own error type).
+type Operation = Box<dyn Fn(&Store) -> Result<(), Box<dyn std::error::Error>>>;
 
 /// One acknowledged operation of a workload.
 struct Step {
@@ -56,10 +56,13 @@ struct Step {
     run: Operation,
 }
 
-fn step(name: &'static str, run: impl Fn(&Store) -> Result<(), Error> + 'static) -> Step {
+fn step<E: std::error::Error + 'static>(
+    name: &'static str,
+    run: impl Fn(&Store) -> Result<(), E> + 'static,
+) -> Step {
     Step {
         name,
-        run: Box::new(run),
+        run: Box::new(move |store| run(store).map_err(Into::into)),
     }
 }
 

@@ -3,7 +3,6 @@
 use super::{open_store, parse_id, size};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use jpstore_engine::error::Error as EngineError;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,7 +69,7 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
         Ok(outcome) => outcome,
         // Every reason is a warning, as for a partial attach; the error
         // only says what came of it.
-        Err(EngineError::Attach(attach::AttachError::NothingToAttach { skipped: unread })) => {
+        Err(attach::AttachError::NothingToAttach { skipped: unread }) => {
             for (path, e) in &unread {
                 eprintln!("jp-store: warning: skipped {}: {e}", path.display());
             }

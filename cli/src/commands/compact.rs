@@ -104,8 +104,10 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     };
     let mut summarize = |table: &jpstore_engine::event::Object,
                          raw: &[Entry]|
-     -> jpstore_engine::error::Result<String> {
-        store.summarize_from_profile(table, raw, args.profile.as_deref())
+     -> Result<String, jpstore_engine::compaction::SummaryFailure> {
+        store
+            .summarize_from_profile(table, raw, args.profile.as_deref())
+            .map_err(Into::into)
     };
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
     let c = &out.compaction;

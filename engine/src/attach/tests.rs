@@ -332,7 +332,7 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
         .attach(&id, &files, None, true, &mut |_| {})
         .expect_err("strict attach of a vanished file");
     match err {
-        Error::Attach(AttachError::Unreadable { path, reason }) => {
+        AttachError::Unreadable { path, reason } => {
             assert_eq!(path, gone);
             assert_eq!(reason.kind(), io::ErrorKind::NotFound);
         }
@@ -360,7 +360,7 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
         .attach(&id, &files[1..], None, false, &mut |_| {})
         .expect_err("nothing to attach");
     match &err {
-        Error::Attach(AttachError::NothingToAttach { skipped }) => {
+        AttachError::NothingToAttach { skipped } => {
             assert_eq!(skipped.len(), 1, "{err}");
             assert_eq!(skipped[0].0, gone);
             assert_eq!(skipped[0].1.kind(), io::ErrorKind::NotFound);
@@ -388,7 +388,7 @@ fn an_unreadable_file_is_skipped_or_aborts_when_strict() {
         .attach(&id, &files, None, true, &mut |_| {})
         .expect_err("strict");
     assert!(
-        matches!(&err, Error::Attach(AttachError::Unreadable { path, .. }) if *path == locked),
+        matches!(&err, AttachError::Unreadable { path, .. } if *path == locked),
         "{err}"
     );
     assert_eq!(std::fs::read(&log).expect("log"), before);
@@ -410,7 +410,10 @@ fn attach_to_a_missing_conversation_reads_nothing() {
     let err = store
         .attach(&missing, &files, None, false, &mut |_| calls += 1)
         .expect_err("missing");
-    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        matches!(err, AttachError::Store(Error::NotFound { .. })),
+        "{err}"
+    );
     assert_eq!(calls, 0);
 }
 

@@ -248,7 +248,7 @@ fn compact_appends_a_frozen_compaction_and_dry_run_writes_nothing() {
     let log_len = |s: &Store| s.read(&id).expect("read").log_end;
     let before = log_len(&store);
     let mut no_summary =
-        |_: &Object, _: &[Entry]| -> crate::error::Result<String> { panic!("no summary needed") };
+        |_: &Object, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary needed") };
     let req = CompactRequest {
         to: Some(Bound::FromEnd(1)),
         dry_run: true,
@@ -336,7 +336,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
     let view_len = |s: &Store| crate::projection::view(&s.read(&id).expect("read").entries).len();
     let full = view_len(&store);
     let mut seen = Vec::new();
-    let mut summarize = |table: &Object, raw: &[Entry]| -> crate::error::Result<String> {
+    let mut summarize = |table: &Object, raw: &[Entry]| -> Result<String, SummaryFailure> {
         assert_eq!(table.get("policy"), Some(&json!("summarize")));
         seen.push(raw.len());
         Ok(format!("summary of {} raw entries", raw.len()))
@@ -371,12 +371,14 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         ..heavy(4, 4)
     };
     let out = store
-        .compact(
-            &id,
-            &given,
-            Timestamp::now(),
-            &mut |_: &Object, _: &[Entry]| -> crate::error::Result<String> { panic!("not called") },
-        )
+        .compact(&id, &given, Timestamp::now(), &mut |_: &Object,
+                                                      _: &[Entry]|
+         -> Result<
+            String,
+            SummaryFailure,
+        > {
+            panic!("not called")
+        })
         .expect("given");
     assert_eq!(out.compaction.summary.as_deref(), Some("given"));
     assert!(view_len(&store) < full);
@@ -421,12 +423,14 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         ..Default::default()
     };
     assert!(store
-        .compact(
-            &id,
-            &wrong,
-            Timestamp::now(),
-            &mut |_: &Object, _: &[Entry]| -> crate::error::Result<String> { Ok(String::new()) }
-        )
+        .compact(&id, &wrong, Timestamp::now(), &mut |_: &Object,
+                                                      _: &[Entry]|
+         -> Result<
+            String,
+            SummaryFailure,
+        > {
+            Ok(String::new())
+        })
         .is_err());
 }
 
@@ -434,7 +438,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
 fn automatic_compaction_fires_only_past_the_threshold() {
     let (_d, store, id) = store_with_turns(6);
     let mut never =
-        |_: &Object, _: &[Entry]| -> crate::error::Result<String> { panic!("no summary") };
+        |_: &Object, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary") };
     // Disabled by default.
     assert_eq!(
         store

@@ -14,6 +14,11 @@ use serde_json::{Map, Value};
 use crate::event::{BlobRef, Object};
 use crate::timestamp::Timestamp;
 
+/// The metadata field in which a JP import keeps what a JP export needs to
+/// write the files back as they were (`jp::JpInfo`). A fork drops it: the
+/// fork is a new conversation, not the imported one.
+pub const JP_FIELD: &str = "jp";
+
 /// A change of metadata, stored as one log entry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

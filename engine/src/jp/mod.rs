@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::event::Object;
 
-/// The metadata field holding [`JpInfo`].
-pub const JP_FIELD: &str = "jp";
+pub use crate::conversation::meta::JP_FIELD;
 
 /// How a JP conversation kept its base config (jp-format.md section 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

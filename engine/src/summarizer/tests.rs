@@ -700,8 +700,16 @@ fn profile_inconsistent_keys_are_refused() {
 }
 
 #[test]
-fn summarize_error_converts_into_the_engine_error() {
-    let err: crate::error::Error = SummarizeError::EmptyText.into();
-    assert!(matches!(err, crate::error::Error::Summarize(_)));
+fn a_summary_error_reaches_the_compaction_error_whole() {
+    use crate::compaction::{CompactionError, SummaryFailure};
+    let failure: SummaryFailure = SummarizeError::EmptyText.into();
+    let err = CompactionError::Summary(failure);
     assert_eq!(err.to_string(), SummarizeError::EmptyText.to_string());
+    let CompactionError::Summary(inner) = &err else {
+        panic!("not a summary failure: {err:?}");
+    };
+    assert!(matches!(
+        inner.downcast_ref::<SummarizeError>(),
+        Some(SummarizeError::EmptyText)
+    ));
 }

@@ -41,7 +41,7 @@ use jpstore_benches::setup::attach::{
 };
 use jpstore_benches::timing::median;
 use jpstore_benches::workload::source_tree::total_bytes;
-use jpstore_engine::attach;
+use jpstore_integrations::attach;
 
 /// Seed of the generated tree.
 const SEED: u64 = 0x6a70_2d61_7474_6163;

@@ -19,6 +19,75 @@ use crate::parallel::{self, Sink};
 use crate::storage::{write_all_at, OpenMode, StorageFile};
 use crate::store::{BatchOutcome, BatchProgress, BlobStore};
 
+/// Batch puts: many blobs as one pack (format-spec.md 2.5).
+impl BlobStore {
+    /// Stores many blobs as one pack: hashes and compresses on
+    /// [`Options::threads`] threads, writes one pack file and one index, and
+    /// syncs each once. Content already in the store (or repeated within the
+    /// batch) is not stored again.
+    ///
+    /// `read(i)` produces the content of item `i` for `i in 0..count`; it is
+    /// called from worker threads. Returns the ids in input order. On any error
+    /// (including a failing `read`) nothing is published.
+    pub fn put_batch<F>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize) -> io::Result<Vec<u8>> + Sync,
+    {
+        self.put_batch_buffered(
+            count,
+            |i, buf| {
+                *buf = read(i)?;
+                Ok(())
+            },
+            progress,
+        )
+    }
+
+    /// [`BlobStore::put_batch`] with the content read into a buffer:
+    /// `read(i, buf)` appends the content of item `i` to `buf`, which it is
+    /// given empty; each worker reuses one buffer from item to item, so
+    /// reading many items (files, say) allocates little. `progress` is
+    /// called as the pack grows, every few dozen items or megabyte.
+    pub fn put_batch_buffered<F>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+    {
+        put_batch(self, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+    }
+
+    /// [`BlobStore::put_batch_buffered`] that runs `meanwhile(ids, sizes)`
+    /// (the id and raw size of every item, in input order) on the calling
+    /// thread once every item is hashed, while another thread makes the
+    /// pack durable and publishes it. The batch returns once both are done,
+    /// so what `meanwhile` prepares (a log record referencing the items,
+    /// say) is still written only after the pack is durable. It is not run
+    /// if the batch fails before; its result is returned beside the
+    /// outcome, or dropped if publishing the pack fails.
+    pub fn put_batch_buffered_then<F, M, T>(
+        &self,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+        meanwhile: M,
+    ) -> Result<(BatchOutcome, T)>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+        M: FnOnce(&[BlobId], &[u64]) -> T,
+    {
+        put_batch(self, count, &read, progress, meanwhile)
+    }
+}
+
 /// Encoded bytes a worker gathers before handing them to the pack writer.
 const SEGMENT_BYTES: usize = 1 << 20;
 /// Items a worker handles at most per segment (so progress moves on when
@@ -318,7 +387,7 @@ pub(crate) fn put_batch<T>(
     // durable already; only a failed sync (the store poisoned) fails it.
     match store.merge_small_packs() {
         Ok(merged) => outcome.merged_packs = merged.merged_packs,
-        Err(e) if crate::merge::fails_the_write(&e) => return Err(e),
+        Err(e) if e.fails_the_write() => return Err(e),
         Err(_) => {}
     }
     Ok((outcome, t))

@@ -3,17 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::id::BlobId;
-
-/// A string that is not a blob id.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid blob id {input:?}: {reason}")]
-pub struct IdError {
-    /// The offending input (shortened if long).
-    pub input: String,
-    /// What a blob id must look like.
-    pub reason: &'static str,
-}
+use crate::id::{BlobId, IdError};
 
 /// Everything that can go wrong in the blob store.
 ///
@@ -105,6 +95,15 @@ impl Error {
     /// a missing object).
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. })
+    }
+
+    /// Whether an error of a writer's merge of small packs must reach the
+    /// writer's caller: a failed sync (the store is poisoned, and nothing
+    /// may be acknowledged after it). Anything else (damage in a pack
+    /// merged, a read error) leaves the packs as they were and is gc's and
+    /// fsck's to report; the write itself succeeded.
+    pub fn fails_the_write(&self) -> bool {
+        matches!(self, Error::SyncFailed { .. } | Error::Poisoned { .. })
     }
 }
 

@@ -5,7 +5,15 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::IdError;
+/// A string that is not a blob id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid blob id {input:?}: {reason}")]
+pub struct IdError {
+    /// The offending input (shortened if long).
+    pub input: String,
+    /// What a blob id must look like.
+    pub reason: &'static str,
+}
 
 /// The identity of a blob: SHA-256 of its raw bytes.
 ///

@@ -23,8 +23,9 @@ pub mod storage;
 mod store;
 mod verify;
 
-pub use error::{Error, IdError, Result};
+pub use error::{Error, Result};
 pub use id::BlobId;
+pub use id::IdError;
 pub use merge::MergeOutcome;
 pub use store::{
     BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,

@@ -25,10 +25,12 @@ use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::batch::PackWriter;
+use crate::error::Result;
+use crate::id::BlobId;
 use crate::object::HEADER_LEN;
 use crate::pack::{Pack, PackEntry};
-use crate::store::{BlobStore, PACKS_DIR};
+use crate::store::{BlobStore, RewriteOutcome, PACKS_DIR};
 
 /// Each pack, in size order, must be at least this many times the size of
 /// the one before.
@@ -154,7 +156,7 @@ impl BlobStore {
             .options()
             .max_blob_len
             .saturating_add(HEADER_LEN as u64);
-        let mut writer = crate::batch::PackWriter::create(self)?;
+        let mut writer = PackWriter::create(self)?;
         let mut seen = HashSet::new();
         for p in &inputs {
             let file = match self.pack_file(p) {
@@ -210,13 +212,71 @@ impl BlobStore {
     }
 }
 
-/// Whether an error of a writer's merge must reach the writer's caller: a
-/// failed sync (the store is poisoned, and nothing may be acknowledged
-/// after it). Anything else (damage in a pack merged, a read error) leaves
-/// the packs as they were and is gc's and fsck's to report; the write
-/// itself succeeded.
-pub(crate) fn fails_the_write(e: &Error) -> bool {
-    matches!(e, Error::SyncFailed { .. } | Error::Poisoned { .. })
+/// Pack rewrites: gc's sweep of a pack by live share (format-spec.md 2.7).
+impl BlobStore {
+    /// Rewrites pack `name` keeping only the objects for which `keep` is true:
+    /// writes and publishes a new pack of those (unless none are kept), then
+    /// removes the old index and the old pack. Object bytes are copied
+    /// unchanged after their CRC-32 is checked; a damaged object aborts the
+    /// rewrite and leaves the old pack in place.
+    pub fn rewrite_pack(
+        &self,
+        name: &str,
+        keep: &dyn Fn(&BlobId) -> bool,
+    ) -> Result<RewriteOutcome> {
+        self.ensure_writable()?;
+        self.refresh_packs()?;
+        let old = self.pack_by_name(name)?;
+        let kept: Vec<PackEntry> = old.entries().filter(|e| keep(&e.id)).collect();
+        let mut outcome = RewriteOutcome {
+            removed_objects: old.len() - kept.len(),
+            kept_objects: kept.len(),
+            old_bytes: old.pack_len,
+            new_pack: None,
+            new_bytes: 0,
+        };
+        if kept.len() == old.len() {
+            outcome.new_bytes = old.pack_len;
+            outcome.new_pack = Some(old.name.clone());
+            return Ok(outcome);
+        }
+        if !kept.is_empty() {
+            let max = self
+                .options()
+                .max_blob_len
+                .saturating_add(HEADER_LEN as u64);
+            let mut writer = PackWriter::create(self)?;
+            let file = self
+                .pack_file(&old)
+                .map_err(|err| self.io_error("open", &old.pack_path, err))?;
+            for e in &kept {
+                let stored = old
+                    .read_stored(&*file, e, max)
+                    .map_err(|err| self.pack_read_error(&old, e, err))?;
+                writer.add(e.id, e.raw_len, &stored)?;
+            }
+            let (new_name, bytes) = writer.finish()?;
+            outcome.new_pack = Some(new_name);
+            outcome.new_bytes = bytes;
+        }
+        let dir = self.base().join(PACKS_DIR);
+        if outcome.new_pack.as_deref() != Some(name) {
+            // Index first: a pack without an index is invisible, an index without
+            // its pack would be damage.
+            for path in [&old.index_path, &old.pack_path] {
+                match self.storage().remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(self.io_error("remove", path, e)),
+                }
+                self.storage()
+                    .sync_dir(&dir)
+                    .map_err(|e| self.poison_on_sync(&dir, e))?;
+            }
+        }
+        self.refresh_packs()?;
+        Ok(outcome)
+    }
 }
 
 #[cfg(test)]

@@ -469,7 +469,7 @@ impl BlobStore {
         Ok(pack.entries().map(|e| e.id).collect())
     }
 
-    fn pack_by_name(&self, name: &str) -> Result<Arc<Pack>> {
+    pub(crate) fn pack_by_name(&self, name: &str) -> Result<Arc<Pack>> {
         let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
         packs.get(name).cloned().ok_or_else(|| {
             let (_, idx) = pack::pack_file_names(&self.base.join(PACKS_DIR), name);
@@ -745,72 +745,6 @@ impl BlobStore {
         publish_new_file(&*self.storage, &tmp, &path, encoded).map_err(|e| self.publish_error(e))
     }
 
-    /// Stores many blobs as one pack: hashes and compresses on
-    /// [`Options::threads`] threads, writes one pack file and one index, and
-    /// syncs each once. Content already in the store (or repeated within the
-    /// batch) is not stored again.
-    ///
-    /// `read(i)` produces the content of item `i` for `i in 0..count`; it is
-    /// called from worker threads. Returns the ids in input order. On any error
-    /// (including a failing `read`) nothing is published.
-    pub fn put_batch<F>(
-        &self,
-        count: usize,
-        read: F,
-        progress: &mut dyn FnMut(BatchProgress),
-    ) -> Result<BatchOutcome>
-    where
-        F: Fn(usize) -> io::Result<Vec<u8>> + Sync,
-    {
-        self.put_batch_buffered(
-            count,
-            |i, buf| {
-                *buf = read(i)?;
-                Ok(())
-            },
-            progress,
-        )
-    }
-
-    /// [`BlobStore::put_batch`] with the content read into a buffer:
-    /// `read(i, buf)` appends the content of item `i` to `buf`, which it is
-    /// given empty; each worker reuses one buffer from item to item, so
-    /// reading many items (files, say) allocates little. `progress` is
-    /// called as the pack grows, every few dozen items or megabyte.
-    pub fn put_batch_buffered<F>(
-        &self,
-        count: usize,
-        read: F,
-        progress: &mut dyn FnMut(BatchProgress),
-    ) -> Result<BatchOutcome>
-    where
-        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
-    {
-        crate::batch::put_batch(self, count, &read, progress, |_, _| ()).map(|(o, ())| o)
-    }
-
-    /// [`BlobStore::put_batch_buffered`] that runs `meanwhile(ids, sizes)`
-    /// (the id and raw size of every item, in input order) on the calling
-    /// thread once every item is hashed, while another thread makes the
-    /// pack durable and publishes it. The batch returns once both are done,
-    /// so what `meanwhile` prepares (a log record referencing the items,
-    /// say) is still written only after the pack is durable. It is not run
-    /// if the batch fails before; its result is returned beside the
-    /// outcome, or dropped if publishing the pack fails.
-    pub fn put_batch_buffered_then<F, M, T>(
-        &self,
-        count: usize,
-        read: F,
-        progress: &mut dyn FnMut(BatchProgress),
-        meanwhile: M,
-    ) -> Result<(BatchOutcome, T)>
-    where
-        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
-        M: FnOnce(&[BlobId], &[u64]) -> T,
-    {
-        crate::batch::put_batch(self, count, &read, progress, meanwhile)
-    }
-
     pub(crate) fn new_tmp_path(&self, kind: &str) -> PathBuf {
         self.tmp_path(kind)
     }
@@ -1020,67 +954,6 @@ impl BlobStore {
                 .map_err(|e| self.sync_failed(&dir, e))?;
         }
         Ok(out)
-    }
-
-    /// Rewrites pack `name` keeping only the objects for which `keep` is true:
-    /// writes and publishes a new pack of those (unless none are kept), then
-    /// removes the old index and the old pack. Object bytes are copied
-    /// unchanged after their CRC-32 is checked; a damaged object aborts the
-    /// rewrite and leaves the old pack in place.
-    pub fn rewrite_pack(
-        &self,
-        name: &str,
-        keep: &dyn Fn(&BlobId) -> bool,
-    ) -> Result<RewriteOutcome> {
-        self.check_poisoned()?;
-        self.refresh_packs()?;
-        let old = self.pack_by_name(name)?;
-        let kept: Vec<PackEntry> = old.entries().filter(|e| keep(&e.id)).collect();
-        let mut outcome = RewriteOutcome {
-            removed_objects: old.len() - kept.len(),
-            kept_objects: kept.len(),
-            old_bytes: old.pack_len,
-            new_pack: None,
-            new_bytes: 0,
-        };
-        if kept.len() == old.len() {
-            outcome.new_bytes = old.pack_len;
-            outcome.new_pack = Some(old.name.clone());
-            return Ok(outcome);
-        }
-        if !kept.is_empty() {
-            let max = self.options.max_blob_len.saturating_add(HEADER_LEN as u64);
-            let mut writer = crate::batch::PackWriter::create(self)?;
-            let file = self
-                .pack_file(&old)
-                .map_err(|err| self.io("open", &old.pack_path, err))?;
-            for e in &kept {
-                let stored = old
-                    .read_stored(&*file, e, max)
-                    .map_err(|err| self.pack_read_error(&old, e, err))?;
-                writer.add(e.id, e.raw_len, &stored)?;
-            }
-            let (new_name, bytes) = writer.finish()?;
-            outcome.new_pack = Some(new_name);
-            outcome.new_bytes = bytes;
-        }
-        let dir = self.base.join(PACKS_DIR);
-        if outcome.new_pack.as_deref() != Some(name) {
-            // Index first: a pack without an index is invisible, an index without
-            // its pack would be damage.
-            for path in [&old.index_path, &old.pack_path] {
-                match self.storage.remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(self.io("remove", path, e)),
-                }
-                self.storage
-                    .sync_dir(&dir)
-                    .map_err(|e| self.sync_failed(&dir, e))?;
-            }
-        }
-        self.refresh_packs()?;
-        Ok(outcome)
     }
 
     /// Removes pack files without an index whose file is older than `age`:

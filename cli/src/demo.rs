@@ -10,10 +10,10 @@ use anyhow::{ensure, Context, Result};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::jp::export::jp_files;
-use jpstore_engine::jp::import::{find_sources, prepare, read_source};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
+use jpstore_integrations::jp::export::jp_files;
+use jpstore_integrations::jp::import::{find_sources, prepare, read_source};
 
 use crate::commands::print_conversation;
 

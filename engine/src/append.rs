@@ -5,11 +5,11 @@
 //! is the durable write alone; an agent that embeds the engine calls
 //! [`Store::append_turn`] to get the same behaviour as the command line.
 
-use crate::compaction::{completes_turn, CompactOutcome, CompactionError, SummaryFailure};
+use crate::compaction::{completes_turn, CompactOutcome, CompactionError, Summarizer};
 use crate::conversation::writer::AppendOutcome;
 use crate::conversation::ConversationId;
 use crate::error::Result;
-use crate::event::{Entry, Object, Payload};
+use crate::event::{Entry, Payload};
 use crate::log::CutTail;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
@@ -41,8 +41,12 @@ impl Store {
     /// Appends `entries` to conversation `id` (one record, one fdatasync:
     /// [`ConversationWriter::append`](crate::conversation::ConversationWriter::append)),
     /// then, if the batch completes a turn, runs the automatic compaction
-    /// its config asks for ([`Store::auto_compact`], summaries from the
-    /// profile's summary table), at `now`.
+    /// its config asks for ([`Store::auto_compact`]), at `now`, with
+    /// summaries from `summarize` (the command line passes
+    /// `jpstore_integrations::summarizer::profile_summarizer`, which runs
+    /// the profile's summary table; [`crate::compaction::no_summarizer`]
+    /// makes automatic compactions that need a summary fail, as a warning
+    /// in the report).
     ///
     /// `on_cut` hears, before the append, of an incomplete record the
     /// writer found at the end of the log and cut (after copying it into
@@ -56,6 +60,7 @@ impl Store {
         entries: Vec<Entry<Payload>>,
         now: Timestamp,
         on_cut: &mut dyn FnMut(&CutTail),
+        summarize: &mut Summarizer<'_>,
     ) -> Result<AppendReport> {
         let mut writer = self.writer(id)?;
         if let Some(cut) = writer.cut_tail() {
@@ -66,11 +71,7 @@ impl Store {
         // The lock is released before the compaction takes it again.
         drop(writer);
         let auto_compaction = if completes {
-            let mut summarize = |table: &Object, raw: &[Entry]| {
-                self.summarize_from_profile(table, raw, None)
-                    .map_err(SummaryFailure::from)
-            };
-            match self.auto_compact(id, now, &mut summarize) {
+            match self.auto_compact(id, now, summarize) {
                 Ok(Some(out)) => AutoCompaction::Made(out),
                 Ok(None) => AutoCompaction::NotDue,
                 Err(e) => AutoCompaction::Failed(e),
@@ -88,6 +89,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction::no_summarizer;
     use crate::event::input::parse_input;
     use crate::event::json::ParseMode;
     use crate::{NewConversation, StoreOptions};
@@ -127,13 +129,25 @@ mod tests {
         let mut cut = |_: &CutTail| panic!("no tail to cut");
         let settings = r#"{"type":"config_delta","delta":{"conversation":{"compaction":{"keep_last":1,"auto":{"enabled":true,"context_window":200,"min_turns":2}}}}}"#;
         let r = store
-            .append_turn(&id, entries(settings), Timestamp::now(), &mut cut)
+            .append_turn(
+                &id,
+                entries(settings),
+                Timestamp::now(),
+                &mut cut,
+                &mut no_summarizer,
+            )
             .expect("settings");
         assert!(matches!(r.auto_compaction, AutoCompaction::NotDue));
         let mut made = Vec::new();
         for i in 0..4 {
             let r = store
-                .append_turn(&id, entries(&turn(i)), Timestamp::now(), &mut cut)
+                .append_turn(
+                    &id,
+                    entries(&turn(i)),
+                    Timestamp::now(),
+                    &mut cut,
+                    &mut no_summarizer,
+                )
                 .expect("append");
             assert_eq!(r.append.entries, 3);
             if let AutoCompaction::Made(out) = r.auto_compaction {
@@ -150,6 +164,7 @@ mod tests {
                 entries(r#"{"type":"chat_request","content":"still asking"}"#),
                 Timestamp::now(),
                 &mut cut,
+                &mut no_summarizer,
             )
             .expect("append");
         assert!(matches!(r.auto_compaction, AutoCompaction::NotDue));

@@ -654,8 +654,24 @@ pub struct CompactOutcome {
 pub type SummaryFailure = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Produces a summary of raw entries, from a profile's summary table.
+/// `jpstore_integrations::summarizer::profile_summarizer` is the one that
+/// runs the table's `command` or calls its `endpoint`;
+/// [`no_summarizer`] makes none.
 pub type Summarizer<'a> =
     dyn FnMut(&Object, &[Entry<BlobRef>]) -> Result<String, SummaryFailure> + 'a;
+
+/// Why [`no_summarizer`] made no summary.
+#[derive(Debug, thiserror::Error)]
+#[error("this compaction needs a summary, and no summarizer was given (the profile's summary table is not run by the core engine; see jpstore_integrations::summarizer)")]
+pub struct NoSummarizer;
+
+/// A [`Summarizer`] that makes no summary: a compaction with a summarizing
+/// profile fails with [`NoSummarizer`] (inside
+/// [`CompactionError::Summary`]); one that strips reasoning or tool calls
+/// needs no summary and is made.
+pub fn no_summarizer(_table: &Object, _raw: &[Entry<BlobRef>]) -> Result<String, SummaryFailure> {
+    Err(Box::new(NoSummarizer))
+}
 
 /// The compaction `request` asks for on `entries` under `config` (the
 /// config in effect at their end): the profile, the range (jp-format.md

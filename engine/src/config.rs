@@ -329,8 +329,8 @@ fn sorted_value(value: &Value) -> Value {
     }
 }
 
-/// The kind of a JSON value, for errors.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
+/// The kind of a JSON value with its article ("an object"), for errors.
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -9,7 +9,7 @@ use crate::conversation::read::Conversation;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
 use crate::event::render::{PayloadJson, Rendered};
-use crate::event::{BlobRef, Entry, EventKind, Payload};
+use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
 use crate::store::Store;
 
 /// How content appears in rendered JSON.
@@ -82,6 +82,23 @@ pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<
     Ok(view)
 }
 
+/// [`view`] and the config in effect at the end of the conversation (what
+/// a request for it is sent with: model, system prompt), from one read of
+/// the workspace and base configs.
+pub fn view_and_config(
+    store: &Store,
+    conversation: &Conversation,
+) -> Result<(Vec<Entry<Payload>>, Object)> {
+    let base = store.effective_base(conversation)?;
+    let mut view = crate::projection::view_with_config(&conversation.entries, &base)?;
+    as_blocks(&mut view);
+    let config = crate::config::config_after(
+        &base,
+        crate::store::deltas_before(conversation, conversation.entries.len()),
+    );
+    Ok((view, config))
+}
+
 fn as_blocks(view: &mut [Entry<Payload>]) {
     for e in view {
         if let Entry::Event(ev) = e {
@@ -128,31 +145,4 @@ fn not_text(store: &Store, id: &BlobId, found: String) -> Error {
         expected: format!("blob {id} to be UTF-8 text, as it is referenced"),
         found,
     })
-}
-
-/// A provider whose request body [`provider_request`] renders.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    /// Anthropic's Messages API.
-    Anthropic,
-    /// OpenAI's Chat Completions API.
-    OpenAi,
-}
-
-/// The request body of `provider`'s message API for the view of a
-/// conversation, with model and system prompt from the config in effect at
-/// its end; content is read from the blob store.
-pub fn provider_request(
-    store: &Store,
-    conversation: &Conversation,
-    provider: Provider,
-) -> Result<Value> {
-    let view = view(store, conversation)?;
-    let config = store.effective_config_at(conversation, conversation.entries.len())?;
-    let options = crate::provider::RequestOptions::from_config(&config);
-    let mut read = |r: &BlobRef| -> Result<Vec<u8>> { Ok(store.blobs().get(&r.id)?) };
-    match provider {
-        Provider::Anthropic => crate::provider::anthropic_request(&view, &options, &mut read),
-        Provider::OpenAi => crate::provider::openai_request(&view, &options, &mut read),
-    }
 }

@@ -666,8 +666,9 @@ impl Store {
     }
 }
 
-/// The config deltas among the first `index` entries of a conversation.
-fn deltas_before(conversation: &Conversation, index: usize) -> impl Iterator<Item = &Object> {
+/// The config deltas among the first `index` entries of a conversation, in
+/// order.
+pub fn deltas_before(conversation: &Conversation, index: usize) -> impl Iterator<Item = &Object> {
     conversation.entries[..index.min(conversation.entries.len())]
         .iter()
         .filter_map(|e| match e.event().map(|e| &e.kind) {

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{ConfigDelta, Entry, Event, EventKind, Object, Payload};
-use jpstore_engine::jp::import::Prepared;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
+use jpstore_integrations::jp::import::Prepared;
 use jpstore_tests::{run_jp_store, tree_snapshot};
 use serde_json::{json, Value};
 

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_engine::attach::{self, AttachOutcome};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::{NewConversation, Store};
+use jpstore_integrations::attach::{self, AttachOutcome};
 use tempfile::TempDir;
 
 use crate::workload::source_tree::{write_to_dir, GeneratedFile, SourceTree};
@@ -31,7 +31,7 @@ pub fn store_with_conversation(root: &Path) -> (TempDir, Store, ConversationId) 
     (dir, store, id)
 }
 
-/// `attach::collect` of `tree` plus `Store::attach` (strict), as
+/// `attach::collect` of `tree` plus `attach::attach` (strict), as
 /// `jp-store attach ID DIR` does; checks that `files` files were attached.
 pub fn collect_and_attach(
     tree: &Path,
@@ -42,9 +42,15 @@ pub fn collect_and_attach(
     let (collected, errors) =
         attach::collect(&[tree.to_path_buf()], tree, attach::Links::default());
     assert!(errors.is_empty(), "{errors:?}");
-    let out = store
-        .attach(id, &collected, Some("the tree".into()), true, &mut |_| {})
-        .expect("attach");
+    let out = attach::attach(
+        store,
+        id,
+        &collected,
+        Some("the tree".into()),
+        true,
+        &mut |_| {},
+    )
+    .expect("attach");
     assert_eq!(out.files, files);
     out
 }

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use jpstore_engine::jp::import::{find_sources, prepare, read_source};
 use jpstore_engine::Store;
+use jpstore_integrations::jp::import::{find_sources, prepare, read_source};
 use serde_json::{json, Map, Value};
 
 use crate::workload::conversation::{jp_events_json, ConversationShape};

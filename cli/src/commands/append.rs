@@ -6,8 +6,8 @@ use jpstore_engine::error::Error as EngineError;
 use jpstore_engine::event::input::{parse_input, ParsedInput};
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::user_file::{self};
 use jpstore_engine::AutoCompaction;
+use jpstore_integrations::user_file::{self};
 use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,33 +33,36 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
         },
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
-    let report = match store.append_turn(&id, entries, Timestamp::now(), &mut |cut| {
+    let mut on_cut = |cut: &jpstore_engine::log::CutTail| {
         eprintln!(
             "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
             cut.offset,
             store.storage().display_path(&cut.copy).display()
         );
-    }) {
-        Ok(report) => report,
-        Err(EngineError::BadEntry {
-            index,
-            field,
-            message,
-        }) => {
-            let line = lines.get(index).copied().unwrap_or(0);
-            let field = if field.is_empty() {
-                String::new()
-            } else {
-                format!("field `{field}`: ")
-            };
-            bail!(
-                "stdin line {line} (entry {}): {field}{message}; nothing was appended",
-                index + 1
-            );
-        }
-        Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
     };
+    let mut summarize = jpstore_integrations::summarizer::profile_summarizer(&store);
+    let report =
+        match store.append_turn(&id, entries, Timestamp::now(), &mut on_cut, &mut summarize) {
+            Ok(report) => report,
+            Err(EngineError::BadEntry {
+                index,
+                field,
+                message,
+            }) => {
+                let line = lines.get(index).copied().unwrap_or(0);
+                let field = if field.is_empty() {
+                    String::new()
+                } else {
+                    format!("field `{field}`: ")
+                };
+                bail!(
+                    "stdin line {line} (entry {}): {field}{message}; nothing was appended",
+                    index + 1
+                );
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
+        };
     let outcome = report.append;
     // Automatic compaction (D17) after a completed turn; the append itself
     // is durable already, so a failure there is reported, not fatal.

@@ -38,7 +38,7 @@ pub struct AttachArgs {
 /// that cannot be read are reported on stderr and skipped (exit 0), or with
 /// `--strict` abort the attach (exit 1, nothing appended).
 pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
-    use jpstore_engine::attach;
+    use jpstore_integrations::attach;
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let cwd = std::env::current_dir().context("finding the current directory")?;
@@ -57,7 +57,7 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
         eprintln!("jp-store: warning: skipped {}: {e}", path.display());
     }
     let mut bar = crate::output::Progress::new("attach");
-    let result = store.attach(&id, &files, args.message, args.strict, &mut |p| {
+    let result = attach::attach(&store, &id, &files, args.message, args.strict, &mut |p| {
         // Files are not sized before they are read (that would cost a stat
         // each): the total is estimated from the bytes per file so far.
         let per_file = p.bytes_done / p.items_done.max(1) as u64;
@@ -126,7 +126,7 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
 /// JSON object.
 pub fn resolve(uri: &str) -> Result<ExitCode> {
     let cwd = std::env::current_dir().context("finding the current directory")?;
-    let resource = jpstore_engine::attach::resolve(uri, &cwd)?;
+    let resource = jpstore_integrations::attach::resolve(uri, &cwd)?;
     println!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

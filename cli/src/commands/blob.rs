@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use jpstore_blobstore::{BlobId, BlobStore};
-use jpstore_engine::user_file::{self, LastLink};
+use jpstore_integrations::user_file::{self, LastLink};
 
 use super::open_store;
 use crate::output::Progress;

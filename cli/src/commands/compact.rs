@@ -6,7 +6,7 @@ use clap::Args;
 use jpstore_engine::compaction::{Bound, CompactRequest};
 use jpstore_engine::event::Entry;
 use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::user_file::{self, LastLink};
+use jpstore_integrations::user_file::{self, LastLink};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -105,9 +105,13 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     let mut summarize = |table: &jpstore_engine::event::Object,
                          raw: &[Entry]|
      -> Result<String, jpstore_engine::compaction::SummaryFailure> {
-        store
-            .summarize_from_profile(table, raw, args.profile.as_deref())
-            .map_err(Into::into)
+        jpstore_integrations::summarizer::summarize_from_profile(
+            &store,
+            table,
+            raw,
+            args.profile.as_deref(),
+        )
+        .map_err(Into::into)
     };
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
     let c = &out.compaction;

@@ -51,9 +51,9 @@ pub fn export(dir: &Path, args: ExportArgs) -> Result<ExitCode> {
             if args.refs {
                 bail!("--refs applies to --format json only: JP files hold their content");
             }
-            let files = jpstore_engine::jp::export::jp_files(&store, &conv)?;
+            let files = jpstore_integrations::jp::export::jp_files(&store, &conv)?;
             let out = args.out.unwrap_or_else(|| PathBuf::from(&files.dir_name));
-            let written = jpstore_engine::jp::export::write_jp_dir(&out, &files)?;
+            let written = jpstore_integrations::jp::export::write_jp_dir(&out, &files)?;
             for w in &written {
                 println!("{}", w.display());
             }

@@ -45,9 +45,13 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
     let mut summarize = |table: &jpstore_engine::event::Object,
                          raw: &[Entry]|
      -> Result<String, jpstore_engine::compaction::SummaryFailure> {
-        store
-            .summarize_from_profile(table, raw, profile.as_ref().and_then(|p| p.as_deref()))
-            .map_err(Into::into)
+        jpstore_integrations::summarizer::summarize_from_profile(
+            &store,
+            table,
+            raw,
+            profile.as_ref().and_then(|p| p.as_deref()),
+        )
+        .map_err(Into::into)
     };
     let compact = request.as_ref().map(|r| {
         (

@@ -29,8 +29,8 @@ pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<Exit
     };
     let provider = match format {
         ViewFormat::Json => None,
-        ViewFormat::Anthropic => Some(jpstore_engine::export::Provider::Anthropic),
-        ViewFormat::Openai => Some(jpstore_engine::export::Provider::OpenAi),
+        ViewFormat::Anthropic => Some(jpstore_integrations::provider::Provider::Anthropic),
+        ViewFormat::Openai => Some(jpstore_integrations::provider::Provider::OpenAi),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match provider {
@@ -47,7 +47,7 @@ pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<Exit
             bail!("--refs applies to --format json only: a provider request holds its content")
         }
         Some(p) => {
-            let doc = jpstore_engine::export::provider_request(&store, &conv, p)?;
+            let doc = jpstore_integrations::provider::provider_request(&store, &conv, p)?;
             serde_json::to_writer_pretty(&mut out, &doc).context("writing to standard output")?;
         }
     }

@@ -15,9 +15,9 @@ pub mod import;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::event::Object;
+use jpstore_engine::event::Object;
 
-pub use crate::conversation::meta::JP_FIELD;
+pub use jpstore_engine::conversation::meta::JP_FIELD;
 
 /// How a JP conversation kept its base config (jp-format.md section 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

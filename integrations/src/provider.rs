@@ -1,4 +1,4 @@
-//! Rendering a view (see [`crate::projection::view`]) as the request body of
+//! Rendering a view (see [`jpstore_engine::projection::view`]) as the request body of
 //! a provider's message API: Anthropic Messages ([`anthropic_request`]) and
 //! OpenAI Chat Completions ([`openai_request`]).
 //!
@@ -44,12 +44,42 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use crate::config::lookup;
-use crate::error::Error;
-use crate::event::{
+use jpstore_engine::config::lookup;
+use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::error::Error;
+use jpstore_engine::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Entry, EventKind, Object, Payload, Resource,
     ResourceContent, ToolCallRequest, ToolCallResponse,
 };
+use jpstore_engine::export::view_and_config;
+use jpstore_engine::Store;
+
+/// A provider whose request body [`provider_request`] renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// OpenAI's Chat Completions API.
+    OpenAi,
+}
+
+/// The request body of `provider`'s message API for the view of a
+/// conversation ([`jpstore_engine::export::view`]), with model and system
+/// prompt from the config in effect at its end; content is read from the
+/// blob store.
+pub fn provider_request(
+    store: &Store,
+    conversation: &Conversation,
+    provider: Provider,
+) -> Result<Value, Error> {
+    let (view, config) = view_and_config(store, conversation)?;
+    let options = RequestOptions::from_config(&config);
+    let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
+    match provider {
+        Provider::Anthropic => anthropic_request(&view, &options, &mut read),
+        Provider::OpenAi => openai_request(&view, &options, &mut read),
+    }
+}
 
 /// Reads the raw bytes of a referenced payload (the caller reads the blob
 /// store).

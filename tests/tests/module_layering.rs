@@ -1,12 +1,14 @@
-//! The engine's modules import downward only (ARCHITECTURE.md, "Layers").
+//! The modules of every crate import downward only (ARCHITECTURE.md,
+//! "Layers of the engine"), and the core engine links no HTTP client.
 //!
-//! Drawn from the source: an edge `a -> b` for every `crate::b` named in a
-//! non-test file of top-level module `a` (comments excluded), and, inside a
-//! module directory, an edge between sibling files for every `super::x` or
-//! `crate::m::x` naming another child of the same parent. Two rules hold:
-//! the graph has no cycle (no module imports one that imports it back), and
-//! every top-level module sits in one of [`LAYERS`] and imports only from
-//! its own layer or the ones below. A new module must be placed in a layer.
+//! Drawn from the source of each crate: an edge `a -> b` for every
+//! `crate::b` named in a non-test file of top-level module `a` (comments
+//! excluded), and, inside a module directory, an edge between sibling files
+//! for every `super::x` or `crate::m::x` naming another child of the same
+//! parent. In every crate the graph has no cycle (no module imports one
+//! that imports it back). In the engine, every top-level module also sits
+//! in one of [`LAYERS`] and imports only from its own layer or the ones
+//! below; a new module must be placed in a layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,22 +23,19 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["dedup", "projection"],
     ),
     ("the core error", &["error"]),
-    ("framing and bounded reads", &["log", "user_file"]),
+    ("framing", &["log"]),
     ("conversations", &["conversation"]),
     ("the store", &["store"]),
     (
         "features, each over the store",
         &[
             "append",
-            "attach",
             "compaction",
             "export",
             "fsck",
             "gc",
-            "jp",
-            "provider",
+            "import",
             "stats",
-            "summarizer",
         ],
     ),
 ];
@@ -135,8 +134,19 @@ fn module_of(src: &Path, path: &Path) -> Vec<String> {
     segments
 }
 
-fn graph() -> Graph {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The crates of the workspace whose modules are checked.
+const CRATES: &[&str] = &["blobstore", "engine", "integrations", "cli"];
+
+/// The workspace root.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate is in the workspace")
+        .to_path_buf()
+}
+
+fn graph(krate: &str) -> Graph {
+    let src = workspace().join(krate).join("src");
     let mut files = Vec::new();
     source_files(&src, &mut files);
     let modules: BTreeSet<Vec<String>> = files
@@ -151,7 +161,7 @@ fn graph() -> Graph {
         let Some(top) = module.first().cloned() else {
             continue;
         };
-        if module == ["lib"] {
+        if module == ["lib"] || module == ["main"] {
             continue; // The crate root declares and re-exports.
         }
         let text = std::fs::read_to_string(path)
@@ -263,24 +273,32 @@ fn edges_within(graph: &Graph, cycle: &BTreeSet<String>) -> Vec<String> {
 
 #[test]
 fn no_module_imports_one_that_imports_it_back() {
-    let graph = graph();
-    assert!(
-        graph.contains_key("log") && graph.contains_key("event/json"),
-        "the source walk found the modules: {:?}",
-        graph.keys().collect::<Vec<_>>()
-    );
-    let found = cycles(&graph);
-    if let Some(cycle) = found.iter().next() {
-        panic!(
-            "an import cycle: {cycle:?}, through {:?}; move the shared piece down a layer",
-            edges_within(&graph, cycle)
+    for krate in CRATES {
+        let graph = graph(krate);
+        assert!(
+            graph.len() > 3,
+            "the source walk of {krate} found its modules: {:?}",
+            graph.keys().collect::<Vec<_>>()
         );
+        let found = cycles(&graph);
+        if let Some(cycle) = found.iter().next() {
+            panic!(
+                "an import cycle in {krate}: {cycle:?}, through {:?}; move the shared piece down a layer",
+                edges_within(&graph, cycle)
+            );
+        }
     }
+    let engine = graph("engine");
+    assert!(
+        engine.contains_key("log") && engine.contains_key("event/json"),
+        "the source walk found the engine's modules: {:?}",
+        engine.keys().collect::<Vec<_>>()
+    );
 }
 
 #[test]
 fn every_module_imports_from_its_layer_or_below() {
-    let graph = graph();
+    let graph = graph("engine");
     let layer_of: BTreeMap<&str, usize> = LAYERS
         .iter()
         .enumerate()
@@ -339,4 +357,66 @@ fn comments_and_inline_tests_are_not_imports() {
         .map(|s| s[0])
         .collect();
     assert_eq!(targets, ["a", "d"]);
+}
+
+/// The packages `root` depends on, directly or not, as `Cargo.lock` lists
+/// them (normal, build and dev dependencies alike: the lock file does not
+/// tell them apart, so this errs on the side of finding too much).
+fn dependency_closure(root: &str) -> BTreeSet<String> {
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("read Cargo.lock");
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let mut name = None;
+        let mut list = Vec::new();
+        let mut in_deps = false;
+        for line in package.lines() {
+            let line = line.trim();
+            if let Some(n) = line.strip_prefix("name = ") {
+                name = Some(n.trim_matches('"').to_string());
+            } else if line.starts_with("dependencies = [") {
+                in_deps = true;
+            } else if in_deps && line.starts_with(']') {
+                in_deps = false;
+            } else if in_deps {
+                // `"name"` or `"name version"` (when two versions are locked).
+                let item = line.trim_end_matches(',').trim_matches('"');
+                if let Some(dep) = item.split(' ').next() {
+                    list.push(dep.to_string());
+                }
+            }
+        }
+        if let Some(name) = name {
+            deps.entry(name).or_default().extend(list);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(p) = todo.pop() {
+        for d in deps.get(&p).into_iter().flatten() {
+            if seen.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_core_engine_links_no_http_client_walker_or_mime_table() {
+    let core = dependency_closure("jpstore-engine");
+    assert!(
+        core.contains("jpstore-blobstore") && core.contains("zstd"),
+        "{core:?}"
+    );
+    for outside in ["ureq", "rustls", "http", "ignore", "mime_guess", "url"] {
+        assert!(
+            !core.contains(outside),
+            "jpstore-engine depends on {outside}; what needs it belongs in jpstore-integrations"
+        );
+    }
+    let integrations = dependency_closure("jpstore-integrations");
+    assert!(
+        integrations.contains("ureq") && integrations.contains("jpstore-engine"),
+        "the closure finds what the integrations crate links: {integrations:?}"
+    );
 }

@@ -66,18 +66,18 @@ use jpstore_blobstore::{BatchProgress, BlobId};
 use serde_json::{Map, Value};
 use url::Url;
 
-use crate::conversation::codec;
-use crate::conversation::writer::{ConversationWriter, PreparedBatch};
-use crate::conversation::ConversationId;
-use crate::error::{Error, Result};
-use crate::event::json::{payload_json, render_resource};
-use crate::event::{
+use crate::user_file::{self, LastLink};
+use jpstore_engine::conversation::codec;
+use jpstore_engine::conversation::writer::{ConversationWriter, PreparedBatch};
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::error::{Error, Result};
+use jpstore_engine::event::json::{payload_json, render_resource};
+use jpstore_engine::event::{
     BlobRef, ChatRequest, Entry, Event, EventKind, Payload, Resource, ResourceContent,
 };
-use crate::log::payload_len;
-use crate::store::Store;
-use crate::timestamp::Timestamp;
-use crate::user_file::{self, LastLink};
+use jpstore_engine::log::payload_len;
+use jpstore_engine::store::Store;
+use jpstore_engine::timestamp::Timestamp;
 
 /// How much of the content is searched for a NUL byte.
 pub const SNIFF_LEN: usize = 8 << 10;
@@ -549,226 +549,220 @@ fn request_entries<C>(message: &str, resources: Vec<Resource<C>>) -> Vec<Entry<C
     ]
 }
 
-impl Store {
-    /// Attaches `files` (from [`collect`]) to conversation `id`: one
-    /// `chat_request` with `message` (or empty) whose resources are
-    /// snapshots of the files, appended as one durable record after a
-    /// `turn_start`.
-    ///
-    /// Every file's content goes into the blob store as one batch
-    /// ([`BlobStore::put_batch_buffered_then`](jpstore_blobstore::BlobStore::put_batch_buffered_then):
-    /// files are read, hashed and compressed on worker threads, one at a
-    /// time per worker into a buffer it reuses, into one pack); the request
-    /// holds only references. It is built, encoded and packed, and the
-    /// writer opened, while the pack is made durable; it is appended once
-    /// the pack is.
-    /// `progress` is called as items are stored.
-    ///
-    /// A file that cannot be read is skipped and reported in
-    /// [`AttachOutcome::skipped`]; with `strict` the attach fails with
-    /// [`AttachError::Unreadable`] instead and appends nothing (the batch
-    /// fails before its pack is published). If no file could be read,
-    /// nothing is appended ([`AttachError::NothingToAttach`]).
-    ///
-    /// Decision: the conversation's writer lock is taken only once every
-    /// file is read and hashed, for the pack's syncs and the append. The
-    /// append protocol needs the blobs durable before the record, not the
-    /// lock around them (blobs are content-addressed and immutable), and
-    /// holding the lock through minutes of reading and hashing would stall
-    /// every other appender of the conversation. The conversation's
-    /// existence and the record size are checked before anything is read.
-    /// If the append fails after the batch (the conversation was removed
-    /// meanwhile, a failed sync), the log is unchanged and the stored blobs
-    /// are unreferenced: gc removes them.
-    pub fn attach(
-        &self,
-        id: &ConversationId,
-        files: &[FileToAttach],
-        message: Option<String>,
-        strict: bool,
-        progress: &mut dyn FnMut(BatchProgress),
-    ) -> Result<AttachOutcome, AttachError> {
-        if !self.exists(id)? {
-            return Err(Error::NotFound { id: id.to_string() }.into());
-        }
-        let message = message.unwrap_or_default();
-        self.check_record_size(id, &message, files)?;
-        // From the first blob stored until the record referencing it is
-        // durable, gc must wait (format-spec.md 4.7). Writers share this
-        // lock, so other appends go on meanwhile.
-        let _gc = self.gc_shared()?;
-        let max = self.blobs().options().max_blob_len;
-        // Per file: text or not once read, or why it could not be read.
-        let slots: Vec<OnceLock<io::Result<bool>>> =
-            files.iter().map(|_| OnceLock::new()).collect();
-        let failures = AtomicUsize::new(0);
-        if files.is_empty() {
-            return Err(AttachError::NothingToAttach {
-                skipped: Vec::new(),
-            });
-        }
-        // Once every file is read and hashed, the request is built and the
-        // writer opened on this thread while another makes the pack durable
-        // (the record is written only after both).
-        let prepare = |ids: &[BlobId], sizes: &[u64]| -> Result<Option<Prepared<'_>>> {
-            let mut resources = Vec::with_capacity(files.len());
-            let (mut text_files, mut bytes) = (0, 0);
-            for (i, file) in files.iter().enumerate() {
-                if let Some(Ok(text)) = slots[i].get() {
-                    let r = BlobRef {
-                        id: ids[i],
-                        size: sizes[i],
-                    };
-                    text_files += usize::from(*text);
-                    bytes += r.size;
-                    resources.push(resource(
-                        &file.path,
-                        file.uri.clone(),
-                        file.name.clone(),
-                        r,
-                        *text,
-                    ));
-                }
-            }
-            if resources.is_empty() {
-                return Ok(None);
-            }
-            let files = resources.len();
-            let writer = self.writer(id)?;
-            let batch = writer.prepare_stored(request_entries(&message, resources))?;
-            Ok(Some(Prepared {
-                files,
-                text_files,
-                bytes,
-                batch,
-                writer,
-            }))
-        };
-        let batch = self.blobs().put_batch_buffered_then(
-            files.len(),
-            |i, buf| match user_file::read_into(&files[i].path, max, LastLink::Refuse, buf) {
-                Ok(()) => {
-                    let _ = slots[i].set(Ok(is_text(buf)));
-                    Ok(())
-                }
-                Err(e) => {
-                    let message = e.to_string();
-                    let _ = slots[i].set(Err(e));
-                    // When every file fails the batch fails too, before its
-                    // pack is published: a refused attach stores nothing.
-                    // (Every read ends before the batch can be published,
-                    // so the last failure sees the count of all.)
-                    let all_failed = failures.fetch_add(1, Ordering::AcqRel) + 1 == files.len();
-                    if strict || all_failed {
-                        Err(io::Error::other(message))
-                    } else {
-                        // Stored as the empty blob, referenced by
-                        // nothing unless an empty file is attached.
-                        buf.clear();
-                        Ok(())
-                    }
-                }
-            },
-            progress,
-            prepare,
-        );
-        let mut slots: Vec<Option<io::Result<bool>>> =
-            slots.into_iter().map(OnceLock::into_inner).collect();
-        let (batch, prepared) = match batch {
-            Ok(b) => b,
-            Err(_) if !strict && failures.load(Ordering::Acquire) == files.len() => {
-                let skipped = files
-                    .iter()
-                    .zip(slots)
-                    .map(|(file, slot)| {
-                        let e = match slot {
-                            Some(Err(e)) => e,
-                            _ => io::Error::other("the file was not read"),
-                        };
-                        (file.path.clone(), e)
-                    })
-                    .collect();
-                return Err(AttachError::NothingToAttach { skipped });
-            }
-            Err(e) => {
-                let failed = slots
-                    .iter_mut()
-                    .enumerate()
-                    .find_map(|(i, s)| match s.take() {
-                        Some(Err(source)) => Some((i, source)),
-                        _ => None,
-                    });
-                return Err(match failed {
-                    Some((i, reason)) => AttachError::Unreadable {
-                        path: files[i].path.clone(),
-                        reason,
-                    },
-                    None => Error::from(e).into(),
-                });
-            }
-        };
-        let mut skipped = Vec::new();
-        for (file, slot) in files.iter().zip(slots) {
-            match slot {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => skipped.push((file.path.clone(), e)),
-                None => {
-                    skipped.push((file.path.clone(), io::Error::other("the file was not read")))
-                }
+/// Attaches `files` (from [`collect`]) to conversation `id` of `store`: one
+/// `chat_request` with `message` (or empty) whose resources are
+/// snapshots of the files, appended as one durable record after a
+/// `turn_start`.
+///
+/// Every file's content goes into the blob store as one batch
+/// ([`BlobStore::put_batch_buffered_then`](jpstore_blobstore::BlobStore::put_batch_buffered_then):
+/// files are read, hashed and compressed on worker threads, one at a
+/// time per worker into a buffer it reuses, into one pack); the request
+/// holds only references. It is built, encoded and packed, and the
+/// writer opened, while the pack is made durable; it is appended once
+/// the pack is.
+/// `progress` is called as items are stored.
+///
+/// A file that cannot be read is skipped and reported in
+/// [`AttachOutcome::skipped`]; with `strict` the attach fails with
+/// [`AttachError::Unreadable`] instead and appends nothing (the batch
+/// fails before its pack is published). If no file could be read,
+/// nothing is appended ([`AttachError::NothingToAttach`]).
+///
+/// Decision: the conversation's writer lock is taken only once every
+/// file is read and hashed, for the pack's syncs and the append. The
+/// append protocol needs the blobs durable before the record, not the
+/// lock around them (blobs are content-addressed and immutable), and
+/// holding the lock through minutes of reading and hashing would stall
+/// every other appender of the conversation. The conversation's
+/// existence and the record size are checked before anything is read.
+/// If the append fails after the batch (the conversation was removed
+/// meanwhile, a failed sync), the log is unchanged and the stored blobs
+/// are unreferenced: gc removes them.
+pub fn attach(
+    store: &Store,
+    id: &ConversationId,
+    files: &[FileToAttach],
+    message: Option<String>,
+    strict: bool,
+    progress: &mut dyn FnMut(BatchProgress),
+) -> Result<AttachOutcome, AttachError> {
+    if !store.exists(id)? {
+        return Err(Error::NotFound { id: id.to_string() }.into());
+    }
+    let message = message.unwrap_or_default();
+    check_record_size(store, id, &message, files)?;
+    // From the first blob stored until the record referencing it is
+    // durable, gc must wait (format-spec.md 4.7). Writers share this
+    // lock, so other appends go on meanwhile.
+    let _gc = store.gc_shared()?;
+    let max = store.blobs().options().max_blob_len;
+    // Per file: text or not once read, or why it could not be read.
+    let slots: Vec<OnceLock<io::Result<bool>>> = files.iter().map(|_| OnceLock::new()).collect();
+    let failures = AtomicUsize::new(0);
+    if files.is_empty() {
+        return Err(AttachError::NothingToAttach {
+            skipped: Vec::new(),
+        });
+    }
+    // Once every file is read and hashed, the request is built and the
+    // writer opened on this thread while another makes the pack durable
+    // (the record is written only after both).
+    let prepare = |ids: &[BlobId], sizes: &[u64]| -> Result<Option<Prepared<'_>>> {
+        let mut resources = Vec::with_capacity(files.len());
+        let (mut text_files, mut bytes) = (0, 0);
+        for (i, file) in files.iter().enumerate() {
+            if let Some(Ok(text)) = slots[i].get() {
+                let r = BlobRef {
+                    id: ids[i],
+                    size: sizes[i],
+                };
+                text_files += usize::from(*text);
+                bytes += r.size;
+                resources.push(resource(
+                    &file.path,
+                    file.uri.clone(),
+                    file.name.clone(),
+                    r,
+                    *text,
+                ));
             }
         }
-        let Some(mut prepared) = prepared? else {
-            return Err(AttachError::NothingToAttach { skipped });
-        };
-        let offset = prepared.writer.append_prepared(prepared.batch)?;
-        let turn = prepared.writer.state().turns.current().unwrap_or(0);
-        let (files_attached, text_files, bytes) =
-            (prepared.files, prepared.text_files, prepared.bytes);
-        Ok(AttachOutcome {
-            offset,
-            turn,
-            files: files_attached,
+        if resources.is_empty() {
+            return Ok(None);
+        }
+        let files = resources.len();
+        let writer = store.writer(id)?;
+        let batch = writer.prepare_stored(request_entries(&message, resources))?;
+        Ok(Some(Prepared {
+            files,
             text_files,
             bytes,
-            new_blobs: batch.new_objects,
-            pack_bytes: batch.pack_bytes,
-            pack: batch.pack,
-            skipped,
-        })
-    }
-
-    /// Refuses, before anything is read, a request that could not fit in a
-    /// record whatever the files hold (references at their largest).
-    fn check_record_size(
-        &self,
-        id: &ConversationId,
-        message: &str,
-        files: &[FileToAttach],
-    ) -> Result<()> {
-        let widest = BlobRef {
-            id: jpstore_blobstore::BlobId::from_bytes([0xff; 32]),
-            size: u64::MAX,
-        };
-        let resources = files
-            .iter()
-            .map(|f| resource(&f.path, f.uri.clone(), f.name.clone(), widest, false))
-            .collect();
-        let encoded: Vec<Vec<u8>> = request_entries(message, resources)
-            .iter()
-            .map(codec::encode_event)
-            .collect();
-        let size = payload_len(&encoded).unwrap_or(u64::MAX);
-        let max = u64::from(self.options().log.max_record_size);
-        if size > max {
-            return Err(Error::RecordTooLarge {
-                path: self.storage().display_path(&id.log_path()),
-                offset: None,
-                size,
-                max,
+            batch,
+            writer,
+        }))
+    };
+    let batch = store.blobs().put_batch_buffered_then(
+        files.len(),
+        |i, buf| match user_file::read_into(&files[i].path, max, LastLink::Refuse, buf) {
+            Ok(()) => {
+                let _ = slots[i].set(Ok(is_text(buf)));
+                Ok(())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let _ = slots[i].set(Err(e));
+                // When every file fails the batch fails too, before its
+                // pack is published: a refused attach stores nothing.
+                // (Every read ends before the batch can be published,
+                // so the last failure sees the count of all.)
+                let all_failed = failures.fetch_add(1, Ordering::AcqRel) + 1 == files.len();
+                if strict || all_failed {
+                    Err(io::Error::other(message))
+                } else {
+                    // Stored as the empty blob, referenced by
+                    // nothing unless an empty file is attached.
+                    buf.clear();
+                    Ok(())
+                }
+            }
+        },
+        progress,
+        prepare,
+    );
+    let mut slots: Vec<Option<io::Result<bool>>> =
+        slots.into_iter().map(OnceLock::into_inner).collect();
+    let (batch, prepared) = match batch {
+        Ok(b) => b,
+        Err(_) if !strict && failures.load(Ordering::Acquire) == files.len() => {
+            let skipped = files
+                .iter()
+                .zip(slots)
+                .map(|(file, slot)| {
+                    let e = match slot {
+                        Some(Err(e)) => e,
+                        _ => io::Error::other("the file was not read"),
+                    };
+                    (file.path.clone(), e)
+                })
+                .collect();
+            return Err(AttachError::NothingToAttach { skipped });
+        }
+        Err(e) => {
+            let failed = slots
+                .iter_mut()
+                .enumerate()
+                .find_map(|(i, s)| match s.take() {
+                    Some(Err(source)) => Some((i, source)),
+                    _ => None,
+                });
+            return Err(match failed {
+                Some((i, reason)) => AttachError::Unreadable {
+                    path: files[i].path.clone(),
+                    reason,
+                },
+                None => Error::from(e).into(),
             });
         }
-        Ok(())
+    };
+    let mut skipped = Vec::new();
+    for (file, slot) in files.iter().zip(slots) {
+        match slot {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => skipped.push((file.path.clone(), e)),
+            None => skipped.push((file.path.clone(), io::Error::other("the file was not read"))),
+        }
     }
+    let Some(mut prepared) = prepared? else {
+        return Err(AttachError::NothingToAttach { skipped });
+    };
+    let offset = prepared.writer.append_prepared(prepared.batch)?;
+    let turn = prepared.writer.state().turns.current().unwrap_or(0);
+    let (files_attached, text_files, bytes) = (prepared.files, prepared.text_files, prepared.bytes);
+    Ok(AttachOutcome {
+        offset,
+        turn,
+        files: files_attached,
+        text_files,
+        bytes,
+        new_blobs: batch.new_objects,
+        pack_bytes: batch.pack_bytes,
+        pack: batch.pack,
+        skipped,
+    })
+}
+
+/// Refuses, before anything is read, a request that could not fit in a
+/// record whatever the files hold (references at their largest).
+fn check_record_size(
+    store: &Store,
+    id: &ConversationId,
+    message: &str,
+    files: &[FileToAttach],
+) -> Result<()> {
+    let widest = BlobRef {
+        id: jpstore_blobstore::BlobId::from_bytes([0xff; 32]),
+        size: u64::MAX,
+    };
+    let resources = files
+        .iter()
+        .map(|f| resource(&f.path, f.uri.clone(), f.name.clone(), widest, false))
+        .collect();
+    let encoded: Vec<Vec<u8>> = request_entries(message, resources)
+        .iter()
+        .map(codec::encode_event)
+        .collect();
+    let size = payload_len(&encoded).unwrap_or(u64::MAX);
+    let max = u64::from(store.options().log.max_record_size);
+    if size > max {
+        return Err(Error::RecordTooLarge {
+            path: store.storage().display_path(&id.log_path()),
+            offset: None,
+            size,
+            max,
+        });
+    }
+    Ok(())
 }
 
 /// The current content of the file a `file://` URI names, as a resource in

@@ -7,8 +7,10 @@ use jpstore_blobstore::BlobId;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::event::{Compaction, Event, ResourceBlock, TextBlock, ToolCallPolicy, ToolCallRequest};
-use crate::timestamp::Timestamp;
+use jpstore_engine::event::{
+    Compaction, Event, ResourceBlock, TextBlock, ToolCallPolicy, ToolCallRequest,
+};
+use jpstore_engine::timestamp::Timestamp;
 
 // ----- building views ------------------------------------------------------------
 
@@ -343,7 +345,7 @@ fn provider_compacted_and_interrupted_tool_calls_from_the_projection() {
             source: None,
         })),
     ];
-    let view = crate::projection::view(&log);
+    let view = jpstore_engine::projection::view(&log);
     assert_eq!(
         anthropic(&view, &blobs)["messages"],
         json!([

@@ -1,22 +1,19 @@
 //! Reading JP conversation directories and importing them into a store.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use super::base64::{decode, decode_leaves};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
-use crate::config;
-use crate::conversation::meta::MetaPatch;
-use crate::conversation::ConversationId;
-use crate::error::{Error, Result};
-use crate::event::json::{parse_entry, ParseMode};
-use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
-use crate::store::Store;
-use crate::timestamp::Timestamp;
 use crate::user_file::{self, LastLink};
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::error::{Error, Result};
+use jpstore_engine::event::json::{parse_entry, ParseMode};
+use jpstore_engine::event::{Entry, EventKind, Object, Payload};
+pub use jpstore_engine::import::{Imported, Prepared};
+use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::Store;
 
 /// Largest JP file read.
 pub const MAX_JP_FILE: u64 = 2 << 30;
@@ -113,9 +110,9 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
     // JP's loader (serde derive) refuses a field given twice; a file with
     // a duplicate key anywhere is damaged or hand-edited, and which value
     // was meant is unknown: refused, naming the key's path.
-    let v = crate::json_text::parse(&bytes).map_err(|e| {
+    let v = jpstore_engine::json_text::parse(&bytes).map_err(|e| {
         let at = match &e.duplicate {
-            Some(path) => format!(" at `{}`", crate::json_text::path_string(path)),
+            Some(path) => format!(" at `{}`", jpstore_engine::json_text::path_string(path)),
             None => String::new(),
         };
         invalid(
@@ -222,15 +219,15 @@ fn check_settings(
     let empty = Map::new();
     let layers =
         std::iter::once(base_config.unwrap_or(&empty)).chain(deltas.iter().map(|(_, d)| *d));
-    match crate::config::validate::validate_layers(layers) {
+    match jpstore_engine::config::validate::validate_layers(layers) {
         Ok(()) => Ok(()),
         Err((layer, setting)) => {
             let place = match layer {
-                0 => crate::config::validate::SettingPlace::JpFile {
+                0 => jpstore_engine::config::validate::SettingPlace::JpFile {
                     path: dir.join("base_config.json"),
                     entry: None,
                 },
-                n => crate::config::validate::SettingPlace::JpFile {
+                n => jpstore_engine::config::validate::SettingPlace::JpFile {
                     path: dir.join("events.json"),
                     entry: deltas.get(n - 1).map(|(i, _)| i + 1),
                 },
@@ -241,21 +238,6 @@ fn check_settings(
             })
         }
     }
-}
-
-/// A JP conversation converted to jp-store's form, ready to store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Prepared {
-    /// The conversation id.
-    pub id: ConversationId,
-    /// Metadata fields (JP's `metadata.json`, `created`, and `jp`).
-    pub fields: Object,
-    /// The base config, if any.
-    pub base_config: Option<Object>,
-    /// The entries, content inline.
-    pub entries: Vec<Entry<Payload>>,
-    /// Bytes of the JP files.
-    pub source_bytes: u64,
 }
 
 /// Converts a JP conversation: detects the config layout, undoes base64
@@ -381,115 +363,163 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
     }
 }
 
-/// What happened to one conversation of an import.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Imported {
-    /// Stored.
-    Stored {
-        /// Its id.
-        id: ConversationId,
-        /// Entries stored.
-        entries: usize,
-        /// Bytes of the JP files.
-        source_bytes: u64,
-        /// Bytes of its log.
-        log_bytes: u64,
-        /// Whether an existing conversation was replaced (`force`).
-        replaced: bool,
-    },
-    /// Skipped: a conversation with this id exists (and `force` was not set).
-    Skipped {
-        /// Its id.
-        id: ConversationId,
-    },
+/// JP files read per chunk: each chunk's content is stored as one pack
+/// ([`Store::import`]), so memory stays bounded by about this much plus
+/// one conversation.
+pub const IMPORT_CHUNK_BYTES: u64 = 256 << 20;
+
+/// A path of [`import_paths`] that was not imported, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImportFailure {
+    /// The path given, or the conversation directory found under it.
+    pub path: PathBuf,
+    /// Why it was not imported.
+    pub reason: String,
 }
 
-pub use crate::conversation::writer::BlobTotals;
+/// What [`import_paths`] did (the `--json` output of `jp-store import`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImportReport {
+    /// Conversations stored (new or replaced).
+    pub imported: usize,
+    /// Conversations skipped: already in the store, and not forced.
+    pub skipped: usize,
+    /// Paths that were not imported: no JP data found, or not valid JP data.
+    pub failed: Vec<ImportFailure>,
+    /// Entries stored.
+    pub events: usize,
+    /// Bytes of the JP files of the conversations stored.
+    pub bytes_read: u64,
+    /// Bytes written: new blobs and logs.
+    pub bytes_stored: u64,
+    /// Bytes of the new blobs (objects or packs, compressed).
+    pub blob_bytes_stored: u64,
+    /// Blobs that were not in the store before.
+    pub new_blobs: usize,
+    /// Bytes of the logs written.
+    pub log_bytes: u64,
+}
 
-impl Store {
-    /// Imports prepared conversations: all their content (and base configs)
-    /// goes into the blob store first, as one pack when there are more than a
-    /// few new blobs; then each conversation's log is published whole. A
-    /// conversation whose id exists is skipped, or with `force` replaced.
-    pub fn import(
-        &self,
-        batch: Vec<Prepared>,
-        force: bool,
-        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
-    ) -> Result<(Vec<Imported>, BlobTotals)> {
-        // Blobs are stored before the logs that reference them: gc must not
-        // run in between (format-spec.md 4.7).
-        let _gc = self.gc_shared()?;
-        let mut todo = Vec::new();
-        let mut results = Vec::new();
-        for p in batch {
-            let exists = self.exists(&p.id)?;
-            if exists && !force {
-                results.push((results.len() + todo.len(), Imported::Skipped { id: p.id }));
-            } else {
-                todo.push((results.len() + todo.len(), p, exists));
-            }
+/// What [`import_paths`] tells its caller as it goes.
+#[derive(Debug)]
+pub enum ImportProgress<'a> {
+    /// Bytes of JP files imported so far, of all those found.
+    Bytes {
+        /// Imported so far.
+        done: u64,
+        /// Found in all.
+        total: u64,
+    },
+    /// A conversation already in the store was replaced (forced).
+    Replaced(&'a ConversationId),
+    /// A conversation already in the store was left as it is.
+    Skipped(&'a ConversationId),
+    /// A conversation directory found could not be read or is not valid JP
+    /// data (a path under which none was found is only in the report).
+    Failed(&'a ImportFailure),
+}
+
+/// `jp-store import`: finds the JP conversations under each of `paths`
+/// ([`find_sources`]), reads and prepares them ([`read_source`],
+/// [`prepare`]) and stores them by chunks of [`IMPORT_CHUNK_BYTES`] of
+/// files, each chunk's content as one pack ([`Store::import`]). A
+/// conversation already in the store is skipped, or with `force` replaced.
+///
+/// A path without JP data, or a conversation that is not valid JP data, is
+/// reported in [`ImportReport::failed`] and the others are imported; an
+/// error of the store (I/O, a failed sync) stops the import, with the
+/// chunks before it stored.
+pub fn import_paths(
+    store: &Store,
+    paths: &[PathBuf],
+    force: bool,
+    progress: &mut dyn FnMut(ImportProgress<'_>),
+) -> Result<ImportReport> {
+    let mut report = ImportReport::default();
+    let mut sources = Vec::new();
+    for p in paths {
+        match find_sources(p) {
+            Ok(found) if found.is_empty() => report.failed.push(ImportFailure {
+                path: p.clone(),
+                reason: "no JP conversation directories (with an events.json) found".into(),
+            }),
+            Ok(found) => sources.extend(found),
+            Err(e) => report.failed.push(ImportFailure {
+                path: p.clone(),
+                reason: e.to_string(),
+            }),
         }
-        // 1. Every payload of every conversation, durable first.
-        let mut payloads: HashMap<BlobId, Vec<u8>> = HashMap::new();
-        let mut stored = Vec::with_capacity(todo.len());
-        for (slot, p, exists) in todo {
-            let mut add = |bytes: Vec<u8>| {
-                let r = BlobRef {
-                    id: BlobId::of(&bytes),
-                    size: bytes.len() as u64,
-                };
-                payloads.entry(r.id).or_insert(bytes);
-                r
-            };
-            let base = p
-                .base_config
-                .as_ref()
-                .map(|c| add(config::canonical_bytes(c)));
-            let entries: Vec<Entry> = p
-                .entries
-                .into_iter()
-                .map(|e| {
-                    e.try_map_content(&mut |c| match c {
-                        Payload::Inline(b) => Ok::<_, std::convert::Infallible>(add(b)),
-                        Payload::Ref(r) => Ok(r),
-                    })
-                    .unwrap_or_else(|never| match never {})
-                })
-                .collect();
-            stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
+    }
+    let total: u64 = sources
+        .iter()
+        .map(|d| {
+            ["events.json", "metadata.json", "base_config.json"]
+                .iter()
+                .map(|f| std::fs::metadata(d.join(f)).map_or(0, |m| m.len()))
+                .sum::<u64>()
+        })
+        .sum();
+    let mut done = 0u64;
+    let mut chunk = Vec::new();
+    let mut chunk_bytes = 0u64;
+    let mut flush = |chunk: &mut Vec<Prepared>,
+                     report: &mut ImportReport,
+                     progress: &mut dyn FnMut(ImportProgress<'_>)|
+     -> Result<()> {
+        if chunk.is_empty() {
+            return Ok(());
         }
-        let totals = crate::conversation::writer::put_new_blobs(self.blobs(), payloads, progress)?;
-        // 2. The logs.
-        for (slot, id, fields, base, entries, source_bytes, exists) in stored {
-            if exists {
-                self.remove(&id)?;
-            }
-            let patch = MetaPatch {
-                base_config: base,
-                fields,
-            };
-            let writer = crate::conversation::writer::ConversationWriter::create(
-                self.blobs(),
-                id.clone(),
-                patch,
-                &entries,
-                self.options().log,
-            )?;
-            let log_bytes = writer.log_end();
-            drop(writer);
-            results.push((
-                slot,
+        let (results, totals) = store.import(std::mem::take(chunk), force, &mut |_| {})?;
+        report.blob_bytes_stored += totals.stored_bytes;
+        report.new_blobs += totals.new_blobs;
+        for r in results {
+            match r {
                 Imported::Stored {
                     id,
-                    entries: entries.len(),
+                    entries,
                     source_bytes,
                     log_bytes,
-                    replaced: exists,
-                },
-            ));
+                    replaced,
+                } => {
+                    report.imported += 1;
+                    report.events += entries;
+                    report.bytes_read += source_bytes;
+                    report.log_bytes += log_bytes;
+                    done += source_bytes;
+                    if replaced {
+                        progress(ImportProgress::Replaced(&id));
+                    }
+                }
+                Imported::Skipped { id } => {
+                    report.skipped += 1;
+                    progress(ImportProgress::Skipped(&id));
+                }
+            }
         }
-        results.sort_by_key(|(slot, _)| *slot);
-        Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
+        progress(ImportProgress::Bytes { done, total });
+        Ok(())
+    };
+    for src in sources {
+        match read_source(&src) {
+            Ok(s) => {
+                chunk_bytes += s.bytes;
+                chunk.push(prepare(s));
+                if chunk_bytes >= IMPORT_CHUNK_BYTES {
+                    flush(&mut chunk, &mut report, progress)?;
+                    chunk_bytes = 0;
+                }
+            }
+            Err(e) => {
+                let failure = ImportFailure {
+                    path: src,
+                    reason: e.to_string(),
+                };
+                progress(ImportProgress::Failed(&failure));
+                report.failed.push(failure);
+            }
+        }
     }
+    flush(&mut chunk, &mut report, progress)?;
+    report.bytes_stored = report.blob_bytes_stored + report.log_bytes;
+    Ok(report)
 }

@@ -34,6 +34,10 @@ use std::net::IpAddr;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use jpstore_engine::compaction::SummaryFailure;
+use jpstore_engine::event::Entry;
+use jpstore_engine::export::{entry_json, ContentMode};
+use jpstore_engine::Store;
 use serde_json::{Map, Value};
 
 /// The default system prompt of an endpoint source without `instructions`.
@@ -61,7 +65,7 @@ array in the order they happened:";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The largest accepted `timeout_secs` (a day).
-const MAX_TIMEOUT_SECS: u64 = crate::config::validate::MAX_SUMMARY_TIMEOUT_SECS;
+const MAX_TIMEOUT_SECS: u64 = jpstore_engine::config::validate::MAX_SUMMARY_TIMEOUT_SECS;
 
 /// How much of a command's stderr, or of an HTTP response body, an error
 /// carries.
@@ -229,7 +233,7 @@ pub enum SummarizeError {
     },
     /// The events to summarize could not be read from the store.
     #[error(transparent)]
-    Store(#[from] crate::error::Error),
+    Store(#[from] jpstore_engine::error::Error),
     /// A key of a profile's `summary` table is missing or has a value that
     /// is not acceptable.
     #[error("compaction profile `summary` table, key `{key}`: {message}")]
@@ -386,7 +390,7 @@ fn non_empty_string(
             key,
             message: format!(
                 "expected a string ({expected}), found {} {}",
-                crate::config::json_kind(other),
+                jpstore_engine::config::json_kind(other),
                 json_excerpt(other)
             ),
         }),
@@ -405,7 +409,7 @@ fn timeout_secs(table: &Map<String, Value>) -> Result<Option<Duration>, Summariz
             key: "timeout_secs",
             message: format!(
                 "expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, found {} {}",
-                crate::config::json_kind(value),
+                jpstore_engine::config::json_kind(value),
                 json_excerpt(value)
             ),
         }),
@@ -633,7 +637,7 @@ fn ask_endpoint(
 fn completion_content(json: &Value) -> Result<String, String> {
     let describe = |path: &str, value: Option<&Value>| match value {
         None => format!("`{path}` is missing"),
-        Some(value) => format!("`{path}` is {}", crate::config::json_kind(value)),
+        Some(value) => format!("`{path}` is {}", jpstore_engine::config::json_kind(value)),
     };
     let choices = match json.get("choices") {
         Some(Value::Array(choices)) => choices,
@@ -655,28 +659,37 @@ fn completion_content(json: &Value) -> Result<String, String> {
     }
 }
 
-impl crate::store::Store {
-    /// The summary of `raw` (a compaction's range of raw entries) as a
-    /// profile's summary table says: its `command` or `endpoint` reads the
-    /// events as JSON with content inline (never a view). A table that
-    /// names neither is [`SummarizeError::NotConfigured`] for `profile`.
-    pub fn summarize_from_profile(
-        &self,
-        table: &Map<String, Value>,
-        raw: &[crate::event::Entry],
-        profile: Option<&str>,
-    ) -> Result<String, SummarizeError> {
-        let Some(source) = SummarySource::from_profile(table)? else {
-            return Err(SummarizeError::NotConfigured {
-                profile: profile.unwrap_or("default").to_string(),
-            });
-        };
-        let events = raw
-            .iter()
-            .map(|e| crate::export::entry_json(self, e, crate::export::ContentMode::Inline))
-            .collect::<crate::error::Result<Vec<_>>>()?;
-        summarize(&source, &Value::Array(events))
-    }
+/// The summary of `raw` (a compaction's range of raw entries) as a
+/// profile's summary table says: its `command` or `endpoint` reads the
+/// events as JSON with content inline from `store` (never a view). A table
+/// that names neither is [`SummarizeError::NotConfigured`] for `profile`.
+pub fn summarize_from_profile(
+    store: &Store,
+    table: &Map<String, Value>,
+    raw: &[Entry],
+    profile: Option<&str>,
+) -> Result<String, SummarizeError> {
+    let Some(source) = SummarySource::from_profile(table)? else {
+        return Err(SummarizeError::NotConfigured {
+            profile: profile.unwrap_or("default").to_string(),
+        });
+    };
+    let events = raw
+        .iter()
+        .map(|e| entry_json(store, e, ContentMode::Inline))
+        .collect::<jpstore_engine::error::Result<Vec<_>>>()?;
+    summarize(&source, &Value::Array(events))
+}
+
+/// The [`Summarizer`](jpstore_engine::compaction::Summarizer) the command line gives the engine's compactions
+/// (`Store::compact`, `Store::append_turn`'s automatic compaction,
+/// `Store::fork_compacted`): [`summarize_from_profile`] over `store`, its
+/// errors kept whole (a [`SummarizeError`] inside
+/// [`jpstore_engine::compaction::CompactionError::Summary`]).
+pub fn profile_summarizer(
+    store: &Store,
+) -> impl FnMut(&Map<String, Value>, &[Entry]) -> Result<String, SummaryFailure> + '_ {
+    move |table, raw| summarize_from_profile(store, table, raw, None).map_err(SummaryFailure::from)
 }
 
 #[cfg(test)]

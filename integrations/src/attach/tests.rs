@@ -3,8 +3,8 @@ use std::os::unix::fs::PermissionsExt;
 use tempfile::TempDir;
 
 use super::*;
-use crate::export::{conversation_json, ContentMode};
-use crate::{NewConversation, StoreOptions};
+use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::{NewConversation, StoreOptions};
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.join(rel);
@@ -241,11 +241,10 @@ fn attach_stores_one_batch_and_appends_one_request() {
     assert_eq!(files.len(), 5);
     let packs_before = store.blobs().packs().expect("packs").len();
     let mut last = None;
-    let out = store
-        .attach(&id, &files, Some("look".into()), false, &mut |p| {
-            last = Some(p)
-        })
-        .expect("attach");
+    let out = attach(&store, &id, &files, Some("look".into()), false, &mut |p| {
+        last = Some(p)
+    })
+    .expect("attach");
     let last = last.expect("progress was reported");
     assert_eq!((last.items_done, last.items_total), (5, 5));
     assert_eq!(last.bytes_done, 13 + 14 + 13 + 16);
@@ -309,9 +308,7 @@ fn attach_stores_one_batch_and_appends_one_request() {
 
     // A second attach starts a new turn; content already stored writes no
     // pack.
-    let out = store
-        .attach(&id, &files[..1], None, false, &mut |_| {})
-        .expect("attach again");
+    let out = attach(&store, &id, &files[..1], None, false, &mut |_| {}).expect("attach again");
     assert_eq!(out.turn, 1);
     assert_eq!(out.new_blobs, 0);
     assert_eq!(out.pack, None);
@@ -328,8 +325,7 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
     let log = dir.join("store").join(id.log_path());
     let before = std::fs::read(&log).expect("log");
 
-    let err = store
-        .attach(&id, &files, None, true, &mut |_| {})
+    let err = attach(&store, &id, &files, None, true, &mut |_| {})
         .expect_err("strict attach of a vanished file");
     match err {
         AttachError::Unreadable { path, reason } => {
@@ -340,9 +336,7 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
     }
     assert_eq!(std::fs::read(&log).expect("log"), before, "log unchanged");
 
-    let out = store
-        .attach(&id, &files, None, false, &mut |_| {})
-        .expect("lenient attach");
+    let out = attach(&store, &id, &files, None, false, &mut |_| {}).expect("lenient attach");
     assert_eq!(out.files, 1);
     assert_eq!(out.skipped.len(), 1);
     assert_eq!(out.skipped[0].0, gone);
@@ -356,9 +350,8 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
 
     // Nothing readable: nothing appended.
     let before = std::fs::read(&log).expect("log");
-    let err = store
-        .attach(&id, &files[1..], None, false, &mut |_| {})
-        .expect_err("nothing to attach");
+    let err =
+        attach(&store, &id, &files[1..], None, false, &mut |_| {}).expect_err("nothing to attach");
     match &err {
         AttachError::NothingToAttach { skipped } => {
             assert_eq!(skipped.len(), 1, "{err}");
@@ -384,17 +377,13 @@ fn an_unreadable_file_is_skipped_or_aborts_when_strict() {
     let files = collect_ok(&["a.txt", "locked.txt"], &dir);
     let log = dir.join("store").join(id.log_path());
     let before = std::fs::read(&log).expect("log");
-    let err = store
-        .attach(&id, &files, None, true, &mut |_| {})
-        .expect_err("strict");
+    let err = attach(&store, &id, &files, None, true, &mut |_| {}).expect_err("strict");
     assert!(
         matches!(&err, AttachError::Unreadable { path, .. } if *path == locked),
         "{err}"
     );
     assert_eq!(std::fs::read(&log).expect("log"), before);
-    let out = store
-        .attach(&id, &files, None, false, &mut |_| {})
-        .expect("lenient");
+    let out = attach(&store, &id, &files, None, false, &mut |_| {}).expect("lenient");
     assert_eq!(out.files, 1);
     assert_eq!(out.skipped[0].1.kind(), io::ErrorKind::PermissionDenied);
 }
@@ -407,9 +396,8 @@ fn attach_to_a_missing_conversation_reads_nothing() {
     let files = collect_ok(&["a.txt"], &dir);
     let missing = ConversationId::parse("nope").expect("id");
     let mut calls = 0;
-    let err = store
-        .attach(&missing, &files, None, false, &mut |_| calls += 1)
-        .expect_err("missing");
+    let err =
+        attach(&store, &missing, &files, None, false, &mut |_| calls += 1).expect_err("missing");
     assert!(
         matches!(err, AttachError::Store(Error::NotFound { .. })),
         "{err}"

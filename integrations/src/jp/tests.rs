@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 use super::base64::encode;
 use super::export::{jp_files, slug, write_jp_dir};
 use super::import::{find_sources, prepare, read_source, Imported};
-use crate::conversation::ConversationId;
-use crate::error::Error;
-use crate::event::{Block, Entry, EventKind};
-use crate::{Store, StoreOptions};
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::error::Error;
+use jpstore_engine::event::{Block, Entry, EventKind};
+use jpstore_engine::{Store, StoreOptions};
 
 fn b64(s: &str) -> Value {
     Value::String(encode(s))
@@ -219,8 +219,12 @@ fn import_undoes_base64_where_jp_applies_it_and_stores_content_as_blobs() {
     let cfg = store.config_at(&conv, conv.entries.len()).expect("config");
     assert_eq!(cfg["assistant"]["model"]["id"], "m2");
     assert_eq!(cfg["assistant"]["name"], "jp");
-    let plain = crate::export::conversation_json(&store, &conv, crate::export::ContentMode::Inline)
-        .expect("json");
+    let plain = jpstore_engine::export::conversation_json(
+        &store,
+        &conv,
+        jpstore_engine::export::ContentMode::Inline,
+    )
+    .expect("json");
     let events = plain["events"].as_array().expect("events");
     let by_type = |t: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == t).collect() };
     let responses = by_type("tool_call_response");
@@ -329,10 +333,10 @@ fn existing_conversations_are_skipped_unless_forced() {
     // Append to it, then import again.
     {
         let mut w = store.writer(&id).expect("writer");
-        let entries = crate::event::input::parse_input(
+        let entries = jpstore_engine::event::input::parse_input(
             "{\"type\":\"turn_start\"}",
-            crate::event::json::ParseMode::Strict {
-                now: crate::timestamp::Timestamp::now(),
+            jpstore_engine::event::json::ParseMode::Strict {
+                now: jpstore_engine::timestamp::Timestamp::now(),
             },
         )
         .expect("input")
@@ -354,19 +358,19 @@ fn native_conversations_export_to_jp_with_lossy_content_reported() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = store(tmp.path());
     let mut w = store
-        .create(crate::NewConversation {
+        .create(jpstore_engine::NewConversation {
             id: Some(ConversationId::parse("42").expect("id")),
             title: Some("Native: résumé & co".into()),
             ..Default::default()
         })
         .expect("create");
-    let entries = crate::event::input::parse_input(
+    let entries = jpstore_engine::event::input::parse_input(
         r#"{"type":"turn_start"}
 {"type":"chat_request","content":"see","resources":[{"uri":"file:///a.rs","text":"fn a() {}"}]}
 {"type":"tool_call_request","id":"c","name":"fs_read_file","arguments":{"path":"a.rs"}}
 {"type":"tool_call_response","id":"c","content":[{"type":"text","text":"one"},{"type":"resource","resource":{"uri":"file:///b.rs","text":"two"}}]}"#,
-        crate::event::json::ParseMode::Strict {
-            now: crate::timestamp::Timestamp::now(),
+        jpstore_engine::event::json::ParseMode::Strict {
+            now: jpstore_engine::timestamp::Timestamp::now(),
         },
     )
     .expect("input")
@@ -428,11 +432,11 @@ fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
     assert_eq!(kinds, ["other", "other", "unknown", "compaction"]);
     // The compaction is in effect, and fsck finds nothing wrong.
     assert_eq!(
-        crate::compaction::active_compactions(&conv.entries).len(),
+        jpstore_engine::compaction::active_compactions(&conv.entries).len(),
         1
     );
     let report = store
-        .fsck(crate::fsck::FsckOptions::default(), &mut |_| {})
+        .fsck(jpstore_engine::fsck::FsckOptions::default(), &mut |_| {})
         .expect("fsck");
     assert!(report.is_clean(), "{:?}", report.findings);
     // And the file comes back as it was.

@@ -568,11 +568,12 @@ fn profile_of_the_rfd_example_is_none() {
 policy = "summarize"
 model = "anthropic/claude-haiku"
 "#;
-    let config =
-        crate::config::parse_workspace_toml(toml, Path::new("config.toml")).expect("valid TOML");
-    let summary = crate::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
-        .and_then(Value::as_object)
-        .expect("the summary table");
+    let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
+        .expect("valid TOML");
+    let summary =
+        jpstore_engine::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
+            .and_then(Value::as_object)
+            .expect("the summary table");
     assert_eq!(SummarySource::from_profile(summary).expect("valid"), None);
 }
 
@@ -585,11 +586,12 @@ endpoint = "http://127.0.0.1:8080/v1/chat/completions"
 model = "qwen"
 timeout_secs = 600
 "#;
-    let config =
-        crate::config::parse_workspace_toml(toml, Path::new("config.toml")).expect("valid TOML");
-    let summary = crate::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
-        .and_then(Value::as_object)
-        .expect("the summary table");
+    let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
+        .expect("valid TOML");
+    let summary =
+        jpstore_engine::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
+            .and_then(Value::as_object)
+            .expect("the summary table");
     let source = SummarySource::from_profile(summary).expect("valid");
     assert!(
         matches!(&source, Some(SummarySource::Endpoint { model, timeout, .. })
@@ -701,7 +703,7 @@ fn profile_inconsistent_keys_are_refused() {
 
 #[test]
 fn a_summary_error_reaches_the_compaction_error_whole() {
-    use crate::compaction::{CompactionError, SummaryFailure};
+    use jpstore_engine::compaction::{CompactionError, SummaryFailure};
     let failure: SummaryFailure = SummarizeError::EmptyText.into();
     let err = CompactionError::Summary(failure);
     assert_eq!(err.to_string(), SummarizeError::EmptyText.to_string());

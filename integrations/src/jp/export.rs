@@ -14,11 +14,11 @@ use serde_json::{Map, Value};
 
 use super::base64::{encode, encode_leaves};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
-use crate::conversation::read::Conversation;
-use crate::error::{Error, Result};
-use crate::event::{Entry, EventKind};
-use crate::export::{entry_json, ContentMode};
-use crate::store::Store;
+use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::error::{Error, Result};
+use jpstore_engine::event::{Entry, EventKind};
+use jpstore_engine::export::{entry_json, ContentMode};
+use jpstore_engine::store::Store;
 
 /// The three files of a JP conversation, as JSON values.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> Result<JpFiles> {
     }
     // JP has no revocation: revoked compactions and the undo entries are
     // left out, which gives JP the same view.
-    let revoked = crate::projection::revoked_compactions(&conv.entries);
+    let revoked = jpstore_engine::projection::revoked_compactions(&conv.entries);
     let mut ordinal = 0u64;
     let mut left_out = 0usize;
     for (i, entry) in conv.entries.iter().enumerate() {

@@ -29,7 +29,7 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{Error, Result};
+use jpstore_engine::error::{Error, Result};
 
 /// Whether a symbolic link at the last component of a path is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

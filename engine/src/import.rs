@@ -1,0 +1,147 @@
+//! Whole conversations stored in bulk (`jp-store import`, and any other
+//! importer): every payload of a batch of conversations into the blob store
+//! first, as one pack, then each conversation's log published whole.
+//!
+//! What a conversation held before (JP's files, another tool's export) is
+//! turned into a [`Prepared`] by the importer of that format
+//! (`jpstore_integrations::jp::import::prepare` for JP's).
+
+use std::collections::HashMap;
+
+use jpstore_blobstore::BlobId;
+
+use crate::config;
+use crate::conversation::meta::MetaPatch;
+use crate::conversation::ConversationId;
+use crate::error::Result;
+use crate::event::{BlobRef, Entry, Object, Payload};
+use crate::store::Store;
+
+pub use crate::conversation::writer::BlobTotals;
+
+/// A conversation ready to store: its id, metadata, base config and
+/// entries with their content inline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The conversation id.
+    pub id: ConversationId,
+    /// Metadata fields (for JP's: `metadata.json`, `created`, and `jp`).
+    pub fields: Object,
+    /// The base config, if any.
+    pub base_config: Option<Object>,
+    /// The entries, content inline.
+    pub entries: Vec<Entry<Payload>>,
+    /// Bytes of the files it was read from (for the report).
+    pub source_bytes: u64,
+}
+
+/// What happened to one conversation of an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Imported {
+    /// Stored.
+    Stored {
+        /// Its id.
+        id: ConversationId,
+        /// Entries stored.
+        entries: usize,
+        /// Bytes of the files it was read from.
+        source_bytes: u64,
+        /// Bytes of its log.
+        log_bytes: u64,
+        /// Whether an existing conversation was replaced (`force`).
+        replaced: bool,
+    },
+    /// Skipped: a conversation with this id exists (and `force` was not set).
+    Skipped {
+        /// Its id.
+        id: ConversationId,
+    },
+}
+
+impl Store {
+    /// Imports prepared conversations: all their content (and base configs)
+    /// goes into the blob store first, as one pack when there are more than a
+    /// few new blobs; then each conversation's log is published whole. A
+    /// conversation whose id exists is skipped, or with `force` replaced.
+    pub fn import(
+        &self,
+        batch: Vec<Prepared>,
+        force: bool,
+        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+    ) -> Result<(Vec<Imported>, BlobTotals)> {
+        // Blobs are stored before the logs that reference them: gc must not
+        // run in between (format-spec.md 4.7).
+        let _gc = self.gc_shared()?;
+        let mut todo = Vec::new();
+        let mut results = Vec::new();
+        for p in batch {
+            let exists = self.exists(&p.id)?;
+            if exists && !force {
+                results.push((results.len() + todo.len(), Imported::Skipped { id: p.id }));
+            } else {
+                todo.push((results.len() + todo.len(), p, exists));
+            }
+        }
+        // 1. Every payload of every conversation, durable first.
+        let mut payloads: HashMap<BlobId, Vec<u8>> = HashMap::new();
+        let mut stored = Vec::with_capacity(todo.len());
+        for (slot, p, exists) in todo {
+            let mut add = |bytes: Vec<u8>| {
+                let r = BlobRef {
+                    id: BlobId::of(&bytes),
+                    size: bytes.len() as u64,
+                };
+                payloads.entry(r.id).or_insert(bytes);
+                r
+            };
+            let base = p
+                .base_config
+                .as_ref()
+                .map(|c| add(config::canonical_bytes(c)));
+            let entries: Vec<Entry> = p
+                .entries
+                .into_iter()
+                .map(|e| {
+                    e.try_map_content(&mut |c| match c {
+                        Payload::Inline(b) => Ok::<_, std::convert::Infallible>(add(b)),
+                        Payload::Ref(r) => Ok(r),
+                    })
+                    .unwrap_or_else(|never| match never {})
+                })
+                .collect();
+            stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
+        }
+        let totals = crate::conversation::writer::put_new_blobs(self.blobs(), payloads, progress)?;
+        // 2. The logs.
+        for (slot, id, fields, base, entries, source_bytes, exists) in stored {
+            if exists {
+                self.remove(&id)?;
+            }
+            let patch = MetaPatch {
+                base_config: base,
+                fields,
+            };
+            let writer = crate::conversation::writer::ConversationWriter::create(
+                self.blobs(),
+                id.clone(),
+                patch,
+                &entries,
+                self.options().log,
+            )?;
+            let log_bytes = writer.log_end();
+            drop(writer);
+            results.push((
+                slot,
+                Imported::Stored {
+                    id,
+                    entries: entries.len(),
+                    source_bytes,
+                    log_bytes,
+                    replaced: exists,
+                },
+            ));
+        }
+        results.sort_by_key(|(slot, _)| *slot);
+        Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
+    }
+}

@@ -3,7 +3,7 @@
 //! ratios, not absolute figures).
 //!
 //! - `attach/store_collect_and_attach`: `attach::collect` of the tree's
-//!   directory plus `Store::attach` into a fresh store (one pack, one
+//!   directory plus `attach::attach` into a fresh store (one pack, one
 //!   durable append), as `jp-store attach ID DIR` does.
 //! - `attach/collect_only`: the directory walk alone.
 //! - `attach/floor_sha256_zstd3_all_cores`: SHA-256 of every file and zstd

@@ -71,7 +71,12 @@ fn fresh_store(root: &Path, options: Options) -> (TempDir, BlobStore) {
         .tempdir_in(root)
         .expect("create a store directory");
     let storage = Arc::new(LocalStorage::open(dir.path()).expect("open local storage"));
-    let store = BlobStore::open(storage, "blobs", options).expect("open the blob store");
+    let store = BlobStore::open(
+        jpstore_blobstore::backend::FileBackend::shared(storage),
+        "blobs",
+        options,
+    )
+    .expect("open the blob store");
     (dir, store)
 }
 

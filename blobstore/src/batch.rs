@@ -7,22 +7,21 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::backend::Upload;
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::object;
 use crate::pack::{self, PackEntry};
 use crate::parallel::{self, Sink};
-use crate::storage::{write_all_at, OpenMode, StorageFile};
 use crate::store::{BatchOutcome, BatchProgress, BlobStore};
 
 /// Batch puts: many blobs as one pack (format-spec.md 2.5).
 impl BlobStore {
     /// Stores many blobs as one pack: hashes and compresses on
-    /// [`Options::threads`] threads, writes one pack file and one index, and
+    /// [`Options::threads`](crate::Options::threads) threads, writes one pack file and one index, and
     /// syncs each once. Content already in the store (or repeated within the
     /// batch) is not stored again.
     ///
@@ -110,8 +109,7 @@ const SYNC_EVERY: u64 = 1 << 20;
 /// Dropping an unfinished writer removes its temp file.
 pub(crate) struct PackWriter<'a> {
     store: &'a BlobStore,
-    tmp_path: PathBuf,
-    file: Option<Box<dyn StorageFile>>,
+    upload: Box<dyn Upload>,
     offset: u64,
     /// Bytes of the temp file made durable by an early sync.
     synced: u64,
@@ -124,14 +122,13 @@ impl<'a> PackWriter<'a> {
     pub(crate) fn create(store: &'a BlobStore) -> Result<Self> {
         store.ensure_writable()?;
         let tmp_path = store.new_tmp_path("pack");
-        let file = store
-            .storage()
-            .open(&tmp_path, OpenMode::CreateNew)
-            .map_err(|e| store.io_error("create", &tmp_path, e))?;
+        let upload = store
+            .backend()
+            .upload(&tmp_path)
+            .map_err(|e| store.backend_error(e))?;
         let mut w = Self {
             store,
-            tmp_path,
-            file: Some(file),
+            upload,
             offset: 0,
             synced: 0,
             buffer: Vec::with_capacity(WRITE_BUFFER),
@@ -147,10 +144,9 @@ impl<'a> PackWriter<'a> {
         if bytes.len() >= WRITE_BUFFER {
             // Large enough to be written as it is, without a copy.
             self.flush()?;
-            if let Some(file) = &self.file {
-                write_all_at(&**file, bytes, self.offset)
-                    .map_err(|e| self.store.io_error("write", &self.tmp_path, e))?;
-            }
+            self.upload
+                .write_at(bytes, self.offset)
+                .map_err(|e| self.store.backend_error(e))?;
             self.offset += bytes.len() as u64;
             return Ok(());
         }
@@ -167,10 +163,9 @@ impl<'a> PackWriter<'a> {
             return Ok(());
         }
         let start = self.offset - self.buffer.len() as u64;
-        if let Some(file) = &self.file {
-            write_all_at(&**file, &self.buffer, start)
-                .map_err(|e| self.store.io_error("write", &self.tmp_path, e))?;
-        }
+        self.upload
+            .write_at(&self.buffer, start)
+            .map_err(|e| self.store.backend_error(e))?;
         self.buffer.clear();
         Ok(())
     }
@@ -213,10 +208,9 @@ impl<'a> PackWriter<'a> {
         if written - self.synced < SYNC_EVERY {
             return Ok(());
         }
-        if let Some(file) = &self.file {
-            file.sync_data()
-                .map_err(|e| self.store.poison_on_sync(&self.tmp_path, e))?;
-        }
+        self.upload
+            .sync_partial()
+            .map_err(|e| self.store.backend_error(e))?;
         self.synced = written;
         Ok(())
     }
@@ -239,40 +233,31 @@ impl<'a> PackWriter<'a> {
         // Steps 2 and 3 of format-spec.md 2.5 at once: the pack is synced on
         // another thread while the index is built, written and synced; both
         // are durable before either is published.
-        let (store, tmp_path, file) = (self.store, &self.tmp_path, self.file.take());
+        let (store, upload) = (self.store, &self.upload);
         let entries = &mut self.entries;
-        let result = std::thread::scope(|s| {
-            let pack_synced = s.spawn(move || match &file {
-                Some(f) => f.sync_all().map_err(|e| store.poison_on_sync(tmp_path, e)),
-                None => Ok(()),
-            });
+        let index_upload = std::thread::scope(|s| {
+            let pack_synced = s.spawn(move || upload.sync_all());
             let index_synced = (|| {
                 let index = pack::build_index(entries, &checksum);
-                let f = store
-                    .storage()
-                    .open(&index_tmp, OpenMode::CreateNew)
-                    .map_err(|e| store.io_error("create", &index_tmp, e))?;
-                write_all_at(&*f, &index, 0).map_err(|e| store.io_error("write", &index_tmp, e))?;
-                f.sync_all()
-                    .map_err(|e| store.poison_on_sync(&index_tmp, e))
+                let up = store
+                    .backend()
+                    .upload(&index_tmp)
+                    .map_err(|e| store.backend_error(e))?;
+                up.write_at(&index, 0)
+                    .and_then(|()| up.sync_all())
+                    .map_err(|e| store.backend_error(e))?;
+                Ok(up)
             })();
             let pack_synced = pack_synced
                 .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                .map_err(|e| store.backend_error(e));
             pack_synced.and(index_synced)
-        })
-        .and_then(|()| store.publish_pack(&name, tmp_path, &index_tmp));
-        let _ = store.storage().remove_file(&index_tmp);
-        result.map(|()| (name, pack_len))
-    }
-}
-
-impl Drop for PackWriter<'_> {
-    fn drop(&mut self) {
-        // Published packs were linked under their own name; the temp name is
-        // only ours, so removing it never loses data.
-        self.file = None;
-        let _ = self.store.storage().remove_file(&self.tmp_path);
+        })?;
+        // Dropping the uploads afterwards removes their temp files (the
+        // published names are links of their own).
+        store.publish_pack(&name, &*self.upload, &*index_upload)?;
+        Ok((name, pack_len))
     }
 }
 

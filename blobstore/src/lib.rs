@@ -7,10 +7,14 @@
 //! *index*. Every read is verified against the id, so damage is an error naming
 //! the file (and offset), never wrong bytes.
 //!
-//! All file I/O goes through the [`storage`] layer, so tests can crash the
-//! store at any sync point and inject faults. The byte layout and the write
+//! All I/O goes through the storage seam, [`backend::Backend`]: objects
+//! created if absent, read whole or by range, listed, deleted, replaced,
+//! appended to. [`backend::FileBackend`] implements it over the [`storage`]
+//! layer (the local file system, or the simulated one that crashes the
+//! store at any sync point and injects faults). The byte layout and the write
 //! protocol are specified in `format-spec.md` at the root of the repository.
 
+pub mod backend;
 mod batch;
 pub mod error;
 pub mod id;

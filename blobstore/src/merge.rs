@@ -30,7 +30,7 @@ use crate::error::Result;
 use crate::id::BlobId;
 use crate::object::HEADER_LEN;
 use crate::pack::{Pack, PackEntry};
-use crate::store::{BlobStore, RewriteOutcome, PACKS_DIR};
+use crate::store::{BlobStore, RewriteOutcome};
 
 /// Each pack, in size order, must be at least this many times the size of
 /// the one before.
@@ -104,7 +104,7 @@ impl BlobStore {
     }
 
     /// The writer's merge (see the module documentation): the geometric
-    /// rule over the packs smaller than [`Options::small_pack_bytes`]
+    /// rule over the packs smaller than [`Options::small_pack_bytes`](crate::Options::small_pack_bytes)
     /// (crate::Options), at most [`WRITE_MERGE_FACTOR`] times that copied.
     /// Nothing when `small_pack_bytes` is 0.
     pub fn merge_small_packs(&self) -> Result<MergeOutcome> {
@@ -184,22 +184,20 @@ impl BlobStore {
         let (name, new_bytes) = writer.finish()?;
         // Published and durable (2.5): now the inputs go, indexes first so
         // that no index is ever without its pack.
-        let dir = self.base().join(PACKS_DIR);
         let removed: Vec<&&Arc<Pack>> = inputs.iter().filter(|p| p.name != name).collect();
         for paths in [
-            removed.iter().map(|p| &p.index_path).collect::<Vec<_>>(),
-            removed.iter().map(|p| &p.pack_path).collect::<Vec<_>>(),
+            removed
+                .iter()
+                .map(|p| p.index_path.clone())
+                .collect::<Vec<_>>(),
+            removed
+                .iter()
+                .map(|p| p.pack_path.clone())
+                .collect::<Vec<_>>(),
         ] {
-            for path in paths {
-                match self.storage().remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(self.io_error("remove", path, e)),
-                }
-            }
-            self.storage()
-                .sync_dir(&dir)
-                .map_err(|e| self.poison_on_sync(&dir, e))?;
+            self.backend()
+                .delete(&paths)
+                .map_err(|e| self.backend_error(e))?;
         }
         self.refresh_packs()?;
         Ok(MergeOutcome {
@@ -259,19 +257,13 @@ impl BlobStore {
             outcome.new_pack = Some(new_name);
             outcome.new_bytes = bytes;
         }
-        let dir = self.base().join(PACKS_DIR);
         if outcome.new_pack.as_deref() != Some(name) {
             // Index first: a pack without an index is invisible, an index without
             // its pack would be damage.
             for path in [&old.index_path, &old.pack_path] {
-                match self.storage().remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(self.io_error("remove", path, e)),
-                }
-                self.storage()
-                    .sync_dir(&dir)
-                    .map_err(|e| self.poison_on_sync(&dir, e))?;
+                self.backend()
+                    .delete(std::slice::from_ref(path))
+                    .map_err(|e| self.backend_error(e))?;
             }
         }
         self.refresh_packs()?;

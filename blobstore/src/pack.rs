@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::{read_exact_at, Mapping, ObjectReader};
 use crate::id::BlobId;
 use crate::object::HEADER_LEN;
-use crate::storage::{read_exact_at, Mapping, StorageFile};
 
 /// Magic of a pack file.
 pub const PACK_MAGIC: [u8; 4] = *b"jpsP";
@@ -331,7 +331,7 @@ impl Pack {
     /// bounds the allocation.
     pub fn read_stored(
         &self,
-        file: &dyn StorageFile,
+        file: &dyn ObjectReader,
         e: &PackEntry,
         max: u64,
     ) -> Result<Vec<u8>, ReadError> {

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use crate::backend::{
+    read_exact_at, Backend, BackendError, FileKind, ListedEntry, ObjectReader, Put, Upload,
+};
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::object::{self, Header, HEADER_LEN};
 use crate::pack::{self, Pack, PackEntry};
-use crate::storage::{
-    parent_dir, publish_new_file, read_exact_at, symlink_error, OpenMode, PublishError, Storage,
-    StorageFile,
-};
+use crate::storage::{not_regular_error, parent_dir, symlink_error};
 
 /// Directory of loose objects, below the store's base directory.
 pub const OBJECTS_DIR: &str = "objects";
@@ -117,13 +117,13 @@ pub struct PackInfo {
 /// "Concurrency").
 #[derive(Debug)]
 pub struct BlobStore {
-    storage: Arc<dyn Storage>,
+    backend: Arc<dyn Backend>,
     base: PathBuf,
     options: Options,
     packs: RwLock<HashMap<String, Arc<Pack>>>,
     /// Open pack files by pack name, least recently read first; at most
     /// [`OPEN_PACK_FILES`].
-    pack_files: Mutex<Vec<(String, Arc<dyn StorageFile>)>>,
+    pack_files: Mutex<Vec<(String, Arc<dyn ObjectReader>)>>,
     /// Packs whose index did not load (damage): skipped, so one damaged pack
     /// does not make the store unusable; `verify_all` reports them.
     broken: RwLock<HashSet<String>>,
@@ -133,15 +133,15 @@ pub struct BlobStore {
 
 impl BlobStore {
     /// Opens (creating its directories if needed) the blob store at `base`
-    /// inside `storage`.
+    /// inside `backend`.
     pub fn open(
-        storage: Arc<dyn Storage>,
+        backend: Arc<dyn Backend>,
         base: impl Into<PathBuf>,
         options: Options,
     ) -> Result<Self> {
         let base = base.into();
         let store = Self {
-            storage,
+            backend,
             base,
             options,
             packs: RwLock::new(HashMap::new()),
@@ -162,9 +162,9 @@ impl BlobStore {
         &self.options
     }
 
-    /// The storage backend.
-    pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.storage
+    /// The backend everything is kept in.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
     }
 
     /// The base directory inside the storage.
@@ -180,7 +180,7 @@ impl BlobStore {
     }
 
     fn shown(&self, path: &Path) -> PathBuf {
-        self.storage.display_path(path)
+        self.backend.display(path)
     }
 
     fn io(&self, op: &'static str, path: &Path, source: io::Error) -> Error {
@@ -220,18 +220,20 @@ impl BlobStore {
         }
     }
 
-    fn publish_error(&self, e: PublishError) -> Error {
+    /// The error of a failed write of the backend; a failed sync poisons
+    /// the store.
+    pub(crate) fn backend_error(&self, e: BackendError) -> Error {
         match e {
-            PublishError::Io(op, path, source) => self.io(op, &path, source),
-            PublishError::Sync(path, source) => self.sync_failed(&path, source),
+            BackendError::Io { op, key, source } => self.io(op, &key, source),
+            BackendError::Unsynced { key, source } => self.sync_failed(&key, source),
         }
     }
 
     /// Creates a directory (and missing ancestors) if missing and makes each
     /// new entry durable by syncing its parent.
     fn ensure_dir(&self, dir: &Path) -> Result<()> {
-        match self.storage.metadata(dir) {
-            Ok(m) if m.is_dir => return Ok(()),
+        match self.backend.head(dir) {
+            Ok(m) if m.kind == FileKind::Directory => return Ok(()),
             Ok(_) => {
                 return Err(self.corrupt(dir, None, "a directory".into(), "a file".into()));
             }
@@ -245,12 +247,9 @@ impl BlobStore {
         if parent != Path::new(".") {
             self.ensure_dir(parent)?;
         }
-        self.storage
-            .create_dir_all(dir)
-            .map_err(|e| self.io("create directory", dir, e))?;
-        self.storage
-            .sync_dir(parent)
-            .map_err(|e| self.sync_failed(parent, e))
+        self.backend
+            .create_prefix(dir)
+            .map_err(|e| self.backend_error(e))
     }
 
     fn tmp_path(&self, kind: &str) -> PathBuf {
@@ -281,8 +280,8 @@ impl BlobStore {
     pub fn refresh_packs(&self) -> Result<()> {
         let dir = self.base.join(PACKS_DIR);
         let entries = self
-            .storage
-            .read_dir(&dir)
+            .backend
+            .list(&dir)
             .map_err(|e| self.io("list", &dir, e))?;
         let names: HashSet<String> = entries
             .iter()
@@ -346,7 +345,7 @@ impl BlobStore {
     /// read one closed, once no read holds it). `NotFound` when the pack
     /// was removed since its index was loaded (a merge or a sweep: its
     /// objects are in another pack or garbage).
-    pub(crate) fn pack_file(&self, p: &Pack) -> io::Result<Arc<dyn StorageFile>> {
+    pub(crate) fn pack_file(&self, p: &Pack) -> io::Result<Arc<dyn ObjectReader>> {
         {
             let mut files = self.pack_files.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(i) = files.iter().position(|(name, _)| *name == p.name) {
@@ -357,8 +356,7 @@ impl BlobStore {
             }
         }
         // Opened without the lock held: other reads go on meanwhile.
-        let file: Arc<dyn StorageFile> =
-            Arc::from(self.storage.open(&p.pack_path, OpenMode::Read)?);
+        let file: Arc<dyn ObjectReader> = Arc::from(self.backend.open(&p.pack_path)?);
         let mut files = self.pack_files.lock().unwrap_or_else(|e| e.into_inner());
         if !files.iter().any(|(name, _)| *name == p.name) {
             if files.len() >= OPEN_PACK_FILES {
@@ -409,14 +407,14 @@ impl BlobStore {
         // The map outlives the descriptor it was made from, which is closed
         // at once; the pack file is opened only when it is read.
         let index = self
-            .storage
+            .backend
             .map(&index_path)
             .map_err(|e| self.io("map", &index_path, e))?;
         let pack_meta = self
-            .storage
-            .metadata(&pack_path)
+            .backend
+            .head(&pack_path)
             .map_err(|e| self.io("inspect", &pack_path, e))?;
-        if pack_meta.is_symlink {
+        if pack_meta.kind == FileKind::Symlink {
             return Err(self.io("open", &pack_path, symlink_error(&self.shown(&pack_path))));
         }
         Pack::new(
@@ -447,7 +445,7 @@ impl BlobStore {
         };
         let mut out = Vec::with_capacity(packs.len());
         for p in packs {
-            let modified = match self.storage.metadata(&p.index_path) {
+            let modified = match self.backend.head(&p.index_path) {
                 Ok(m) => m.modified,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(self.io("inspect", &p.index_path, e)),
@@ -515,17 +513,13 @@ impl BlobStore {
     /// directory or any other node that is not a regular file there is an
     /// error naming it, never taken for the object.
     fn loose_exists(&self, path: &Path) -> Result<bool> {
-        match self.storage.metadata(path) {
-            Ok(m) if m.is_symlink => Err(self.io(
-                "inspect",
-                path,
-                symlink_error(&self.storage.display_path(path)),
-            )),
-            Ok(m) if m.kind != crate::storage::FileKind::Regular => Err(self.io(
-                "inspect",
-                path,
-                crate::storage::not_regular_error(self.storage.display_path(path), m.kind),
-            )),
+        match self.backend.head(path) {
+            Ok(m) if m.kind == FileKind::Symlink => {
+                Err(self.io("inspect", path, symlink_error(&self.shown(path))))
+            }
+            Ok(m) if m.kind != FileKind::Regular => {
+                Err(self.io("inspect", path, not_regular_error(self.shown(path), m.kind)))
+            }
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(self.io("inspect", path, e)),
@@ -552,8 +546,8 @@ impl BlobStore {
             },
             Some(Location::Loose(path)) => {
                 let file = self
-                    .storage
-                    .open(&path, OpenMode::Read)
+                    .backend
+                    .open(&path)
                     .map_err(|e| self.io("open", &path, e))?;
                 let mut h = [0u8; HEADER_LEN];
                 read_exact_at(&*file, &mut h, 0).map_err(|e| {
@@ -631,7 +625,7 @@ impl BlobStore {
     /// there is no such object.
     pub(crate) fn read_loose_stored(&self, id: &BlobId, buf: &mut Vec<u8>) -> Result<bool> {
         let path = self.loose_path(id);
-        let file = match self.storage.open(&path, OpenMode::Read) {
+        let file = match self.backend.open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(self.io("open", &path, e)),
@@ -742,15 +736,15 @@ impl BlobStore {
         let path = self.loose_path(id);
         self.ensure_dir(parent_dir(&path))?;
         let tmp = self.tmp_path("obj");
-        publish_new_file(&*self.storage, &tmp, &path, encoded).map_err(|e| self.publish_error(e))
+        match self.backend.put_if_absent(&path, encoded, &tmp) {
+            Ok(Put::Created) => Ok(true),
+            Ok(Put::Existed) => Ok(false),
+            Err(e) => Err(self.backend_error(e)),
+        }
     }
 
     pub(crate) fn new_tmp_path(&self, kind: &str) -> PathBuf {
         self.tmp_path(kind)
-    }
-
-    pub(crate) fn poison_on_sync(&self, path: &Path, e: io::Error) -> Error {
-        self.sync_failed(path, e)
     }
 
     pub(crate) fn io_error(&self, op: &'static str, path: &Path, e: io::Error) -> Error {
@@ -765,32 +759,37 @@ impl BlobStore {
         self.check_len(len)
     }
 
-    /// Publishes a synced temp pack and temp index (pack first, then index: an
-    /// index is only ever visible when its pack is durable).
-    pub(crate) fn publish_pack(&self, name: &str, tmp_pack: &Path, tmp_index: &Path) -> Result<()> {
+    /// Publishes a synced pack and its synced index (pack first, then
+    /// index: an index is only ever visible when its pack is durable).
+    pub(crate) fn publish_pack(
+        &self,
+        name: &str,
+        pack: &dyn Upload,
+        index: &dyn Upload,
+    ) -> Result<()> {
         let dir = self.base.join(PACKS_DIR);
         let (pack_path, index_path) = pack::pack_file_names(&dir, name);
-        let publish = |tmp: &Path, to: &Path| {
-            crate::storage::publish_synced(&*self.storage, tmp, to)
-                .map_err(|e| self.publish_error(e))
+        let publish = |upload: &dyn Upload, to: &Path| {
+            upload
+                .publish(to)
+                .map(|p| p == Put::Created)
+                .map_err(|e| self.backend_error(e))
         };
-        let pack_linked = publish(tmp_pack, &pack_path)?;
-        publish(tmp_index, &index_path)?;
+        let pack_linked = publish(pack, &pack_path)?;
+        publish(index, &index_path)?;
         if !pack_linked {
             // The same pack was published already (two merges of the same
             // packs, say), and another process may have merged it away
             // between our two links, leaving our index without its pack:
             // link ours again (2.11).
-            match self.storage.metadata(&pack_path) {
+            match self.backend.head(&pack_path) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    publish(tmp_pack, &pack_path)?;
+                    publish(pack, &pack_path)?;
                 }
                 Err(e) => return Err(self.io("inspect", &pack_path, e)),
             }
         }
-        let _ = self.storage.remove_file(tmp_pack);
-        let _ = self.storage.remove_file(tmp_index);
         self.refresh_packs()
     }
 
@@ -806,14 +805,9 @@ impl BlobStore {
             }
         };
         self.check_poisoned()?;
-        let file = match self.storage.open(&path, OpenMode::Read) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(self.io("open", &path, e)),
-        };
-        file.set_modified(SystemTime::now())
-            .map_err(|e| self.io("freshen", &path, e))?;
-        Ok(true)
+        self.backend
+            .touch(&path)
+            .map_err(|e| self.io("freshen", &path, e))
     }
 
     // ----- listing --------------------------------------------------------------
@@ -832,12 +826,12 @@ impl BlobStore {
     pub(crate) fn fanout_dirs(&self) -> Result<Vec<String>> {
         let objects = self.base.join(OBJECTS_DIR);
         let entries = self
-            .storage
-            .read_dir(&objects)
+            .backend
+            .list(&objects)
             .map_err(|e| self.io("list", &objects, e))?;
         Ok(entries
             .into_iter()
-            .filter(|d| d.metadata.is_dir && d.name.len() == 2)
+            .filter(|d| d.is_prefix() && d.name.len() == 2)
             .map(|d| d.name)
             .collect())
     }
@@ -846,20 +840,20 @@ impl BlobStore {
     /// (none if it was removed meanwhile).
     pub(crate) fn loose_objects_in(&self, dir: &str) -> Result<Vec<LooseObject>> {
         let path = self.base.join(OBJECTS_DIR).join(dir);
-        let entries = match self.storage.read_dir(&path) {
+        let entries = match self.backend.list(&path) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io("list", &path, e)),
         };
         Ok(entries
             .into_iter()
-            .filter(|f| !f.metadata.is_dir)
             .filter_map(|f| {
+                let meta = f.object()?;
                 let id = BlobId::parse(&format!("{dir}{}", f.name)).ok()?;
                 Some(LooseObject {
                     id,
-                    stored_len: f.metadata.len,
-                    modified: f.metadata.modified,
+                    stored_len: meta.len,
+                    modified: meta.modified,
                 })
             })
             .collect())
@@ -930,29 +924,22 @@ impl BlobStore {
     pub fn delete_loose(&self, ids: &[BlobId]) -> Result<SweepOutcome> {
         self.check_poisoned()?;
         let mut out = SweepOutcome::default();
-        let mut dirs = HashSet::new();
+        let mut found = Vec::new();
         for id in ids {
             let path = self.loose_path(id);
-            let len = match self.storage.metadata(&path) {
-                Ok(m) => m.len,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(self.io("inspect", &path, e)),
-            };
-            match self.storage.remove_file(&path) {
-                Ok(()) => {
-                    out.objects += 1;
-                    out.bytes += len;
-                    dirs.insert(parent_dir(&path).to_path_buf());
+            match self.backend.head(&path) {
+                Ok(m) => {
+                    out.bytes += m.len;
+                    found.push(path);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(self.io("remove", &path, e)),
+                Err(e) => return Err(self.io("inspect", &path, e)),
             }
         }
-        for dir in dirs {
-            self.storage
-                .sync_dir(&dir)
-                .map_err(|e| self.sync_failed(&dir, e))?;
-        }
+        out.objects = self
+            .backend
+            .delete(&found)
+            .map_err(|e| self.backend_error(e))?;
         Ok(out)
     }
 
@@ -965,8 +952,8 @@ impl BlobStore {
         self.check_poisoned()?;
         let dir = self.base.join(PACKS_DIR);
         let entries = self
-            .storage
-            .read_dir(&dir)
+            .backend
+            .list(&dir)
             .map_err(|e| self.io("list", &dir, e))?;
         let indexed: HashSet<&str> = entries
             .iter()
@@ -974,31 +961,24 @@ impl BlobStore {
             .collect();
         let now = SystemTime::now();
         let mut out = SweepOutcome::default();
+        let mut doomed = Vec::new();
         for e in &entries {
-            let Some(name) = pack::name_of_pack_file(&e.name) else {
+            let (Some(name), ListedEntry::Object(meta)) =
+                (pack::name_of_pack_file(&e.name), &e.entry)
+            else {
                 continue;
             };
-            let old = now
-                .duration_since(e.metadata.modified)
-                .is_ok_and(|d| d >= age);
-            if indexed.contains(name) || !old || e.metadata.is_dir {
+            let old = now.duration_since(meta.modified).is_ok_and(|d| d >= age);
+            if indexed.contains(name) || !old {
                 continue;
             }
-            let path = dir.join(&e.name);
-            match self.storage.remove_file(&path) {
-                Ok(()) => {
-                    out.objects += 1;
-                    out.bytes += e.metadata.len;
-                }
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(self.io("remove", &path, err)),
-            }
+            out.bytes += meta.len;
+            doomed.push(dir.join(&e.name));
         }
-        if out.objects > 0 {
-            self.storage
-                .sync_dir(&dir)
-                .map_err(|e| self.sync_failed(&dir, e))?;
-        }
+        out.objects = self
+            .backend
+            .delete(&doomed)
+            .map_err(|e| self.backend_error(e))?;
         Ok(out)
     }
 
@@ -1007,31 +987,29 @@ impl BlobStore {
     pub fn cleanup_temp(&self, age: Duration) -> Result<SweepOutcome> {
         let dir = self.base.join(TMP_DIR);
         let entries = self
-            .storage
-            .read_dir(&dir)
+            .backend
+            .list(&dir)
             .map_err(|e| self.io("list", &dir, e))?;
         let now = SystemTime::now();
         let mut out = SweepOutcome::default();
+        let mut doomed = Vec::new();
         for e in entries {
-            if e.metadata.is_dir {
+            let ListedEntry::Object(meta) = &e.entry else {
                 continue;
-            }
+            };
             let old = now
-                .duration_since(e.metadata.modified)
+                .duration_since(meta.modified)
                 .map(|d| d >= age)
                 .unwrap_or(false);
             if old {
-                let path = dir.join(&e.name);
-                match self.storage.remove_file(&path) {
-                    Ok(()) => {
-                        out.objects += 1;
-                        out.bytes += e.metadata.len;
-                    }
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(self.io("remove", &path, err)),
-                }
+                out.bytes += meta.len;
+                doomed.push(dir.join(&e.name));
             }
         }
+        out.objects = self
+            .backend
+            .delete(&doomed)
+            .map_err(|e| self.backend_error(e))?;
         Ok(out)
     }
 }

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::backend::{read_exact_at, Mapping};
 use crate::error::{Error, Result};
 use crate::id::BlobId;
 use crate::object::{self, HEADER_LEN};
 use crate::pack::{self, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN};
 use crate::parallel;
-use crate::storage::{read_exact_at, Mapping};
 use crate::store::{BlobStore, PACKS_DIR};
 
 /// Progress of [`BlobStore::verify_all`].
@@ -234,7 +234,7 @@ impl BlobStore {
         let maps: Vec<Option<Arc<Mapping>>> = packs
             .iter()
             .map(|p| {
-                self.storage()
+                self.backend()
                     .map(&p.pack_path)
                     .ok()
                     .filter(|m| m.len() as u64 == p.pack_len)
@@ -584,8 +584,8 @@ impl BlobStore {
     fn pack_dir_anomalies(&self, packs: &[Arc<Pack>]) -> Result<(Vec<PathBuf>, Vec<Problem>)> {
         let dir = self.base().join(PACKS_DIR);
         let entries = self
-            .storage()
-            .read_dir(&dir)
+            .backend()
+            .list(&dir)
             .map_err(|e| self.io_error("list", &dir, e))?;
         let has = |name: &str, pack_file: bool| {
             entries.iter().any(|e| {
@@ -629,12 +629,14 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
+    use crate::backend::FileBackend;
     use crate::storage::{LocalStorage, Storage};
     use crate::{BlobId, BlobStore, Options};
 
     fn open(dir: &Path) -> BlobStore {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).expect("storage"));
-        BlobStore::open(storage, "blobs", Options::default()).expect("open store")
+        BlobStore::open(FileBackend::shared(storage), "blobs", Options::default())
+            .expect("open store")
     }
 
     /// A store with one pack of `n` objects of about 3 KiB (several runs of

@@ -8,7 +8,12 @@ use jpstore_blobstore::{BlobId, BlobStore, Error, Location, Options};
 
 fn open(dir: &Path) -> BlobStore {
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).expect("storage"));
-    BlobStore::open(storage, "blobs", Options::default()).expect("open store")
+    BlobStore::open(
+        jpstore_blobstore::backend::FileBackend::shared(storage.clone()),
+        "blobs",
+        Options::default(),
+    )
+    .expect("open store")
 }
 
 fn source_like(seed: u64, len: usize) -> Vec<u8> {
@@ -430,8 +435,12 @@ fn a_damaged_or_truncated_pack_index_is_named_by_verify_and_leaves_the_store_usa
         // The store still opens (one damaged pack must not make every
         // command fail); the pack's objects are unreachable, and verify
         // names the index.
-        let store = BlobStore::open(storage, "blobs", Options::default())
-            .expect("a damaged index does not stop the store from opening");
+        let store = BlobStore::open(
+            jpstore_blobstore::backend::FileBackend::shared(storage.clone()),
+            "blobs",
+            Options::default(),
+        )
+        .expect("a damaged index does not stop the store from opening");
         let id = BlobId::of(&items[0]);
         assert!(matches!(store.get(&id), Err(Error::NotFound(_))));
         let report = store.verify_all(&mut |_| {}).expect("verify");
@@ -449,7 +458,7 @@ fn a_forged_header_claiming_a_huge_size_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
     let store = BlobStore::open(
-        storage,
+        jpstore_blobstore::backend::FileBackend::shared(storage.clone()),
         "blobs",
         Options {
             max_blob_len: 1 << 20,

@@ -27,7 +27,11 @@ fn options() -> Options {
 
 fn open(sim: &SimStorage) -> Result<BlobStore, Error> {
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
-    BlobStore::open(storage, "blobs", options())
+    BlobStore::open(
+        jpstore_blobstore::backend::FileBackend::shared(storage.clone()),
+        "blobs",
+        options(),
+    )
 }
 
 fn content(i: u64, len: usize) -> Vec<u8> {

@@ -230,6 +230,26 @@ impl Error {
         }
     }
 
+    /// The error of a failed write of the store's backend, naming the key
+    /// as `backend` displays it; a failed sync is [`Error::SyncFailed`].
+    pub fn from_backend(
+        backend: &dyn jpstore_blobstore::backend::Backend,
+        e: jpstore_blobstore::backend::BackendError,
+    ) -> Error {
+        use jpstore_blobstore::backend::BackendError;
+        match e {
+            BackendError::Io { op, key, source } => Error::Io {
+                op,
+                path: backend.display(&key),
+                source,
+            },
+            BackendError::Unsynced { key, source } => Error::SyncFailed {
+                path: backend.display(&key),
+                source,
+            },
+        }
+    }
+
     /// Whether the error reports damaged data on disk (as opposed to I/O
     /// trouble, limits or misuse).
     pub fn is_corruption(&self) -> bool {

@@ -140,7 +140,7 @@ fn inline_json(store: &Store, r: &BlobRef, bytes: Vec<u8>, kind: PayloadKind) ->
 
 fn not_text(store: &Store, id: &BlobId, found: String) -> Error {
     Error::Blob(jpstore_blobstore::Error::Corrupt {
-        path: store.storage().display_path(store.blobs().base()),
+        path: store.display(store.blobs().base()),
         offset: None,
         expected: format!("blob {id} to be UTF-8 text, as it is referenced"),
         found,

@@ -20,7 +20,6 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use jpstore_blobstore::storage::publish_new_file;
 use jpstore_blobstore::{BlobId, Location};
 
 use crate::conversation::codec::{self, LogEntry};
@@ -316,7 +315,7 @@ impl Store {
                                 "cut a torn tail of {} bytes at offset {} of conversation {id} (its bytes copied to {})",
                                 cut.len,
                                 cut.offset,
-                                self.storage().display_path(&cut.copy).display()
+                                self.backend().display(&cut.copy).display()
                             ));
                         }
                     }
@@ -426,7 +425,7 @@ impl Store {
             if check.damaged || check.torn {
                 // Best effort: a log that cannot be read shows as damage.
                 let _ = crate::gc::mark_log(
-                    &**self.storage(),
+                    &**self.backend(),
                     &id.log_path(),
                     self.options().log,
                     &mut recoverable,
@@ -461,7 +460,7 @@ impl Store {
         listed_sizes: &[Option<u64>],
         known: &mut KnownBlobs,
     ) {
-        let log = self.storage().display_path(&id.log_path());
+        let log = self.backend().display(&id.log_path());
         for (i, (blob, size, offset)) in check.refs.iter().enumerate() {
             let finding = |message: String, kind| Finding {
                 severity: Severity::Damage,
@@ -507,9 +506,9 @@ impl Store {
     /// Checks one conversation's log: its findings, and its blob
     /// references with the offset of the record holding each.
     fn check_conversation(&self, id: &ConversationId) -> Result<ConvCheck> {
-        let storage = &**self.storage();
+        let backend = &**self.backend();
         let path = id.log_path();
-        let display = storage.display_path(&path);
+        let display = backend.display(&path);
         let mut out = ConvCheck::default();
         let finding = |kind, offset: Option<u64>, message: String| Finding {
             severity: Severity::Damage,
@@ -522,8 +521,8 @@ impl Store {
         };
         // Records a head cache covers (or the log was published with) were
         // whole once: a bad one there is damage even at the end of the log.
-        let proven_end = crate::conversation::head::proven_end(storage, id);
-        let scanned = match crate::log::scan_proven(storage, &path, self.options().log, proven_end)
+        let proven_end = crate::conversation::head::proven_end(backend, id);
+        let scanned = match crate::log::scan_proven(backend, &path, self.options().log, proven_end)
         {
             Ok(s) => s,
             Err(e) => {
@@ -543,10 +542,10 @@ impl Store {
                 // Maybe a record a writer is writing right now: look again
                 // holding the writer's lock, if no writer holds it (a
                 // long-lived writer must not make fsck wait).
-                match crate::log::try_lock(storage, &path)? {
+                match crate::log::try_lock(backend, &path)? {
                     Some(_lock) => {
                         let again = crate::log::scan_proven(
-                            storage,
+                            backend,
                             &path,
                             self.options().log,
                             proven_end,
@@ -691,8 +690,12 @@ impl Store {
     /// there (`layout.rs`) and, repairing, moves each into
     /// `quarantine/nodes/` under its path in the store.
     fn check_layout(&self, options: FsckOptions, report: &mut FsckReport) -> Result<()> {
-        for node in layout::misplaced_nodes(&**self.storage()) {
-            let shown = self.storage().display_path(&node.path);
+        // Only a file system has nodes other than objects and directories.
+        let Some(files) = self.backend().files() else {
+            return Ok(());
+        };
+        for node in layout::misplaced_nodes(files) {
+            let shown = self.backend().display(&node.path);
             let message = format!(
                 "{} is {} where the store keeps {}; nothing opens it",
                 shown.display(),
@@ -756,7 +759,7 @@ impl Store {
                 },
             };
             for rel in files {
-                if !moved.insert(rel.clone()) || self.storage().metadata(&rel).is_err() {
+                if !moved.insert(rel.clone()) || self.backend().head(&rel).is_err() {
                     continue;
                 }
                 let to = self.quarantine_file(&rel, &p.error.to_string())?;
@@ -774,13 +777,9 @@ impl Store {
 
     fn quarantine_dir(&self, kind: &str) -> Result<PathBuf> {
         let dir = Path::new(QUARANTINE_DIR).join(kind);
-        self.storage()
-            .create_dir_all(&dir)
-            .map_err(|source| Error::Io {
-                op: "create",
-                path: self.storage().display_path(&dir),
-                source,
-            })?;
+        self.backend()
+            .create_prefix(&dir)
+            .map_err(|e| Error::from_backend(&**self.backend(), e))?;
         Ok(dir)
     }
 
@@ -790,31 +789,16 @@ impl Store {
             Timestamp::now().to_jp_string()
         );
         let tmp = PathBuf::from(format!("{}.tmp.{}", at.display(), std::process::id()));
-        publish_new_file(&**self.storage(), &tmp, at, note.as_bytes())
-            .map_err(|e| Error::from_publish(&**self.storage(), e))?;
+        self.backend()
+            .put_if_absent(at, note.as_bytes(), &tmp)
+            .map_err(|e| Error::from_backend(&**self.backend(), e))?;
         Ok(())
     }
 
     fn move_aside(&self, from: &Path, to: &Path) -> Result<()> {
-        self.storage()
+        self.backend()
             .rename(from, to)
-            .map_err(|source| Error::Io {
-                op: "move aside",
-                path: self.storage().display_path(from),
-                source,
-            })?;
-        for dir in [
-            jpstore_blobstore::storage::parent_dir(from),
-            jpstore_blobstore::storage::parent_dir(to),
-        ] {
-            self.storage()
-                .sync_dir(dir)
-                .map_err(|source| Error::SyncFailed {
-                    path: self.storage().display_path(dir),
-                    source,
-                })?;
-        }
-        Ok(())
+            .map_err(|e| Error::from_backend(&**self.backend(), e))
     }
 
     fn stamp() -> String {
@@ -847,16 +831,14 @@ impl Store {
     /// first bad record. Records are position-independent, so the prefix
     /// is copied byte for byte; it appears whole or not at all.
     fn restore_prefix(&self, id: &ConversationId, quarantined: &Path, end: u64) -> Result<()> {
-        let storage = &**self.storage();
+        let backend = &**self.backend();
         let rel = quarantined.join(crate::conversation::LOG_FILE);
         let io = |op, path: &Path, source| Error::Io {
             op,
-            path: storage.display_path(path),
+            path: backend.display(path),
             source,
         };
-        let file = storage
-            .open(&rel, jpstore_blobstore::storage::OpenMode::Read)
-            .map_err(|e| io("open", &rel, e))?;
+        let file = backend.open(&rel).map_err(|e| io("open", &rel, e))?;
         let len = usize::try_from(end).map_err(|_| {
             io(
                 "read",
@@ -865,28 +847,23 @@ impl Store {
             )
         })?;
         let mut bytes = vec![0u8; len];
-        jpstore_blobstore::storage::read_exact_at(&*file, &mut bytes, 0)
+        jpstore_blobstore::backend::read_exact_at(&*file, &mut bytes, 0)
             .map_err(|e| io("read", &rel, e))?;
-        storage
-            .create_dir_all(&id.dir())
-            .map_err(|e| io("create", &id.dir(), e))?;
-        let parent = Path::new(crate::conversation::CONVERSATIONS_DIR);
-        storage
-            .sync_dir(parent)
-            .map_err(|source| Error::SyncFailed {
-                path: storage.display_path(parent),
-                source,
-            })?;
-        let _lock = crate::conversation::writer_lock(storage, id)?;
+        backend
+            .create_prefix(&id.dir())
+            .map_err(|e| Error::from_backend(backend, e))?;
+        let _lock = crate::conversation::writer_lock(backend, id)?;
         let tmp = id.dir().join(format!(
             "{}.tmp.{}.restored",
             crate::conversation::LOG_FILE,
             std::process::id()
         ));
-        match jpstore_blobstore::storage::publish_new_file(storage, &tmp, &id.log_path(), &bytes) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Error::ConversationExists { id: id.to_string() }),
-            Err(e) => Err(Error::from_publish(storage, e)),
+        match backend.put_if_absent(&id.log_path(), &bytes, &tmp) {
+            Ok(jpstore_blobstore::backend::Put::Created) => Ok(()),
+            Ok(jpstore_blobstore::backend::Put::Existed) => {
+                Err(Error::ConversationExists { id: id.to_string() })
+            }
+            Err(e) => Err(Error::from_backend(backend, e)),
         }
     }
 
@@ -898,24 +875,14 @@ impl Store {
             .join(Self::stamp())
             .join(rel);
         let parent = jpstore_blobstore::storage::parent_dir(&to);
-        self.storage()
-            .create_dir_all(parent)
-            .map_err(|source| Error::Io {
-                op: "create",
-                path: self.storage().display_path(parent),
-                source,
-            })?;
         // The new directories' entries are made durable before a node is
         // moved into them (`move_aside` syncs the last one).
-        let mut dir = PathBuf::from(".");
+        let mut dir = PathBuf::new();
         for name in parent.iter() {
-            self.storage()
-                .sync_dir(&dir)
-                .map_err(|source| Error::SyncFailed {
-                    path: self.storage().display_path(&dir),
-                    source,
-                })?;
             dir.push(name);
+            self.backend()
+                .create_prefix(&dir)
+                .map_err(|e| Error::from_backend(&**self.backend(), e))?;
         }
         self.move_aside(rel, &to)?;
         self.write_note(&PathBuf::from(format!("{}.note", to.display())), why)?;
@@ -925,7 +892,7 @@ impl Store {
     /// Moves a conversation's directory into `quarantine/conversations/`
     /// (holding its writer lock), with a note inside.
     fn quarantine_conversation(&self, id: &ConversationId, why: &str) -> Result<PathBuf> {
-        let _lock = crate::conversation::writer_lock(&**self.storage(), id)?;
+        let _lock = crate::conversation::writer_lock(&**self.backend(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let to = dir.join(format!("{id}.{}", Self::stamp()));
         self.move_aside(&id.dir(), &to)?;

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use jpstore_blobstore::storage::LockKind;
+use jpstore_blobstore::backend::LockKind;
 use jpstore_blobstore::BlobId;
 
 use crate::conversation::{gc_lock, ConversationId};
@@ -133,14 +133,14 @@ impl Store {
         &self,
         progress: &mut dyn FnMut(GcProgress),
     ) -> Result<(HashSet<BlobId>, usize)> {
-        let storage = &**self.storage();
+        let backend = &**self.backend();
         let options = self.options().log;
         let ids = self.conversation_dirs()?;
         let mut live = HashSet::new();
         let mut conversations = 0;
         for (i, id) in ids.iter().enumerate() {
             let path = id.log_path();
-            match mark::mark_log(storage, &path, options, &mut live) {
+            match mark::mark_log(backend, &path, options, &mut live) {
                 Ok(_) => conversations += 1,
                 // Removed since it was listed (`rm` does not wait for gc),
                 // or a creation that never published its log: not live.
@@ -162,9 +162,9 @@ impl Store {
     /// taking the conversation as absent.
     fn conversation_dirs(&self) -> Result<Vec<ConversationId>> {
         let dir = Path::new(crate::conversation::CONVERSATIONS_DIR);
-        let entries = self.storage().read_dir(dir).map_err(|source| Error::Io {
+        let entries = self.backend().list(dir).map_err(|source| Error::Io {
             op: "list",
-            path: self.storage().display_path(dir),
+            path: self.backend().display(dir),
             source,
         })?;
         let mut ids: Vec<ConversationId> = entries
@@ -178,7 +178,7 @@ impl Store {
     /// gc's refusal to sweep, naming the log it cannot read.
     fn unreadable(&self, path: &Path, source: Error) -> Error {
         Error::GcUnreadableLog {
-            path: self.storage().display_path(path),
+            path: self.backend().display(path),
             source: Box::new(source),
         }
     }
@@ -187,16 +187,16 @@ impl Store {
     /// --repair` may reference, and the tails writers cut and copied there:
     /// quarantine never deletes, so gc must not take their content either.
     pub(crate) fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
-        let storage = &**self.storage();
+        let backend = &**self.backend();
         let options = self.options().log;
         let dir = Path::new(crate::conversation::QUARANTINE_DIR).join("conversations");
-        let entries = match storage.read_dir(&dir) {
+        let entries = match backend.list(&dir) {
             Ok(entries) => entries,
             Err(e) if is_absent(&e) => return Ok(()),
             Err(source) => {
                 let e = Error::Io {
                     op: "list",
-                    path: storage.display_path(&dir),
+                    path: backend.display(&dir),
                     source,
                 };
                 return Err(self.unreadable(&dir, e));
@@ -204,16 +204,16 @@ impl Store {
         };
         for e in &entries {
             let path = dir.join(&e.name);
-            if e.metadata.is_dir {
+            if e.is_prefix() {
                 let log = path.join(crate::conversation::LOG_FILE);
-                match mark::mark_log(storage, &log, options, live) {
+                match mark::mark_log(backend, &log, options, live) {
                     Ok(_) => {}
                     // A directory moved aside before its log was published.
                     Err(Error::Io { ref source, .. }) if is_absent(source) => {}
                     Err(e) => return Err(self.unreadable(&log, e)),
                 }
             } else if is_tail_copy(&e.name) {
-                let bytes = crate::log::read_whole(storage, &path)
+                let bytes = crate::log::read_whole(backend, &path)
                     .map_err(|err| self.unreadable(&path, err))?;
                 mark::mark_bytes(&bytes, options, live);
             }
@@ -223,7 +223,7 @@ impl Store {
 
     /// Runs gc (see the module documentation).
     pub fn gc(&self, options: GcOptions, progress: &mut dyn FnMut(GcProgress)) -> Result<GcReport> {
-        let _exclusive = gc_lock(&**self.storage(), LockKind::Exclusive)?;
+        let _exclusive = gc_lock(&**self.backend(), LockKind::Exclusive)?;
         let now = SystemTime::now();
         let (live, conversations) = self.referenced_blobs(progress)?;
         let mut report = GcReport {

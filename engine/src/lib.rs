@@ -18,9 +18,12 @@
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
 //!
-//! Every byte on disk is specified in `format-spec.md`. All file I/O inside
-//! a store goes through `jpstore_blobstore::storage`, so tests can inject
-//! faults.
+//! Every byte on disk is specified in `format-spec.md`. All I/O inside a
+//! store goes through the storage seam, `jpstore_blobstore::backend::Backend`:
+//! the local file system (`FileBackend`), the simulated one that crashes
+//! and injects faults in tests, or an object store (`MemoryBackend` in
+//! tests). [`Store::open`] takes any of them; [`Store::open_dir`] is the
+//! local directory.
 //!
 //! What needs the world outside the store (walking directories to attach
 //! files, MIME types, summaries by a command or an HTTP endpoint, provider

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use jpstore_blobstore::storage::{LocalStorage, OpenMode, Storage};
+use jpstore_blobstore::backend::{Backend, FileBackend, FileKind, LockGuard};
+use jpstore_blobstore::storage::LocalStorage;
 use jpstore_blobstore::{BlobStore, Options as BlobOptions};
 use serde_json::Value;
 
@@ -68,7 +69,7 @@ pub struct Listing {
 /// An open store.
 #[derive(Debug)]
 pub struct Store {
-    storage: Arc<dyn Storage>,
+    backend: Arc<dyn Backend>,
     blobs: BlobStore,
     options: StoreOptions,
 }
@@ -76,7 +77,7 @@ pub struct Store {
 /// A fork read and cut but not published yet ([`Store::draft_fork`]).
 /// Holds the shared gc lock while it lives.
 pub struct ForkDraft {
-    _gc: Box<dyn jpstore_blobstore::storage::StorageFile>,
+    _gc: Box<dyn LockGuard>,
     id: ConversationId,
     /// The conversation forked.
     pub source: Conversation,
@@ -97,7 +98,7 @@ impl Store {
             path: root.to_path_buf(),
             source,
         })?;
-        Self::init(Arc::new(storage), options)
+        Self::init(FileBackend::shared(Arc::new(storage)), options)
     }
 
     /// `jp-store init`: makes a store in `root` if it is new or empty
@@ -112,8 +113,9 @@ impl Store {
             path: root.to_path_buf(),
             source,
         })?;
-        let mut names: Vec<String> = storage
-            .read_dir(Path::new("."))
+        let backend = FileBackend::shared(Arc::new(storage));
+        let mut names: Vec<String> = backend
+            .list(Path::new("."))
             .map_err(|source| Error::Io {
                 op: "list",
                 path: root.to_path_buf(),
@@ -123,7 +125,7 @@ impl Store {
             .map(|e| e.name)
             .collect();
         if names.iter().any(|n| n == CONVERSATIONS_DIR) {
-            return Ok((Self::open(Arc::new(storage), options)?, false));
+            return Ok((Self::open(backend, options)?, false));
         }
         if !names.is_empty() {
             names.sort();
@@ -137,7 +139,7 @@ impl Store {
                 found: format!("{}{more}", shown.join(", ")),
             });
         }
-        Ok((Self::init(Arc::new(storage), options)?, true))
+        Ok((Self::init(backend, options)?, true))
     }
 
     /// Opens the store in `root`, which must have been created by `init`.
@@ -158,62 +160,51 @@ impl Store {
                 })
             }
         };
-        Self::open(Arc::new(storage), options)
+        Self::open(FileBackend::shared(Arc::new(storage)), options)
     }
 
-    /// Creates (or completes) a store inside `storage`.
-    pub fn init(storage: Arc<dyn Storage>, options: StoreOptions) -> Result<Store> {
-        let conv = Path::new(CONVERSATIONS_DIR);
-        storage.create_dir_all(conv).map_err(|source| Error::Io {
-            op: "create",
-            path: storage.display_path(conv),
-            source,
-        })?;
+    /// Creates (or completes) a store inside `backend`: the
+    /// `conversations/` prefix and, unless there is one, the commented
+    /// workspace config, each durable.
+    pub fn init(backend: Arc<dyn Backend>, options: StoreOptions) -> Result<Store> {
+        backend
+            .create_prefix(Path::new(CONVERSATIONS_DIR))
+            .map_err(|e| Error::from_backend(&*backend, e))?;
         let cfg = Path::new(CONFIG_FILE);
         let tmp = PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()));
-        jpstore_blobstore::storage::publish_new_file(
-            &*storage,
-            &tmp,
-            cfg,
-            config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
-        )
-        .map_err(|e| Error::from_publish(&*storage, e))?;
-        storage
-            .sync_dir(Path::new("."))
-            .map_err(|source| Error::SyncFailed {
-                path: storage.display_path(Path::new(".")),
-                source,
-            })?;
-        Self::open(storage, options)
+        backend
+            .put_if_absent(cfg, config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(), &tmp)
+            .map_err(|e| Error::from_backend(&*backend, e))?;
+        Self::open(backend, options)
     }
 
-    /// Opens a store inside `storage`.
-    pub fn open(storage: Arc<dyn Storage>, options: StoreOptions) -> Result<Store> {
-        match storage.metadata(Path::new(CONVERSATIONS_DIR)) {
-            Ok(m) if m.is_dir => {}
+    /// Opens a store inside `backend`.
+    pub fn open(backend: Arc<dyn Backend>, options: StoreOptions) -> Result<Store> {
+        match backend.head(Path::new(CONVERSATIONS_DIR)) {
+            Ok(m) if m.kind == FileKind::Directory => {}
             Ok(_) => {
                 return Err(Error::NotAStore {
-                    path: storage.display_path(Path::new(".")),
+                    path: backend.display(Path::new(".")),
                     reason: format!("{CONVERSATIONS_DIR} is not a directory"),
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::NotAStore {
-                    path: storage.display_path(Path::new(".")),
+                    path: backend.display(Path::new(".")),
                     reason: format!("it has no {CONVERSATIONS_DIR}/ directory"),
                 })
             }
             Err(source) => {
                 return Err(Error::Io {
                     op: "stat",
-                    path: storage.display_path(Path::new(CONVERSATIONS_DIR)),
+                    path: backend.display(Path::new(CONVERSATIONS_DIR)),
                     source,
                 })
             }
         }
-        let blobs = BlobStore::open(storage.clone(), BLOBS_DIR, options.blobs.clone())?;
+        let blobs = BlobStore::open(backend.clone(), BLOBS_DIR, options.blobs.clone())?;
         Ok(Store {
-            storage,
+            backend,
             blobs,
             options,
         })
@@ -224,9 +215,16 @@ impl Store {
         &self.blobs
     }
 
-    /// The storage everything is read and written through.
-    pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.storage
+    /// The backend everything is read and written through (the storage
+    /// seam: `jpstore_blobstore::backend`).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The name of `key` (a path relative to the store) as a person should
+    /// see it in messages.
+    pub fn display(&self, key: &Path) -> PathBuf {
+        self.backend.display(key)
     }
 
     /// The options in effect.
@@ -238,8 +236,8 @@ impl Store {
     /// file does not exist.
     pub fn workspace_config(&self) -> Result<Object> {
         let path = Path::new(CONFIG_FILE);
-        let display = self.storage.display_path(path);
-        let file = match self.storage.open(path, OpenMode::Read) {
+        let display = self.backend.display(path);
+        let file = match self.backend.open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Object::new()),
             Err(source) => {
@@ -251,7 +249,7 @@ impl Store {
             }
         };
         let bytes =
-            jpstore_blobstore::storage::read_all(&*file, MAX_CONFIG_FILE).map_err(|source| {
+            jpstore_blobstore::backend::read_all(&*file, MAX_CONFIG_FILE).map_err(|source| {
                 Error::Io {
                     op: "read",
                     path: display.clone(),
@@ -439,8 +437,8 @@ impl Store {
 
     /// Holds the gc lock shared (writers; format-spec.md 4.7) until the
     /// returned handle is dropped.
-    pub fn gc_shared(&self) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>> {
-        crate::conversation::gc_lock(&*self.storage, jpstore_blobstore::storage::LockKind::Shared)
+    pub fn gc_shared(&self) -> Result<Box<dyn LockGuard>> {
+        crate::conversation::gc_lock(&*self.backend, jpstore_blobstore::backend::LockKind::Shared)
     }
 
     /// Stores a config object as a blob (canonical bytes, so equal configs
@@ -464,7 +462,7 @@ impl Store {
 
     /// Reads a whole conversation (no lock).
     pub fn read(&self, id: &ConversationId) -> Result<Conversation> {
-        read_conversation(&*self.storage, id, self.options.log)
+        read_conversation(&*self.backend, id, self.options.log)
     }
 
     /// The ids of all conversations, sorted. Directories whose name is not a
@@ -472,9 +470,9 @@ impl Store {
     /// was published), are not conversations.
     pub fn ids(&self) -> Result<Vec<ConversationId>> {
         let dir = Path::new(CONVERSATIONS_DIR);
-        let entries = self.storage.read_dir(dir).map_err(|source| Error::Io {
+        let entries = self.backend.list(dir).map_err(|source| Error::Io {
             op: "list",
-            path: self.storage.display_path(dir),
+            path: self.backend.display(dir),
             source,
         })?;
         let mut ids = Vec::new();
@@ -482,7 +480,7 @@ impl Store {
             let Ok(id) = ConversationId::parse(&e.name) else {
                 continue;
             };
-            match self.storage.metadata(&id.dir().join(LOG_FILE)) {
+            match self.backend.head(&id.dir().join(LOG_FILE)) {
                 Err(e) if is_absent(&e) => {}
                 // Anything at the log's name is listed, a directory there
                 // too, and so is a conversation directory that cannot be
@@ -499,12 +497,12 @@ impl Store {
 
     /// Whether a conversation exists.
     pub fn exists(&self, id: &ConversationId) -> Result<bool> {
-        match self.storage.metadata(&id.log_path()) {
+        match self.backend.head(&id.log_path()) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(source) => Err(Error::Io {
                 op: "stat",
-                path: self.storage.display_path(&id.log_path()),
+                path: self.backend.display(&id.log_path()),
                 source,
             }),
         }
@@ -518,7 +516,7 @@ impl Store {
         if !self.exists(id)? {
             return Err(Error::NotFound { id: id.to_string() });
         }
-        let _lock = crate::conversation::writer_lock(&*self.storage, id)?;
+        let _lock = crate::conversation::writer_lock(&*self.backend, id)?;
         let aside = PathBuf::from(CONVERSATIONS_DIR).join(format!(
             ".removed-{id}-{}-{}",
             std::process::id(),
@@ -526,31 +524,24 @@ impl Store {
         ));
         let io = |op, path: &Path, source| Error::Io {
             op,
-            path: self.storage.display_path(path),
+            path: self.backend.display(path),
             source,
         };
-        self.storage
+        // Moved aside first (durably): from then on it is not listed, so a
+        // crash during the deletions below leaves no half conversation.
+        self.backend
             .rename(&id.dir(), &aside)
-            .map_err(|e| io("move aside", &id.dir(), e))?;
-        let conv = Path::new(CONVERSATIONS_DIR);
-        self.storage
-            .sync_dir(conv)
-            .map_err(|source| Error::SyncFailed {
-                path: self.storage.display_path(conv),
-                source,
-            })?;
+            .map_err(|e| Error::from_backend(&*self.backend, e))?;
         let entries = self
-            .storage
-            .read_dir(&aside)
+            .backend
+            .list(&aside)
             .map_err(|e| io("list", &aside, e))?;
-        for e in entries {
-            let p = aside.join(&e.name);
-            self.storage
-                .remove_file(&p)
-                .map_err(|err| io("remove", &p, err))?;
-        }
-        self.storage
-            .remove_dir(&aside)
+        let files: Vec<PathBuf> = entries.iter().map(|e| aside.join(&e.name)).collect();
+        self.backend
+            .delete(&files)
+            .map_err(|e| Error::from_backend(&*self.backend, e))?;
+        self.backend
+            .remove_prefix(&aside)
             .map_err(|e| io("remove", &aside, e))?;
         Ok(())
     }
@@ -562,7 +553,7 @@ impl Store {
             .ids()?
             .into_iter()
             .map(
-                |id| match read_state(&*self.storage, &id, self.options.log, true) {
+                |id| match read_state(&*self.backend, &id, self.options.log, true) {
                     Ok((state, log_bytes)) => Ok(Listing {
                         id,
                         state,
@@ -612,7 +603,7 @@ impl Store {
             let conversation = conversation.id.to_string();
             let place = match layer {
                 0 => SettingPlace::WorkspaceFile {
-                    path: self.storage.display_path(Path::new(CONFIG_FILE)),
+                    path: self.backend.display(Path::new(CONFIG_FILE)),
                     line: None,
                 },
                 1 => SettingPlace::BaseConfig { conversation },

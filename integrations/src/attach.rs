@@ -2,7 +2,7 @@
 //! resources again (the handler side of RFD 065's `refresh_resource`).
 //!
 //! [`collect`] turns the paths a user names into [`FileToAttach`]es;
-//! [`Store::attach`] stores their content as one blob batch (one pack) and
+//! [`attach()`] stores their content as one blob batch (one pack) and
 //! appends one request whose resources reference it; [`resolve`] reads the
 //! current content of a `file://` URI as a resource.
 //!
@@ -176,7 +176,7 @@ pub enum AttachError {
     Store(#[from] Error),
 }
 
-/// What [`Store::attach`] did.
+/// What [`attach()`] did.
 #[derive(Debug)]
 pub struct AttachOutcome {
     /// Offset of the appended record in the log.
@@ -756,7 +756,7 @@ fn check_record_size(
     let max = u64::from(store.options().log.max_record_size);
     if size > max {
         return Err(Error::RecordTooLarge {
-            path: store.storage().display_path(&id.log_path()),
+            path: store.display(&id.log_path()),
             offset: None,
             size,
             max,

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
-use jpstore_blobstore::storage::Storage;
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{Entry, Payload};
@@ -28,10 +27,10 @@ pub fn options() -> StoreOptions {
     }
 }
 
-/// The simulated storage as a store's storage (another handle on the same
+/// The simulated storage as a store's backend (another handle on the same
 /// simulated disk).
-pub fn storage(sim: &SimStorage) -> Arc<dyn Storage> {
-    Arc::new(sim.clone())
+pub fn storage(sim: &SimStorage) -> Arc<dyn jpstore_blobstore::backend::Backend> {
+    jpstore_blobstore::backend::FileBackend::shared(Arc::new(sim.clone()))
 }
 
 /// A batch of JSON events (as `append` takes them) as entries.

@@ -7,8 +7,7 @@
 
 use std::path::Path;
 
-use jpstore_blobstore::storage::sim::SimStorage;
-use jpstore_blobstore::storage::{write_all_at, OpenMode, Storage};
+use jpstore_blobstore::backend::{Backend, MemoryBackend};
 use jpstore_blobstore::{object, pack, BlobId};
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
@@ -51,19 +50,19 @@ pub fn pack_index(data: &[u8]) {
 
 /// A whole log file: read by a scan (as fsck does) and by a reader walk.
 pub fn log_file(data: &[u8]) {
-    let sim = SimStorage::new();
+    let backend = MemoryBackend::new();
     let path = Path::new("log");
-    let Ok(file) = sim.open(path, OpenMode::CreateNew) else {
-        return;
-    };
-    if write_all_at(&*file, data, 0).is_err() {
+    if backend
+        .put_if_absent(path, data, Path::new("log.tmp"))
+        .is_err()
+    {
         return;
     }
     let options = LogOptions {
         max_record_size: 1 << 20,
     };
-    let _ = scan(&sim, path, options);
-    if let Ok(reader) = LogReader::open(&sim, path, options) {
+    let _ = scan(&backend, path, options);
+    if let Ok(reader) = LogReader::open(&backend, path, options) {
         if let Ok(records) = reader.records() {
             for r in records {
                 if r.is_err() {

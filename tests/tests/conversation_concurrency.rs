@@ -352,7 +352,7 @@ fn a_walk_started_before_a_cut_yields_every_record_below_the_cut() {
         .expect("write a torn tail");
 
     // A reader starts a walk (it takes the length, torn tail included)...
-    let reader = LogReader::open(&**store.storage(), &id.log_path(), LogOptions::default())
+    let reader = LogReader::open(&**store.backend(), &id.log_path(), LogOptions::default())
         .expect("open a reader");
     let mut walk = reader.records().expect("start a walk");
     // ...a writer takes the lock and cuts the torn tail...

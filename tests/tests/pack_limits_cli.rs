@@ -33,7 +33,7 @@ fn run_limited(store: &Path, cwd: &Path, args: &[&str], stdin: &[u8]) -> Run {
 fn make_packs(store_root: &Path, count: usize) -> Vec<BlobId> {
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(store_root).expect("storage"));
     let blobs = BlobStore::open(
-        storage,
+        jpstore_blobstore::backend::FileBackend::shared(storage),
         "blobs",
         Options {
             threads: 1,

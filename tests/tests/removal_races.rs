@@ -111,7 +111,9 @@ fn an_append_that_waited_while_its_conversation_was_replaced_writes_nothing() {
 
         // The test plays `rm`: it holds the writer lock of the conversation
         // while the appender starts and waits for it.
-        let storage = LocalStorage::open(&root).expect("storage");
+        let storage = jpstore_blobstore::backend::FileBackend::new(std::sync::Arc::new(
+            LocalStorage::open(&root).expect("storage"),
+        ));
         let old_lock = jpstore_engine::log::lock_waiting(
             &storage,
             Path::new(&format!("conversations/{ID}/events.log")),

@@ -36,13 +36,10 @@ pub fn fresh_store(root: &Path) -> (tempfile::TempDir, jpstore_engine::Store) {
         .expect("create a store directory");
     let store =
         jpstore_engine::Store::init_dir(dir.path(), Default::default()).expect("init the store");
-    let storage = store.storage();
+    let backend = store.backend();
     for i in 0..=255u8 {
         let d = std::path::PathBuf::from(format!("blobs/objects/{i:02x}"));
-        storage.create_dir_all(&d).expect("create a fan-out dir");
+        backend.create_prefix(&d).expect("create a fan-out dir");
     }
-    storage
-        .sync_dir(Path::new("blobs/objects"))
-        .expect("sync objects/");
     (dir, store)
 }

@@ -102,7 +102,11 @@ impl Storage for Unsynced {
 /// call [`sync_tree`] on `dir` before measuring anything in it.
 pub fn open_unsynced(dir: &Path) -> Store {
     let storage = LocalStorage::open(dir).expect("open the store's directory");
-    Store::open(Arc::new(Unsynced(storage)), StoreOptions::default()).expect("open the store")
+    Store::open(
+        jpstore_blobstore::backend::FileBackend::shared(Arc::new(Unsynced(storage))),
+        StoreOptions::default(),
+    )
+    .expect("open the store")
 }
 
 /// `fsync` of every file and directory below `dir` (and `dir`), so what

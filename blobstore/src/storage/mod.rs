@@ -1,20 +1,20 @@
-//! The storage layer: every byte jp-store reads or writes goes through [`Storage`].
-//!
-//! A `Storage` is rooted at one directory and addresses files by *relative* paths
-//! below it. Callers never see absolute paths of the backend, so:
+//! The file systems under [`FileBackend`](crate::backend::FileBackend): a
+//! [`Storage`] is rooted at one directory and addresses files by *relative*
+//! paths below it. Callers never see absolute paths of the backend, so:
 //!
 //! - no path given to the store can name anything outside its root
 //!   ([`check_relative`] refuses absolute paths and `..`);
 //! - tests swap the real file system ([`LocalStorage`]) for a simulated one
 //!   ([`SimStorage`]) that keeps "written" and "durable" images apart, crashes at
-//!   a chosen sync, and injects faults (failed fsync, short write, full disk);
-//! - a remote backend (object storage) can implement the same trait later: the
-//!   blob store only needs create-new, publish-without-overwrite, read, list,
-//!   delete and sync.
+//!   a chosen sync, and injects faults (failed fsync, short write, full disk).
 //!
-//! The trait is deliberately small. Higher layers build their protocols (temp file,
-//! fsync, publish, directory fsync) from these primitives, and the crash-point
-//! analysis in `format-spec.md` is written against them.
+//! The trait is shaped like a file system (hard links, directory syncs,
+//! locks, modification times) because the protocols of `format-spec.md`
+//! (temp file, fsync, link without replacing, directory fsync) and their
+//! crash-point analysis are written against these primitives. The blob
+//! store and the logs do not use it directly: they use the storage seam,
+//! [`Backend`](crate::backend::Backend), which an object store implements
+//! too; `FileBackend` builds the seam's operations from these primitives.
 
 mod beneath;
 mod local;

@@ -38,7 +38,7 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
             "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
             cut.offset,
-            store.storage().display_path(&cut.copy).display()
+            store.display(&cut.copy).display()
         );
     };
     let mut summarize = jpstore_integrations::summarizer::profile_summarizer(&store);

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use jpstore_blobstore::storage::{read_all, read_exact_at, write_all_at, OpenMode, Storage};
+use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect};
 use serde::{Deserialize, Serialize};
 
 use super::state::ConversationState;
@@ -94,14 +94,14 @@ pub fn decode(bytes: &[u8]) -> Option<Head> {
 
 /// Reads the head cache of `id` and checks it against the log; `None` when
 /// there is none or it cannot be trusted.
-pub fn load(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
-    let head = read(storage, id)?;
-    matches_log(storage, id, &head).then_some(head)
+pub fn load(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+    let head = read(backend, id)?;
+    matches_log(backend, id, &head).then_some(head)
 }
 
 /// The head file of `id` as it is, decoded; not checked against the log.
-fn read(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
-    let file = storage.open(&head_path(id), OpenMode::Read).ok()?;
+fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+    let file = backend.open(&head_path(id)).ok()?;
     let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
     decode(&bytes)
 }
@@ -118,20 +118,20 @@ fn read(storage: &dyn Storage, id: &ConversationId) -> Option<Head> {
 /// damage, not a torn tail (format-spec.md 3 and 4.6). Unlike [`load`], this
 /// does not need the last covered record to be intact: that is what it
 /// judges.
-pub fn proven_end(storage: &dyn Storage, id: &ConversationId) -> u64 {
-    match read(storage, id) {
-        Some(head) if first_record_crc(storage, id) == Some(head.first_record_crc) => head.log_end,
+pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
+    match read(backend, id) {
+        Some(head) if first_record_crc(backend, id) == Some(head.first_record_crc) => head.log_end,
         _ => 0,
     }
 }
 
 /// Whether the log of `id` has, at `head.last_record`, a valid record header
 /// with the cached payload CRC that ends at `head.log_end`.
-fn matches_log(storage: &dyn Storage, id: &ConversationId, head: &Head) -> bool {
+fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool {
     if head.last_record < FIRST_RECORD || head.log_end <= head.last_record {
         return false;
     }
-    let Ok(log) = storage.open(&id.log_path(), OpenMode::Read) else {
+    let Ok(log) = backend.open(&id.log_path()) else {
         return false;
     };
     match log.len() {
@@ -161,8 +161,8 @@ fn matches_log(storage: &dyn Storage, id: &ConversationId, head: &Head) -> bool 
 }
 
 /// The payload crc32 of the first record of the log of `id`, if readable.
-pub fn first_record_crc(storage: &dyn Storage, id: &ConversationId) -> Option<u32> {
-    let log = storage.open(&id.log_path(), OpenMode::Read).ok()?;
+pub fn first_record_crc(backend: &dyn Backend, id: &ConversationId) -> Option<u32> {
+    let log = backend.open(&id.log_path()).ok()?;
     let mut buf = [0u8; RECORD_HEADER_LEN as usize];
     read_exact_at(&*log, &mut buf, FIRST_RECORD).ok()?;
     decode_record_header(&buf).map(|h| h.payload_crc)
@@ -172,22 +172,14 @@ pub fn first_record_crc(storage: &dyn Storage, id: &ConversationId) -> Option<u3
 /// optimisation, so failures (a read-only store, a full disk) are ignored.
 /// Not synced: after a crash the file may be stale or damaged, which
 /// [`load`] detects.
-pub fn store(storage: &dyn Storage, id: &ConversationId, head: &Head) {
+pub fn store(backend: &dyn Backend, id: &ConversationId, head: &Head) {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let tmp = id.dir().join(format!(
         "{HEAD_FILE}.tmp.{}.{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let ok = (|| {
-        let file = storage.open(&tmp, OpenMode::CreateNew).ok()?;
-        write_all_at(&*file, &encode(head), 0).ok()?;
-        drop(file);
-        storage.rename(&tmp, &head_path(id)).ok()
-    })();
-    if ok.is_none() {
-        let _ = storage.remove_file(&tmp);
-    }
+    let _ = backend.replace(&head_path(id), &encode(head), &tmp, Expect::Any, false);
 }
 
 /// Writes the head cache of `id` durably before its log is published
@@ -196,48 +188,34 @@ pub fn store(storage: &dyn Storage, id: &ConversationId, head: &Head) {
 /// the sync of the directory that publishes the log. Unlike [`store`], a
 /// failure is an error: the creation is refused.
 pub fn store_synced(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     id: &ConversationId,
     head: &Head,
 ) -> crate::error::Result<()> {
     let tmp = id
         .dir()
         .join(format!("{HEAD_FILE}.tmp.{}.created", std::process::id()));
-    let display = storage.display_path(&tmp);
-    let io = |op, source| crate::error::Error::Io {
-        op,
-        path: display.clone(),
-        source,
-    };
-    let file = storage
-        .open(&tmp, OpenMode::CreateOrOpen)
-        .map_err(|e| io("create", e))?;
-    file.set_len(0).map_err(|e| io("write", e))?;
-    write_all_at(&*file, &encode(head), 0).map_err(|e| io("write", e))?;
-    file.sync_all()
-        .map_err(|source| crate::error::Error::SyncFailed {
-            path: display.clone(),
-            source,
-        })?;
-    drop(file);
-    storage
-        .rename(&tmp, &head_path(id))
-        .map_err(|e| io("rename", e))
+    backend
+        .replace(&head_path(id), &encode(head), &tmp, Expect::Any, true)
+        .map_err(|e| crate::error::Error::from_backend(backend, e))
 }
 
 /// Removes temp files of head writes that a crash interrupted. Called by a
 /// writer holding the conversation's lock; a temp file of a concurrent
 /// listing may be removed too, which only makes that listing's best-effort
 /// write fail.
-pub fn remove_stale_temps(storage: &dyn Storage, id: &ConversationId) {
-    let Ok(entries) = storage.read_dir(&id.dir()) else {
+pub fn remove_stale_temps(backend: &dyn Backend, id: &ConversationId) {
+    let Ok(entries) = backend.list(&id.dir()) else {
         return;
     };
     let prefix = format!("{HEAD_FILE}.tmp.");
-    for e in entries {
-        if e.name.starts_with(&prefix) && !e.metadata.is_dir {
-            let _ = storage.remove_file(&Path::new(&id.dir()).join(&e.name));
-        }
+    let stale: Vec<_> = entries
+        .iter()
+        .filter(|e| e.name.starts_with(&prefix) && !e.is_prefix())
+        .map(|e| Path::new(&id.dir()).join(&e.name))
+        .collect();
+    if !stale.is_empty() {
+        let _ = backend.delete(&stale);
     }
 }
 

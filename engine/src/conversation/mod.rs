@@ -23,6 +23,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use jpstore_blobstore::backend::{Backend, LockGuard, LockKind};
+
 use crate::error::Error;
 use crate::timestamp::Timestamp;
 
@@ -45,10 +47,10 @@ pub const GC_LOCK: &str = "gc.lock";
 /// while we waited (and perhaps created again) is
 /// [`Error::ConversationRemoved`].
 pub(crate) fn writer_lock(
-    storage: &dyn jpstore_blobstore::storage::Storage,
+    backend: &dyn Backend,
     id: &ConversationId,
-) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>, Error> {
-    crate::log::lock_waiting(storage, &id.log_path()).map_err(|e| removed_while_waiting(id, e))
+) -> Result<Box<dyn LockGuard>, Error> {
+    crate::log::lock_waiting(backend, &id.log_path()).map_err(|e| removed_while_waiting(id, e))
 }
 
 /// [`Error::LockReplaced`] of a conversation's log, said of the
@@ -65,22 +67,16 @@ pub(crate) fn removed_while_waiting(id: &ConversationId, e: Error) -> Error {
 }
 
 /// Takes the gc lock, shared (writers) or exclusive (gc), waiting for it.
-/// The lock is released when the returned handle is dropped.
-pub fn gc_lock(
-    storage: &dyn jpstore_blobstore::storage::Storage,
-    kind: jpstore_blobstore::storage::LockKind,
-) -> Result<Box<dyn jpstore_blobstore::storage::StorageFile>, Error> {
+/// The lock is released when the returned guard is dropped.
+pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuard>, Error> {
     let path = std::path::Path::new(GC_LOCK);
     let io = |op, source| Error::Io {
         op,
-        path: storage.display_path(path),
+        path: backend.display(path),
         source,
     };
     loop {
-        let file = storage
-            .open(path, jpstore_blobstore::storage::OpenMode::CreateOrOpen)
-            .map_err(|e| io("open", e))?;
-        if !file.lock(kind, true).map_err(|e| io("lock", e))? {
+        let Some(lock) = backend.lock(path, kind, true).map_err(|e| io("lock", e))? else {
             return Err(io(
                 "lock",
                 std::io::Error::new(
@@ -88,14 +84,12 @@ pub fn gc_lock(
                     "the storage backend returned from a waiting lock without the lock",
                 ),
             ));
-        }
+        };
         // A gc.lock removed (or replaced) while we waited excludes no one:
         // gc and writers would lock different files. Take the one at the
         // name instead.
-        if jpstore_blobstore::storage::still_named(storage, &*file, path)
-            .map_err(|e| io("stat", e))?
-        {
-            return Ok(file);
+        if lock.is_current().map_err(|e| io("stat", e))? {
+            return Ok(lock);
         }
     }
 }

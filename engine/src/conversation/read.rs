@@ -1,6 +1,6 @@
 //! Reading a conversation without a lock: whole batches only.
 
-use jpstore_blobstore::storage::Storage;
+use jpstore_blobstore::backend::Backend;
 
 use super::codec::{self, LogEntry};
 use super::head::{self, Head};
@@ -180,11 +180,11 @@ const PAYLOADS_RESERVE_MAX: u64 = 64 << 20;
 /// the payloads copied into one buffer), then their entries decoded on all
 /// cores, then folded in order.
 pub fn read_conversation(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<Conversation> {
-    let reader = open_reader(storage, id, options)?;
+    let reader = open_reader(backend, id, options)?;
     let mut walk = reader.records_from(FIRST_RECORD)?;
     // Every payload, back to back, and where each record's is.
     // Reserved for the whole file up to a bound (a file may claim to be huge
@@ -237,13 +237,13 @@ pub fn read_conversation(
 /// trusted. With `refresh`, a cache that was missing or behind is rewritten
 /// (best effort). Returns the state and the end of the records read.
 pub fn read_state(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
     refresh: bool,
 ) -> Result<(ConversationState, u64)> {
-    let reader = open_reader(storage, id, options)?;
-    let cached = head::load(storage, id);
+    let reader = open_reader(backend, id, options)?;
+    let cached = head::load(backend, id);
     let (mut state, from, mut last) = match cached.clone() {
         Some(h) => (h.state, h.log_end, Some((h.last_record, h.last_record_crc))),
         None => (ConversationState::default(), FIRST_RECORD, None),
@@ -258,20 +258,17 @@ pub fn read_state(
         let first = cached
             .as_ref()
             .map(|h| h.first_record_crc)
-            .or_else(|| head::first_record_crc(storage, id));
+            .or_else(|| head::first_record_crc(backend, id));
         // The head is evidence that the records it covers were whole
         // (`head::proven_end`): what this listing read may still be only in
         // the page cache (a writer that died before its sync), so it is made
         // durable first, or the head is not written.
-        let synced = storage
-            .open(&id.log_path(), jpstore_blobstore::storage::OpenMode::Read)
-            .and_then(|log| log.sync_data())
-            .is_ok();
+        let synced = backend.sync_object(&id.log_path()).is_ok();
         if let (true, Some((last_record, last_record_crc)), Some(first_record_crc)) =
             (synced, last, first)
         {
             head::store(
-                storage,
+                backend,
                 id,
                 &Head {
                     log_end: fold.end,
@@ -308,15 +305,15 @@ fn check_framing(reader: &LogReader, upto: u64) -> Result<()> {
 
 /// Opens the log of `id` for reading; a missing log is [`Error::NotFound`].
 pub fn open_reader(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<LogReader> {
-    match LogReader::open(storage, &id.log_path(), options) {
+    match LogReader::open(backend, &id.log_path(), options) {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }
-        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(storage, id))),
+        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(backend, id))),
         other => other,
     }
 }

@@ -67,8 +67,8 @@ fn listing_uses_the_head_and_reads_only_the_tail() {
             w.append(events(&turn(i))).expect("append");
         }
     } // drop writes the head
-    let head = head::load(&**store.storage(), &id).expect("a trusted head after the writer closed");
-    let log_len = store.storage().metadata(&id.log_path()).expect("stat").len;
+    let head = head::load(&**store.backend(), &id).expect("a trusted head after the writer closed");
+    let log_len = store.backend().head(&id.log_path()).expect("stat").len;
     assert_eq!(head.log_end, log_len);
     assert_eq!(head.state, full_state(&store, &id));
 
@@ -82,7 +82,7 @@ fn listing_uses_the_head_and_reads_only_the_tail() {
     assert_eq!(listed[0].state.turns.turns(), 4);
     assert_eq!(listed[0].log_bytes, store.read(&id).expect("read").log_end);
     // The listing refreshed the head.
-    let refreshed = head::load(&**store.storage(), &id).expect("head");
+    let refreshed = head::load(&**store.backend(), &id).expect("head");
     assert_eq!(refreshed.log_end, listed[0].log_bytes);
 }
 
@@ -102,15 +102,15 @@ fn a_damaged_or_foreign_head_is_ignored() {
     let head_b = root.join(head_path(&b));
     // A's head copied over B's: it describes another log.
     std::fs::copy(&head_a, &head_b).expect("copy");
-    let (state, _) = read_state(&**store.storage(), &b, Default::default(), false).expect("state");
+    let (state, _) = read_state(&**store.backend(), &b, Default::default(), false).expect("state");
     assert_eq!(state, full_state(&store, &b));
     // A flipped byte in A's head.
     let mut bytes = std::fs::read(&head_a).expect("read head");
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&head_a, &bytes).expect("write head");
-    assert!(head::load(&**store.storage(), &a).is_none());
-    let (state, _) = read_state(&**store.storage(), &a, Default::default(), false).expect("state");
+    assert!(head::load(&**store.backend(), &a).is_none());
+    let (state, _) = read_state(&**store.backend(), &a, Default::default(), false).expect("state");
     assert_eq!(state, full_state(&store, &a));
     // A writer opened over a damaged head still knows the current turn.
     let mut w = store.writer(&a).expect("writer");
@@ -131,7 +131,7 @@ fn a_writer_finds_damage_in_the_middle_even_with_a_head() {
             offsets.push(w.append(events(&turn(i))).expect("append").offset);
         }
     }
-    assert!(head::load(&**store.storage(), &id).is_some());
+    assert!(head::load(&**store.backend(), &id).is_some());
     let log = dir.path().join("s").join(id.log_path());
     let mut bytes = std::fs::read(&log).expect("read log");
     let at = offsets[1] as usize + 20;
@@ -206,8 +206,8 @@ fn new_ids_follow_jp_and_skip_taken_ones() {
     assert_eq!(ids, ["17738399468", "17738399469"]);
     // A directory without a log (an interrupted creation) is not listed.
     store
-        .storage()
-        .create_dir_all(Path::new("conversations/17738399470"))
+        .backend()
+        .create_prefix(Path::new("conversations/17738399470"))
         .expect("mkdir");
     assert_eq!(store.ids().expect("ids").len(), 2);
     assert_eq!(mk(), "17738399470", "the empty directory is reused");
@@ -355,7 +355,7 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
     let mut sequential = super::state::ConversationState::default();
     let mut entries = Vec::new();
     let reader =
-        super::read::open_reader(&**store.storage(), &id, Default::default()).expect("reader");
+        super::read::open_reader(&**store.backend(), &id, Default::default()).expect("reader");
     let end = super::read::fold_records(
         &reader,
         crate::log::FIRST_RECORD,
@@ -393,7 +393,7 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
     // A record whose checksum matches but whose entry is not MessagePack.
     let bad_at = {
         let mut raw =
-            crate::log::LogWriter::open(&**store.storage(), &id.log_path(), Default::default())
+            crate::log::LogWriter::open(&**store.backend(), &id.log_path(), Default::default())
                 .expect("raw writer");
         raw.append(&[[super::codec::KIND_EVENT, 0xc1]])
             .expect("append raw")
@@ -451,7 +451,9 @@ fn a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_to
     let log = dir.path().join("s").join(id.log_path());
     let len = std::fs::metadata(&log).expect("stat").len();
     let reader = crate::log::LogReader::open(
-        &jpstore_blobstore::storage::LocalStorage::open(dir.path().join("s")).expect("storage"),
+        &jpstore_blobstore::backend::FileBackend::new(std::sync::Arc::new(
+            jpstore_blobstore::storage::LocalStorage::open(dir.path().join("s")).expect("storage"),
+        )),
         &id.log_path(),
         crate::log::LogOptions {
             max_record_size: 2 << 20,

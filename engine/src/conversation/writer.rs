@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use jpstore_blobstore::storage::LockKind;
+use jpstore_blobstore::backend::LockKind;
 use jpstore_blobstore::{BlobId, BlobStore};
 
 use super::codec::{self, LogEntry};
@@ -72,13 +72,13 @@ impl Drop for ConversationWriter<'_> {
         if self.log.end() == self.head_end || self.log.synced_end() != self.log.end() {
             return;
         }
-        let storage = &**self.blobs.storage();
-        let first = head::first_record_crc(storage, &self.id);
+        let backend = &**self.blobs.backend();
+        let first = head::first_record_crc(backend, &self.id);
         if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
             (self.log.last_record(), first)
         {
             head::store(
-                storage,
+                backend,
                 &self.id,
                 &Head {
                     log_end: self.log.end(),
@@ -105,12 +105,7 @@ impl<'s> ConversationWriter<'s> {
         entries: &[Entry],
         options: LogOptions,
     ) -> Result<Self> {
-        let storage = &**blobs.storage();
-        let io = |op, source| Error::Io {
-            op,
-            path: storage.display_path(&id.dir()),
-            source,
-        };
+        let backend = &**blobs.backend();
         // Records: the metadata alone, then the entries in batches that fit
         // the record size limit.
         let meta = vec![codec::encode_meta(&first)];
@@ -147,18 +142,11 @@ impl<'s> ConversationWriter<'s> {
         if !current.is_empty() {
             batches.push(current);
         }
-        storage
-            .create_dir_all(&id.dir())
-            .map_err(|e| io("create", e))?;
         // The new directory's entry must be durable before the log inside it
         // is acknowledged.
-        let parent = std::path::Path::new(super::CONVERSATIONS_DIR);
-        storage
-            .sync_dir(parent)
-            .map_err(|source| Error::SyncFailed {
-                path: storage.display_path(parent),
-                source,
-            })?;
+        backend
+            .create_prefix(&id.dir())
+            .map_err(|e| Error::from_backend(backend, e))?;
         let batches: Vec<Vec<Vec<u8>>> = batches
             .into_iter()
             .map(|b| codec::pack_runs(&b).unwrap_or(b))
@@ -180,7 +168,7 @@ impl<'s> ConversationWriter<'s> {
                 (published.last, published.first_crc)
             {
                 head::store_synced(
-                    storage,
+                    backend,
                     &id,
                     &Head {
                         log_end: published.end,
@@ -195,7 +183,7 @@ impl<'s> ConversationWriter<'s> {
             Ok(())
         };
         let log = match LogWriter::create_published(
-            storage,
+            backend,
             &id.log_path(),
             options,
             FLAG_PACKED,
@@ -227,24 +215,24 @@ impl<'s> ConversationWriter<'s> {
         id: ConversationId,
         options: LogOptions,
     ) -> Result<Self> {
-        let storage = &**blobs.storage();
+        let backend = &**blobs.backend();
         // Check existence first so that a missing conversation is not
         // reported as a failure to create its lock file.
-        open_reader(storage, &id, options)?;
+        open_reader(backend, &id, options)?;
         let recovery = crate::log::Recovery {
-            proven_end: head::proven_end(storage, &id),
+            proven_end: head::proven_end(backend, &id),
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
-        let log = LogWriter::open_recovering(storage, &id.log_path(), options, &recovery)
+        let log = LogWriter::open_recovering(backend, &id.log_path(), options, &recovery)
             .map_err(|e| super::removed_while_waiting(&id, e))?;
-        let cached = head::load(storage, &id);
-        head::remove_stale_temps(storage, &id);
+        let cached = head::load(backend, &id);
+        head::remove_stale_temps(backend, &id);
         let (mut state, from) = match cached {
             Some(h) if h.log_end <= log.end() => (h.state, h.log_end),
             _ => (ConversationState::default(), FIRST_RECORD),
         };
-        let reader = open_reader(storage, &id, options)?;
+        let reader = open_reader(backend, &id, options)?;
         let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
         if fold.end != log.end() {
             // We hold the lock, so nobody appended; a difference means the
@@ -305,7 +293,7 @@ impl<'s> ConversationWriter<'s> {
         }
         // From the first look at the blob store until the record is durable,
         // gc must not sweep (format-spec.md 4.7).
-        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
+        let _gc = super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?;
         // 2. Content: hash inline payloads, check references.
         let mut new: HashMap<BlobId, Vec<u8>> = HashMap::new();
         let mut payloads = 0usize;
@@ -388,7 +376,7 @@ impl<'s> ConversationWriter<'s> {
     /// The references of `batch` checked, then `record` (its encoding)
     /// appended, under the shared gc lock.
     fn append_stored_record(&mut self, batch: &[Entry], record: &[Vec<u8>]) -> Result<u64> {
-        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
+        let _gc = super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?;
         for (index, entry) in batch.iter().enumerate() {
             let mut result = Ok(());
             entry.for_each_content(&mut |r| {
@@ -429,7 +417,7 @@ impl<'s> ConversationWriter<'s> {
 
     /// Changes the conversation's metadata (one durable record).
     pub fn set_metadata(&mut self, patch: MetaPatch) -> Result<u64> {
-        let _gc = super::gc_lock(&**self.blobs.storage(), LockKind::Shared)?;
+        let _gc = super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?;
         if let Some(r) = &patch.base_config {
             check_reference(self.blobs, r, 0)?;
         }

@@ -176,7 +176,11 @@ mod tests {
     /// object.
     fn store() -> (SimStorage, Store, ConversationId) {
         let sim = SimStorage::new();
-        let store = Store::init(Arc::new(sim.clone()), StoreOptions::default()).expect("init");
+        let store = Store::init(
+            jpstore_blobstore::backend::FileBackend::shared(Arc::new(sim.clone())),
+            StoreOptions::default(),
+        )
+        .expect("init");
         let id = ConversationId::parse("c").expect("id");
         drop(
             store

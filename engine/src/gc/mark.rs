@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use jpstore_blobstore::storage::Storage;
+use jpstore_blobstore::backend::Backend;
 use jpstore_blobstore::BlobId;
 
 use crate::conversation::codec::{self, LogEntry};
@@ -26,13 +26,13 @@ const PARALLEL_ENTRIES: usize = 512;
 /// only when the file cannot be read at all (or is of a format this build
 /// does not know): then what it references is unknown.
 pub(crate) fn mark_log(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     path: &Path,
     options: LogOptions,
     live: &mut HashSet<BlobId>,
 ) -> Result<Salvage> {
     let mut entries = Vec::new();
-    let salvage = salvage_log(storage, path, options, &mut |piece| {
+    let salvage = salvage_log(backend, path, options, &mut |piece| {
         collect(piece, options.max_record_size, &mut entries, live)
     })?;
     mark_entries(&entries, options.max_record_size, live);

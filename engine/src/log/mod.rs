@@ -45,7 +45,7 @@ mod writer;
 
 use std::path::Path;
 
-use jpstore_blobstore::storage::Storage;
+use jpstore_blobstore::backend::Backend;
 
 pub use reader::{LogReader, RecordRef, Records};
 pub use record::{
@@ -120,19 +120,19 @@ pub struct Scan {
 ///
 /// [`Error::Corrupt`]: crate::error::Error::Corrupt
 /// [`Error::Unsupported`]: crate::error::Error::Unsupported
-pub fn scan(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Scan> {
-    scan_proven(storage, path, options, 0)
+pub fn scan(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Scan> {
+    scan_proven(backend, path, options, 0)
 }
 
 /// Like [`scan`], knowing that the records up to `proven_end` were once
 /// whole ([`LogReader::with_proven_end`]).
 pub fn scan_proven(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     path: &Path,
     options: LogOptions,
     proven_end: u64,
 ) -> Result<Scan> {
-    let reader = LogReader::open(storage, path, options)?.with_proven_end(proven_end);
+    let reader = LogReader::open(backend, path, options)?.with_proven_end(proven_end);
     let mut walk = reader.records()?;
     let mut records = Vec::new();
     let mut error = None;

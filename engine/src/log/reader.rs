@@ -3,7 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{OpenMode, Storage, StorageFile};
+use jpstore_blobstore::backend::{Backend, ObjectReader};
 
 use super::record::{
     check_file_header, decode_batch, walk_batch, HeaderProblem, FILE_HEADER_LEN, RECORD_HEADER_LEN,
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// reads, and the reader sees whole batches only.
 #[derive(Debug)]
 pub struct LogReader {
-    file: Box<dyn StorageFile>,
+    file: Box<dyn ObjectReader>,
     path: PathBuf,
     options: LogOptions,
     proven_end: u64,
@@ -24,15 +24,13 @@ pub struct LogReader {
 
 impl LogReader {
     /// Opens the log at `path` and checks its file header.
-    pub fn open(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
-        let display = storage.display_path(path);
-        let file = storage
-            .open(path, OpenMode::Read)
-            .map_err(|source| Error::Io {
-                op: "open",
-                path: display.clone(),
-                source,
-            })?;
+    pub fn open(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
+        let display = backend.display(path);
+        let file = backend.open(path).map_err(|source| Error::Io {
+            op: "open",
+            path: display.clone(),
+            source,
+        })?;
         check_header(&*file, &display)?;
         Ok(LogReader {
             file,
@@ -125,7 +123,7 @@ fn shrunk(path: &Path, offset: u64, len: u64) -> Error {
 }
 
 /// Checks the file header of an open log; returns its flags.
-pub(crate) fn check_header(file: &dyn StorageFile, display: &Path) -> Result<u16> {
+pub(crate) fn check_header(file: &dyn ObjectReader, display: &Path) -> Result<u16> {
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     let mut got = 0;
     while got < header.len() {

@@ -17,7 +17,7 @@
 use std::io;
 use std::path::Path;
 
-use jpstore_blobstore::storage::{OpenMode, Storage};
+use jpstore_blobstore::backend::Backend;
 
 use super::record::{
     check_batch, check_file_header, decode_record_header, walk_batch, HeaderProblem,
@@ -66,18 +66,18 @@ pub struct Salvage {
 /// this build does not know ([`Error::Unsupported`]): its records cannot be
 /// interpreted at all.
 pub fn salvage_log(
-    storage: &dyn Storage,
+    backend: &dyn Backend,
     path: &Path,
     options: LogOptions,
     each: &mut dyn FnMut(Piece<'_>),
 ) -> Result<Salvage> {
-    let bytes = read_whole(storage, path)?;
+    let bytes = read_whole(backend, path)?;
     let bad_header = match check_file_header(&bytes) {
         Ok(_) => false,
         Err(HeaderProblem::Damaged(..)) => true,
         Err(HeaderProblem::Unsupported { version, flags }) => {
             return Err(Error::Unsupported {
-                path: storage.display_path(path),
+                path: backend.display(path),
                 version,
                 flags,
                 supported: super::FORMAT_VERSION,
@@ -92,15 +92,13 @@ pub fn salvage_log(
 
 /// The whole file at `path`, read through the storage (which refuses
 /// anything but a regular file).
-pub fn read_whole(storage: &dyn Storage, path: &Path) -> Result<Vec<u8>> {
+pub fn read_whole(backend: &dyn Backend, path: &Path) -> Result<Vec<u8>> {
     let io = |op, source| Error::Io {
         op,
-        path: storage.display_path(path),
+        path: backend.display(path),
         source,
     };
-    let file = storage
-        .open(path, OpenMode::Read)
-        .map_err(|e| io("open", e))?;
+    let file = backend.open(path).map_err(|e| io("open", e))?;
     let len = file.len().map_err(|e| io("stat", e))?;
     let len = usize::try_from(len).map_err(|_| {
         io(

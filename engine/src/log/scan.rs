@@ -15,7 +15,7 @@
 use std::io;
 use std::path::Path;
 
-use jpstore_blobstore::storage::StorageFile;
+use jpstore_blobstore::backend::ObjectReader;
 
 use super::record::{
     check_batch, decode_record_header, RecordHeader, MIN_PAYLOAD_LEN, RECORD_HEADER_LEN,
@@ -87,7 +87,7 @@ pub enum Damage {
     /// The checksums match but the payload is not a batch.
     Malformed(String),
     /// What would be a torn tail lies inside the part of the log known to
-    /// have been whole ([`Walker::with_proven_end`]: records acknowledged
+    /// have been whole (`Walker::with_proven_end`: records acknowledged
     /// after their sync, or published with the log), so it is damage to a
     /// complete record, not a write cut short.
     ProvenWhole {
@@ -164,7 +164,7 @@ pub(crate) enum Step {
 
 /// Reads into `buf` at `offset` until it is full or the file ends; returns
 /// the bytes read.
-fn read_up_to(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+fn read_up_to(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {
@@ -183,7 +183,7 @@ const READ_AHEAD: usize = 64 * 1024;
 /// A buffered, bounded view of a file: reads only below `limit` (the length
 /// observed when the walk started), in chunks, one record in memory at most.
 pub(crate) struct Walker<'f> {
-    file: &'f dyn StorageFile,
+    file: &'f dyn ObjectReader,
     limit: u64,
     max_payload: u32,
     proven_end: u64,
@@ -204,7 +204,7 @@ impl std::fmt::Debug for Walker<'_> {
 }
 
 impl<'f> Walker<'f> {
-    pub(crate) fn new(file: &'f dyn StorageFile, limit: u64, max_payload: u32) -> Self {
+    pub(crate) fn new(file: &'f dyn ObjectReader, limit: u64, max_payload: u32) -> Self {
         Walker {
             file,
             limit,

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use jpstore_blobstore::backend::{Backend, FileBackend};
 use jpstore_blobstore::storage::{
     DirEntry, FileId, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
 };
@@ -17,10 +18,10 @@ use crate::error::Error;
 
 const LOG: &str = "conv.log";
 
-fn store() -> (tempfile::TempDir, LocalStorage) {
+fn store() -> (tempfile::TempDir, FileBackend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = LocalStorage::open(dir.path()).expect("storage");
-    (dir, storage)
+    (dir, FileBackend::new(Arc::new(storage)))
 }
 
 /// Batch `i` of writer `tag`: 1 to 3 entries of varied sizes, the first one
@@ -38,11 +39,11 @@ fn batch(tag: u8, i: u32, big: bool) -> Vec<Vec<u8>> {
     entries
 }
 
-fn open_writer(storage: &dyn Storage, name: &str) -> LogWriter {
+fn open_writer(storage: &dyn Backend, name: &str) -> LogWriter {
     LogWriter::open(storage, Path::new(name), LogOptions::default()).expect("open writer")
 }
 
-fn scan_ok(storage: &dyn Storage, name: &str) -> Scan {
+fn scan_ok(storage: &dyn Backend, name: &str) -> Scan {
     scan(storage, Path::new(name), LogOptions::default()).expect("scan")
 }
 
@@ -51,7 +52,7 @@ fn entries_of(scan: &Scan) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// A small log of five batches; returns its bytes and record boundaries.
-fn small_log(dir: &Path, storage: &dyn Storage) -> (Vec<u8>, Vec<u64>, Vec<Vec<Vec<u8>>>) {
+fn small_log(dir: &Path, storage: &dyn Backend) -> (Vec<u8>, Vec<u64>, Vec<Vec<Vec<u8>>>) {
     let mut w = LogWriter::create(storage, Path::new(LOG), LogOptions::default()).expect("create");
     let batches: Vec<_> = (0..5).map(|i| batch(1, i, false)).collect();
     let mut bounds = vec![FIRST_RECORD];
@@ -115,6 +116,7 @@ fn create_publishes_whole_or_refuses() {
     assert!(matches!(err, Error::AlreadyExists { .. }), "{err}");
     assert_eq!(fs::read(dir.path().join(LOG)).expect("read").len(), 16);
     let mut names: Vec<_> = storage
+        .storage()
         .read_dir(Path::new("."))
         .expect("ls")
         .into_iter()
@@ -260,7 +262,7 @@ fn zero_filled_tail_is_torn_unless_longer_than_a_record() {
 fn flipped_byte_in_an_earlier_record_is_damage_at_its_offset() {
     let (dir, storage) = store();
     let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let shown = storage.display_path(Path::new("flip.log"));
+    let shown = storage.display(Path::new("flip.log"));
     // Every byte of every record but the last.
     for rec in 0..bounds.len() - 2 {
         for pos in bounds[rec]..bounds[rec + 1] {
@@ -493,7 +495,7 @@ fn assert_each_batch_once(scan: &Scan, expected: &[(u8, u32)], big: bool) {
 
 /// Appends `n` batches tagged `tag`, each with its own writer handle, so the
 /// lock changes hands between batches and every writer re-reads the tail.
-fn append_with_fresh_writers(storage: &dyn Storage, tag: u8, n: u32) {
+fn append_with_fresh_writers(storage: &dyn Backend, tag: u8, n: u32) {
     for i in 0..n {
         let mut w = open_writer(storage, LOG);
         w.append(&batch(tag, i, false)).expect("append");
@@ -525,7 +527,7 @@ fn writers_in_processes_append_every_batch_once() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
         // Child: "<tag>:<dir>".
         let (tag, dir) = spec.split_once(':').expect("child spec");
-        let storage = LocalStorage::open(dir).expect("storage");
+        let storage = FileBackend::new(Arc::new(LocalStorage::open(dir).expect("storage")));
         append_with_fresh_writers(&storage, tag.parse().expect("tag"), n);
         return;
     }
@@ -706,13 +708,13 @@ impl Storage for FailingSync {
 
 #[test]
 fn failed_sync_poisons_the_writer_for_good() {
-    let (_dir, inner) = store();
+    let (dir, _) = store();
     let faults = Arc::new(Faults::default());
     let fail = &faults.fail;
-    let storage = FailingSync {
-        inner,
+    let storage = FileBackend::new(Arc::new(FailingSync {
+        inner: LocalStorage::open(dir.path()).expect("storage"),
         faults: faults.clone(),
-    };
+    }));
     let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
     w.append(&[b"durable"]).expect("append");
     let end = w.end();
@@ -746,10 +748,10 @@ fn reader_confirms_damage_before_reporting_it() {
     let (dir, inner) = store();
     let (_, _, batches) = small_log(dir.path(), &inner);
     let faults = Arc::new(Faults::default());
-    let storage = FailingSync {
-        inner,
+    let storage = FileBackend::new(Arc::new(FailingSync {
+        inner: LocalStorage::open(dir.path()).expect("storage"),
         faults: faults.clone(),
-    };
+    }));
     let reader = LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
     // The first look at the records is garbled, as when a writer cut a torn
     // tail and appended over it during the read: not reported as damage.

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use jpstore_blobstore::storage::{
-    publish_new_file, still_named, write_all_at, LockKind, OpenMode, Storage, StorageFile,
+use jpstore_blobstore::backend::{
+    Backend, BackendError, LockGuard, LockKind, LogObject, ObjectReader, Put,
 };
 
 use super::reader::check_header;
@@ -64,8 +64,8 @@ impl Recovery {
 #[derive(Debug)]
 pub struct LogWriter {
     // Field order: the log is closed before the lock is released.
-    file: Box<dyn StorageFile>,
-    _lock: Box<dyn StorageFile>,
+    file: Box<dyn LogObject>,
+    _lock: Box<dyn LockGuard>,
     path: PathBuf,
     end: u64,
     max_record_size: u32,
@@ -95,8 +95,8 @@ impl LogWriter {
     /// Creates a new log at `path` (its directory must exist) and opens it
     /// for writing. The log appears whole (a synced, valid header) or not at
     /// all. Fails with [`Error::AlreadyExists`] if the name is taken.
-    pub fn create(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
-        Self::create_with::<&[u8]>(storage, path, options, &[])
+    pub fn create(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
+        Self::create_with::<&[u8]>(backend, path, options, &[])
     }
 
     /// Like [`LogWriter::create`], but the new log holds `first` as its first
@@ -104,37 +104,37 @@ impl LogWriter {
     /// The log appears with that record or not at all, so a conversation is
     /// never seen without what its creator wrote first.
     pub fn create_with<E: AsRef<[u8]>>(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
         first: &[E],
     ) -> Result<Self> {
         let records: &[&[E]] = if first.is_empty() { &[] } else { &[first] };
-        Self::create_with_records(storage, path, options, records)
+        Self::create_with_records(backend, path, options, records)
     }
 
     /// Like [`LogWriter::create_with`] with any number of records (each a
     /// non-empty batch): the log appears with all of them or not at all.
     pub fn create_with_records<E: AsRef<[u8]>>(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
         records: &[&[E]],
     ) -> Result<Self> {
-        Self::create_flagged(storage, path, options, 0, records)
+        Self::create_flagged(backend, path, options, 0, records)
     }
 
     /// Like [`LogWriter::create_with_records`], with header `flags` (such as
     /// [`FLAG_PACKED`](super::FLAG_PACKED): the entries layer decides what
     /// its records may hold).
     pub fn create_flagged<E: AsRef<[u8]>>(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
         flags: u16,
         records: &[&[E]],
     ) -> Result<Self> {
-        Self::create_published(storage, path, options, flags, records, &mut |_| Ok(()))
+        Self::create_published(backend, path, options, flags, records, &mut |_| Ok(()))
     }
 
     /// Like [`LogWriter::create_flagged`]; holding the lock, once it is
@@ -142,7 +142,7 @@ impl LogWriter {
     /// calls `before_publish` with where its records lie (an error there
     /// stops the creation; nothing is published).
     pub fn create_published<E: AsRef<[u8]>>(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
         flags: u16,
@@ -158,13 +158,13 @@ impl LogWriter {
         for batch in records {
             if batch.is_empty() {
                 return Err(Error::EmptyBatch {
-                    path: storage.display_path(path),
+                    path: backend.display(path),
                 });
             }
             let size = payload_len(batch).unwrap_or(u64::MAX);
             if size > u64::from(options.max_record_size) {
                 return Err(Error::RecordTooLarge {
-                    path: storage.display_path(path),
+                    path: backend.display(path),
                     offset: None,
                     size,
                     max: options.max_record_size.into(),
@@ -180,38 +180,38 @@ impl LogWriter {
         // A lock file removed while we waited (its log's directory removed
         // and perhaps made again) guards nothing: take the one at the name.
         let lock = loop {
-            match lock_waiting(storage, path) {
+            match lock_waiting(backend, path) {
                 Err(Error::LockReplaced { .. }) => continue,
                 other => break other?,
             }
         };
-        match storage.metadata(path) {
+        match backend.head(path) {
             Ok(_) => {
                 return Err(Error::AlreadyExists {
-                    path: storage.display_path(path),
+                    path: backend.display(path),
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => {
                 return Err(Error::Io {
                     op: "stat",
-                    path: storage.display_path(path),
+                    path: backend.display(path),
                     source,
                 })
             }
         }
         before_publish(&published)?;
         let tmp = temp_path(path);
-        match publish_new_file(storage, &tmp, path, &bytes) {
-            Ok(true) => {}
-            Ok(false) => {
+        match backend.put_if_absent(path, &bytes, &tmp) {
+            Ok(Put::Created) => {}
+            Ok(Put::Existed) => {
                 return Err(Error::AlreadyExists {
-                    path: storage.display_path(path),
+                    path: backend.display(path),
                 })
             }
-            Err(e) => return Err(Error::from_publish(storage, e)),
+            Err(e) => return Err(Error::from_backend(backend, e)),
         }
-        let mut writer = Self::open_locked(storage, path, options, lock, &Recovery::beside(path))?;
+        let mut writer = Self::open_locked(backend, path, options, lock, &Recovery::beside(path))?;
         // Published synced: every record in it is whole on disk.
         writer.synced_end = writer.end;
         Ok(writer)
@@ -222,8 +222,8 @@ impl LogWriter {
     /// Once the lock is held, reads the whole log to find its end: a torn
     /// tail is copied aside and cut (see [`LogWriter::cut_tail`]); any other
     /// damage is an error and nothing is changed.
-    pub fn open(storage: &dyn Storage, path: &Path, options: LogOptions) -> Result<Self> {
-        Self::open_recovering(storage, path, options, &Recovery::beside(path))
+    pub fn open(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
+        Self::open_recovering(backend, path, options, &Recovery::beside(path))
     }
 
     /// Like [`LogWriter::open`], with what the caller knows of the log: a
@@ -231,53 +231,51 @@ impl LogWriter {
     /// cut), and a torn tail is copied into `recovery.copy_dir` before it is
     /// cut.
     pub fn open_recovering(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
         recovery: &Recovery,
     ) -> Result<Self> {
-        let lock = lock_waiting(storage, path)?;
-        Self::open_locked(storage, path, options, lock, recovery)
+        let lock = lock_waiting(backend, path)?;
+        Self::open_locked(backend, path, options, lock, recovery)
     }
 
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
     /// writer holds the lock.
     pub fn try_open(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
     ) -> Result<Option<Self>> {
-        match lock(storage, path, false)? {
+        match lock(backend, path, false)? {
             Some(lock) => {
-                Self::open_locked(storage, path, options, lock, &Recovery::beside(path)).map(Some)
+                Self::open_locked(backend, path, options, lock, &Recovery::beside(path)).map(Some)
             }
             None => Ok(None),
         }
     }
 
     fn open_locked(
-        storage: &dyn Storage,
+        backend: &dyn Backend,
         path: &Path,
         options: LogOptions,
-        lock: Box<dyn StorageFile>,
+        lock: Box<dyn LockGuard>,
         recovery: &Recovery,
     ) -> Result<Self> {
         // The log is opened only now that the lock is held, so whatever
         // another writer did before releasing it (appends, a repair that
         // replaced the file) is what we read.
-        let display = storage.display_path(path);
+        let display = backend.display(path);
         let io = |op, source| Error::Io {
             op,
             path: display.clone(),
             source,
         };
-        let file = storage
-            .open(path, OpenMode::ReadWrite)
-            .map_err(|e| io("open", e))?;
-        let flags = check_header(&*file, &display)?;
+        let file = backend.open_log(path).map_err(|e| io("open", e))?;
+        let flags = check_header(file.as_reader(), &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
-        let mut walker =
-            Walker::new(&*file, len, options.max_record_size).with_proven_end(recovery.proven_end);
+        let mut walker = Walker::new(file.as_reader(), len, options.max_record_size)
+            .with_proven_end(recovery.proven_end);
         let mut pos = FILE_HEADER_LEN;
         let mut last = None;
         let end = loop {
@@ -295,15 +293,11 @@ impl LogWriter {
             LogEnd::TornTail { offset, len } => {
                 // Nothing proves these bytes were ever a whole record, but
                 // a wrong guess must lose nothing: a synced copy first.
-                let copy = copy_tail(storage, &*file, path, recovery, offset, len)?;
-                file.set_len(offset)
-                    .map_err(|e| io("cut the torn tail of", e))?;
-                // sync_all: the new (smaller) length must be durable before
-                // a record is written over the cut bytes.
-                file.sync_all().map_err(|source| Error::SyncFailed {
-                    path: display.clone(),
-                    source,
-                })?;
+                let copy = copy_tail(backend, file.as_reader(), path, recovery, offset, len)?;
+                // The new (smaller) length is durable before a record is
+                // written over the cut bytes.
+                file.truncate(offset)
+                    .map_err(|e| Error::from_backend(backend, e))?;
                 synced_end = offset;
                 Some(CutTail { offset, len, copy })
             }
@@ -360,20 +354,23 @@ impl LogWriter {
         // From here on a failure leaves the file in an unknown state (part of
         // the record written, or dirty pages dropped by a failed sync):
         // poison, never retry. Reopening recovers from what is on disk.
-        if let Err(source) = write_all_at(&*self.file, &record, self.end) {
-            self.poisoned = true;
-            return Err(Error::Io {
-                op: "append to",
-                path: self.path.clone(),
-                source,
-            });
-        }
-        if let Err(source) = self.file.sync_data() {
-            self.poisoned = true;
-            return Err(Error::SyncFailed {
-                path: self.path.clone(),
-                source,
-            });
+        match self.file.append(self.end, &record) {
+            Ok(()) => {}
+            Err(BackendError::Io { op, source, .. }) => {
+                self.poisoned = true;
+                return Err(Error::Io {
+                    op,
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+            Err(BackendError::Unsynced { source, .. }) => {
+                self.poisoned = true;
+                return Err(Error::SyncFailed {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
         }
         let offset = self.end;
         let payload_crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
@@ -421,8 +418,8 @@ impl LogWriter {
 /// into a new file of `recovery.copy_dir`, synced and published with a
 /// note beside it, before the writer cuts them.
 fn copy_tail(
-    storage: &dyn Storage,
-    file: &dyn StorageFile,
+    backend: &dyn Backend,
+    file: &dyn ObjectReader,
     path: &Path,
     recovery: &Recovery,
     offset: u64,
@@ -430,7 +427,7 @@ fn copy_tail(
 ) -> Result<PathBuf> {
     let read_error = |source| Error::Io {
         op: "read the torn tail of",
-        path: storage.display_path(path),
+        path: backend.display(path),
         source,
     };
     let size = usize::try_from(len).map_err(|_| {
@@ -440,14 +437,12 @@ fn copy_tail(
         ))
     })?;
     let mut bytes = vec![0u8; size];
-    jpstore_blobstore::storage::read_exact_at(file, &mut bytes, offset).map_err(read_error)?;
-    storage
-        .create_dir_all(&recovery.copy_dir)
-        .map_err(|source| Error::Io {
-            op: "create",
-            path: storage.display_path(&recovery.copy_dir),
-            source,
-        })?;
+    jpstore_blobstore::backend::read_exact_at(file, &mut bytes, offset).map_err(read_error)?;
+    // The directory's name is made durable too: the copy must survive a
+    // crash before the bytes are cut.
+    backend
+        .create_prefix(&recovery.copy_dir)
+        .map_err(|e| Error::from_backend(backend, e))?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -464,17 +459,17 @@ fn copy_tail(
          left by an append that did not complete (a crash, or a write that failed, such as on a full disk). \
          Nothing proved it had ever been whole (no head cache covered it and it was not published with the log), \
          so the writer cut it to append again; these are its bytes.\n",
-        storage.display_path(path).display()
+        backend.display(path).display()
     );
     for (to, data) in [(&copy, &bytes[..]), (&note, text.as_bytes())] {
-        match publish_new_file(storage, &temp_path(to), to, data) {
-            Ok(true) => {}
-            Ok(false) => {
+        match backend.put_if_absent(to, data, &temp_path(to)) {
+            Ok(Put::Created) => {}
+            Ok(Put::Existed) => {
                 return Err(Error::AlreadyExists {
-                    path: storage.display_path(to),
+                    path: backend.display(to),
                 })
             }
-            Err(e) => return Err(Error::from_publish(storage, e)),
+            Err(e) => return Err(Error::from_backend(backend, e)),
         }
     }
     Ok(copy)
@@ -497,26 +492,23 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// hold. Such a lock is [`Error::LockReplaced`]. While we hold the lock,
 /// nobody removes or replaces the name (format-spec.md 3, "The writer
 /// lock"), so the log opened next is the one the lock guards.
-fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn StorageFile>>> {
+fn lock(backend: &dyn Backend, path: &Path, wait: bool) -> Result<Option<Box<dyn LockGuard>>> {
     let lock_path = lock_path(path);
     let io = |op, source| Error::Io {
         op,
-        path: storage.display_path(&lock_path),
+        path: backend.display(&lock_path),
         source,
     };
-    let file = storage
-        .open(&lock_path, OpenMode::CreateOrOpen)
-        .map_err(|e| io("open", e))?;
-    if !file
-        .lock(LockKind::Exclusive, wait)
+    let Some(file) = backend
+        .lock(&lock_path, LockKind::Exclusive, wait)
         .map_err(|e| io("lock", e))?
-    {
+    else {
         return Ok(None);
-    }
-    if !still_named(storage, &*file, &lock_path).map_err(|e| io("stat", e))? {
+    };
+    if !file.is_current().map_err(|e| io("stat", e))? {
         return Err(Error::LockReplaced {
-            path: storage.display_path(path),
-            lock: storage.display_path(&lock_path),
+            path: backend.display(path),
+            lock: backend.display(&lock_path),
         });
     }
     Ok(Some(file))
@@ -524,17 +516,17 @@ fn lock(storage: &dyn Storage, path: &Path, wait: bool) -> Result<Option<Box<dyn
 
 /// Takes the sidecar lock of the log at `path` if no writer holds it;
 /// `Ok(None)` if one does.
-pub fn try_lock(storage: &dyn Storage, path: &Path) -> Result<Option<Box<dyn StorageFile>>> {
-    lock(storage, path, false)
+pub fn try_lock(backend: &dyn Backend, path: &Path) -> Result<Option<Box<dyn LockGuard>>> {
+    lock(backend, path, false)
 }
 
 /// Waits for the sidecar lock of the log at `path` (the lock a
 /// [`LogWriter`] holds), for operations that must exclude the writer
 /// without opening the log, such as removing a conversation.
-pub fn lock_waiting(storage: &dyn Storage, path: &Path) -> Result<Box<dyn StorageFile>> {
-    lock(storage, path, true)?.ok_or_else(|| Error::Io {
+pub fn lock_waiting(backend: &dyn Backend, path: &Path) -> Result<Box<dyn LockGuard>> {
+    lock(backend, path, true)?.ok_or_else(|| Error::Io {
         op: "lock",
-        path: storage.display_path(&lock_path(path)),
+        path: backend.display(&lock_path(path)),
         source: std::io::Error::new(
             std::io::ErrorKind::WouldBlock,
             "the storage backend returned from a waiting lock without the lock",

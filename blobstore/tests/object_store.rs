@@ -1,0 +1,151 @@
+//! The blob store on an object store's semantics (`MemoryBackend`: objects
+//! created if absent, read by range, listed by prefix, deleted; no
+//! directories, links or file modes): every write and read path works, so
+//! the blob store needs nothing that a remote object store lacks.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use jpstore_blobstore::backend::{Backend, MemoryBackend};
+use jpstore_blobstore::{BlobId, BlobStore, Location, Options};
+
+fn open(backend: &MemoryBackend) -> BlobStore {
+    let shared: Arc<dyn Backend> = Arc::new(backend.clone());
+    BlobStore::open(shared, "blobs", Options::default()).expect("open store")
+}
+
+/// Deterministic bytes that compress like text.
+fn text(seed: u64, len: usize) -> Vec<u8> {
+    let words = [
+        "fn ", "let ", "match ", "Some(", "value", ";\n", "{\n", "}\n",
+    ];
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(words[(x % words.len() as u64) as usize].as_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+#[test]
+fn loose_and_packed_objects_round_trip_and_deduplicate() {
+    let backend = MemoryBackend::new();
+    let store = open(&backend);
+    let cases = [Vec::new(), b"x".to_vec(), text(1, 3 << 20)];
+    for data in &cases {
+        let out = store.put(data).expect("put");
+        assert!(out.stored);
+        assert!(!store.put(data).expect("again").stored, "a dedup hit");
+        assert_eq!(store.get(&out.id).expect("get"), *data);
+        assert_eq!(store.size(&out.id).expect("size"), data.len() as u64);
+        assert!(matches!(
+            store.locate(&out.id).expect("locate"),
+            Some(Location::Loose(_))
+        ));
+    }
+    let items: Vec<Vec<u8>> = (0..300u64).map(|i| text(i % 250, 2_000)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    assert_eq!(batch.new_objects, 250);
+    let pack = batch.pack.clone().expect("a pack");
+    assert!(backend
+        .keys()
+        .iter()
+        .any(|k| k == &format!("blobs/packs/pack-{pack}.pack")));
+    assert!(
+        !backend.keys().iter().any(|k| k.contains("/tmp/")),
+        "no scratch object is left: {:?}",
+        backend.keys()
+    );
+    // A second handle sees the pack and reads every object.
+    let reader = open(&backend);
+    for (id, data) in batch.ids.iter().zip(&items) {
+        assert_eq!(&reader.get(id).expect("packed get"), data);
+        assert!(matches!(
+            reader.locate(id).expect("locate"),
+            Some(Location::Packed { .. })
+        ));
+    }
+    let report = reader.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.packed_objects, 250);
+    assert_eq!(report.loose_objects, 3);
+}
+
+#[test]
+fn sweeps_merges_and_rewrites_work_on_objects() {
+    let backend = MemoryBackend::new();
+    let store = open(&backend);
+    let mut written = Vec::new();
+    for i in 0..40u64 {
+        let data = text(10_000 + i, 700);
+        store
+            .put_batch(1, |_| Ok(data.clone()), &mut |_| {})
+            .expect("batch");
+        written.push(data);
+    }
+    assert!(
+        store.packs().expect("packs").len() <= 6,
+        "small packs are merged: {:?}",
+        store.packs()
+    );
+    store.merge_packs(false).expect("merge");
+    let packs = store.packs().expect("packs");
+    let largest = packs
+        .iter()
+        .max_by_key(|p| p.objects)
+        .expect("a pack")
+        .name
+        .clone();
+    let in_it: HashSet<BlobId> = store.pack_ids(&largest).expect("ids").into_iter().collect();
+    assert!(in_it.len() > 1);
+    let keep: HashSet<BlobId> = in_it.iter().step_by(2).copied().collect();
+    let out = store
+        .rewrite_pack(&largest, &|id| keep.contains(id))
+        .expect("rewrite");
+    assert_eq!(out.kept_objects, keep.len());
+    for data in &written {
+        let id = BlobId::of(data);
+        let expected = !in_it.contains(&id) || keep.contains(&id);
+        assert_eq!(store.exists(&id).expect("exists"), expected);
+    }
+    let a = store.put(b"loose a").expect("put").id;
+    let swept = store.delete_loose(&[a]).expect("sweep");
+    assert_eq!((swept.objects, swept.bytes > 0), (1, true));
+    assert!(!store.exists(&a).expect("exists"));
+    // Old scratch and unindexed pack objects go; young ones stay.
+    assert_eq!(store.cleanup_temp(Duration::ZERO).expect("temp").objects, 0);
+    backend.set_all_modified(SystemTime::now() - Duration::from_secs(7200));
+    assert_eq!(
+        store
+            .remove_unindexed_packs(Duration::from_secs(3600))
+            .expect("unindexed")
+            .objects,
+        0,
+        "every pack has its index"
+    );
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn freshen_moves_an_objects_time_forward() {
+    let backend = MemoryBackend::new();
+    let store = open(&backend);
+    let id = store.put(b"kept by a writer").expect("put").id;
+    let old = SystemTime::now() - Duration::from_secs(7200);
+    backend.set_all_modified(old);
+    assert!(store.freshen(&id).expect("freshen"));
+    let loose = store.loose_objects().expect("listing");
+    assert_eq!(loose.len(), 1);
+    assert!(loose[0].modified > old);
+    assert!(!store
+        .freshen(&BlobId::of(b"never stored"))
+        .expect("freshen"));
+}

@@ -15,7 +15,6 @@
 //!   blobs safely while others write.
 //! - [`stats`]: counts and context sizes of conversations (`jp-store
 //!   stats`).
-//! - [`log`]: the framing layer of logs (checksummed records of batches).
 //! - [`config`], [`timestamp`]: config objects and JP's timestamps.
 //!
 //! Every byte on disk is specified in `format-spec.md`. All I/O inside a
@@ -42,12 +41,16 @@ pub mod fsck;
 pub mod gc;
 pub mod import;
 pub mod json_text;
+// The framing layer: public for the fuzz targets, the crash tests and the
+// benches, which reach below the store; not part of the API.
+#[doc(hidden)]
 pub mod log;
-pub mod parallel;
+mod parallel;
 pub mod projection;
 pub mod stats;
 pub mod store;
 pub mod timestamp;
 
 pub use append::{AppendReport, AutoCompaction};
+pub use log::{CutTail, LogOptions};
 pub use store::{NewConversation, Store, StoreOptions};

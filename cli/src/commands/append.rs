@@ -33,7 +33,7 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
         },
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
-    let mut on_cut = |cut: &jpstore_engine::log::CutTail| {
+    let mut on_cut = |cut: &jpstore_engine::CutTail| {
         eprintln!(
             "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,

@@ -12,7 +12,11 @@
 //! conversations/<id>/head              a cache of the folded state (section 4.6)
 //! ```
 
+// The byte codecs of entries and of the head cache: public for the fuzz
+// targets and the tests of decoders, not part of the API.
+#[doc(hidden)]
 pub mod codec;
+#[doc(hidden)]
 pub mod head;
 pub mod meta;
 pub mod read;

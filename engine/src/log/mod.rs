@@ -33,7 +33,7 @@
 //! # Memory
 //!
 //! Walks ([`Records`]) read ahead in 64 KiB chunks and hold at most one
-//! record in memory, so logs of any length can be read; [`scan`] collects
+//! record in memory, so logs of any length can be read; `scan` collects
 //! all records, which is fine because logs hold event metadata and blob
 //! references, not content.
 
@@ -124,7 +124,7 @@ pub fn scan(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<S
     scan_proven(backend, path, options, 0)
 }
 
-/// Like [`scan`], knowing that the records up to `proven_end` were once
+/// Like `scan`, knowing that the records up to `proven_end` were once
 /// whole ([`LogReader::with_proven_end`]).
 pub fn scan_proven(
     backend: &dyn Backend,

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
+pub mod settings;
 pub mod validate;
+
+pub use settings::{BadSetting, SettingPlace, Settings};
 
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]

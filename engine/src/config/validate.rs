@@ -17,8 +17,6 @@
 //! unset (the keys of a summary table). Keys jp-store does not read are not
 //! looked at.
 
-use std::fmt;
-
 use serde_json::Value;
 
 use crate::config::json_kind;
@@ -27,126 +25,7 @@ use crate::config::json_kind;
 /// config layer does not import the event model above it).
 type Object = serde_json::Map<String, serde_json::Value>;
 
-/// Longest `timeout_secs` of a summary table (a day), as the summarizer
-/// accepts.
-pub const MAX_SUMMARY_TIMEOUT_SECS: u64 = 86_400;
-
-/// A setting of the wrong type: its key, what it must be, what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadSetting {
-    /// The key's path, one segment per table (a profile or tool name may
-    /// hold a dot).
-    pub path: Vec<String>,
-    /// What the setting must be.
-    pub expected: &'static str,
-    /// What was found: the kind of JSON value and an excerpt of it.
-    pub found: String,
-}
-
-impl BadSetting {
-    /// The key as dotted TOML (segments that are not bare keys quoted).
-    pub fn key(&self) -> String {
-        let mut out = String::new();
-        for (i, segment) in self.path.iter().enumerate() {
-            if i > 0 {
-                out.push('.');
-            }
-            let bare = !segment.is_empty()
-                && segment
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-            if bare {
-                out.push_str(segment);
-            } else {
-                out.push_str(&Value::String(segment.clone()).to_string());
-            }
-        }
-        out
-    }
-}
-
-impl fmt::Display for BadSetting {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "setting `{}` must be {}, found {}",
-            self.key(),
-            self.expected,
-            self.found
-        )
-    }
-}
-
-impl std::error::Error for BadSetting {}
-
-/// Where a config with a bad setting lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SettingPlace {
-    /// The workspace config file, at the line of the key when it is known.
-    WorkspaceFile {
-        /// The file (`config.toml`).
-        path: std::path::PathBuf,
-        /// 1-based line of the key.
-        line: Option<usize>,
-    },
-    /// A base config given to [`crate::Store::create`].
-    GivenBaseConfig,
-    /// The base config stored with a conversation.
-    BaseConfig {
-        /// The conversation.
-        conversation: String,
-    },
-    /// A `config_delta` entry of a conversation.
-    ConfigDelta {
-        /// The conversation.
-        conversation: String,
-        /// 1-based number of the entry in the conversation.
-        entry: usize,
-    },
-    /// A JP file being imported: `base_config.json`, or the `delta` of a
-    /// `config_delta` entry of `events.json`.
-    JpFile {
-        /// The file.
-        path: std::path::PathBuf,
-        /// 1-based number of the entry, in `events.json`.
-        entry: Option<usize>,
-    },
-}
-
-impl fmt::Display for SettingPlace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SettingPlace::WorkspaceFile {
-                path,
-                line: Some(line),
-            } => {
-                write!(f, "{}:{line}", path.display())
-            }
-            SettingPlace::WorkspaceFile { path, line: None } => write!(f, "{}", path.display()),
-            SettingPlace::GivenBaseConfig => f.write_str("the base config given"),
-            SettingPlace::BaseConfig { conversation } => write!(
-                f,
-                "conversation {conversation}: its base config (stored when it was created)"
-            ),
-            SettingPlace::ConfigDelta {
-                conversation,
-                entry,
-            } => write!(
-                f,
-                "conversation {conversation}: the config_delta at entry {entry}"
-            ),
-            SettingPlace::JpFile {
-                path,
-                entry: Some(entry),
-            } => write!(
-                f,
-                "{}: entry {entry} (config_delta), `delta`",
-                path.display()
-            ),
-            SettingPlace::JpFile { path, entry: None } => write!(f, "{}", path.display()),
-        }
-    }
-}
+pub use crate::config::settings::{BadSetting, SettingPlace, MAX_SUMMARY_TIMEOUT_SECS};
 
 /// Checks every setting jp-store reads that `config` holds.
 pub fn validate(config: &Object) -> Result<(), BadSetting> {

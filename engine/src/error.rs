@@ -187,9 +187,9 @@ pub enum Error {
     #[error("{place}: {setting}")]
     BadSetting {
         /// Where the value lives.
-        place: Box<crate::config::validate::SettingPlace>,
+        place: Box<crate::config::SettingPlace>,
         /// The key, what it must be and what was found.
-        setting: Box<crate::config::validate::BadSetting>,
+        setting: Box<crate::config::BadSetting>,
     },
     /// A deduplication setting of the config is not valid.
     #[error(transparent)]

@@ -16,7 +16,8 @@
 //! - [`stats`]: counts and context sizes of conversations (`jp-store
 //!   stats`).
 //! - [`log`]: the framing layer of logs (checksummed records of batches).
-//! - [`config`], [`timestamp`]: config objects and JP's timestamps.
+//! - [`config`], [`timestamp`]: config objects and the typed settings
+//!   jp-store reads from them; JP's timestamps.
 //!
 //! Every byte on disk is specified in `format-spec.md`. All file I/O inside
 //! a store goes through `jpstore_blobstore::storage`, so tests can inject

@@ -356,7 +356,7 @@ fn benches(c: &mut Criterion) {
     let off_id = ConversationId::parse("long-dedup-off").expect("id");
     {
         let conv = store.read(&on_id).expect("read");
-        let base = store.base_config(&conv).expect("base config");
+        let base = store.conversation_settings(&conv).expect("settings").base;
         let traced =
             jpstore_engine::projection::view_traced(&conv.entries, &base).expect("the view");
         let resources = with_resources
@@ -381,7 +381,7 @@ fn benches(c: &mut Criterion) {
     }
     // The projection alone, on decoded entries: without the pass, and with it.
     let conv = store.read(&on_id).expect("read");
-    let base = store.base_config(&conv).expect("base config");
+    let base = store.conversation_settings(&conv).expect("settings").base;
     g.bench_function(BenchmarkId::new("projection_only", LONG), |b| {
         b.iter_with_large_drop(|| jpstore_engine::projection::view(&conv.entries));
     });

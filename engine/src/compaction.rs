@@ -11,11 +11,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::lookup;
+use crate::config::settings::{
+    CompactionSettings, ReasoningPolicy, SummaryTable, ToolCallsPolicy, ToolCallsPreset,
+    ToolCallsSetting, ToolFieldHint,
+};
+use crate::config::Settings;
 use crate::event::turns::TurnCounter;
 use crate::event::{
-    BlobRef, Compaction, CompactionSource, Entry, EventKind, FieldMode, Object, Payload,
-    ToolCallPolicy, ToolOverride,
+    BlobRef, Compaction, CompactionSource, Entry, EventKind, FieldMode, Payload, ToolCallPolicy,
+    ToolOverride,
 };
 use crate::projection::revoked_compactions;
 use crate::timestamp::Timestamp;
@@ -50,7 +54,8 @@ pub enum CompactionError {
         /// Resolved end.
         to: u64,
     },
-    /// The config names a profile that does not exist, or has a bad value.
+    /// The config names a profile that does not exist, or one whose
+    /// `tool_calls` table has no `policy`.
     #[error("config: {0}")]
     Config(String),
     /// Nothing to undo.
@@ -107,7 +112,7 @@ pub struct Profile {
     /// The tool call policy.
     pub tool_calls: Option<ToolCallPolicy>,
     /// The profile's `summary` table, if it summarizes.
-    pub summary: Option<Object>,
+    pub summary: Option<SummaryTable>,
 }
 
 impl Profile {
@@ -126,102 +131,28 @@ impl Profile {
     }
 }
 
-/// Compaction settings read from a conversation's config.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
-    /// `conversation.compaction.default_profile` (default `default`).
-    pub default_profile: String,
-    /// `conversation.compaction.keep_last` (default 0).
-    pub keep_last: u64,
-    /// `conversation.compaction.profiles`.
-    pub profiles: Object,
-    /// Per-tool hints (`conversation.tools.<name>.compaction`).
-    pub tool_hints: BTreeMap<String, ToolOverride>,
-}
-
 fn config_err(msg: impl Into<String>) -> CompactionError {
     CompactionError::Config(msg.into())
 }
 
-fn field_mode(v: &Value, key: &str) -> Result<FieldMode, CompactionError> {
-    match v.as_str() {
-        Some("keep") => Ok(FieldMode::Keep),
-        Some("strip") => Ok(FieldMode::Strip),
-        _ => Err(config_err(format!(
-            "{key} must be \"keep\" or \"strip\", found {v}"
-        ))),
-    }
-}
-
-impl Settings {
-    /// Reads the settings from a config object.
-    pub fn from_config(config: &Object) -> Result<Settings, CompactionError> {
-        let default_profile = match lookup(config, "conversation.compaction.default_profile") {
-            None => "default".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => {
-                return Err(config_err(format!(
-                    "conversation.compaction.default_profile must be a string, found {v}"
-                )))
-            }
-        };
-        let keep_last = match lookup(config, "conversation.compaction.keep_last") {
-            None => 0,
-            Some(v) => v.as_u64().ok_or_else(|| {
-                config_err(format!(
-                    "conversation.compaction.keep_last must be an integer >= 0, found {v}"
-                ))
-            })?,
-        };
-        let profiles = match lookup(config, "conversation.compaction.profiles") {
-            None => Object::new(),
-            Some(Value::Object(o)) => o.clone(),
-            Some(v) => {
-                return Err(config_err(format!(
-                    "conversation.compaction.profiles must be a table, found {v}"
-                )))
-            }
-        };
-        let mut tool_hints = BTreeMap::new();
-        if let Some(Value::Object(tools)) = lookup(config, "conversation.tools") {
-            for (name, t) in tools {
-                let Some(Value::Object(c)) = t.get("compaction") else {
-                    continue;
-                };
-                let mut o = ToolOverride::default();
-                if let Some(v) = c.get("request") {
-                    o.request = Some(field_mode(
-                        v,
-                        &format!("conversation.tools.{name}.compaction.request"),
-                    )?);
-                }
-                if let Some(v) = c.get("response") {
-                    o.response = Some(field_mode(
-                        v,
-                        &format!("conversation.tools.{name}.compaction.response"),
-                    )?);
-                }
-                if o.request.is_some() || o.response.is_some() {
-                    tool_hints.insert(name.clone(), o);
-                }
-            }
-        }
-        Ok(Settings {
-            default_profile,
-            keep_last,
-            profiles,
-            tool_hints,
-        })
-    }
-
-    /// The profile named `name` (or the default one).
-    pub fn profile(&self, name: Option<&str>) -> Result<Profile, CompactionError> {
-        let name = name.unwrap_or(&self.default_profile);
-        let Some(p) = self.profiles.get(name) else {
+impl Profile {
+    /// The profile named `name` in `settings`, or without a name the
+    /// default one (`default_profile`, else `default`). A profile named
+    /// `default` that the config does not define is
+    /// [`Profile::builtin_default`]; any other name it does not define is an
+    /// error listing those it does.
+    pub fn from_settings(
+        settings: &CompactionSettings,
+        name: Option<&str>,
+    ) -> Result<Profile, CompactionError> {
+        let name = name
+            .or(settings.default_profile.as_deref())
+            .unwrap_or("default");
+        let Some(p) = settings.profiles.get(name) else {
             if name == "default" {
                 return Ok(Profile::builtin_default());
             }
-            let mut known: Vec<&str> = self.profiles.keys().map(String::as_str).collect();
+            let mut known: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
             known.sort_unstable();
             return Err(config_err(format!(
                 "no compaction profile {name:?} (configured: {})",
@@ -232,68 +163,58 @@ impl Settings {
                 }
             )));
         };
-        let Value::Object(p) = p else {
-            return Err(config_err(format!(
-                "profile {name:?} must be a table, found {p}"
-            )));
+        let strip_reasoning = match p.reasoning {
+            None | Some(ReasoningPolicy::Keep) => false,
+            Some(ReasoningPolicy::Strip) => true,
         };
-        let key = |k: &str| format!("conversation.compaction.profiles.{name}.{k}");
-        let strip_reasoning = match p.get("reasoning") {
-            None => false,
-            Some(Value::String(s)) if s == "strip" => true,
-            Some(Value::String(s)) if s == "keep" => false,
-            Some(v) => {
-                return Err(config_err(format!(
-                    "{} must be \"strip\" or \"keep\", found {v}",
-                    key("reasoning")
-                )))
-            }
-        };
-        let tool_calls = match p.get("tool_calls") {
-            None => None,
-            Some(Value::String(s)) if s == "strip" => Some(ToolCallPolicy::Strip {
+        let tool_calls = match &p.tool_calls {
+            None | Some(ToolCallsSetting::Preset(ToolCallsPreset::Keep)) => None,
+            Some(ToolCallsSetting::Preset(ToolCallsPreset::Strip)) => Some(ToolCallPolicy::Strip {
                 request: true,
                 response: true,
             }),
-            Some(Value::String(s)) if s == "omit" => Some(ToolCallPolicy::Omit),
-            Some(Value::String(s)) if s == "keep" => None,
-            Some(Value::Object(o)) => match o.get("policy").and_then(Value::as_str) {
-                Some("omit") => Some(ToolCallPolicy::Omit),
-                Some("strip") => Some(ToolCallPolicy::Strip {
-                    request: o.get("request").and_then(Value::as_bool).unwrap_or(true),
-                    response: o.get("response").and_then(Value::as_bool).unwrap_or(true),
+            Some(ToolCallsSetting::Preset(ToolCallsPreset::Omit)) => Some(ToolCallPolicy::Omit),
+            Some(ToolCallsSetting::Table(table)) => match table.policy {
+                Some(ToolCallsPolicy::Omit) => Some(ToolCallPolicy::Omit),
+                Some(ToolCallsPolicy::Strip) => Some(ToolCallPolicy::Strip {
+                    request: table.request.unwrap_or(true),
+                    response: table.response.unwrap_or(true),
                 }),
-                _ => {
+                None => {
                     return Err(config_err(format!(
-                        "{}.policy must be \"strip\" or \"omit\"",
-                        key("tool_calls")
+                        "conversation.compaction.profiles.{name}.tool_calls.policy must be \"strip\" or \"omit\""
                     )))
                 }
             },
-            Some(v) => {
-                return Err(config_err(format!(
-                    "{} must be \"strip\", \"omit\" or a table, found {v}",
-                    key("tool_calls")
-                )))
-            }
-        };
-        let summary = match p.get("summary") {
-            None => None,
-            Some(Value::Object(o)) => Some(o.clone()),
-            Some(v) => {
-                return Err(config_err(format!(
-                    "{} must be a table, found {v}",
-                    key("summary")
-                )))
-            }
         };
         Ok(Profile {
             name: name.to_string(),
             strip_reasoning,
             tool_calls,
-            summary,
+            summary: p.summary.clone(),
         })
     }
+}
+
+/// The per-tool hints of `settings` (`conversation.tools.<name>.compaction`),
+/// of the tools that set one.
+pub fn tool_hints(settings: &Settings) -> BTreeMap<String, ToolOverride> {
+    let mode = |hint: ToolFieldHint| match hint {
+        ToolFieldHint::Keep => FieldMode::Keep,
+        ToolFieldHint::Strip => FieldMode::Strip,
+    };
+    settings
+        .conversation
+        .tools
+        .iter()
+        .filter_map(|(name, tool)| {
+            let hints = ToolOverride {
+                request: tool.compaction.request.map(mode),
+                response: tool.compaction.response.map(mode),
+            };
+            (hints.request.is_some() || hints.response.is_some()).then(|| (name.clone(), hints))
+        })
+        .collect()
 }
 
 /// Start timestamps of every turn, and the turn of every entry.
@@ -658,7 +579,7 @@ pub type SummaryFailure = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// runs the table's `command` or calls its `endpoint`;
 /// [`no_summarizer`] makes none.
 pub type Summarizer<'a> =
-    dyn FnMut(&Object, &[Entry<BlobRef>]) -> Result<String, SummaryFailure> + 'a;
+    dyn FnMut(&SummaryTable, &[Entry<BlobRef>]) -> Result<String, SummaryFailure> + 'a;
 
 /// Why [`no_summarizer`] made no summary.
 #[derive(Debug, thiserror::Error)]
@@ -669,32 +590,35 @@ pub struct NoSummarizer;
 /// profile fails with [`NoSummarizer`] (inside
 /// [`CompactionError::Summary`]); one that strips reasoning or tool calls
 /// needs no summary and is made.
-pub fn no_summarizer(_table: &Object, _raw: &[Entry<BlobRef>]) -> Result<String, SummaryFailure> {
+pub fn no_summarizer(
+    _table: &SummaryTable,
+    _raw: &[Entry<BlobRef>],
+) -> Result<String, SummaryFailure> {
     Err(Box::new(NoSummarizer))
 }
 
-/// The compaction `request` asks for on `entries` under `config` (the
-/// config in effect at their end): the profile, the range (jp-format.md
+/// The compaction `request` asks for on `entries` under `settings` (those
+/// in effect at their end): the profile, the range (jp-format.md
 /// section 5), for a summarizing profile the range grown over overlapping
 /// summaries and the text (`request.summary`, else `summarize` with the
 /// raw entries of the range), and what changes. Writes nothing; the
 /// outcome's `offset` is `None`.
 pub fn plan(
     entries: &[Entry<BlobRef>],
-    config: &Object,
+    settings: &Settings,
     request: &CompactRequest,
     now: Timestamp,
     summarize: &mut Summarizer<'_>,
 ) -> Result<CompactOutcome, CompactionError> {
-    let settings = Settings::from_config(config)?;
-    let profile = settings.profile(request.profile.as_deref())?;
+    let compaction = &settings.conversation.compaction;
+    let profile = Profile::from_settings(compaction, request.profile.as_deref())?;
     if profile.summary.is_none() && request.summary.is_some() {
         return Err(CompactionError::Config(format!(
             "profile {:?} does not summarize; --summary needs a profile with a summary table",
             profile.name
         )));
     }
-    let keep_last = request.keep_last.unwrap_or(settings.keep_last);
+    let keep_last = request.keep_last.or(compaction.keep_last).unwrap_or(0);
     let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
     let (from, to, summary) = match &profile.summary {
         None => (requested.0, requested.1, None),
@@ -714,7 +638,7 @@ pub fn plan(
         from,
         to,
         summary,
-        &settings.tool_hints,
+        &tool_hints(settings),
         request.source.unwrap_or(CompactionSource::Manual),
     );
     let (changes, tokens_before, tokens_after) = dry_run(entries, &compaction, now);
@@ -742,7 +666,9 @@ pub fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
 impl crate::store::Store {
     /// [`Store::fork`](crate::store::Store::fork), the fork compacted as
     /// `compact` asks: the compaction is planned ([`plan`]) on the fork's
-    /// entries under the config in effect at their end, its summary made,
+    /// entries under the settings in effect at their end (the source's at
+    /// its end, [`ForkDraft::settings`](crate::store::ForkDraft)), its
+    /// summary made,
     /// and its entry published with the fork's other entries in the one new
     /// log. So the fork appears compacted or not at all: an unknown profile,
     /// a bad range or a failed summary leaves nothing behind. (A dry-run
@@ -766,11 +692,7 @@ impl crate::store::Store {
         let compacted = match compact {
             None => None,
             Some((request, summarize)) => {
-                // The fork's base is the config at its start, and it keeps
-                // every later delta: the config at its end is the source's.
-                let source = &draft.source;
-                let config = self.effective_config_at(source, source.entries.len())?;
-                let outcome = plan(&draft.entries, &config, request, now, summarize)?;
+                let outcome = plan(&draft.entries, &draft.settings, request, now, summarize)?;
                 if !request.dry_run {
                     draft
                         .entries
@@ -796,8 +718,8 @@ impl crate::store::Store {
     ) -> Result<CompactOutcome, CompactionError> {
         let mut writer = self.writer(id)?;
         let conv = self.read(id)?;
-        let config = self.effective_config_at(&conv, conv.entries.len())?;
-        let mut outcome = plan(&conv.entries, &config, request, now, summarize)?;
+        let settings = self.conversation_settings(&conv)?.end;
+        let mut outcome = plan(&conv.entries, &settings, request, now, summarize)?;
         if !request.dry_run {
             let entry = compaction_entry(&outcome.compaction, now);
             outcome.offset = Some(writer.append_stored(&[entry])?);
@@ -875,53 +797,18 @@ pub struct AutoSettings {
 }
 
 impl AutoSettings {
-    /// Reads the settings from a config object.
-    pub fn from_config(config: &Object) -> Result<AutoSettings, CompactionError> {
-        let get = |k: &str| lookup(config, &format!("conversation.compaction.auto.{k}"));
-        let enabled = match get("enabled") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                return Err(config_err(format!(
-                    "conversation.compaction.auto.enabled must be true or false, found {v}"
-                )))
-            }
-        };
-        let trigger_ratio = match get("trigger_ratio") {
-            None => 0.75,
-            Some(v) => v.as_f64().filter(|r| *r > 0.0).ok_or_else(|| {
-                config_err(format!(
-                    "conversation.compaction.auto.trigger_ratio must be a number > 0, found {v}"
-                ))
-            })?,
-        };
-        let profile = match get("profile") {
-            None => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(v) => {
-                return Err(config_err(format!(
-                    "conversation.compaction.auto.profile must be a string, found {v}"
-                )))
-            }
-        };
-        let min_turns = match get("min_turns") {
-            None => 5,
-            Some(v) => v.as_u64().ok_or_else(|| {
-                config_err(format!(
-                    "conversation.compaction.auto.min_turns must be an integer >= 0, found {v}"
-                ))
-            })?,
-        };
-        let context_window = get("context_window")
-            .or_else(|| lookup(config, "assistant.model.context_window"))
-            .and_then(Value::as_u64);
-        Ok(AutoSettings {
-            enabled,
-            trigger_ratio,
-            profile,
-            min_turns,
-            context_window,
-        })
+    /// The automatic compaction settings of `settings`, defaults filled in.
+    pub fn from_settings(settings: &Settings) -> AutoSettings {
+        let auto = &settings.conversation.compaction.auto;
+        AutoSettings {
+            enabled: auto.enabled.unwrap_or(false),
+            trigger_ratio: auto.trigger_ratio.unwrap_or(0.75),
+            profile: auto.profile.clone(),
+            min_turns: auto.min_turns.unwrap_or(5),
+            context_window: auto
+                .context_window
+                .or(settings.assistant.model.context_window),
+        }
     }
 }
 
@@ -955,8 +842,7 @@ impl crate::store::Store {
         summarize: &mut Summarizer<'_>,
     ) -> Result<Option<CompactOutcome>, CompactionError> {
         let conv = self.read(id)?;
-        let config = self.effective_config_at(&conv, conv.entries.len())?;
-        let auto = AutoSettings::from_config(&config)?;
+        let auto = AutoSettings::from_settings(&self.conversation_settings(&conv)?.end);
         let Some(window) = auto.context_window.filter(|_| auto.enabled) else {
             return Ok(None);
         };

@@ -1,4 +1,5 @@
-//! Configuration objects: merging, lookup, parsing and canonical bytes.
+//! Configuration objects: merging, parsing and canonical bytes; the typed
+//! settings jp-store reads from them ([`settings`]).
 //!
 //! A config is a JSON object (`serde_json::Map<String, Value>`), usually
 //! sparse. A conversation's config is its base config with every
@@ -6,13 +7,17 @@
 //! Keys the engine does not know are always kept. The workspace config file
 //! is TOML ([`parse_workspace_toml`], [`WORKSPACE_CONFIG_TEMPLATE`]); configs
 //! stored as blobs use [`canonical_bytes`] so that equal configs share one
-//! blob, and are read back with [`parse_config_json`].
+//! blob, and are read back with [`parse_config_json`]. What jp-store reads
+//! of a config is its [`Settings`], parsed (and checked) from the JSON
+//! object, which stays what is stored.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
-pub mod validate;
+pub mod settings;
+
+pub use settings::{BadSetting, SettingPlace, Settings};
 
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -96,18 +101,6 @@ pub fn config_after<'a>(
         merge(&mut config, delta);
     }
     config
-}
-
-/// Looks up a dotted path like `conversation.compaction.keep_last` (each
-/// segment an object key). None when any step is missing or not an object.
-pub fn lookup<'a>(config: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
-    let mut segments = dotted.split('.');
-    let first = segments.next()?;
-    let mut value = config.get(first)?;
-    for segment in segments {
-        value = value.as_object()?.get(segment)?;
-    }
-    Some(value)
 }
 
 /// Parses a workspace config file (TOML) into a JSON object. TOML datetimes

@@ -41,12 +41,11 @@
 use std::collections::{HashMap, HashSet};
 
 use jpstore_blobstore::BlobId;
-use serde_json::Value;
 
-use crate::config::{lookup, merge};
+use crate::config::BadSetting;
 use crate::event::turns::TurnCounter;
 use crate::event::{
-    in_view, Block, Entry, EventKind, Object, Payload, Resource, ResourceContent, TextBlock,
+    in_view, Block, Entry, EventKind, Payload, Resource, ResourceContent, TextBlock,
 };
 
 #[cfg(doc)]
@@ -57,19 +56,19 @@ pub const DEFAULT_MIN_BYTES: u64 = 300;
 /// Default of `conversation.deduplication.lookback_turns`.
 pub const DEFAULT_LOOKBACK_TURNS: u64 = 30;
 
-/// A deduplication setting of the config has the wrong type.
+/// A config delta of the stream holds a setting of the wrong type (a stream
+/// whose deltas were not checked: the store checks every layer of a
+/// conversation's config before its view is made).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("config: {key} must be {expected}, found {found}")]
+#[error("the config_delta at position {index} of the projected stream: {setting}")]
 pub struct DedupError {
-    /// The dotted key.
-    pub key: String,
-    /// What it must be.
-    pub expected: &'static str,
-    /// The value found (JSON).
-    pub found: String,
+    /// The position of the delta in the stream given to [`deduplicate`].
+    pub index: usize,
+    /// The setting, what it must be and what was found.
+    pub setting: BadSetting,
 }
 
-/// Deduplication settings read from a config object.
+/// Deduplication settings of a config, defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// `conversation.deduplication.enabled` (default true).
@@ -86,64 +85,27 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
+        Settings::from(&crate::config::Settings::default())
+    }
+}
+
+impl From<&crate::config::Settings> for Settings {
+    /// The deduplication settings of `config`, absent keys taking their
+    /// defaults.
+    fn from(config: &crate::config::Settings) -> Settings {
+        let d = &config.conversation.deduplication;
         Settings {
-            enabled: true,
-            min_bytes: DEFAULT_MIN_BYTES,
-            lookback_turns: DEFAULT_LOOKBACK_TURNS,
-            tools_off: HashSet::new(),
+            enabled: d.enabled.unwrap_or(true),
+            min_bytes: d.min_bytes.unwrap_or(DEFAULT_MIN_BYTES),
+            lookback_turns: d.lookback_turns.unwrap_or(DEFAULT_LOOKBACK_TURNS),
+            tools_off: config
+                .conversation
+                .tools
+                .iter()
+                .filter(|(_, tool)| tool.deduplicate == Some(false))
+                .map(|(name, _)| name.clone())
+                .collect(),
         }
-    }
-}
-
-fn bad(key: &str, expected: &'static str, found: &Value) -> DedupError {
-    DedupError {
-        key: key.to_owned(),
-        expected,
-        found: found.to_string(),
-    }
-}
-
-impl Settings {
-    /// Reads the settings from a config object (absent keys take their
-    /// defaults; a value of the wrong type is an error naming the key).
-    pub fn from_config(config: &Object) -> Result<Settings, DedupError> {
-        let mut s = Settings::default();
-        const ENABLED: &str = "conversation.deduplication.enabled";
-        const MIN_BYTES: &str = "conversation.deduplication.min_bytes";
-        const LOOKBACK: &str = "conversation.deduplication.lookback_turns";
-        if let Some(v) = lookup(config, ENABLED) {
-            s.enabled = v
-                .as_bool()
-                .ok_or_else(|| bad(ENABLED, "true or false", v))?;
-        }
-        if let Some(v) = lookup(config, MIN_BYTES) {
-            s.min_bytes = v
-                .as_u64()
-                .ok_or_else(|| bad(MIN_BYTES, "an integer >= 0", v))?;
-        }
-        if let Some(v) = lookup(config, LOOKBACK) {
-            s.lookback_turns = v
-                .as_u64()
-                .ok_or_else(|| bad(LOOKBACK, "an integer >= 0", v))?;
-        }
-        if let Some(Value::Object(tools)) = lookup(config, "conversation.tools") {
-            for (name, t) in tools {
-                let Some(v) = t.get("deduplicate") else {
-                    continue;
-                };
-                let on = v.as_bool().ok_or_else(|| {
-                    bad(
-                        &format!("conversation.tools.{name}.deduplicate"),
-                        "true or false",
-                        v,
-                    )
-                })?;
-                if !on {
-                    s.tools_off.insert(name.clone());
-                }
-            }
-        }
-        Ok(s)
     }
 }
 
@@ -223,10 +185,11 @@ struct Delivery {
     origin: Origin,
 }
 
-/// The pass state: config and settings as of the current event, view turns,
-/// tool names, and the full deliveries by checksum and URI.
+/// The pass state: config settings and deduplication settings as of the
+/// current event, view turns, tool names, and the full deliveries by
+/// checksum and URI.
 struct Pass {
-    config: Object,
+    config: crate::config::Settings,
     settings: Settings,
     turns: TurnCounter,
     names: HashMap<String, String>,
@@ -290,13 +253,16 @@ impl Pass {
 
 /// Replaces, in place, every resource of `entries` that repeats an earlier
 /// full delivery (see the module docs). `entries` is a projected stream:
-/// config deltas in place (they set the config from `base` on), events that
-/// are not part of the view are skipped. Only events change; none is added
-/// or removed, so positions stay valid.
-pub fn deduplicate(entries: &mut [Entry<Payload>], base: &Object) -> Result<Report, DedupError> {
+/// config deltas in place (each merged over the settings from `base` on, as
+/// it comes), events that are not part of the view are skipped. Only events
+/// change; none is added or removed, so positions stay valid.
+pub fn deduplicate(
+    entries: &mut [Entry<Payload>],
+    base: &crate::config::Settings,
+) -> Result<Report, DedupError> {
     let mut pass = Pass {
         config: base.clone(),
-        settings: Settings::from_config(base)?,
+        settings: Settings::from(base),
         turns: TurnCounter::new(),
         names: HashMap::new(),
         seen: HashMap::new(),
@@ -304,8 +270,10 @@ pub fn deduplicate(entries: &mut [Entry<Payload>], base: &Object) -> Result<Repo
     };
     for (index, entry) in entries.iter_mut().enumerate() {
         if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
-            merge(&mut pass.config, &d.delta);
-            pass.settings = Settings::from_config(&pass.config)?;
+            pass.config
+                .merge_layer(&d.delta)
+                .map_err(|setting| DedupError { index, setting })?;
+            pass.settings = Settings::from(&pass.config);
             continue;
         }
         if !in_view(entry) {

@@ -187,11 +187,12 @@ pub enum Error {
     #[error("{place}: {setting}")]
     BadSetting {
         /// Where the value lives.
-        place: Box<crate::config::validate::SettingPlace>,
+        place: Box<crate::config::SettingPlace>,
         /// The key, what it must be and what was found.
-        setting: Box<crate::config::validate::BadSetting>,
+        setting: Box<crate::config::BadSetting>,
     },
-    /// A deduplication setting of the config is not valid.
+    /// A config delta of a view's stream holds a setting of the wrong type
+    /// (a stream whose config the store did not check).
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),
     /// An append of a batch without entries.

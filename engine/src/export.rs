@@ -5,11 +5,12 @@
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
+use crate::config::Settings;
 use crate::conversation::read::Conversation;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
 use crate::event::render::{PayloadJson, Rendered};
-use crate::event::{BlobRef, Entry, EventKind, Object, Payload};
+use crate::event::{BlobRef, Entry, EventKind, Payload};
 use crate::store::Store;
 
 /// How content appears in rendered JSON.
@@ -62,13 +63,13 @@ pub fn conversation_json(
 }
 
 /// The view of a conversation as it is sent: its projection with orphans
-/// repaired and resources deduplicated under the config in effect
-/// ([`Store::effective_base`], [`crate::projection::view_with_config`]).
-/// Tool response content is always a list of blocks. Reads the base config,
-/// no content.
+/// repaired and resources deduplicated under the settings in effect
+/// ([`Store::conversation_settings`],
+/// [`crate::projection::view_with_config`]). Tool response content is always
+/// a list of blocks. Reads the base config, no content.
 pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
-    let base = store.effective_base(conversation)?;
-    let mut view = crate::projection::view_with_config(&conversation.entries, &base)?;
+    let settings = store.conversation_settings(conversation)?;
+    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base)?;
     as_blocks(&mut view);
     Ok(view)
 }
@@ -76,27 +77,24 @@ pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payl
 /// [`view`] of a conversation the caller gives up: the entries of the view
 /// are moved out of it, not copied.
 pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<Payload>>> {
-    let base = store.effective_base(&conversation)?;
-    let mut view = crate::projection::view_traced_owned(conversation.entries, &base)?.entries;
+    let settings = store.conversation_settings(&conversation)?;
+    let mut view =
+        crate::projection::view_traced_owned(conversation.entries, &settings.base)?.entries;
     as_blocks(&mut view);
     Ok(view)
 }
 
-/// [`view`] and the config in effect at the end of the conversation (what
-/// a request for it is sent with: model, system prompt), from one read of
-/// the workspace and base configs.
-pub fn view_and_config(
+/// [`view`] and the settings in effect at the end of the conversation
+/// (what a request for it is sent with: model, system prompt), from one
+/// read of the base config.
+pub fn view_and_settings(
     store: &Store,
     conversation: &Conversation,
-) -> Result<(Vec<Entry<Payload>>, Object)> {
-    let base = store.effective_base(conversation)?;
-    let mut view = crate::projection::view_with_config(&conversation.entries, &base)?;
+) -> Result<(Vec<Entry<Payload>>, Settings)> {
+    let settings = store.conversation_settings(conversation)?;
+    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base)?;
     as_blocks(&mut view);
-    let config = crate::config::config_after(
-        &base,
-        crate::store::deltas_before(conversation, conversation.entries.len()),
-    );
-    Ok((view, config))
+    Ok((view, settings.end))
 }
 
 fn as_blocks(view: &mut [Entry<Payload>]) {

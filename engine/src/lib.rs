@@ -15,7 +15,8 @@
 //!   blobs safely while others write.
 //! - [`stats`]: counts and context sizes of conversations (`jp-store
 //!   stats`).
-//! - [`config`], [`timestamp`]: config objects and JP's timestamps.
+//! - [`config`], [`timestamp`]: config objects and the typed settings
+//!   jp-store reads from them; JP's timestamps.
 //!
 //! Every byte on disk is specified in `format-spec.md`. All I/O inside a
 //! store goes through the storage seam, `jpstore_blobstore::backend::Backend`:

@@ -29,12 +29,13 @@
 
 use std::collections::HashMap;
 
+use crate::config::Settings;
 use crate::dedup::{deduplicate, DedupError, Report};
 pub use crate::event::in_view;
 use crate::event::turns::turn_indices;
 use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
-    Object, Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
+    Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
 };
 use crate::timestamp::Timestamp;
 
@@ -494,11 +495,12 @@ pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
 }
 
 /// The view that is sent: [`view`] with resource deduplication
-/// ([`crate::dedup`]) applied, under `base` (the conversation's base config)
-/// with the conversation's config deltas merged over it as they come.
+/// ([`crate::dedup`]) applied, under `base` (the settings at the start of
+/// the conversation: `Store::conversation_settings`'s `base`) with the
+/// conversation's config deltas merged over them as they come.
 pub fn view_with_config(
     entries: &[Entry<BlobRef>],
-    base: &Object,
+    base: &Settings,
 ) -> Result<Vec<Entry<Payload>>, DedupError> {
     Ok(view_traced(entries, base)?.entries)
 }
@@ -518,7 +520,7 @@ pub struct TracedView {
 }
 
 /// [`view_with_config`], traced: see [`TracedView`].
-pub fn view_traced(entries: &[Entry<BlobRef>], base: &Object) -> Result<TracedView, DedupError> {
+pub fn view_traced(entries: &[Entry<BlobRef>], base: &Settings) -> Result<TracedView, DedupError> {
     finish_view(project_traced(entries), base)
 }
 
@@ -526,7 +528,7 @@ pub fn view_traced(entries: &[Entry<BlobRef>], base: &Object) -> Result<TracedVi
 /// are moved out of them, not copied).
 pub fn view_traced_owned(
     entries: Vec<Entry<BlobRef>>,
-    base: &Object,
+    base: &Settings,
 ) -> Result<TracedView, DedupError> {
     finish_view(project_traced_owned(entries), base)
 }
@@ -534,7 +536,7 @@ pub fn view_traced_owned(
 /// Orphans repaired, resources deduplicated, and only what a view shows.
 fn finish_view(
     (projected, origin): (Vec<Entry<Payload>>, Vec<usize>),
-    base: &Object,
+    base: &Settings,
 ) -> Result<TracedView, DedupError> {
     let (mut entries, mut origin) = repair_orphans_tagged(projected, origin);
     let dedup = deduplicate(&mut entries, base)?;

@@ -2,7 +2,7 @@
 //! conversations and the workspace config (format-spec.md section 1).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jpstore_blobstore::backend::{Backend, FileBackend, FileKind, LockGuard};
 use jpstore_blobstore::storage::LocalStorage;
@@ -10,7 +10,7 @@ use jpstore_blobstore::{BlobStore, Options as BlobOptions};
 use serde_json::Value;
 
 use crate::config;
-use crate::config::validate::SettingPlace;
+use crate::config::{SettingPlace, Settings};
 use crate::conversation::meta::MetaPatch;
 use crate::conversation::read::{read_conversation, read_state, Conversation};
 use crate::conversation::state::ConversationState;
@@ -66,12 +66,37 @@ pub struct Listing {
     pub log_bytes: u64,
 }
 
+/// The workspace config as a [`Store`] reads it ([`Store::workspace_config`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceConfig {
+    /// The config as a JSON object (empty when there is no `config.toml`):
+    /// what a new conversation stores as its base config.
+    pub json: Object,
+    /// Its settings, checked.
+    pub settings: Settings,
+}
+
+/// What jp-store reads of a conversation's config (format-spec.md 4.5),
+/// every layer checked ([`Store::conversation_settings`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationSettings {
+    /// At its start: the workspace config with the conversation's base
+    /// config merged over it. The view's deduplication starts here and
+    /// follows the config deltas along the projected stream.
+    pub base: Settings,
+    /// At its end: `base` with every config delta merged over it in order
+    /// (what compactions and provider requests read).
+    pub end: Settings,
+}
+
 /// An open store.
 #[derive(Debug)]
 pub struct Store {
     backend: Arc<dyn Backend>,
     blobs: BlobStore,
     options: StoreOptions,
+    /// `config.toml`, read and parsed the first time it is needed.
+    workspace: OnceLock<WorkspaceConfig>,
 }
 
 /// A fork read and cut but not published yet ([`Store::draft_fork`]).
@@ -84,6 +109,10 @@ pub struct ForkDraft {
     /// The entries the fork will hold, in order; a caller may add some
     /// (a compaction) before [`Store::publish_fork`].
     pub entries: Vec<crate::event::Entry>,
+    /// The settings in effect at the end of the source, which are those at
+    /// the end of the fork too (its base config is the source's config where
+    /// it starts, and it keeps every later delta).
+    pub settings: Settings,
     base: Object,
     first_turn: u64,
     turns: u64,
@@ -207,6 +236,7 @@ impl Store {
             backend,
             blobs,
             options,
+            workspace: OnceLock::new(),
         })
     }
 
@@ -232,14 +262,36 @@ impl Store {
         &self.options
     }
 
-    /// The workspace config (`config.toml`) as a JSON object; empty if the
-    /// file does not exist.
-    pub fn workspace_config(&self) -> Result<Object> {
+    /// The workspace config (`config.toml`; empty if the file does not
+    /// exist) and its settings, checked: a bad setting is
+    /// [`Error::BadSetting`] naming the file and the line of the key.
+    ///
+    /// The file is read and parsed once per open store, the first time a
+    /// command needs it (a store that never needs it, for `ls`, `gc` or
+    /// `fsck`, never reads it); an edit of the file is seen by the stores
+    /// opened after it. A failed read is not kept: the next call reads the
+    /// file again.
+    pub fn workspace_config(&self) -> Result<&WorkspaceConfig> {
+        if let Some(read) = self.workspace.get() {
+            return Ok(read);
+        }
+        let read = self.read_workspace_config()?;
+        // Threads reading it at once read the same file; one result is kept.
+        Ok(self.workspace.get_or_init(|| read))
+    }
+
+    /// Reads and parses `config.toml` (see [`Store::workspace_config`]).
+    fn read_workspace_config(&self) -> Result<WorkspaceConfig> {
         let path = Path::new(CONFIG_FILE);
         let display = self.backend.display(path);
         let file = match self.backend.open(path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Object::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(WorkspaceConfig {
+                    json: Object::new(),
+                    settings: Settings::default(),
+                })
+            }
             Err(source) => {
                 return Err(Error::Io {
                     op: "open",
@@ -262,15 +314,15 @@ impl Store {
             expected: "UTF-8 text (TOML)".into(),
             found: "a byte that is not UTF-8".into(),
         })?;
-        let config = config::parse_workspace_toml(&text, &display)?;
-        config::validate::validate(&config).map_err(|setting| Error::BadSetting {
+        let json = config::parse_workspace_toml(&text, &display)?;
+        let settings = Settings::parse(&json).map_err(|setting| Error::BadSetting {
             place: Box::new(SettingPlace::WorkspaceFile {
                 line: config::toml_key_line(&text, &setting.path),
                 path: display,
             }),
             setting: Box::new(setting),
         })?;
-        Ok(config)
+        Ok(WorkspaceConfig { json, settings })
     }
 
     /// Creates a conversation and returns its writer.
@@ -279,17 +331,19 @@ impl Store {
         // references it is published (format-spec.md 4.7).
         let _gc = self.gc_shared()?;
         let created = new.created.unwrap_or_else(Timestamp::now);
+        let given;
         let base = match new.base_config {
             Some(b) => {
-                config::validate::validate(&b).map_err(|setting| Error::BadSetting {
+                Settings::parse(&b).map_err(|setting| Error::BadSetting {
                     place: Box::new(SettingPlace::GivenBaseConfig),
                     setting: Box::new(setting),
                 })?;
-                b
+                given = b;
+                &given
             }
-            None => self.workspace_config()?,
+            None => &self.workspace_config()?.json,
         };
-        let base_ref = self.put_config(&base)?;
+        let base_ref = self.put_config(base)?;
         let mut fields = Object::new();
         if let Some(t) = new.title {
             fields.insert("title".into(), Value::String(t));
@@ -339,9 +393,11 @@ impl Store {
     pub fn draft_fork(&self, id: &ConversationId, last: Option<u64>) -> Result<ForkDraft> {
         let gc = self.gc_shared()?;
         let conv = self.read(id)?;
+        let workspace = &self.workspace_config()?.settings;
+        let source_base = self.base_config(&conv)?;
         // The fork's base config is made of the source's: a bad setting in
         // it is refused (naming where it lives) rather than copied.
-        self.effective_base(&conv)?;
+        let settings = settings_over(workspace, &conv, &source_base)?.end;
         let turns = conv.state.turns.turns();
         let first_turn = match last {
             Some(0) => {
@@ -359,7 +415,7 @@ impl Store {
             .position(|t| *t >= first_turn)
             .unwrap_or(conv.entries.len());
         let start = if first_turn == 0 { 0 } else { start };
-        let base = self.config_at(&conv, start)?;
+        let base = config::config_after(&source_base, deltas_before(&conv, start));
         let entries: Vec<crate::event::Entry> = conv.entries[start..]
             .iter()
             .filter(|e| {
@@ -376,6 +432,7 @@ impl Store {
             id: id.clone(),
             source: conv,
             entries,
+            settings,
             base,
             first_turn,
             turns,
@@ -573,63 +630,26 @@ impl Store {
             .collect()
     }
 
-    /// The base config that commands acting by config (compaction,
-    /// deduplication, provider options) start from: the workspace config as
-    /// it is now, with the conversation's own base config merged over it
-    /// (format-spec.md 4.5). So settings added to `config.toml` later apply
-    /// to existing conversations, and a conversation's own settings win.
+    /// What jp-store reads of a conversation's config, as commands acting
+    /// by config (compaction, deduplication, provider options) read it: the
+    /// workspace config as it is now ([`Store::workspace_config`], read once
+    /// per open store), with the conversation's own base config merged over
+    /// it (format-spec.md 4.5), at its start and after every config delta.
+    /// So settings added to `config.toml` later apply to existing
+    /// conversations, and a conversation's own settings win.
     ///
-    /// Every setting jp-store reads is checked in the workspace config, the
-    /// base config and after each of the conversation's config deltas
-    /// ([`config::validate::validate_layers`]), so a value of the wrong
-    /// type is [`Error::BadSetting`] naming the conversation and the base
-    /// config or the entry of the delta that holds it.
-    pub fn effective_base(&self, conversation: &Conversation) -> Result<Object> {
-        let workspace = self.workspace_config()?;
+    /// Reads and parses the base config once. Every setting jp-store reads
+    /// is checked in the base config and in each of the conversation's config
+    /// deltas as they are merged, so a value of the wrong type is
+    /// [`Error::BadSetting`] naming the conversation and the base config or
+    /// the entry of the delta that holds it.
+    pub fn conversation_settings(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<ConversationSettings> {
+        let workspace = &self.workspace_config()?.settings;
         let base = self.base_config(conversation)?;
-        let deltas: Vec<(usize, &Object)> = conversation
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| match e.event().map(|e| &e.kind) {
-                Some(EventKind::ConfigDelta(d)) => Some((i, &d.delta)),
-                _ => None,
-            })
-            .collect();
-        let layers = [&workspace, &base]
-            .into_iter()
-            .chain(deltas.iter().map(|(_, d)| *d));
-        if let Err((layer, setting)) = config::validate::validate_layers(layers) {
-            let conversation = conversation.id.to_string();
-            let place = match layer {
-                0 => SettingPlace::WorkspaceFile {
-                    path: self.backend.display(Path::new(CONFIG_FILE)),
-                    line: None,
-                },
-                1 => SettingPlace::BaseConfig { conversation },
-                n => SettingPlace::ConfigDelta {
-                    conversation,
-                    entry: deltas.get(n - 2).map_or(0, |(i, _)| i + 1),
-                },
-            };
-            return Err(Error::BadSetting {
-                place: Box::new(place),
-                setting: Box::new(setting),
-            });
-        }
-        let mut config = workspace;
-        config::merge(&mut config, &base);
-        Ok(config)
-    }
-
-    /// [`Store::effective_base`] with every config delta before entry
-    /// `index` merged over it.
-    pub fn effective_config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
-        let base = self.effective_base(conversation)?;
-        Ok(config::config_after(
-            &base,
-            deltas_before(conversation, index),
-        ))
+        settings_over(workspace, conversation, &base)
     }
 
     /// The base config of a conversation (empty if it has none).
@@ -657,6 +677,44 @@ impl Store {
     }
 }
 
+/// [`Store::conversation_settings`] of a conversation whose base config
+/// (`base`) is read already, over the settings of the workspace config.
+fn settings_over(
+    workspace: &Settings,
+    conversation: &Conversation,
+    base: &Object,
+) -> Result<ConversationSettings> {
+    let bad = |place, setting| Error::BadSetting {
+        place: Box::new(place),
+        setting: Box::new(setting),
+    };
+    let mut settings = workspace.clone();
+    settings.merge_layer(base).map_err(|setting| {
+        let conversation = conversation.id.to_string();
+        bad(SettingPlace::BaseConfig { conversation }, setting)
+    })?;
+    let at_start = settings.clone();
+    for (index, entry) in conversation.entries.iter().enumerate() {
+        if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
+            settings.merge_layer(&d.delta).map_err(|setting| {
+                let conversation = conversation.id.to_string();
+                let entry = index + 1;
+                bad(
+                    SettingPlace::ConfigDelta {
+                        conversation,
+                        entry,
+                    },
+                    setting,
+                )
+            })?;
+        }
+    }
+    Ok(ConversationSettings {
+        base: at_start,
+        end: settings,
+    })
+}
+
 /// The config deltas among the first `index` entries of a conversation, in
 /// order.
 pub fn deltas_before(conversation: &Conversation, index: usize) -> impl Iterator<Item = &Object> {
@@ -677,3 +735,6 @@ fn is_absent(e: &std::io::Error) -> bool {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -44,14 +44,15 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use jpstore_engine::config::lookup;
+use jpstore_engine::config::settings::ModelId;
+use jpstore_engine::config::Settings;
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Entry, EventKind, Object, Payload, Resource,
     ResourceContent, ToolCallRequest, ToolCallResponse,
 };
-use jpstore_engine::export::view_and_config;
+use jpstore_engine::export::view_and_settings;
 use jpstore_engine::Store;
 
 /// A provider whose request body [`provider_request`] renders.
@@ -72,8 +73,8 @@ pub fn provider_request(
     conversation: &Conversation,
     provider: Provider,
 ) -> Result<Value, Error> {
-    let (view, config) = view_and_config(store, conversation)?;
-    let options = RequestOptions::from_config(&config);
+    let (view, settings) = view_and_settings(store, conversation)?;
+    let options = RequestOptions::from_settings(&settings);
     let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
     match provider {
         Provider::Anthropic => anthropic_request(&view, &options, &mut read),
@@ -111,36 +112,25 @@ impl Default for RequestOptions {
 }
 
 impl RequestOptions {
-    /// Options from a conversation's config (JP's keys):
+    /// Options from a conversation's settings (JP's keys):
     /// - `model` from `assistant.model.id`, a string `provider/model` whose
     ///   first segment is stripped (`anthropic/claude-sonnet-4` gives
-    ///   `claude-sonnet-4`), or an object `{provider, name}` whose `name` is
+    ///   `claude-sonnet-4`), or a table `{provider, name}` whose `name` is
     ///   taken;
-    /// - `max_tokens` from `assistant.model.parameters.max_tokens` if it is a
-    ///   positive integer that fits, else [`DEFAULT_MAX_TOKENS`];
-    /// - `system` from `assistant.system_prompt` if it is a string.
-    ///
-    /// Values of another type are ignored.
-    pub fn from_config(config: &Object) -> Self {
-        let model = match lookup(config, "assistant.model.id") {
-            Some(Value::String(id)) => Some(id.split_once('/').map_or(id.as_str(), |(_, m)| m)),
-            Some(Value::Object(id)) => id.get("name").and_then(Value::as_str),
-            _ => None,
-        }
-        .filter(|m| !m.is_empty())
-        .map(str::to_owned);
-        let max_tokens = lookup(config, "assistant.model.parameters.max_tokens")
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(DEFAULT_MAX_TOKENS);
-        let system = lookup(config, "assistant.system_prompt")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+    /// - `max_tokens` from `assistant.model.parameters.max_tokens`, else
+    ///   [`DEFAULT_MAX_TOKENS`];
+    /// - `system` from `assistant.system_prompt`.
+    pub fn from_settings(settings: &Settings) -> Self {
+        let model = &settings.assistant.model;
+        let name = match &model.id {
+            None => None,
+            Some(ModelId::Joined(id)) => Some(id.split_once('/').map_or(id.as_str(), |(_, m)| m)),
+            Some(ModelId::Parts(parts)) => parts.name.as_deref(),
+        };
         RequestOptions {
-            model,
-            max_tokens,
-            system,
+            model: name.filter(|m| !m.is_empty()).map(str::to_owned),
+            max_tokens: model.parameters.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            system: settings.assistant.system_prompt.clone(),
         }
     }
 

@@ -35,10 +35,11 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use jpstore_engine::compaction::SummaryFailure;
+use jpstore_engine::config::settings::SummaryTable;
 use jpstore_engine::event::Entry;
 use jpstore_engine::export::{entry_json, ContentMode};
 use jpstore_engine::Store;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The default system prompt of an endpoint source without `instructions`.
 pub const DEFAULT_INSTRUCTIONS: &str = "\
@@ -63,9 +64,6 @@ array in the order they happened:";
 
 /// The default of `timeout_secs`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The largest accepted `timeout_secs` (a day).
-const MAX_TIMEOUT_SECS: u64 = jpstore_engine::config::validate::MAX_SUMMARY_TIMEOUT_SECS;
 
 /// How much of a command's stderr, or of an HTTP response body, an error
 /// carries.
@@ -112,7 +110,9 @@ pub enum SummarySource {
 }
 
 impl SummarySource {
-    /// From a profile's `summary` table.
+    /// From a profile's `summary` table, whose value types the config's
+    /// parse checked (`jpstore_engine::config::settings`: the strings are
+    /// not empty, `timeout_secs` is from 1 to a day).
     ///
     /// `command` makes a [`SummarySource::Command`]; `endpoint` (with
     /// `model`, and optionally `api_key_env`, `instructions`,
@@ -120,33 +120,18 @@ impl SummarySource {
     /// error. `Ok(None)` when the table names no source that can be run
     /// (e.g. only `policy` and `model`, as in RFD 064's example): the caller
     /// then requires a given summary. Keys other than these (like `policy`)
-    /// are ignored; a null value counts as absent. The value types of the
-    /// keys above are checked even when they are not used (so a typo in
-    /// `timeout_secs` is reported while `command` is in use).
+    /// are not read.
     ///
     /// Errors name the key and what was expected.
-    pub fn from_profile(
-        summary: &Map<String, Value>,
-    ) -> Result<Option<SummarySource>, SummarizeError> {
-        let command = non_empty_string(summary, "command", "the shell command to run")?;
-        let endpoint = non_empty_string(
-            summary,
-            "endpoint",
-            "the full URL of a chat completions endpoint",
-        )?;
-        let model = non_empty_string(summary, "model", "the name of the model to ask")?;
-        let api_key_env = non_empty_string(
-            summary,
-            "api_key_env",
-            "the name of the environment variable holding the API key",
-        )?;
-        let instructions = non_empty_string(
-            summary,
-            "instructions",
-            "the system prompt for the summarization model",
-        )?;
-        let timeout = timeout_secs(summary)?;
-
+    pub fn from_profile(summary: &SummaryTable) -> Result<Option<SummarySource>, SummarizeError> {
+        let SummaryTable {
+            command,
+            endpoint,
+            model,
+            api_key_env,
+            instructions,
+            timeout_secs,
+        } = summary.clone();
         if let Some(name) = &api_key_env {
             if name.contains('=') || name.contains('\0') {
                 return Err(SummarizeError::Config {
@@ -180,7 +165,7 @@ impl SummarySource {
                     model,
                     api_key_env,
                     instructions,
-                    timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    timeout: timeout_secs.map_or(DEFAULT_TIMEOUT, Duration::from_secs),
                 }))
             }
             (None, None) => Ok(None),
@@ -360,59 +345,6 @@ fn body_suffix(body: &str) -> String {
         String::new()
     } else {
         format!("; the response body starts with: {body}")
-    }
-}
-
-/// At most 80 characters of `value`'s JSON, for errors.
-fn json_excerpt(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
-}
-
-/// The string at `key`: `None` when absent or null, an error when not a
-/// string or only whitespace.
-fn non_empty_string(
-    table: &Map<String, Value>,
-    key: &'static str,
-    expected: &str,
-) -> Result<Option<String>, SummarizeError> {
-    match table.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Err(SummarizeError::Config {
-            key,
-            message: format!("expected a non-empty string ({expected}), found {s:?}"),
-        }),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(SummarizeError::Config {
-            key,
-            message: format!(
-                "expected a string ({expected}), found {} {}",
-                jpstore_engine::config::json_kind(other),
-                json_excerpt(other)
-            ),
-        }),
-    }
-}
-
-/// `timeout_secs`: `None` when absent or null.
-fn timeout_secs(table: &Map<String, Value>) -> Result<Option<Duration>, SummarizeError> {
-    let value = match table.get("timeout_secs") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(value) => value,
-    };
-    match value.as_u64() {
-        Some(secs) if (1..=MAX_TIMEOUT_SECS).contains(&secs) => Ok(Some(Duration::from_secs(secs))),
-        _ => Err(SummarizeError::Config {
-            key: "timeout_secs",
-            message: format!(
-                "expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, found {} {}",
-                jpstore_engine::config::json_kind(value),
-                json_excerpt(value)
-            ),
-        }),
     }
 }
 
@@ -665,7 +597,7 @@ fn completion_content(json: &Value) -> Result<String, String> {
 /// that names neither is [`SummarizeError::NotConfigured`] for `profile`.
 pub fn summarize_from_profile(
     store: &Store,
-    table: &Map<String, Value>,
+    table: &SummaryTable,
     raw: &[Entry],
     profile: Option<&str>,
 ) -> Result<String, SummarizeError> {
@@ -688,7 +620,7 @@ pub fn summarize_from_profile(
 /// [`jpstore_engine::compaction::CompactionError::Summary`]).
 pub fn profile_summarizer(
     store: &Store,
-) -> impl FnMut(&Map<String, Value>, &[Entry]) -> Result<String, SummaryFailure> + '_ {
+) -> impl FnMut(&SummaryTable, &[Entry]) -> Result<String, SummaryFailure> + '_ {
     move |table, raw| summarize_from_profile(store, table, raw, None).map_err(SummaryFailure::from)
 }
 

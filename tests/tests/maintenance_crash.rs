@@ -190,7 +190,8 @@ fn fork_workload() -> Workload {
 
 fn compaction_workload() -> Workload {
     let compact = |s: &Store, request: CompactRequest| {
-        let mut summarize = |_: &Object, raw: &[jpstore_engine::event::Entry]| {
+        let mut summarize = |_: &jpstore_engine::config::settings::SummaryTable,
+                             raw: &[jpstore_engine::event::Entry]| {
             Ok(format!("a summary of {} raw entries", raw.len()))
         };
         s.compact(&id(SRC), &request, now(), &mut summarize)

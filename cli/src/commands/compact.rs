@@ -102,7 +102,7 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
         dry_run: args.dry_run,
         source: None,
     };
-    let mut summarize = |table: &jpstore_engine::event::Object,
+    let mut summarize = |table: &jpstore_engine::config::settings::SummaryTable,
                          raw: &[Entry]|
      -> Result<String, jpstore_engine::compaction::SummaryFailure> {
         jpstore_integrations::summarizer::summarize_from_profile(

@@ -42,7 +42,7 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
         profile: profile.clone(),
         ..Default::default()
     });
-    let mut summarize = |table: &jpstore_engine::event::Object,
+    let mut summarize = |table: &jpstore_engine::config::settings::SummaryTable,
                          raw: &[Entry]|
      -> Result<String, jpstore_engine::compaction::SummaryFailure> {
         jpstore_integrations::summarizer::summarize_from_profile(

@@ -7,6 +7,7 @@ use super::*;
 use crate::conversation::ConversationId;
 use crate::event::input::parse_input;
 use crate::event::json::ParseMode;
+use crate::event::Object;
 use crate::{NewConversation, Store, StoreOptions};
 
 fn obj(v: Value) -> Object {
@@ -174,40 +175,82 @@ fn profiles_and_hints_come_from_config() {
         }},
         "tools": {"fs_read_file": {"compaction": {"request": "keep", "response": "strip"}}, "other": {"enable": true}}
     }}));
-    let s = Settings::from_config(&cfg).expect("settings");
-    assert_eq!(s.keep_last, 2);
-    let light = s.profile(None).expect("default");
+    let s = Settings::parse(&cfg).expect("settings");
+    let c = &s.conversation.compaction;
+    let light = Profile::from_settings(c, None).expect("default");
     assert_eq!(
         (light.name.as_str(), light.strip_reasoning, light.tool_calls),
         ("light", true, None)
     );
     assert_eq!(
-        s.profile(Some("tools")).expect("tools").tool_calls,
+        Profile::from_settings(c, Some("tools"))
+            .expect("tools")
+            .tool_calls,
         Some(ToolCallPolicy::Strip {
             request: false,
             response: true
         })
     );
     assert_eq!(
-        s.profile(Some("gone")).expect("gone").tool_calls,
+        Profile::from_settings(c, Some("gone"))
+            .expect("gone")
+            .tool_calls,
         Some(ToolCallPolicy::Omit)
     );
-    assert!(s.profile(Some("heavy")).expect("heavy").summary.is_some());
-    let err = s.profile(Some("nope")).expect_err("unknown");
+    assert!(Profile::from_settings(c, Some("heavy"))
+        .expect("heavy")
+        .summary
+        .is_some());
+    let err = Profile::from_settings(c, Some("nope")).expect_err("unknown");
     assert!(
         err.to_string().contains("gone, heavy, light, tools"),
         "{err}"
     );
-    assert_eq!(s.tool_hints.len(), 1);
-    assert_eq!(s.tool_hints["fs_read_file"].request, Some(FieldMode::Keep));
+    let hints = tool_hints(&s);
+    assert_eq!(hints.len(), 1);
+    assert_eq!(hints["fs_read_file"].request, Some(FieldMode::Keep));
     // No config: the built-in default strips reasoning and tool calls.
-    let none = Settings::from_config(&Object::new()).expect("empty");
+    let none = Settings::default();
     assert_eq!(
-        none.profile(None).expect("builtin"),
+        Profile::from_settings(&none.conversation.compaction, None).expect("builtin"),
         Profile::builtin_default()
     );
-    let bad = obj(json!({"conversation": {"tools": {"x": {"compaction": {"request": "maybe"}}}}}));
-    assert!(Settings::from_config(&bad).is_err());
+    // A tool_calls table without a policy is of the right type, and is
+    // refused when the profile is used.
+    let no_policy = Settings::parse(&obj(json!({"conversation": {"compaction": {
+        "profiles": {"p": {"tool_calls": {"request": false}}}}}})))
+    .expect("settings");
+    let err = Profile::from_settings(&no_policy.conversation.compaction, Some("p"))
+        .expect_err("no policy");
+    assert_eq!(
+        err.to_string(),
+        "config: conversation.compaction.profiles.p.tool_calls.policy must be \"strip\" or \"omit\""
+    );
+}
+
+#[test]
+fn automatic_compaction_settings_take_their_defaults() {
+    let auto = AutoSettings::from_settings(&Settings::default());
+    assert_eq!(
+        auto,
+        AutoSettings {
+            enabled: false,
+            trigger_ratio: 0.75,
+            profile: None,
+            min_turns: 5,
+            context_window: None,
+        }
+    );
+    let from_model = Settings::parse(&obj(json!({"assistant": {"model": {"context_window": 9}}})))
+        .expect("settings");
+    assert_eq!(
+        AutoSettings::from_settings(&from_model).context_window,
+        Some(9)
+    );
+    let both = Settings::parse(&obj(json!({"assistant": {"model": {"context_window": 9}},
+        "conversation": {"compaction": {"auto": {"context_window": 5}}}})))
+    .expect("settings");
+    assert_eq!(AutoSettings::from_settings(&both).context_window, Some(5));
 }
 
 fn store_with_turns(turns: usize) -> (tempfile::TempDir, Store, ConversationId) {
@@ -247,8 +290,9 @@ fn compact_appends_a_frozen_compaction_and_dry_run_writes_nothing() {
     let (_d, store, id) = store_with_turns(4);
     let log_len = |s: &Store| s.read(&id).expect("read").log_end;
     let before = log_len(&store);
-    let mut no_summary =
-        |_: &Object, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary needed") };
+    let mut no_summary = |_: &SummaryTable, _: &[Entry]| -> Result<String, SummaryFailure> {
+        panic!("no summary needed")
+    };
     let req = CompactRequest {
         to: Some(Bound::FromEnd(1)),
         dry_run: true,
@@ -320,7 +364,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
     let (_d, store, id) = store_with_turns(5);
     {
         let mut w = store.writer(&id).expect("writer");
-        let cfg = "{\"type\":\"config_delta\",\"delta\":{\"conversation\":{\"compaction\":{\"profiles\":{\"heavy\":{\"summary\":{\"policy\":\"summarize\"}}}}}}}";
+        let cfg = "{\"type\":\"config_delta\",\"delta\":{\"conversation\":{\"compaction\":{\"profiles\":{\"heavy\":{\"summary\":{\"policy\":\"summarize\",\"instructions\":\"Keep paths.\"}}}}}}}";
         w.append(
             parse_input(
                 cfg,
@@ -336,8 +380,8 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
     let view_len = |s: &Store| crate::projection::view(&s.read(&id).expect("read").entries).len();
     let full = view_len(&store);
     let mut seen = Vec::new();
-    let mut summarize = |table: &Object, raw: &[Entry]| -> Result<String, SummaryFailure> {
-        assert_eq!(table.get("policy"), Some(&json!("summarize")));
+    let mut summarize = |table: &SummaryTable, raw: &[Entry]| -> Result<String, SummaryFailure> {
+        assert_eq!(table.instructions.as_deref(), Some("Keep paths."));
         seen.push(raw.len());
         Ok(format!("summary of {} raw entries", raw.len()))
     };
@@ -371,7 +415,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         ..heavy(4, 4)
     };
     let out = store
-        .compact(&id, &given, Timestamp::now(), &mut |_: &Object,
+        .compact(&id, &given, Timestamp::now(), &mut |_: &SummaryTable,
                                                       _: &[Entry]|
          -> Result<
             String,
@@ -423,7 +467,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         ..Default::default()
     };
     assert!(store
-        .compact(&id, &wrong, Timestamp::now(), &mut |_: &Object,
+        .compact(&id, &wrong, Timestamp::now(), &mut |_: &SummaryTable,
                                                       _: &[Entry]|
          -> Result<
             String,
@@ -438,7 +482,7 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
 fn automatic_compaction_fires_only_past_the_threshold() {
     let (_d, store, id) = store_with_turns(6);
     let mut never =
-        |_: &Object, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary") };
+        |_: &SummaryTable, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary") };
     // Disabled by default.
     assert_eq!(
         store

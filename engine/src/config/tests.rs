@@ -10,6 +10,19 @@ fn obj(value: Value) -> Map<String, Value> {
     }
 }
 
+/// The value at a dotted path like `conversation.compaction.keep_last`
+/// (each segment an object key); `None` when a step is missing or not an
+/// object.
+fn lookup<'a>(config: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
+    let mut segments = dotted.split('.');
+    let first = segments.next()?;
+    let mut value = config.get(first)?;
+    for segment in segments {
+        value = value.as_object()?.get(segment)?;
+    }
+    Some(value)
+}
+
 fn toml(text: &str) -> Result<Map<String, Value>, ConfigError> {
     parse_workspace_toml(text, Path::new("ws/config.toml"))
 }
@@ -399,6 +412,16 @@ fn template_documents_the_keys_and_has_no_effect() {
             "uncommented template lacks {path}"
         );
     }
+    // Every setting of the template is of the type jp-store reads.
+    let settings = Settings::parse(&config).expect("the template's settings");
+    assert_eq!(
+        settings.conversation.deduplication.min_bytes,
+        Some(300),
+        "{settings:?}"
+    );
+    assert!(settings.conversation.compaction.profiles["heavy"]
+        .summary
+        .is_some());
 }
 
 /// Any JSON value that is not an object (a leaf for merging).

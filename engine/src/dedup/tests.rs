@@ -75,9 +75,10 @@ fn sha(text: &str) -> BlobId {
 const FOO: &str = "file:///project/src/foo.rs";
 const BAR: &str = "file:///project/src/bar.rs";
 
-fn cfg(v: Value) -> Object {
+/// The settings of a config given as JSON.
+fn cfg(v: Value) -> crate::config::Settings {
     match v {
-        Value::Object(o) => o,
+        Value::Object(o) => crate::config::Settings::parse(&o).expect("good settings"),
         _ => panic!("config must be an object"),
     }
 }
@@ -451,7 +452,7 @@ fn each_block_is_decided_alone_and_keeps_its_place() {
             ],
         ),
     ]);
-    let v = view_with_config(&stream(&lines), &Object::new()).expect("view");
+    let v = view_with_config(&stream(&lines), &crate::config::Settings::default()).expect("view");
     assert_eq!(
         outcomes(&v),
         [
@@ -486,7 +487,7 @@ fn a_repeated_attachment_becomes_a_short_text_resource() {
         ts(),
         json!({"type": "chat_request", "content": "again", "resources": [formatted]}),
     ];
-    let v = view_with_config(&stream(&lines), &Object::new()).expect("view");
+    let v = view_with_config(&stream(&lines), &crate::config::Settings::default()).expect("view");
     let Some(EventKind::ChatRequest(ChatRequest { resources, .. })) =
         v.last().and_then(|e| e.event()).map(|e| &e.kind)
     else {
@@ -503,7 +504,7 @@ fn a_repeated_attachment_becomes_a_short_text_resource() {
         "matched on the raw content, not on formatted"
     );
     // Saved: raw content and formatted, less the message.
-    let t = view_traced(&stream(&lines), &Object::new()).expect("view");
+    let t = view_traced(&stream(&lines), &crate::config::Settings::default()).expect("view");
     let msg = tool_ref(FOO, &a, "c0", 0).len() as u64 - 4;
     assert_eq!(t.dedup.bytes_saved(), 3000 - msg);
 }
@@ -559,7 +560,8 @@ fn the_plain_view_does_not_deduplicate() {
     assert_eq!(outcomes(&view(&stream(&lines))), [full(FOO), full(FOO)]);
     // Apart from the replaced block, the views are equal.
     let plain = view(&stream(&lines));
-    let with = view_with_config(&stream(&lines), &Object::new()).expect("view");
+    let with =
+        view_with_config(&stream(&lines), &crate::config::Settings::default()).expect("view");
     assert_eq!(plain.len(), with.len());
     let differ: Vec<usize> = (0..plain.len()).filter(|&i| plain[i] != with[i]).collect();
     assert_eq!(differ, [7]);
@@ -570,7 +572,7 @@ fn the_trace_names_origins_and_replacements() {
     let a = body(1000, 'a');
     let mut lines = vec![delta(json!({"x": 1}))];
     lines.extend(reads_at(&[0, 1], 1, &a));
-    let t = view_traced(&stream(&lines), &Object::new()).expect("view");
+    let t = view_traced(&stream(&lines), &crate::config::Settings::default()).expect("view");
     // The delta is not part of the view: entry i of the view is entry i+1.
     assert_eq!(t.origin, (1..=8).collect::<Vec<_>>());
     assert_eq!(t.dedup.replacements.len(), 1);
@@ -582,7 +584,7 @@ fn the_trace_names_origins_and_replacements() {
 }
 
 #[test]
-fn a_setting_of_the_wrong_type_is_an_error_naming_it() {
+fn a_delta_with_a_setting_of_the_wrong_type_is_an_error_naming_it() {
     let lines = reads_at(&[0], 0, "x");
     for (conf, key) in [
         (
@@ -602,13 +604,17 @@ fn a_setting_of_the_wrong_type_is_an_error_naming_it() {
             "conversation.tools.cat.deduplicate",
         ),
     ] {
-        let e = view_with_config(&stream(&lines), &cfg(conf)).expect_err("bad config");
-        assert_eq!(e.key, key);
+        // The settings a view starts from are checked as they are parsed;
+        // a delta of the stream is checked as the pass meets it.
+        let Value::Object(base) = &conf else {
+            panic!("an object")
+        };
+        let bad = crate::config::Settings::parse(base).expect_err("bad config");
+        assert_eq!(bad.key(), key);
+        let mut lines = lines.clone();
+        lines.push(delta(conf.clone()));
+        let e = view_with_config(&stream(&lines), &crate::config::Settings::default())
+            .expect_err("bad delta");
+        assert_eq!((e.index, e.setting), (lines.len() - 1, bad));
     }
-    // In a delta too.
-    let mut lines = lines;
-    lines.push(delta(
-        json!({"conversation": {"deduplication": {"enabled": 1}}}),
-    ));
-    assert!(view_with_config(&stream(&lines), &Object::new()).is_err());
 }

@@ -328,7 +328,7 @@ fn parse_known(obj: &Object, mode: ParseMode) -> Result<Option<Event<Payload>>, 
             // it is stored (format-spec.md 4.5); import (lenient) checks JP's
             // files itself, naming them.
             if matches!(mode, ParseMode::Strict { .. }) {
-                crate::config::validate::validate(&delta).map_err(|bad| {
+                crate::config::Settings::parse(&delta).map_err(|bad| {
                     err(
                         format!("delta.{}", bad.key()),
                         format!("must be {}, found {}", bad.expected, bad.found),

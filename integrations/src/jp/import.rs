@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::base64::{decode, decode_leaves};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
+use jpstore_engine::config::SettingPlace;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
 use jpstore_engine::event::json::{parse_entry, ParseMode};
@@ -219,15 +220,15 @@ fn check_settings(
     let empty = Map::new();
     let layers =
         std::iter::once(base_config.unwrap_or(&empty)).chain(deltas.iter().map(|(_, d)| *d));
-    match jpstore_engine::config::validate::validate_layers(layers) {
-        Ok(()) => Ok(()),
+    match jpstore_engine::config::settings::parse_layers(layers) {
+        Ok(_) => Ok(()),
         Err((layer, setting)) => {
             let place = match layer {
-                0 => jpstore_engine::config::validate::SettingPlace::JpFile {
+                0 => SettingPlace::JpFile {
                     path: dir.join("base_config.json"),
                     entry: None,
                 },
-                n => jpstore_engine::config::validate::SettingPlace::JpFile {
+                n => SettingPlace::JpFile {
                     path: dir.join("events.json"),
                     entry: deltas.get(n - 1).map(|(i, _)| i + 1),
                 },

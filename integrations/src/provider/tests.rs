@@ -803,10 +803,12 @@ fn provider_text_that_is_not_utf8_is_an_error_naming_the_blob() {
 }
 
 #[test]
-fn provider_options_from_config() {
-    let config = |v: Value| v.as_object().cloned().expect("object");
+fn provider_options_from_settings() {
+    let settings = |v: Value| {
+        serde_json::from_value::<jpstore_engine::config::Settings>(v).expect("good settings")
+    };
     assert_eq!(
-        RequestOptions::from_config(&config(json!({
+        RequestOptions::from_settings(&settings(json!({
             "assistant": {
                 "model": {"id": "anthropic/claude-sonnet-4", "parameters": {"max_tokens": 8192}},
                 "system_prompt": "You are helpful.",
@@ -819,8 +821,8 @@ fn provider_options_from_config() {
         }
     );
     assert_eq!(
-        RequestOptions::from_config(&config(json!({
-            "assistant": {"model": {"id": "gpt-5", "parameters": {"max_tokens": -1}}, "system_prompt": 3}
+        RequestOptions::from_settings(&settings(json!({
+            "assistant": {"model": {"id": "gpt-5", "parameters": {"temperature": 1}}}
         }))),
         RequestOptions {
             model: Some("gpt-5".into()),
@@ -829,14 +831,24 @@ fn provider_options_from_config() {
         }
     );
     assert_eq!(
-        RequestOptions::from_config(&config(json!({
+        RequestOptions::from_settings(&settings(json!({
             "assistant": {"model": {"id": {"provider": "openai", "name": "o3"}}}
         })))
         .model,
         Some("o3".into())
     );
+    for no_model in [json!({"provider": "openai"}), json!(""), json!("openai/")] {
+        assert_eq!(
+            RequestOptions::from_settings(&settings(json!({
+                "assistant": {"model": {"id": no_model}}
+            })))
+            .model,
+            None,
+            "{no_model}"
+        );
+    }
     assert_eq!(
-        RequestOptions::from_config(&config(json!({}))),
+        RequestOptions::from_settings(&settings(json!({}))),
         RequestOptions::default()
     );
 }

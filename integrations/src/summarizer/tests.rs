@@ -5,7 +5,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use jpstore_engine::config::{BadSetting, Settings};
+use serde_json::{json, Value};
 
 use super::*;
 
@@ -20,11 +21,23 @@ fn events() -> Value {
     ])
 }
 
-fn object(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        other => panic!("expected a JSON object, found {other}"),
-    }
+/// The summary table of a profile whose `summary` is `value`, as the
+/// config's parse reads it; a bad setting when it holds one.
+fn try_table(value: Value) -> Result<SummaryTable, BadSetting> {
+    let config = json!({"conversation": {"compaction": {"profiles": {"p": {"summary": value}}}}});
+    let Value::Object(config) = config else {
+        panic!("a JSON object")
+    };
+    let settings = Settings::parse(&config)?;
+    Ok(settings.conversation.compaction.profiles["p"]
+        .summary
+        .clone()
+        .expect("a summary table"))
+}
+
+/// [`try_table`] of a table of good settings.
+fn table(value: Value) -> SummaryTable {
+    try_table(value.clone()).unwrap_or_else(|e| panic!("{value}: {e}"))
 }
 
 fn command(command: &str) -> SummarySource {
@@ -495,7 +508,7 @@ fn endpoint_timeout_is_reported_as_such() {
 
 #[test]
 fn profile_with_every_endpoint_key() {
-    let table = object(json!({
+    let table = table(json!({
         "policy": "summarize",
         "endpoint": "https://api.example.invalid/v1/chat/completions",
         "model": "gpt-test",
@@ -518,7 +531,7 @@ fn profile_with_every_endpoint_key() {
 
 #[test]
 fn profile_endpoint_defaults() {
-    let table = object(json!({
+    let table = table(json!({
         "endpoint": "http://127.0.0.1:8080/v1/chat/completions",
         "model": "local",
         "api_key_env": null,
@@ -538,7 +551,7 @@ fn profile_endpoint_defaults() {
 
 #[test]
 fn profile_with_a_command() {
-    let table = object(json!({
+    let table = table(json!({
         "policy": "summarize",
         "command": "my-summarizer --words 200",
         "model": "ignored-by-commands",
@@ -556,7 +569,7 @@ fn profile_without_a_runnable_source_is_none() {
         json!({ "policy": "summarize", "instructions": "Keep paths.", "unknown": { "x": 1 } }),
         json!({ "command": null, "endpoint": null }),
     ] {
-        let source = SummarySource::from_profile(&object(table.clone())).expect("valid");
+        let source = SummarySource::from_profile(&self::table(table.clone())).expect("valid");
         assert_eq!(source, None, "{table}");
     }
 }
@@ -570,10 +583,11 @@ model = "anthropic/claude-haiku"
 "#;
     let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
         .expect("valid TOML");
-    let summary =
-        jpstore_engine::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
-            .and_then(Value::as_object)
-            .expect("the summary table");
+    let settings = Settings::parse(&config).expect("good settings");
+    let summary = settings.conversation.compaction.profiles["heavy"]
+        .summary
+        .as_ref()
+        .expect("the summary table");
     assert_eq!(SummarySource::from_profile(summary).expect("valid"), None);
 }
 
@@ -588,10 +602,11 @@ timeout_secs = 600
 "#;
     let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
         .expect("valid TOML");
-    let summary =
-        jpstore_engine::config::lookup(&config, "conversation.compaction.profiles.heavy.summary")
-            .and_then(Value::as_object)
-            .expect("the summary table");
+    let settings = Settings::parse(&config).expect("good settings");
+    let summary = settings.conversation.compaction.profiles["heavy"]
+        .summary
+        .as_ref()
+        .expect("the summary table");
     let source = SummarySource::from_profile(summary).expect("valid");
     assert!(
         matches!(&source, Some(SummarySource::Endpoint { model, timeout, .. })
@@ -603,7 +618,7 @@ timeout_secs = 600
 /// Asserts that `table` is refused with an error about `key` whose message
 /// contains `expected`.
 fn assert_refused(table: Value, key: &str, expected: &str) {
-    let err = SummarySource::from_profile(&object(table.clone()))
+    let err = SummarySource::from_profile(&self::table(table.clone()))
         .expect_err(&format!("refused: {table}"));
     match &err {
         SummarizeError::Config { key: k, .. } => assert_eq!(*k, key, "{table}"),
@@ -614,68 +629,81 @@ fn assert_refused(table: Value, key: &str, expected: &str) {
     assert!(message.contains(expected), "{message}");
 }
 
-#[test]
-fn profile_wrong_types_are_refused() {
-    let url = "http://127.0.0.1:8080/v1/chat/completions";
-    assert_refused(json!({ "command": 3 }), "command", "expected a string");
-    assert_refused(
-        json!({ "command": "" }),
-        "command",
-        "expected a non-empty string",
+/// Asserts that the config's parse refuses `table` as a summary table,
+/// naming its `key` and saying `message`.
+fn assert_bad_setting(table: Value, key: &str, message: &str) {
+    let bad = try_table(table.clone()).expect_err(&format!("refused: {table}"));
+    assert_eq!(
+        bad.key(),
+        format!("conversation.compaction.profiles.p.summary.{key}"),
+        "{table}"
     );
-    assert_refused(
+    let text = bad.to_string();
+    assert!(text.contains(message), "{text}");
+}
+
+/// Values of the wrong type never reach the summarizer: the config's parse
+/// refuses them (where the config is, naming the key), even those of keys
+/// the source does not use.
+#[test]
+fn profile_wrong_types_are_refused_by_the_config() {
+    let url = "http://127.0.0.1:8080/v1/chat/completions";
+    let string = "must be a non-empty string, found";
+    assert_bad_setting(json!({ "command": 3 }), "command", string);
+    assert_bad_setting(json!({ "command": "" }), "command", string);
+    assert_bad_setting(json!({ "command": "  " }), "command", string);
+    assert_bad_setting(
         json!({ "command": ["sh", "x"] }),
         "command",
         "found an array",
     );
-    assert_refused(
+    assert_bad_setting(
         json!({ "endpoint": true, "model": "m" }),
         "endpoint",
         "found a boolean",
     );
-    assert_refused(
+    assert_bad_setting(
         json!({ "endpoint": url, "model": 4 }),
         "model",
         "found a number",
     );
-    assert_refused(
+    assert_bad_setting(
         json!({ "model": { "name": "m" } }),
         "model",
         "found an object",
     );
-    assert_refused(
+    assert_bad_setting(
         json!({ "endpoint": url, "model": "m", "api_key_env": 1 }),
         "api_key_env",
-        "expected a string",
+        string,
     );
-    assert_refused(
-        json!({ "endpoint": url, "model": "m", "api_key_env": "A=B" }),
-        "api_key_env",
-        "name of an environment variable",
-    );
-    assert_refused(
+    assert_bad_setting(
         json!({ "endpoint": url, "model": "m", "instructions": {} }),
         "instructions",
-        "expected a string",
+        string,
     );
     for bad in [json!("10"), json!(0), json!(-5), json!(1.5), json!(86_401)] {
-        assert_refused(
+        assert_bad_setting(
             json!({ "endpoint": url, "model": "m", "timeout_secs": bad }),
             "timeout_secs",
-            "expected a whole number of seconds",
+            "must be a whole number of seconds from 1 to 86400",
         );
     }
-    // Checked even when the key is not used by the source.
-    assert_refused(
+    assert_bad_setting(
         json!({ "command": "cat", "timeout_secs": "soon" }),
         "timeout_secs",
-        "found a string \"soon\"",
+        "found a string (\"soon\")",
     );
 }
 
 #[test]
 fn profile_inconsistent_keys_are_refused() {
     let url = "http://127.0.0.1:8080/v1/chat/completions";
+    assert_refused(
+        json!({ "endpoint": url, "model": "m", "api_key_env": "A=B" }),
+        "api_key_env",
+        "name of an environment variable",
+    );
     assert_refused(
         json!({ "endpoint": url }),
         "model",

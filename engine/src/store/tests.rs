@@ -1,0 +1,317 @@
+//! How often an operation reads the workspace config and a base config:
+//! every open of the storage counted by path.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use jpstore_blobstore::backend::FileBackend;
+use jpstore_blobstore::storage::{
+    DirEntry, FileId, Mapping, Metadata, OpenMode, SimStorage, Storage, StorageFile,
+};
+use serde_json::json;
+
+use crate::compaction::{no_summarizer, Bound, CompactRequest};
+use crate::conversation::ConversationId;
+use crate::event::input::parse_input;
+use crate::event::json::ParseMode;
+use crate::event::Object;
+use crate::timestamp::Timestamp;
+use crate::{NewConversation, Store, StoreOptions};
+
+/// A storage that counts the opens of every path.
+#[derive(Debug)]
+struct CountingStorage {
+    inner: Arc<dyn Storage>,
+    opens: Mutex<HashMap<PathBuf, u64>>,
+}
+
+impl CountingStorage {
+    fn opens_of(&self, pred: impl Fn(&Path) -> bool) -> u64 {
+        self.opens
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(p, _)| pred(p))
+            .map(|(_, n)| n)
+            .sum()
+    }
+    fn reset(&self) {
+        self.opens.lock().expect("lock").clear();
+    }
+}
+
+impl Storage for CountingStorage {
+    fn display_path(&self, path: &Path) -> PathBuf {
+        self.inner.display_path(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
+        *self
+            .opens
+            .lock()
+            .expect("lock")
+            .entry(path.to_path_buf())
+            .or_default() += 1;
+        self.inner.open(path, mode)
+    }
+    fn metadata(&self, path: &Path) -> io::Result<Metadata> {
+        self.inner.metadata(path)
+    }
+    fn file_id(&self, path: &Path) -> io::Result<FileId> {
+        self.inner.file_id(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.inner.read_dir(path)
+    }
+    fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.link_noreplace(from, to)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<Mapping> {
+        self.inner.map(path)
+    }
+}
+
+fn object(v: serde_json::Value) -> Object {
+    match v {
+        serde_json::Value::Object(o) => o,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+fn turns(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"q{i} {}\"}}\n\
+                 {{\"type\":\"chat_response\",\"message\":\"a{i}\"}}\n",
+                "x".repeat(400)
+            )
+        })
+        .collect()
+}
+
+/// A store on a [`CountingStorage`] over a [`SimStorage`], with three
+/// conversations of four turns whose base config asks for automatic
+/// compaction.
+fn counted_store() -> (Arc<CountingStorage>, Store, Vec<ConversationId>) {
+    let counting = Arc::new(CountingStorage {
+        inner: Arc::new(SimStorage::new()),
+        opens: Mutex::new(HashMap::new()),
+    });
+    let store = Store::init(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("init");
+    let base = object(json!({"conversation": {"compaction": {"keep_last": 1,
+        "auto": {"enabled": true, "context_window": 100, "min_turns": 1}}}}));
+    let mut ids = Vec::new();
+    for name in ["a", "b", "c"] {
+        let id = ConversationId::parse(name).expect("id");
+        let mut w = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                base_config: Some(base.clone()),
+                ..Default::default()
+            })
+            .expect("create");
+        let batch = parse_input(&turns(4), ParseMode::Strict { now: now() }).expect("input");
+        w.append(batch.entries).expect("append");
+        ids.push(id);
+    }
+    (counting, store, ids)
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_unix(1_780_000_000, 0).expect("time")
+}
+
+fn is_config_toml(path: &Path) -> bool {
+    path == Path::new("config.toml")
+}
+
+/// Writes `text` as the store's `config.toml`.
+fn write_config_toml(storage: &dyn Storage, text: &str) {
+    let file = storage
+        .open(Path::new("config.toml"), OpenMode::CreateOrOpen)
+        .expect("open config.toml");
+    file.set_len(0).expect("truncate");
+    jpstore_blobstore::storage::write_all_at(&*file, text.as_bytes(), 0).expect("write");
+}
+
+#[test]
+fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operation() {
+    let (counting, store, ids) = counted_store();
+    let base_blob = store
+        .read(&ids[0])
+        .expect("read")
+        .state
+        .metadata
+        .base_config
+        .expect("a base config")
+        .id
+        .to_string();
+    // Loose objects are named by their id's hex split after two digits.
+    let is_base_blob = |p: &Path| {
+        p.starts_with("blobs") && p.to_string_lossy().replace('/', "").ends_with(&base_blob)
+    };
+    let opens = |f: &mut dyn FnMut()| {
+        counting.reset();
+        f();
+        (
+            counting.opens_of(is_config_toml),
+            counting.opens_of(is_base_blob),
+        )
+    };
+    let mut toml_reads = 0;
+    // (what, config.toml opens, base config opens)
+    let mut seen = Vec::new();
+    let mut step = |what: &'static str, f: &mut dyn FnMut()| {
+        let (toml, base) = opens(f);
+        toml_reads += toml;
+        seen.push((what, base));
+    };
+    step("view", &mut || {
+        let conv = store.read(&ids[0]).expect("read");
+        crate::export::into_view(&store, conv).expect("view");
+    });
+    step("view and settings", &mut || {
+        let conv = store.read(&ids[0]).expect("read");
+        crate::export::view_and_settings(&store, &conv).expect("view");
+    });
+    step("compact", &mut || {
+        let req = CompactRequest {
+            to: Some(Bound::FromEnd(1)),
+            dry_run: true,
+            ..Default::default()
+        };
+        store
+            .compact(&ids[0], &req, now(), &mut no_summarizer)
+            .expect("compact");
+    });
+    step("fork --compact", &mut || {
+        let req = CompactRequest::default();
+        store
+            .fork_compacted(&ids[0], None, None, now(), Some((&req, &mut no_summarizer)))
+            .expect("fork");
+    });
+    step("stats of three conversations", &mut || {
+        store.stats(&ids).expect("stats");
+    });
+    step("append with an automatic compaction", &mut || {
+        let batch = parse_input(&turns(1), ParseMode::Strict { now: now() }).expect("input");
+        let report = store
+            .append_turn(
+                &ids[1],
+                batch.entries,
+                now(),
+                &mut |_| {},
+                &mut no_summarizer,
+            )
+            .expect("append");
+        assert!(
+            matches!(report.auto_compaction, crate::AutoCompaction::Made(_)),
+            "{:?}",
+            report.auto_compaction
+        );
+    });
+    step("new", &mut || {
+        store.create(NewConversation::default()).expect("new");
+    });
+    assert_eq!(toml_reads, 1, "config.toml is read once per open store");
+    assert_eq!(
+        seen,
+        [
+            ("view", 1),
+            ("view and settings", 1),
+            ("compact", 1),
+            ("fork --compact", 1),
+            // One read for each conversation's view; the size of the one
+            // blob they share is looked up once more for the totals.
+            ("stats of three conversations", 4),
+            // One read to decide on the compaction, one under the writer
+            // lock to make it (entries may have been appended meanwhile).
+            ("append with an automatic compaction", 2),
+            ("new", 0),
+        ]
+    );
+
+    // The store opened next reads the file again, as it is then.
+    write_config_toml(
+        &*counting.inner,
+        "[conversation.deduplication]\nmin_bytes = 7\n",
+    );
+    let (toml, _) = opens(&mut || {
+        let settings = store.workspace_config().expect("config").settings.clone();
+        assert_eq!(settings.conversation.deduplication.min_bytes, None);
+    });
+    assert_eq!(toml, 0, "an open store keeps what it read");
+    let reopened = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    let (toml, _) = opens(&mut || {
+        for _ in 0..3 {
+            let config = reopened.workspace_config().expect("config");
+            assert_eq!(
+                config.settings.conversation.deduplication.min_bytes,
+                Some(7)
+            );
+        }
+    });
+    assert_eq!(toml, 1);
+}
+
+#[test]
+fn a_workspace_config_that_fails_to_read_is_read_again() {
+    let (counting, _, ids) = counted_store();
+    write_config_toml(
+        &*counting.inner,
+        "[conversation.deduplication]\nmin_bytes = \"big\"\n",
+    );
+    let store = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    let conv = store.read(&ids[0]).expect("read");
+    let err = crate::export::view(&store, &conv).expect_err("a bad setting");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:2: setting `conversation.deduplication.min_bytes` must be an integer >= 0, found a string (\"big\")",
+            counting.display_path(Path::new("config.toml")).display()
+        )
+    );
+    write_config_toml(
+        &*counting.inner,
+        "[conversation.deduplication]\nmin_bytes = 5\n",
+    );
+    assert_eq!(
+        store
+            .workspace_config()
+            .expect("fixed")
+            .settings
+            .conversation
+            .deduplication
+            .min_bytes,
+        Some(5)
+    );
+}

@@ -8,7 +8,6 @@ use anyhow::Result;
 use clap::Args;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::gc::GcOptions;
-use serde_json::json;
 
 use super::open_store;
 use crate::output::Progress;
@@ -47,27 +46,13 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
     )?;
     progress.finish();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "dry_run": args.dry_run,
-                "conversations": report.conversations,
-                "referenced_blobs": report.referenced,
-                "objects_freed": report.objects_freed(),
-                "bytes_freed": report.bytes_freed(),
-                "loose_removed": report.loose_removed,
-                "loose_bytes": report.loose_bytes,
-                "packs_rewritten": report.packs_rewritten,
-                "packs_removed": report.packs_removed,
-                "packed_removed": report.packed_removed,
-                "pack_bytes": report.pack_bytes,
-                "kept_unreferenced": report.kept_unreferenced,
-                "temp_removed": report.temp_removed,
-                "packs_merged": report.packs_merged,
-            }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let verb = if args.dry_run { "would free" } else { "freed" };
+        let verb = if report.dry_run {
+            "would free"
+        } else {
+            "freed"
+        };
         println!(
             "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
              {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
@@ -83,7 +68,7 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
             report.kept_unreferenced,
             humantime::format_duration(args.grace),
             report.packs_merged,
-            if args.dry_run { "would be merged" } else { "merged" },
+            if report.dry_run { "would be merged" } else { "merged" },
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -105,7 +90,7 @@ pub struct FsckArgs {
 }
 
 pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
-    use jpstore_engine::fsck::{FsckOptions, FsckProgress, Severity};
+    use jpstore_engine::fsck::{FsckOptions, FsckProgress};
     let store = open_store(dir)?;
     let interrupt = crate::interrupt::flag()?;
     let mut bar = Progress::new("checking");
@@ -129,35 +114,7 @@ pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
     };
     let clean = report.is_clean();
     if args.json {
-        let findings: Vec<_> = report
-            .findings
-            .iter()
-            .map(|f| {
-                json!({
-                    "severity": f.severity.as_str(),
-                    "kind": f.kind,
-                    "conversation": f.conversation,
-                    "path": f.path,
-                    "offset": f.offset,
-                    "blob": f.blob.map(|b| b.to_hex()),
-                    "message": f.message,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "clean": clean,
-                "conversations": report.conversations,
-                "records": report.records,
-                "entries": report.entries,
-                "references": report.references,
-                "blobs_read": report.blobs_read,
-                "bytes_read": report.bytes_read,
-                "findings": findings,
-                "repairs": report.repairs,
-            }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
             "checked {} conversations ({} records, {} entries, {} blob references){}",
@@ -185,12 +142,7 @@ pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
             if let Some(b) = f.blob {
                 at.push_str(&format!(" blob {b}"));
             }
-            let label = match f.severity {
-                Severity::Damage => "damage",
-                Severity::Warning => "warning",
-                Severity::Info => "info",
-            };
-            println!("{label}: {}{at}: {}", f.kind, f.message);
+            println!("{}: {}{at}: {}", f.severity.as_str(), f.kind, f.message);
         }
         for r in &report.repairs {
             println!("repaired: {r}");

@@ -1,5 +1,6 @@
 //! The commands: one file per command or group; each parses nothing (clap
 //! does, in `main.rs`), calls the library and prints.
+//! `--json` output is the `Serialize` of the library's report types.
 
 mod append;
 mod attach;

@@ -2,9 +2,7 @@
 
 use super::{open_store, parse_id, size, write_file_atomically};
 use anyhow::Result;
-use jpstore_engine::error::Error as EngineError;
 use jpstore_engine::stats::tokens;
-use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -154,25 +152,12 @@ pub fn stats(
     plot: Option<&Path>,
 ) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let ids = match id {
-        Some(id) => {
-            let id = parse_id(id)?;
-            if !store.exists(&id)? {
-                return Err(EngineError::NotFound { id: id.to_string() }.into());
-            }
-            vec![id]
-        }
-        None => store.ids()?,
-    };
-    let stats = store.stats(&ids)?;
-    let mut failed = stats.failed;
-    if id.is_some() {
+    let mut stats = match id {
         // A conversation named by the user that cannot be counted is the
         // command's error.
-        if let Some((_, e)) = failed.pop() {
-            return Err(e.into());
-        }
-    }
+        Some(id) => store.conversation_stats(&parse_id(id)?)?,
+        None => store.stats(&store.ids()?)?,
+    };
     if let Some(path) = plot {
         // The plot is of the last conversation counted (the one named).
         if let Some((id, c)) = stats.conversations.last() {
@@ -184,88 +169,39 @@ pub fn stats(
             write_file_atomically(path, svg.as_bytes())?;
         }
     }
-    let context = stats.context;
-    let (turns, entries, records, log_bytes, refs, content) = (
-        stats.turns,
-        stats.entries,
-        stats.records,
-        stats.log_bytes,
-        stats.content_references,
-        stats.content_bytes_referenced,
-    );
-    let by_type = stats.entries_by_type;
-    let distinct_count = stats.distinct_blobs_referenced;
-    let referenced_raw = stats.distinct_blob_bytes_referenced;
-    let saved = |before: u64, after: u64| {
-        (
-            before as i64 - after as i64,
-            tokens(before) as i64 - tokens(after) as i64,
-        )
-    };
-    let (compaction_bytes, compaction_tokens) = saved(context.raw, context.compacted);
-    let (dedup_bytes, dedup_tokens) = saved(context.compacted, context.view);
-    for (id, e) in &failed {
+    for (id, e) in &stats.failed {
         eprintln!("jp-store: error: conversation {id} is not counted: {e}");
     }
-    let code = if failed.is_empty() {
+    let code = if stats.failed.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     };
-    let loose = store.blobs().loose_objects()?;
-    let packs = store.blobs().packs()?;
-    let loose_bytes: u64 = loose.iter().map(|o| o.stored_len).sum();
-    let pack_bytes: u64 = packs.iter().map(|p| p.pack_bytes).sum();
+    if id.is_none() {
+        stats.blob_store = Some(store.blob_store_stats()?);
+    }
     if json_out {
-        let mut out = json!({
-            "conversations": ids.len() - failed.len(),
-            "turns": turns,
-            "entries": entries,
-            "entries_by_type": by_type,
-            "records": records,
-            "log_bytes": log_bytes,
-            "content_references": refs,
-            "content_bytes_referenced": content,
-            "distinct_blobs_referenced": distinct_count,
-            "distinct_blob_bytes_referenced": referenced_raw,
-            "context": {
-                "raw_bytes": context.raw,
-                "raw_tokens": tokens(context.raw),
-                "compacted_bytes": context.compacted,
-                "compacted_tokens": tokens(context.compacted),
-                "view_bytes": context.view,
-                "view_tokens": tokens(context.view),
-                "saved_by_compaction": {"bytes": compaction_bytes, "tokens": compaction_tokens},
-                "saved_by_deduplication": {"bytes": dedup_bytes, "tokens": dedup_tokens,
-                                           "resources_replaced": context.replaced},
-            },
-        });
-        if id.is_none() {
-            out["blob_store"] = json!({
-                "loose_objects": loose.len(),
-                "loose_bytes": loose_bytes,
-                "packs": packs.len(),
-                "packed_objects": packs.iter().map(|p| p.objects).sum::<usize>(),
-                "pack_bytes": pack_bytes,
-            });
-        }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", serde_json::to_string_pretty(&stats)?);
         return Ok(code);
     }
-    println!("conversations: {}", ids.len() - failed.len());
-    println!("turns:         {turns}");
+    let context = &stats.context;
+    println!("conversations: {}", stats.conversations.len());
+    println!("turns:         {}", stats.turns);
     println!(
-        "entries:       {entries} in {records} records, log {}",
-        size(log_bytes)
+        "entries:       {} in {} records, log {}",
+        stats.entries,
+        stats.records,
+        size(stats.log_bytes)
     );
-    for (t, n) in &by_type {
+    for (t, n) in &stats.entries_by_type {
         println!("  {t:<26} {n}");
     }
     println!(
-        "content:       {refs} references to {} ({} distinct blobs, {})",
-        size(content),
-        distinct_count,
-        size(referenced_raw)
+        "content:       {} references to {} ({} distinct blobs, {})",
+        stats.content_references,
+        size(stats.content_bytes_referenced),
+        stats.distinct_blobs_referenced,
+        size(stats.distinct_blob_bytes_referenced)
     );
     println!(
         "context:       raw {} B (~{} tokens), view {} B (~{} tokens), estimated as characters / 4",
@@ -274,22 +210,27 @@ pub fn stats(
         context.view,
         tokens(context.view)
     );
-    println!("  saved by compaction:    {compaction_bytes} B (~{compaction_tokens} tokens)");
+    let compaction = context.saved_by_compaction();
     println!(
-        "  saved by deduplication: {dedup_bytes} B (~{dedup_tokens} tokens), {} resources replaced by references",
-        context.replaced
+        "  saved by compaction:    {} B (~{} tokens)",
+        compaction.bytes, compaction.tokens
+    );
+    let dedup = context.saved_by_deduplication();
+    println!(
+        "  saved by deduplication: {} B (~{} tokens), {} resources replaced by references",
+        dedup.bytes, dedup.tokens, context.replaced
     );
     if let Some(path) = plot {
         println!("plot:          {}", path.display());
     }
-    if id.is_none() {
+    if let Some(b) = &stats.blob_store {
         println!(
             "blob store:    {} loose objects ({}), {} packs with {} objects ({})",
-            loose.len(),
-            size(loose_bytes),
-            packs.len(),
-            packs.iter().map(|p| p.objects).sum::<usize>(),
-            size(pack_bytes)
+            b.loose_objects,
+            size(b.loose_bytes),
+            b.packs,
+            b.packed_objects,
+            size(b.pack_bytes)
         );
     }
     Ok(code)

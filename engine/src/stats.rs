@@ -1,8 +1,11 @@
 //! Statistics of conversations and of the store: what `jp-store stats`
-//! prints, computed from the logs alone (no blob content is read).
+//! prints, computed from the logs alone (no blob content is read), and
+//! their plot ([`plot`]).
 //!
 //! Context sizes are in characters of the JSON text an entry carries
 //! ([`entry_chars`]), tokens estimated as characters / 4 ([`tokens`]).
+
+pub mod plot;
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -1,7 +1,7 @@
 //! Appending a batch the way `jp-store append` does: the write, then the
 //! automatic compaction (D17) that a completed turn may call for.
 //!
-//! [`ConversationWriter::append`](crate::conversation::ConversationWriter)
+//! [`ConversationWriter::append`](crate::conversation::writer::ConversationWriter)
 //! is the durable write alone; an agent that embeds the engine calls
 //! [`Store::append_turn`] to get the same behaviour as the command line.
 
@@ -66,7 +66,7 @@ impl Serialize for AutoCompaction {
 
 impl Store {
     /// Appends `entries` to conversation `id` (one record, one fdatasync:
-    /// [`ConversationWriter::append`](crate::conversation::ConversationWriter::append)),
+    /// [`ConversationWriter::append`](crate::conversation::writer::ConversationWriter::append)),
     /// then, if the batch completes a turn, runs the automatic compaction
     /// its config asks for ([`Store::auto_compact`]), at `now`, with
     /// summaries from `summarize` (the command line passes

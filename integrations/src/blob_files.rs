@@ -1,11 +1,12 @@
 //! Files a user names stored as blobs (`jp-store blob put`): each read as
-//! [`user_file`](crate::user_file) reads them (a regular file within the
-//! store's maximum blob size, refused before it is read otherwise), one
-//! file as a loose object, several as one pack (one sync for the batch).
+//! [`crate::user_file`] reads them (a regular file within the store's
+//! maximum blob size, refused before it is read otherwise), one file as a
+//! loose object, several as one pack (one sync for the batch).
 
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::{BlobId, BlobStore};
+use jpstore_blobstore::BlobId;
+use jpstore_engine::store::Store;
 
 use crate::user_file::{self, LastLink};
 
@@ -55,14 +56,16 @@ pub enum PutFilesError {
     },
 }
 
-/// Stores `files` in `store`: a single file as a loose object, several as
-/// one pack, `progress` told as the pack grows. Returns each file with its
-/// blob, in the order given.
+/// Stores `files` in the blob store of `store`: a single file as a loose
+/// object, several as one pack, `progress` told as the pack grows. Returns
+/// each file with its blob, in the order given. (No conversation references
+/// them: gc spares them for its grace period only.)
 pub fn put_files(
-    store: &BlobStore,
+    store: &Store,
     files: &[PathBuf],
     progress: &mut dyn FnMut(PutProgress),
 ) -> Result<Vec<StoredFile>, PutFilesError> {
+    let store = store.blobs();
     let max = store.options().max_blob_len;
     if let [file] = files {
         let data = user_file::read_file(file, max, LastLink::Follow)?;
@@ -118,13 +121,12 @@ fn lossy_path<S: serde::Serializer>(path: &Path, serializer: S) -> Result<S::Ok,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jpstore_engine::{Store, StoreOptions};
+    use jpstore_engine::StoreOptions;
 
     #[test]
     fn one_file_is_a_loose_object_and_several_one_pack_in_the_order_given() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::init_dir(&dir.path().join("s"), StoreOptions::default()).expect("init");
-        let store = store.blobs();
         let paths: Vec<PathBuf> = ["a", "b", "c"]
             .iter()
             .map(|n| {
@@ -133,20 +135,20 @@ mod tests {
                 p
             })
             .collect();
-        let one = put_files(store, &paths[..1], &mut |_| {}).expect("put one");
+        let one = put_files(&store, &paths[..1], &mut |_| {}).expect("put one");
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].size, 12);
-        assert_eq!(store.get(&one[0].id).expect("get"), b"content of a");
-        assert_eq!(store.packs().expect("packs").len(), 0);
+        assert_eq!(store.blobs().get(&one[0].id).expect("get"), b"content of a");
+        assert_eq!(store.blobs().packs().expect("packs").len(), 0);
 
         let mut last = None;
-        let all = put_files(store, &paths, &mut |p| last = Some(p)).expect("put all");
+        let all = put_files(&store, &paths, &mut |p| last = Some(p)).expect("put all");
         assert_eq!(
             all.iter().map(|f| &f.path).collect::<Vec<_>>(),
             paths.iter().collect::<Vec<_>>()
         );
-        assert_eq!(store.get(&all[2].id).expect("get"), b"content of c");
-        assert_eq!(store.packs().expect("packs").len(), 1);
+        assert_eq!(store.blobs().get(&all[2].id).expect("get"), b"content of c");
+        assert_eq!(store.blobs().packs().expect("packs").len(), 1);
         assert_eq!(last.map(|p| p.bytes_total), Some(36));
         let json = serde_json::to_value(&all[1]).expect("json");
         assert_eq!(json["path"], paths[1].display().to_string());
@@ -157,11 +159,10 @@ mod tests {
     fn a_file_that_cannot_be_read_among_several_stores_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::init_dir(&dir.path().join("s"), StoreOptions::default()).expect("init");
-        let store = store.blobs();
         let good = dir.path().join("good");
         std::fs::write(&good, "good").expect("write");
         let missing = dir.path().join("missing");
-        let e = put_files(store, &[good, missing.clone()], &mut |_| {}).expect_err("refused");
+        let e = put_files(&store, &[good, missing.clone()], &mut |_| {}).expect_err("refused");
         assert!(matches!(e, PutFilesError::Batch(_)), "{e:?}");
         let message = e.to_string();
         assert!(
@@ -169,6 +170,6 @@ mod tests {
                 && message.contains(&missing.display().to_string()),
             "{message}"
         );
-        assert!(store.ids().expect("ids").is_empty());
+        assert!(store.blobs().ids().expect("ids").is_empty());
     }
 }

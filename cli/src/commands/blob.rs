@@ -53,7 +53,7 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             let store = open_store(dir)?;
             // A bar only for a batch (one file is stored without progress).
             let mut bar: Option<Progress> = None;
-            let stored = put_files(store.blobs(), &files, &mut |p| {
+            let stored = put_files(&store, &files, &mut |p| {
                 bar.get_or_insert_with(|| Progress::new("storing"))
                     .update(p.bytes_done, p.bytes_total)
             });

@@ -29,7 +29,8 @@ pub struct VerifyProgress {
     pub bytes_total: u64,
 }
 
-/// One damaged object or file found by [`BlobStore::verify_all`].
+/// One damaged object or file found by [`BlobStore::verify_all`]
+/// (serialized as `blob`, hex or `null`, and `error`, its message).
 #[derive(Debug)]
 pub struct Problem {
     /// The object concerned, when the problem is about one object.
@@ -38,7 +39,25 @@ pub struct Problem {
     pub error: Error,
 }
 
-/// What [`BlobStore::verify_all`] found.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shape {
+            blob: Option<BlobId>,
+            error: String,
+        }
+        Shape {
+            blob: self.blob,
+            error: self.error.to_string(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// What [`BlobStore::verify_all`] found. Serialized (`jp-store blob verify
+/// --json`) as `clean` ([`VerifyReport::is_clean`]), then these fields,
+/// paths as their lossy UTF-8 form.
 #[derive(Debug, Default)]
 pub struct VerifyReport {
     /// Loose objects checked.
@@ -60,6 +79,36 @@ impl VerifyReport {
     /// Whether no damage was found.
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for VerifyReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shape<'a> {
+            clean: bool,
+            loose_objects: usize,
+            packs: usize,
+            packed_objects: usize,
+            bytes: u64,
+            problems: &'a [Problem],
+            unindexed_packs: Vec<String>,
+        }
+        Shape {
+            clean: self.is_clean(),
+            loose_objects: self.loose_objects,
+            packs: self.packs,
+            packed_objects: self.packed_objects,
+            bytes: self.bytes,
+            problems: &self.problems,
+            unindexed_packs: self
+                .unindexed_packs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+        }
+        .serialize(serializer)
     }
 }
 

@@ -6,14 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
 use jpstore_integrations::jp::export::jp_files;
-use jpstore_integrations::jp::import::{find_sources, prepare, read_source};
+use jpstore_integrations::jp::import::import_paths;
 
 use crate::commands::print_conversation;
 
@@ -29,6 +29,9 @@ pub const SAMPLE_WORKSPACE: &[(&str, &str)] = &[
         include_str!("../samples/jp-workspace/.jp/conversations/17738399468-fix-the-flaky-test/metadata.json"),
     ),
 ];
+
+/// The conversation directory of the sample, inside the workspace.
+const SAMPLE_CONVERSATION: &str = ".jp/conversations/17738399468-fix-the-flaky-test";
 
 /// The turn the demo appends, as `jp-store append` reads it.
 const NEXT_TURN: &str = r#"{"type": "turn_start"}
@@ -52,16 +55,13 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     println!("store: {}", store_dir.display());
 
     // 1. Import the JP workspace.
-    let sources = find_sources(&workspace)?;
-    let prepared = sources
-        .iter()
-        .map(|s| read_source(s).map(prepare))
-        .collect::<Result<Vec<_>, _>>()?;
-    let (imported, totals) = store.import(prepared, false, &mut |_| {})?;
+    let report = import_paths(&store, std::slice::from_ref(&workspace), false, &mut |_| {})?;
+    if let Some(failed) = report.failed.first() {
+        bail!("{}: {}", failed.path.display(), failed.reason);
+    }
     println!(
         "imported {} JP conversation(s): {} blobs stored\n",
-        imported.len(),
-        totals.new_blobs
+        report.imported, report.new_blobs
     );
 
     // 2. Print it.
@@ -71,7 +71,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
 
     // 3. Export it back: equal to the original files as JSON values.
     let files = jp_files(&store, &conv)?;
-    let original_dir = sources.first().context("the sample has a conversation")?;
+    let original_dir = workspace.join(SAMPLE_CONVERSATION);
     check_equal(&original_dir.join("events.json"), &files.events)?;
     check_equal(&original_dir.join("metadata.json"), &files.metadata)?;
     println!("\nexport --format jp gives back the imported files (equal as JSON)");

@@ -127,11 +127,11 @@ enum Command {
     /// Remove blobs no conversation references (marked from the logs, no
     /// blob read): loose objects are deleted, mostly dead packs rewritten.
     /// Safe while others write: appends wait while gc runs.
-    Gc(commands::maintenance::GcArgs),
+    Gc(commands::GcArgs),
     /// Check every conversation log and blob reference (--read-data: every
     /// blob's bytes too); --repair cuts torn tails and moves damage into
     /// quarantine/. Exit 1 when damage was found.
-    Fsck(commands::maintenance::FsckArgs),
+    Fsck(commands::FsckArgs),
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -185,9 +185,9 @@ fn main() -> ExitCode {
         Command::Stats { id, json, plot } => {
             commands::stats(dir, id.as_deref(), json, plot.as_deref())
         }
-        Command::Rm { id } => commands::maintenance::rm(dir, &id),
-        Command::Gc(args) => commands::maintenance::gc(dir, args),
-        Command::Fsck(args) => commands::maintenance::fsck(dir, args),
+        Command::Rm { id } => commands::rm(dir, &id),
+        Command::Gc(args) => commands::gc(dir, args),
+        Command::Fsck(args) => commands::fsck(dir, args),
         Command::Demo { dir } => demo::run(dir),
         Command::Attach(args) => commands::attach(dir, args),
         Command::Resolve { uri } => commands::resolve(&uri),

@@ -26,7 +26,7 @@ impl Progress {
     }
 
     /// Sets the position and total, in bytes.
-    pub fn update(&mut self, done: u64, total: u64) {
+    pub fn update(&self, done: u64, total: u64) {
         if let Some(bar) = &self.bar {
             bar.set_length(total);
             bar.set_position(done);
@@ -38,6 +38,14 @@ impl Progress {
         match &self.bar {
             Some(bar) => bar.println(line),
             None => eprintln!("jp-store: {line}"),
+        }
+    }
+
+    /// Prints `line` to stderr as it is, above the bar if there is one.
+    pub fn eprintln(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
         }
     }
 

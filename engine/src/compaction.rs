@@ -437,8 +437,10 @@ pub fn entry_chars(e: &Entry<Payload>) -> u64 {
     }
 }
 
-/// What a compaction changes in one turn (for `--dry-run`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a compaction changes in one turn (for `--dry-run`). Serialized
+/// with the counts named for what happens to them (`reasoning_dropped`,
+/// `requests_stripped`, `responses_stripped`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TurnChange {
     /// The turn.
     pub turn: u64,
@@ -447,10 +449,13 @@ pub struct TurnChange {
     /// Whether the turn is replaced by the summary.
     pub summarized: bool,
     /// Reasoning responses dropped.
+    #[serde(rename = "reasoning_dropped")]
     pub reasoning: u64,
     /// Tool call requests emptied (strip) or dropped (omit).
+    #[serde(rename = "requests_stripped")]
     pub requests: u64,
     /// Tool call responses replaced (strip) or dropped (omit).
+    #[serde(rename = "responses_stripped")]
     pub responses: u64,
 }
 
@@ -529,8 +534,11 @@ pub fn dry_run(
     (changes.into_values().collect(), before, after)
 }
 
+mod report;
 #[cfg(test)]
 mod tests;
+
+pub use report::{CompactReport, CompactionMade, ForkReport, UndoReport};
 
 /// What to compact, as asked on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -568,6 +576,8 @@ pub struct CompactOutcome {
     pub tokens_after: u64,
     /// Offset of the appended record (`None` for a dry run).
     pub offset: Option<u64>,
+    /// Whether it was a dry run (nothing written).
+    pub dry_run: bool,
 }
 
 /// Why a [`Summarizer`] made no summary: its own error, kept whole so that
@@ -650,6 +660,7 @@ pub fn plan(
         tokens_before,
         tokens_after,
         offset: None,
+        dry_run: request.dry_run,
     })
 }
 

@@ -395,9 +395,7 @@ fn keeps(c: &Compaction, tool: &str, request: bool) -> bool {
 }
 
 fn to_payload(entry: Entry<BlobRef>) -> Entry<Payload> {
-    entry
-        .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
-        .unwrap_or_else(|never| match never {})
+    entry.into_payload_refs()
 }
 
 fn to_payload_event(event: Event<BlobRef>) -> Event<Payload> {

@@ -7,6 +7,8 @@
 //! - [`attach`]: files and directories as resources of one request (walk
 //!   honouring `.gitignore`, MIME types, `file://` URIs; one blob batch and
 //!   one append), and [`attach::resolve`] of a `file://` resource.
+//! - [`blob_files`]: files a user names stored as blobs (one loose object,
+//!   or one pack for several).
 //! - [`summarizer`]: the summary of a compaction's range from a profile's
 //!   summary table: a command (raw events on stdin) or an OpenAI-compatible
 //!   endpoint; [`summarizer::profile_summarizer`] is the callback the
@@ -71,6 +73,7 @@
 //! budget) and `attach_directory.rs`.
 
 pub mod attach;
+pub mod blob_files;
 pub mod jp;
 pub mod provider;
 pub mod summarizer;

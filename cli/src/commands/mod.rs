@@ -1,5 +1,6 @@
-//! The commands: one file per command or group; each parses nothing (clap
-//! does, in `main.rs`), calls the library and prints.
+//! The commands: one file per command (`blob`: its subcommands); each
+//! parses nothing (clap does, in `main.rs`), calls the library and prints.
+//! `--json` output is the `Serialize` of the library's report types.
 
 mod append;
 mod attach;
@@ -7,12 +8,14 @@ pub mod blob;
 mod compact;
 mod export;
 mod fork;
+mod fsck;
+mod gc;
 mod import;
 mod init;
 mod ls;
-pub mod maintenance;
 mod new;
 mod print;
+mod rm;
 mod stats;
 mod view;
 
@@ -21,11 +24,14 @@ pub use attach::*;
 pub use compact::*;
 pub use export::*;
 pub use fork::*;
+pub use fsck::*;
+pub use gc::*;
 pub use import::*;
 pub use init::*;
 pub use ls::*;
 pub use new::*;
 pub use print::*;
+pub use rm::*;
 pub use stats::*;
 pub use view::*;
 

@@ -3,8 +3,8 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
+use jpstore_engine::store::CreateReport;
 use jpstore_engine::NewConversation;
-use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -43,7 +43,10 @@ pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
         ..Default::default()
     })?;
     if args.json {
-        println!("{}", json!({"id": writer.id().as_str()}));
+        let report = CreateReport {
+            id: writer.id().clone(),
+        };
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         println!("{}", writer.id());
     }

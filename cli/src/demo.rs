@@ -52,16 +52,17 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
     }
     let store = Store::init_dir(&store_dir, StoreOptions::default())?;
-    println!("store: {}", store_dir.display());
+    crate::outln!("store: {}", store_dir.display());
 
     // 1. Import the JP workspace.
     let report = import_paths(&store, std::slice::from_ref(&workspace), false, &mut |_| {})?;
     if let Some(failed) = report.failed.first() {
         bail!("{}: {}", failed.path.display(), failed.reason);
     }
-    println!(
+    crate::outln!(
         "imported {} JP conversation(s): {} blobs stored\n",
-        report.imported, report.new_blobs
+        report.imported,
+        report.new_blobs
     );
 
     // 2. Print it.
@@ -74,7 +75,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     let original_dir = workspace.join(SAMPLE_CONVERSATION);
     check_equal(&original_dir.join("events.json"), &files.events)?;
     check_equal(&original_dir.join("metadata.json"), &files.metadata)?;
-    println!("\nexport --format jp gives back the imported files (equal as JSON)");
+    crate::outln!("\nexport --format jp gives back the imported files (equal as JSON)");
 
     // 4. Append a turn, as an agent would: one durable batch.
     let parsed = parse_input(
@@ -88,7 +89,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     let outcome = writer.append(parsed.entries)?;
     drop(writer);
     let conv = store.read(&id)?;
-    println!(
+    crate::outln!(
         "appended {} events as one record at offset {}; the conversation now has {} turns",
         outcome.entries,
         outcome.offset,

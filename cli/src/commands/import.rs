@@ -1,4 +1,5 @@
-//! `jp-store import`: JP conversations into the store, in batches.
+//! `jp-store import`: JP conversations, or NDJSON streams of conversations,
+//! into the store, in batches.
 
 use super::{open_store, size};
 use anyhow::Result;
@@ -10,7 +11,8 @@ use std::process::ExitCode;
 pub struct ImportArgs {
     /// JP conversation directories, or directories holding them (a
     /// workspace's `.jp/conversations`, including `.archive/`, or the
-    /// workspace itself).
+    /// workspace itself); or NDJSON files of conversations, one a line, as
+    /// `export --format ndjson` writes them (`-` reads standard input).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Replace conversations that are already in the store (default: skip
@@ -19,29 +21,45 @@ pub struct ImportArgs {
     force: bool,
     /// Print the summary as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn import(dir: &Path, args: ImportArgs) -> Result<ExitCode> {
     use jpstore_integrations::jp::import::{import_paths, ImportProgress};
+    use jpstore_integrations::stream::{import_streams, is_stream, merge_reports, StreamSource};
     let store = open_store(dir)?;
+    let (streams, dirs): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        args.paths.iter().partition(|p| is_stream(p));
+    let sources: Vec<StreamSource> = streams
+        .iter()
+        .map(|p| match p.as_os_str() == "-" {
+            true => StreamSource::Stdin,
+            false => StreamSource::File((*p).clone()),
+        })
+        .collect();
+    let dirs: Vec<PathBuf> = dirs.into_iter().cloned().collect();
     let mut progress = crate::output::Progress::new("importing");
-    let report = import_paths(&store, &args.paths, args.force, &mut |p| match p {
+    let mut on_progress = |p: ImportProgress<'_>| match p {
         ImportProgress::Bytes { done, total } => progress.update(done, total),
         ImportProgress::Replaced(id) => progress.println(&format!("replaced {id}")),
         ImportProgress::Skipped(id) => progress.println(&format!(
             "skipped {id}: already in the store (--force replaces it)"
         )),
         ImportProgress::Failed(f) => progress.println(&format!("failed: {}", f.reason)),
-    })?;
+    };
+    let mut report = import_paths(&store, &dirs, args.force, &mut on_progress)?;
+    if !sources.is_empty() {
+        let streamed = import_streams(&store, &sources, args.force, &mut on_progress)?;
+        report = merge_reports(report, streamed);
+    }
     progress.finish();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in &report.failed {
             eprintln!("jp-store: {}: {}", f.path.display(), f.reason);
         }
-        println!(
+        crate::outln!(
             "imported {} conversations ({} events), skipped {}, failed {}; \
              read {}, stored {} ({} in {} new blobs, {} of logs)",
             report.imported,

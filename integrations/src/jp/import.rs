@@ -5,12 +5,16 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::base64::{decode, decode_leaves};
+use super::order::{self, SeenKeys};
+use super::render::{self, FileKind};
+use super::text::{self, Shape};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
 use jpstore_engine::config::SettingPlace;
+use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{parse_entry, ParseMode};
+use jpstore_engine::event::json::{parse_entry, payload_json, render_entry, ParseMode};
 use jpstore_engine::event::{Entry, EventKind, Object, Payload};
 pub use jpstore_engine::import::{Imported, Prepared};
 use jpstore_engine::timestamp::Timestamp;
@@ -19,7 +23,7 @@ use jpstore_engine::Store;
 /// Largest JP file read.
 pub const MAX_JP_FILE: u64 = 2 << 30;
 
-/// The files of one JP conversation, parsed as JSON.
+/// The files of one JP conversation, parsed as JSON, with their text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JpSource {
     /// The directory.
@@ -36,6 +40,12 @@ pub struct JpSource {
     pub events: Vec<Value>,
     /// `base_config.json`, if present.
     pub base_config: Option<Object>,
+    /// The text of `events.json`.
+    pub events_text: String,
+    /// The text of `metadata.json`, if present.
+    pub metadata_text: Option<String>,
+    /// The text of `base_config.json`, if present.
+    pub base_config_text: Option<String>,
     /// Bytes of the files read.
     pub bytes: u64,
 }
@@ -94,8 +104,8 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
 
 /// Reads `dir/name` as JSON: a regular file of at most [`MAX_JP_FILE`]
 /// bytes (a FIFO, a device or a link there is refused without blocking:
-/// [`user_file`]); `None` if it does not exist.
-fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
+/// [`user_file`]); `None` if it does not exist. The value and the text.
+fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, String)>> {
     let path = dir.join(name);
     let bytes = match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
         Ok(b) => b,
@@ -124,7 +134,12 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
             ),
         )
     })?;
-    Ok(Some((v, bytes.len() as u64)))
+    // A JSON text serde_json accepts is UTF-8 (strings are checked, the
+    // rest is ASCII); the check costs one pass and keeps that an
+    // assumption of nobody's.
+    let text = String::from_utf8(bytes)
+        .map_err(|e| invalid(&dir.join(name), format!("not UTF-8: {e}")))?;
+    Ok(Some((v, text)))
 }
 
 /// Reads one JP conversation directory.
@@ -151,19 +166,20 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         .parent()
         .and_then(|p| p.file_name())
         .is_some_and(|n| n == ".archive");
-    let (events, mut bytes) =
+    let (events, events_text) =
         read_json(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let mut bytes = events_text.len() as u64;
     let Value::Array(events) = events else {
         return Err(invalid(
             &dir.join("events.json"),
             "expected a JSON array of entries",
         ));
     };
-    let metadata = match read_json(dir, "metadata.json")? {
-        None => Map::new(),
-        Some((Value::Object(o), n)) => {
-            bytes += n;
-            o
+    let (metadata, metadata_text) = match read_json(dir, "metadata.json")? {
+        None => (Map::new(), None),
+        Some((Value::Object(o), t)) => {
+            bytes += t.len() as u64;
+            (o, Some(t))
         }
         Some(_) => {
             return Err(invalid(
@@ -172,11 +188,11 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             ))
         }
     };
-    let base_config = match read_json(dir, "base_config.json")? {
-        None => None,
-        Some((Value::Object(o), n)) => {
-            bytes += n;
-            Some(o)
+    let (base_config, base_config_text) = match read_json(dir, "base_config.json")? {
+        None => (None, None),
+        Some((Value::Object(o), t)) => {
+            bytes += t.len() as u64;
+            (Some(o), Some(t))
         }
         Some(_) => {
             return Err(invalid(
@@ -194,6 +210,9 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         metadata,
         events,
         base_config,
+        events_text,
+        metadata_text,
+        base_config_text,
         bytes,
     })
 }
@@ -241,19 +260,54 @@ fn check_settings(
     }
 }
 
-/// Converts a JP conversation: detects the config layout, undoes base64
-/// where JP applies it (recording the leaves that were not base64), and
-/// parses entries leniently (entries that do not fit the model are kept
-/// verbatim).
+/// The most text import keeps per conversation beside what rendering gives
+/// (gaps, edits and per-entry key orders of hand-edited files), in bytes:
+/// the metadata that holds it is read with every read of the conversation.
+/// A conversation that would need more is imported without it: it exports
+/// equal as JSON, in its own layout and key order, and the import says so.
+pub const MAX_KEPT_TEXT: usize = 256 << 10;
+
+/// Whether a conversation's files will be exported byte for byte, as
+/// [`prepare_checked`] found by rendering them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ByteCheck {
+    /// Every file comes back byte for byte; `kept` bytes of text are kept
+    /// for it beside the values (0 for the files JP writes).
+    Identical {
+        /// Bytes kept (gaps, edits, per-entry key orders).
+        kept: usize,
+    },
+    /// The files come back equal as JSON values, not byte for byte.
+    NotIdentical {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Converts a JP conversation ([`prepare_checked`], without its report).
 pub fn prepare(src: JpSource) -> Prepared {
+    prepare_checked(src).0
+}
+
+/// Converts a JP conversation: detects the config layout, undoes base64
+/// where JP applies it (recording the leaves that were not base64), parses
+/// entries leniently (entries that do not fit the model are kept
+/// verbatim), and records what export needs to write the same bytes: the
+/// base config's own text (without whitespace) for its blob, the key order
+/// of entries ([`order::choose`]), and for each file its layout and, found
+/// by rendering it and comparing with the bytes read, whatever else
+/// differs ([`render::record`]).
+pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     let mut events = src.events;
     let first_is_delta = events
         .first()
         .and_then(|e| e.get("type"))
         .and_then(Value::as_str)
         == Some("config_delta");
-    let (layout, base_config, first_entry) = if src.base_config.is_some() {
-        (ConfigLayout::BaseConfigFile, src.base_config, None)
+    let items = text::array_items(&src.events_text);
+    let (layout, base_config, base_text, first_entry) = if let Some(base) = src.base_config {
+        let base_text = src.base_config_text.as_deref().map(text::minify);
+        (ConfigLayout::BaseConfigFile, Some(base), base_text, None)
     } else if first_is_delta {
         match events.first().and_then(|e| e.get("delta")) {
             Some(Value::Object(delta)) => {
@@ -262,22 +316,41 @@ pub fn prepare(src: JpSource) -> Prepared {
                     Value::Object(o) => o,
                     _ => Map::new(),
                 };
-                first.remove("delta");
-                (ConfigLayout::FirstConfigDelta, Some(delta), Some(first))
+                // `{}` holds the place of the delta (the base config).
+                if let Some(v) = first.get_mut("delta") {
+                    *v = Value::Object(Map::new());
+                }
+                let delta_text = items
+                    .as_ref()
+                    .and_then(|spans| spans.first())
+                    .and_then(|span| src.events_text.get(span.clone()))
+                    .and_then(|entry| {
+                        let at = text::object_member(entry, "delta")?;
+                        entry.get(at).map(text::minify)
+                    });
+                (
+                    ConfigLayout::FirstConfigDelta,
+                    Some(delta),
+                    delta_text,
+                    Some(first),
+                )
             }
-            Some(_) => (ConfigLayout::None, None, None),
-            None => (ConfigLayout::Flattened, None, None),
+            Some(_) => (ConfigLayout::None, None, None, None),
+            None => (ConfigLayout::Flattened, None, None, None),
         }
     } else {
-        (ConfigLayout::None, None, None)
+        (ConfigLayout::None, None, None, None)
+    };
+    // The base config blob holds the config's text as the file has it
+    // (format-spec.md 4.5); canonical bytes only if the text was not found.
+    let base_text = match (&base_config, base_text) {
+        (Some(_), Some(t)) => Some(t),
+        (Some(c), None) => String::from_utf8(jpstore_engine::config::canonical_bytes(c)).ok(),
+        (None, _) => None,
     };
     let mut raw = std::collections::BTreeMap::new();
-    // JP writes no `compaction_undo`. One naming a compaction that is not
-    // before it would revoke a later one (format-spec.md 4.2): it is kept
-    // verbatim, as an entry that does not fit the model is, and revokes
-    // nothing.
-    let mut compactions = 0u64;
-    let entries = events
+    let mut seen = Vec::new();
+    let entries: Vec<Entry<Payload>> = events
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -285,19 +358,23 @@ pub fn prepare(src: JpSource) -> Prepared {
             if !leaves.is_empty() {
                 raw.insert(i.to_string(), leaves);
             }
-            match (entry.event().map(|e| &e.kind), v) {
-                (Some(EventKind::Compaction(_)), _) => compactions += 1,
-                (Some(EventKind::CompactionUndo(u)), Value::Object(o))
-                    if u.undoes >= compactions =>
-                {
-                    return Entry::Unknown(o.clone());
-                }
-                _ => {}
+            if let (Entry::Event(e), Value::Object(o)) = (&entry, v) {
+                seen.push(SeenKeys {
+                    index: i,
+                    type_name: e.kind.type_name().to_owned(),
+                    rendered: rendered_keys(&entry),
+                    file: o.keys().cloned().collect(),
+                });
             }
             entry
         })
         .collect();
     let mut fields = src.metadata;
+    let mut info = JpInfo::new(src.dir_name, src.archived, layout);
+    info.first_entry = first_entry;
+    info.raw = raw;
+    info.metadata_jp = fields.get(JP_FIELD).cloned();
+    order::choose(&mut info, &seen);
     let created_added = !fields.contains_key("created");
     if created_added {
         // JP's id is the creation time in deciseconds.
@@ -307,22 +384,138 @@ pub fn prepare(src: JpSource) -> Prepared {
             }
         }
     }
-    let created_added = created_added && fields.contains_key("created");
-    let info = JpInfo {
-        dir: src.dir_name,
-        archived: src.archived,
-        layout,
-        first_entry,
-        raw,
-        created_added,
-    };
+    info.created_added = created_added && fields.contains_key("created");
+    // The fields as the store will hold them: a JSON merge patch over
+    // nothing, in which `null` removes a key (format-spec.md 4.3). The
+    // check renders what export will render from those.
     fields.insert(JP_FIELD.into(), info.to_value());
-    Prepared {
+    let mut stored = Map::new();
+    merge_patch(&mut stored, &fields);
+    if let Some(Ok(Some(kept))) = stored
+        .contains_key(JP_FIELD)
+        .then(|| JpInfo::from_metadata(&stored))
+    {
+        info = kept;
+    }
+    let metadata = super::export::imported_metadata(&stored, &info);
+    let check = record_text(
+        &mut info,
+        &entries,
+        &src.events_text,
+        src.metadata_text.as_deref().map(|t| (t, metadata)),
+        base_text.as_deref(),
+        src.base_config_text.as_deref(),
+    );
+    fields.insert(JP_FIELD.into(), info.to_value());
+    let prepared = Prepared {
         id: src.id,
         fields,
         base_config,
+        base_config_text: base_text.map(String::into_bytes),
         entries,
         source_bytes: src.bytes,
+    };
+    (prepared, check)
+}
+
+/// The keys of an event as jp-store renders it, in the rendering's order
+/// (content is not rendered: only the keys are wanted).
+fn rendered_keys(entry: &Entry<Payload>) -> Vec<String> {
+    match render_entry(entry, &mut |_, _| {
+        Ok::<_, std::convert::Infallible>(Value::Null)
+    }) {
+        Ok(Value::Object(o)) => o.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Renders the files of a conversation being imported as export will
+/// write them, compares them with the text read, and records in `info`
+/// what makes them the same (their [`super::FileText`]s). A file whose values do
+/// not match the rendered ones one to one, or a conversation that would
+/// keep more than [`MAX_KEPT_TEXT`], keeps only its layout.
+fn record_text(
+    info: &mut JpInfo,
+    entries: &[Entry<Payload>],
+    events_text: &str,
+    metadata: Option<(&str, Object)>,
+    base_text: Option<&str>,
+    base_config_text: Option<&str>,
+) -> ByteCheck {
+    let mut failed = Vec::new();
+    // events.json
+    let shape = Shape::detect(events_text);
+    info.events_text.set_shape(&shape);
+    let mut lossy = Vec::new();
+    let mut inline = |p: &Payload, kind| payload_json(p, kind);
+    match render::event_elements(entries, info, base_text, &mut inline, &mut lossy) {
+        Ok(elements) if lossy.is_empty() => {
+            match render::record(&elements, events_text, FileKind::Array, &shape) {
+                Some(file) => info.events_text = file,
+                None => failed.push(
+                    "events.json: its entries could not be matched to the values of the file"
+                        .to_owned(),
+                ),
+            }
+        }
+        Ok(_) => failed.push(format!("events.json: {}", lossy.join("; "))),
+        Err(e) => failed.push(format!("events.json: {e}")),
+    }
+    // metadata.json: the fields as export gives them back.
+    if let Some((text, fields)) = metadata {
+        let shape = Shape::detect(text);
+        let element = render::value_element(&Value::Object(fields).to_string(), &shape);
+        match render::record(&[element], text, FileKind::Single, &shape) {
+            Some(file) => info.metadata_text = file,
+            None => {
+                info.metadata_text.set_shape(&shape);
+                failed.push("metadata.json: not one JSON value".to_owned());
+            }
+        }
+    }
+    // base_config.json: the text kept in the blob.
+    if let (Some(text), Some(base)) = (base_config_text, base_text) {
+        let shape = Shape::detect(text);
+        let element = render::value_element(base, &shape);
+        match render::record(&[element], text, FileKind::Single, &shape) {
+            Some(file) => info.base_config_text = file,
+            None => {
+                info.base_config_text.set_shape(&shape);
+                failed.push("base_config.json: not one JSON value".to_owned());
+            }
+        }
+    }
+    let kept = render::kept_bytes(&info.events_text)
+        + render::kept_bytes(&info.metadata_text)
+        + render::kept_bytes(&info.base_config_text)
+        + info
+            .entry_keys
+            .iter()
+            .map(|(k, keys)| k.len() + keys.iter().map(|s| s.len() + 1).sum::<usize>())
+            .sum::<usize>();
+    if kept > MAX_KEPT_TEXT {
+        for file in [
+            &mut info.events_text,
+            &mut info.metadata_text,
+            &mut info.base_config_text,
+        ] {
+            file.gaps.clear();
+            file.fixes.clear();
+        }
+        failed.push(format!(
+            "{kept} bytes of its text differ from what JP's serializer writes, more than the \
+             {MAX_KEPT_TEXT} bytes kept per conversation"
+        ));
+    }
+    if failed.is_empty() {
+        ByteCheck::Identical { kept }
+    } else {
+        ByteCheck::NotIdentical {
+            reason: format!(
+                "it will export equal as JSON, not byte for byte: {}",
+                failed.join("; ")
+            ),
+        }
     }
 }
 
@@ -357,6 +550,12 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
         decode_leaves(meta, &mut "/metadata".to_string(), &mut raw);
     }
     match parse_entry(&Value::Object(decoded), ParseMode::Lenient) {
+        // JP has no `compaction_undo` (a jp-store extension): JP passes one
+        // through as an entry it does not know, and its compaction stays in
+        // effect. So does it here: kept verbatim, it revokes nothing.
+        Ok(Entry::Event(e)) if matches!(e.kind, EventKind::CompactionUndo(_)) => {
+            (Entry::Unknown(obj.clone()), Vec::new())
+        }
         Ok(Entry::Event(e)) => (Entry::Event(e), raw),
         // Unknown, or not fitting the model: the original bytes' JSON, with
         // its base64 untouched, so export writes it back as it was.
@@ -387,6 +586,9 @@ pub struct ImportReport {
     pub skipped: usize,
     /// Paths that were not imported: no JP data found, or not valid JP data.
     pub failed: Vec<ImportFailure>,
+    /// Conversations imported whose files will not export byte for byte
+    /// (only equal as JSON), and why ([`ByteCheck::NotIdentical`]).
+    pub not_byte_identical: Vec<ImportFailure>,
     /// Entries stored.
     pub events: usize,
     /// Bytes of the JP files of the conversations stored.
@@ -463,7 +665,11 @@ pub fn import_paths(
     let mut done = 0u64;
     let mut chunk = Vec::new();
     let mut chunk_bytes = 0u64;
+    // The conversations of the chunk that will not export byte for byte:
+    // reported once they are stored (not when skipped).
+    let mut inexact: Vec<(ConversationId, ImportFailure)> = Vec::new();
     let mut flush = |chunk: &mut Vec<Prepared>,
+                     inexact: &mut Vec<(ConversationId, ImportFailure)>,
                      report: &mut ImportReport,
                      progress: &mut dyn FnMut(ImportProgress<'_>)|
      -> Result<()> {
@@ -490,6 +696,9 @@ pub fn import_paths(
                     if replaced {
                         progress(ImportProgress::Replaced(&id));
                     }
+                    if let Some(at) = inexact.iter().position(|(i, _)| *i == id) {
+                        report.not_byte_identical.push(inexact.swap_remove(at).1);
+                    }
                 }
                 Imported::Skipped { id } => {
                     report.skipped += 1;
@@ -497,6 +706,7 @@ pub fn import_paths(
                 }
             }
         }
+        inexact.clear();
         progress(ImportProgress::Bytes { done, total });
         Ok(())
     };
@@ -504,9 +714,17 @@ pub fn import_paths(
         match read_source(&src) {
             Ok(s) => {
                 chunk_bytes += s.bytes;
-                chunk.push(prepare(s));
+                let (prepared, check) = prepare_checked(s);
+                if let ByteCheck::NotIdentical { reason } = check {
+                    let failure = ImportFailure {
+                        path: src.clone(),
+                        reason,
+                    };
+                    inexact.push((prepared.id.clone(), failure));
+                }
+                chunk.push(prepared);
                 if chunk_bytes >= IMPORT_CHUNK_BYTES {
-                    flush(&mut chunk, &mut report, progress)?;
+                    flush(&mut chunk, &mut inexact, &mut report, progress)?;
                     chunk_bytes = 0;
                 }
             }
@@ -520,7 +738,7 @@ pub fn import_paths(
             }
         }
     }
-    flush(&mut chunk, &mut report, progress)?;
+    flush(&mut chunk, &mut inexact, &mut report, progress)?;
     report.bytes_stored = report.blob_bytes_stored + report.log_bytes;
     Ok(report)
 }

@@ -140,9 +140,11 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
             m
         }
     };
-    let metadata = single_file(
-        &Value::Object(metadata).to_string(),
+    let element = render::object_element(&Value::Object(metadata), &info.metadata_text.shape());
+    let metadata = render::assemble(
+        &[element],
         &info.metadata_text,
+        FileKind::Single,
         "metadata.json",
         &mut lossy,
     );
@@ -184,8 +186,8 @@ pub fn imported_metadata(fields: &Object, info: &JpInfo) -> Object {
     m
 }
 
-/// A file of one value (`json`, its text in any layout), written as
-/// recorded in `file`.
+/// A file of one value (`json`, its text in any layout: the base config
+/// blob's), written as recorded in `file`.
 fn single_file(json: &str, file: &FileText, what: &str, lossy: &mut Vec<String>) -> String {
     let element = render::value_element(json, &file.shape());
     render::assemble(&[element], file, FileKind::Single, what, lossy)

@@ -1,12 +1,13 @@
 //! Reading JP conversation directories and importing them into a store.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::base64::{decode, decode_leaves};
 use super::order::{self, SeenKeys};
-use super::render::{self, FileKind};
+use super::render::{self, Element, FileKind};
 use super::text::{self, Shape};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
@@ -14,7 +15,7 @@ use jpstore_engine::config::SettingPlace;
 use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{parse_entry, payload_json, render_entry, ParseMode};
+use jpstore_engine::event::json::{parse_entry, payload_json, ParseMode};
 use jpstore_engine::event::{Entry, EventKind, Object, Payload};
 pub use jpstore_engine::import::{Imported, Prepared};
 use jpstore_engine::timestamp::Timestamp;
@@ -349,7 +350,6 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
         (None, _) => None,
     };
     let mut raw = std::collections::BTreeMap::new();
-    let mut seen = Vec::new();
     let entries: Vec<Entry<Payload>> = events
         .iter()
         .enumerate()
@@ -357,14 +357,6 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
             let (entry, leaves) = import_entry(v);
             if !leaves.is_empty() {
                 raw.insert(i.to_string(), leaves);
-            }
-            if let (Entry::Event(e), Value::Object(o)) = (&entry, v) {
-                seen.push(SeenKeys {
-                    index: i,
-                    type_name: e.kind.type_name().to_owned(),
-                    rendered: rendered_keys(&entry),
-                    file: o.keys().cloned().collect(),
-                });
             }
             entry
         })
@@ -374,6 +366,34 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     info.first_entry = first_entry;
     info.raw = raw;
     info.metadata_jp = fields.get(JP_FIELD).cloned();
+    // Every entry as export renders it (keys in the rendering's order), once:
+    // their keys decide the key order, then they are written in it.
+    let mut lossy = Vec::new();
+    let mut failed = Vec::new();
+    let (written, _) = render::written_entries(&entries);
+    let mut values = Vec::with_capacity(written.len());
+    let mut seen = Vec::new();
+    for i in written {
+        match render::jp_value(&entries[i], i, &info, &mut payload_json, &mut lossy) {
+            Ok(value) => {
+                if let (Entry::Event(e), Value::Object(rendered), Some(Value::Object(file))) =
+                    (&entries[i], &value, events.get(i))
+                {
+                    seen.push(SeenKeys {
+                        index: i,
+                        type_name: e.kind.type_name().to_owned(),
+                        rendered: rendered.keys().cloned().collect(),
+                        file: file.keys().cloned().collect(),
+                    });
+                }
+                values.push((i, value));
+            }
+            Err(e) => failed.push(format!("events.json: entry {i}: {e}")),
+        }
+    }
+    if !lossy.is_empty() {
+        failed.push(format!("events.json: {}", lossy.join("; ")));
+    }
     order::choose(&mut info, &seen);
     let created_added = !fields.contains_key("created");
     if created_added {
@@ -397,11 +417,18 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     {
         info = kept;
     }
+    let shape = Shape::detect(&src.events_text);
+    info.events_text.set_shape(&shape);
+    let mut elements = Vec::with_capacity(values.len() + 1);
+    elements.extend(render::first_element(&info, base_text.as_deref(), &shape));
+    for (i, value) in values {
+        elements.push(render::entry_element(&entries[i], i, value, &info, &shape));
+    }
     let metadata = super::export::imported_metadata(&stored, &info);
     let check = record_text(
         &mut info,
-        &entries,
-        &src.events_text,
+        failed,
+        (&src.events_text, items.as_deref(), &elements, &shape),
         src.metadata_text.as_deref().map(|t| (t, metadata)),
         base_text.as_deref(),
         src.base_config_text.as_deref(),
@@ -418,17 +445,6 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     (prepared, check)
 }
 
-/// The keys of an event as jp-store renders it, in the rendering's order
-/// (content is not rendered: only the keys are wanted).
-fn rendered_keys(entry: &Entry<Payload>) -> Vec<String> {
-    match render_entry(entry, &mut |_, _| {
-        Ok::<_, std::convert::Infallible>(Value::Null)
-    }) {
-        Ok(Value::Object(o)) => o.keys().cloned().collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Renders the files of a conversation being imported as export will
 /// write them, compares them with the text read, and records in `info`
 /// what makes them the same (their [`super::FileText`]s). A file whose values do
@@ -436,36 +452,28 @@ fn rendered_keys(entry: &Entry<Payload>) -> Vec<String> {
 /// keep more than [`MAX_KEPT_TEXT`], keeps only its layout.
 fn record_text(
     info: &mut JpInfo,
-    entries: &[Entry<Payload>],
-    events_text: &str,
+    mut failed: Vec<String>,
+    (events_text, items, elements, shape): (&str, Option<&[Range<usize>]>, &[Element], &Shape),
     metadata: Option<(&str, Object)>,
     base_text: Option<&str>,
     base_config_text: Option<&str>,
 ) -> ByteCheck {
-    let mut failed = Vec::new();
     // events.json
-    let shape = Shape::detect(events_text);
-    info.events_text.set_shape(&shape);
-    let mut lossy = Vec::new();
-    let mut inline = |p: &Payload, kind| payload_json(p, kind);
-    match render::event_elements(entries, info, base_text, &mut inline, &mut lossy) {
-        Ok(elements) if lossy.is_empty() => {
-            match render::record(&elements, events_text, FileKind::Array, &shape) {
-                Some(file) => info.events_text = file,
-                None => failed.push(
-                    "events.json: its entries could not be matched to the values of the file"
-                        .to_owned(),
-                ),
-            }
-        }
-        Ok(_) => failed.push(format!("events.json: {}", lossy.join("; "))),
-        Err(e) => failed.push(format!("events.json: {e}")),
+    let recorded = items
+        .and_then(|spans| render::record(elements, events_text, spans, FileKind::Array, shape));
+    match recorded {
+        Some(file) if failed.is_empty() => info.events_text = file,
+        Some(_) => {}
+        None => failed.push(
+            "events.json: its entries could not be matched to the values of the file".to_owned(),
+        ),
     }
     // metadata.json: the fields as export gives them back.
     if let Some((text, fields)) = metadata {
         let shape = Shape::detect(text);
-        let element = render::value_element(&Value::Object(fields).to_string(), &shape);
-        match render::record(&[element], text, FileKind::Single, &shape) {
+        let element = render::object_element(&Value::Object(fields), &shape);
+        let span = text::value_span(text);
+        match span.and_then(|s| render::record(&[element], text, &[s], FileKind::Single, &shape)) {
             Some(file) => info.metadata_text = file,
             None => {
                 info.metadata_text.set_shape(&shape);
@@ -477,7 +485,8 @@ fn record_text(
     if let (Some(text), Some(base)) = (base_config_text, base_text) {
         let shape = Shape::detect(text);
         let element = render::value_element(base, &shape);
-        match render::record(&[element], text, FileKind::Single, &shape) {
+        let span = text::value_span(text);
+        match span.and_then(|s| render::record(&[element], text, &[s], FileKind::Single, &shape)) {
             Some(file) => info.base_config_text = file,
             None => {
                 info.base_config_text.set_shape(&shape);

@@ -144,6 +144,17 @@ impl SeenKeys {
     fn rendered(&self) -> Vec<&str> {
         self.rendered.iter().map(String::as_str).collect()
     }
+
+    /// Whether `arranged` (the rendering's keys in some order) puts the
+    /// keys the file has in the file's order (keys only the rendering has,
+    /// such as an `arguments` the file left out, are the fixes' business).
+    fn follows(&self, arranged: &[&str]) -> bool {
+        arranged
+            .iter()
+            .filter(|k| self.file.iter().any(|f| f == *k))
+            .copied()
+            .eq(self.wanted())
+    }
 }
 
 /// Chooses the cheapest description of the orders `seen` (sets
@@ -156,7 +167,7 @@ impl SeenKeys {
 pub fn choose(info: &mut JpInfo, seen: &[SeenKeys]) {
     let follows = |order: KeyOrder| {
         seen.iter()
-            .filter(|s| order.arrange(&s.rendered()) == s.wanted())
+            .filter(|s| s.follows(&order.arrange(&s.rendered())))
             .count()
     };
     info.key_order = if follows(KeyOrder::TimestampFirst) > follows(KeyOrder::TypeFirst) {
@@ -173,7 +184,7 @@ pub fn choose(info: &mut JpInfo, seen: &[SeenKeys]) {
     for (type_name, events) in by_type {
         let base = events
             .iter()
-            .filter(|s| info.key_order.arrange(&s.rendered()) == s.wanted())
+            .filter(|s| s.follows(&info.key_order.arrange(&s.rendered())))
             .count();
         if base == events.len() {
             continue;
@@ -188,14 +199,14 @@ pub fn choose(info: &mut JpInfo, seen: &[SeenKeys]) {
         });
         let listed = events
             .iter()
-            .filter(|s| by_list(&list, &s.rendered()) == s.wanted())
+            .filter(|s| s.follows(&by_list(&list, &s.rendered())))
             .count();
         if listed > base {
             info.type_keys.insert(type_name.to_owned(), list);
         }
     }
     for s in seen {
-        if arranged(info, Some(s.index), &s.type_name, &s.rendered()) != s.wanted() {
+        if !s.follows(&arranged(info, Some(s.index), &s.type_name, &s.rendered())) {
             let own = s.wanted().iter().map(|k| (*k).to_owned()).collect();
             info.entry_keys.insert(s.index.to_string(), own);
         }

@@ -83,54 +83,96 @@ pub fn assemble(
     what: &str,
     lossy: &mut Vec<String>,
 ) -> String {
+    let total: usize = elements.iter().map(|e| e.text.len() + 8).sum();
+    let mut out = String::with_capacity(total + 16);
+    write_pieces(elements, file, kind, what, lossy, &mut |piece| {
+        out.push_str(piece);
+        true
+    });
+    out
+}
+
+/// Whether [`assemble`] gives `original`, compared piece by piece (no
+/// copy of the file is made); false also when a fix does not apply.
+fn assembles_to(elements: &[Element], file: &FileText, kind: FileKind, original: &str) -> bool {
+    let mut lossy = Vec::new();
+    let mut rest = original.as_bytes();
+    let whole = write_pieces(
+        elements,
+        file,
+        kind,
+        "",
+        &mut lossy,
+        &mut |piece| match rest.strip_prefix(piece.as_bytes()) {
+            Some(after) => {
+                rest = after;
+                true
+            }
+            None => false,
+        },
+    );
+    whole && rest.is_empty() && lossy.is_empty()
+}
+
+/// The pieces of a file in order (gaps, values with their fixes applied),
+/// each given to `sink` until it answers false; whether all were taken.
+fn write_pieces(
+    elements: &[Element],
+    file: &FileText,
+    kind: FileKind,
+    what: &str,
+    lossy: &mut Vec<String>,
+    sink: &mut dyn FnMut(&str) -> bool,
+) -> bool {
     let shape = file.shape();
     let (start, sep, end) = default_gaps(kind, &shape, elements.len());
-    let total: usize = elements.iter().map(|e| e.text.len() + sep.len()).sum();
-    let mut out = String::with_capacity(total + start.len() + end.len());
-    out.push_str(file.gaps.get(START_KEY).unwrap_or(&start));
+    if !sink(file.gaps.get(START_KEY).unwrap_or(&start)) {
+        return false;
+    }
     for (i, element) in elements.iter().enumerate() {
-        if i > 0 {
-            out.push_str(file.gaps.get(&element.key).unwrap_or(&sep));
+        if i > 0 && !sink(file.gaps.get(&element.key).unwrap_or(&sep)) {
+            return false;
         }
-        match file.fixes.get(&element.key) {
-            None => out.push_str(&element.text),
+        let taken = match file.fixes.get(&element.key) {
+            None => sink(&element.text),
             Some(Fix(crc, edits)) => {
                 let fixed = (crc32fast::hash(element.text.as_bytes()) == *crc)
                     .then(|| apply(&element.text, edits))
                     .flatten();
                 match fixed {
-                    Some(text) => out.push_str(&text),
+                    Some(text) => sink(&text),
                     None => {
                         lossy.push(format!(
                             "{what}: the text of value `{}` as it was imported could not be \
                              restored (this build renders it otherwise); written as rendered",
                             element.key
                         ));
-                        out.push_str(&element.text);
+                        sink(&element.text)
                     }
                 }
             }
+        };
+        if !taken {
+            return false;
         }
     }
-    out.push_str(file.gaps.get(END_KEY).unwrap_or(&end));
-    out
+    sink(file.gaps.get(END_KEY).unwrap_or(&end))
 }
 
 /// What [`assemble`] needs to give back `original` (the bytes of a file,
-/// as UTF-8) from `elements` in `shape`: the gaps that are not the
-/// layout's and the edits of every value whose text is not its rendering.
-/// `None` when the file's values do not correspond one to one with the
-/// elements (nothing can be recorded that would give the bytes back).
+/// as UTF-8, whose values lie at `spans`: [`text::array_items`] or
+/// [`text::value_span`]) from `elements` in `shape`: the gaps that are not
+/// the layout's and the edits of every value whose text is not its
+/// rendering. `None` when the file's values do not correspond one to one
+/// with the elements (nothing can be recorded that would give the bytes
+/// back).
 pub fn record(
     elements: &[Element],
     original: &str,
+    spans: &[std::ops::Range<usize>],
     kind: FileKind,
     shape: &Shape,
 ) -> Option<FileText> {
-    let spans = match kind {
-        FileKind::Array => text::array_items(original)?,
-        FileKind::Single => vec![text::value_span(original)?],
-    };
     if spans.len() != elements.len() {
         return None;
     }
@@ -154,7 +196,7 @@ pub fn record(
             gap(END_KEY, original.get(open..)?, &end);
         }
     }
-    for (i, (element, span)) in elements.iter().zip(&spans).enumerate() {
+    for (i, (element, span)) in elements.iter().zip(spans).enumerate() {
         if i > 0 {
             gap(
                 &element.key,
@@ -173,9 +215,7 @@ pub fn record(
             );
         }
     }
-    let mut lossy = Vec::new();
-    (assemble(elements, &file, kind, "", &mut lossy) == original && lossy.is_empty())
-        .then_some(file)
+    assembles_to(elements, &file, kind, original).then_some(file)
 }
 
 /// The bytes a [`FileText`] keeps beside the rendering (for the budget of
@@ -195,7 +235,7 @@ pub fn kept_bytes(file: &FileText) -> usize {
 /// text) when there is one, then every stored entry except compactions an
 /// undo revoked and the undo entries (JP has no undo; its view is the same
 /// without both, and `lossy` says so). `content` renders a payload inline
-/// (from the blob store, or the import's own bytes).
+/// (from the blob store).
 pub fn event_elements<C, E>(
     entries: &[Entry<C>],
     info: &JpInfo,
@@ -205,38 +245,11 @@ pub fn event_elements<C, E>(
 ) -> Result<Vec<Element>, E> {
     let shape = info.events_text.shape();
     let mut out = Vec::with_capacity(entries.len() + 1);
-    if info.layout == super::ConfigLayout::FirstConfigDelta {
-        let first = info.first_entry.clone().unwrap_or_default();
-        out.push(Element {
-            key: FIRST_KEY.to_owned(),
-            text: first_entry_text(&first, base_text.unwrap_or("{}"), &shape),
-        });
-    }
-    let revoked = jpstore_engine::projection::revoked_compactions(entries);
-    let mut ordinal = 0u64;
-    let mut left_out = 0usize;
-    for (i, entry) in entries.iter().enumerate() {
-        match entry.event().map(|e| &e.kind) {
-            Some(EventKind::CompactionUndo(_)) => {
-                left_out += 1;
-                continue;
-            }
-            Some(EventKind::Compaction(_)) => {
-                ordinal += 1;
-                if revoked.contains(&(ordinal - 1)) {
-                    left_out += 1;
-                    continue;
-                }
-            }
-            _ => {}
-        }
-        let value = entry_value(entry, i, info, content, lossy)?;
-        let mut text = String::new();
-        pretty(&value.to_string(), 1, &shape, &mut text);
-        out.push(Element {
-            key: i.to_string(),
-            text,
-        });
+    out.extend(first_element(info, base_text, &shape));
+    let (written, left_out) = written_entries(entries);
+    for i in written {
+        let value = jp_value(&entries[i], i, info, content, lossy)?;
+        out.push(entry_element(&entries[i], i, value, info, &shape));
     }
     if left_out > 0 {
         lossy.push(format!(
@@ -244,6 +257,66 @@ pub fn event_elements<C, E>(
         ));
     }
     Ok(out)
+}
+
+/// The indices of the entries `events.json` holds, and how many are left
+/// out: every entry but compactions an undo revoked and the undo entries.
+pub fn written_entries<C>(entries: &[Entry<C>]) -> (Vec<usize>, usize) {
+    let revoked = jpstore_engine::projection::revoked_compactions(entries);
+    let mut ordinal = 0u64;
+    let mut written = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        match entry.event().map(|e| &e.kind) {
+            Some(EventKind::CompactionUndo(_)) => continue,
+            Some(EventKind::Compaction(_)) => {
+                ordinal += 1;
+                if revoked.contains(&(ordinal - 1)) {
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        written.push(i);
+    }
+    let left_out = entries.len() - written.len();
+    (written, left_out)
+}
+
+/// The first entry of the legacy layout, when the conversation has that
+/// layout.
+pub fn first_element(info: &JpInfo, base_text: Option<&str>, shape: &Shape) -> Option<Element> {
+    (info.layout == super::ConfigLayout::FirstConfigDelta).then(|| {
+        let first = info.first_entry.clone().unwrap_or_default();
+        Element {
+            key: FIRST_KEY.to_owned(),
+            text: first_entry_text(&first, base_text.unwrap_or("{}"), shape),
+        }
+    })
+}
+
+/// The element of stored entry `index` from its value ([`jp_value`]): an
+/// event's keys put in the recorded order, written in `shape` at depth 1.
+pub fn entry_element<C>(
+    entry: &Entry<C>,
+    index: usize,
+    value: Value,
+    info: &JpInfo,
+    shape: &Shape,
+) -> Element {
+    let value = match (entry, value) {
+        (Entry::Event(e), Value::Object(o)) => {
+            Value::Object(order::arrange(info, Some(index), e.kind.type_name(), o))
+        }
+        (_, v) => v,
+    };
+    let mut text = Vec::new();
+    text::write_value(&value, 1, shape, &mut text);
+    Element {
+        key: index.to_string(),
+        // serde_json writes UTF-8.
+        text: String::from_utf8(text)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
 }
 
 /// The value of a file of one object (`metadata.json`, `base_config.json`)
@@ -254,6 +327,17 @@ pub fn value_element(json: &str, shape: &Shape) -> Element {
     Element {
         key: VALUE_KEY.to_owned(),
         text,
+    }
+}
+
+/// The value of `metadata.json`, rendered in `shape`.
+pub fn object_element(value: &Value, shape: &Shape) -> Element {
+    let mut text = Vec::new();
+    text::write_value(value, 0, shape, &mut text);
+    Element {
+        key: VALUE_KEY.to_owned(),
+        text: String::from_utf8(text)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
     }
 }
 
@@ -290,12 +374,12 @@ fn first_entry_text(first: &Object, base_text: &str, shape: &Shape) -> String {
     text
 }
 
-/// One entry as JP writes it: its JSON with JP's base64 (except on the
-/// leaves that were not base64 in the file), its keys in the recorded
-/// order. Content JP's format cannot express (typed blocks other than one
+/// One entry as JP writes it, its keys still in the rendering's order: its
+/// JSON with JP's base64 (except on the leaves that were not base64 in the
+/// file). Content JP's format cannot express (typed blocks other than one
 /// text, resources on a request) is written in the closest form JP reads
 /// and reported in `lossy`.
-fn entry_value<C, E>(
+pub fn jp_value<C, E>(
     entry: &Entry<C>,
     index: usize,
     info: &JpInfo,

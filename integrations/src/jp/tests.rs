@@ -676,6 +676,20 @@ fn the_hand_edited_fixtures_keep_only_what_differs() {
     assert!(info.base_config_text.is_plain(), "{info:?}");
     assert_eq!(info.key_order, super::KeyOrder::TimestampFirst);
     assert!(info.type_keys.is_empty() && info.entry_keys.is_empty());
+    // An absent `arguments` is one edit, not a key order of its own.
+    let info_of = |id: &str| {
+        let conv = store
+            .read(&ConversationId::parse(id).expect("id"))
+            .expect("read");
+        super::JpInfo::from_metadata(&conv.state.metadata.fields)
+            .expect("info")
+            .expect("imported")
+    };
+    let absent = info_of("17738399424");
+    assert!(absent.entry_keys.is_empty(), "{absent:?}");
+    assert_eq!(absent.events_text.fixes.len(), 1, "{absent:?}");
+    // Entries in an order of their own: one list each.
+    assert_eq!(info_of("17738399427").entry_keys.len(), 2);
     let base = store.base_config(&conv).expect("base");
     assert_eq!(base["assistant"]["model"]["parameters"]["temperature"], 0.7);
     let blob = store

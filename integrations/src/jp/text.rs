@@ -53,28 +53,28 @@ impl Shape {
     /// value) has JP's shape.
     pub fn detect(text: &str) -> Shape {
         let b = text.as_bytes();
-        let Some(outer) = value_span(text) else {
-            return Shape::default();
-        };
-        let inner = skip_ws(b, outer.start + 1);
-        let holds_a_value = matches!(b[outer.start], b'[' | b'{')
-            && !matches!(b.get(inner), Some(b']' | b'}') | None);
+        let start = skip_ws(b, 0);
+        let end = b.len() - b.iter().rev().take_while(|&&c| is_ws(c)).count();
+        let inner = skip_ws(b, start + 1);
+        let holds_a_value = matches!(b.get(start), Some(b'[' | b'{'))
+            && inner < end
+            && !matches!(b.get(inner), Some(b']' | b'}'));
         if !holds_a_value {
             return Shape::default();
         }
         // A raw line break is never inside a JSON string (control
         // characters are escaped there): the first one is whitespace.
-        match b[outer.clone()].iter().position(|&c| c == b'\n') {
+        match memchr::memchr(b'\n', &b[start..end]) {
             Some(at) => {
-                let nl = outer.start + at;
+                let nl = start + at;
                 let crlf = nl > 0 && b[nl - 1] == b'\r';
-                let start = nl + 1;
-                let end = b[start..]
+                let indent_start = nl + 1;
+                let indent_end = b[indent_start..]
                     .iter()
                     .position(|&c| c != b' ' && c != b'\t')
-                    .map_or(b.len(), |n| start + n);
+                    .map_or(b.len(), |n| indent_start + n);
                 Shape {
-                    indent: Some(text[start..end].to_owned()),
+                    indent: Some(text[indent_start..indent_end].to_owned()),
                     crlf,
                 }
             }
@@ -113,11 +113,13 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// `"`); the end of the text if it is not closed.
 fn string_end(b: &[u8], i: usize) -> usize {
     let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
-            b'\\' => j += 2,
-            b'"' => return j + 1,
-            _ => j += 1,
+    while let Some(at) = b
+        .get(j..)
+        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+    {
+        match b[j + at] {
+            b'"' => return j + at + 1,
+            _ => j += at + 2,
         }
     }
     b.len()
@@ -185,25 +187,25 @@ pub fn value_span(text: &str) -> Option<Range<usize>> {
 /// it allowed), in order; `None` if `text` is not one array.
 pub fn array_items(text: &str) -> Option<Vec<Range<usize>>> {
     let b = text.as_bytes();
-    let outer = value_span(text)?;
-    if b[outer.start] != b'[' {
+    let open = skip_ws(b, 0);
+    if b.get(open) != Some(&b'[') {
         return None;
     }
     let mut items = Vec::new();
-    let mut i = skip_ws(b, outer.start + 1);
-    if b.get(i) == Some(&b']') {
-        return Some(items);
-    }
-    loop {
-        let end = value_end(b, i)?;
-        items.push(i..end);
-        i = skip_ws(b, end);
-        match b.get(i) {
-            Some(b',') => i = skip_ws(b, i + 1),
-            Some(b']') if i + 1 == outer.end => return Some(items),
-            _ => return None,
+    let mut i = skip_ws(b, open + 1);
+    if b.get(i) != Some(&b']') {
+        loop {
+            let end = value_end(b, i)?;
+            items.push(i..end);
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => i = skip_ws(b, i + 1),
+                Some(b']') => break,
+                _ => return None,
+            }
         }
     }
+    (skip_ws(b, i + 1) == b.len()).then_some(items)
 }
 
 /// The span of the value of member `key` of the object that is `text`
@@ -327,6 +329,116 @@ pub fn pretty(text: &str, mut depth: usize, shape: &Shape, out: &mut String) {
                 i = end;
             }
         }
+    }
+}
+
+/// Writes `value` into `out` in `shape`, starting at nesting `depth`: what
+/// [`pretty`] makes of its compact text, written in one pass by
+/// serde_json's serializer (strings escaped as serde_json escapes them).
+pub fn write_value(value: &serde_json::Value, depth: usize, shape: &Shape, out: &mut Vec<u8>) {
+    let formatter = ShapeFormatter {
+        shape,
+        depth,
+        has_value: false,
+    };
+    let mut ser = serde_json::Serializer::with_formatter(out, formatter);
+    // Writing a `Value` into a `Vec` fails only for a map key that is not
+    // a string, which a `Value` cannot hold.
+    if let Err(e) = serde::Serialize::serialize(value, &mut ser) {
+        unreachable!("a JSON value always serializes: {e}");
+    }
+}
+
+/// serde_json's `PrettyFormatter` (or, without an indentation unit, its
+/// compact one) with the line end of a [`Shape`] and a starting depth.
+struct ShapeFormatter<'s> {
+    shape: &'s Shape,
+    depth: usize,
+    has_value: bool,
+}
+
+impl ShapeFormatter<'_> {
+    fn break_to<W: ?Sized + std::io::Write>(&self, w: &mut W, depth: usize) -> std::io::Result<()> {
+        if let Some(unit) = &self.shape.indent {
+            w.write_all(self.shape.newline().as_bytes())?;
+            for _ in 0..depth {
+                w.write_all(unit.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn begin<W: ?Sized + std::io::Write>(&mut self, w: &mut W, open: &[u8]) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(open)
+    }
+
+    fn end<W: ?Sized + std::io::Write>(&mut self, w: &mut W, close: &[u8]) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.break_to(w, self.depth)?;
+        }
+        w.write_all(close)
+    }
+
+    fn item<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.break_to(w, self.depth)
+    }
+}
+
+impl serde_json::ser::Formatter for ShapeFormatter<'_> {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.begin(w, b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.end(w, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.begin(w, b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.end(w, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(if self.shape.indent.is_some() {
+            b": "
+        } else {
+            b":"
+        })
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 
@@ -479,6 +591,38 @@ mod tests {
     }
 
     #[test]
+    fn write_value_writes_what_pretty_writes_in_every_shape() {
+        let v = sample();
+        for shape in [
+            Shape::default(),
+            Shape {
+                indent: Some("\t".into()),
+                crlf: true,
+            },
+            Shape {
+                indent: Some(String::new()),
+                crlf: false,
+            },
+            Shape {
+                indent: None,
+                crlf: false,
+            },
+        ] {
+            for depth in [0, 1, 3] {
+                let mut expected = String::new();
+                pretty(&v.to_string(), depth, &shape, &mut expected);
+                let mut out = Vec::new();
+                write_value(&v, depth, &shape, &mut out);
+                assert_eq!(
+                    String::from_utf8(out).expect("utf-8"),
+                    expected,
+                    "{shape:?} {depth}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_nested_value_is_indented_from_its_depth() {
         let whole = json!([{"k": {"x": [1]}}]);
         let expected = serde_pretty(&whole, "  ");
@@ -553,7 +697,10 @@ mod tests {
             prop_assert_eq!(minify(&serde_pretty(&v, "  ")), compact.clone());
             let mut out = String::new();
             pretty(&compact, 0, &Shape::default(), &mut out);
-            prop_assert_eq!(out, serde_pretty(&v, "  "));
+            prop_assert_eq!(&out, &serde_pretty(&v, "  "));
+            let mut written = Vec::new();
+            write_value(&v, 0, &Shape::default(), &mut written);
+            prop_assert_eq!(String::from_utf8(written).expect("utf-8"), out);
         }
     }
 }

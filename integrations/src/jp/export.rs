@@ -17,10 +17,13 @@ use serde_json::{Map, Value};
 
 use super::render::{self, FileKind};
 use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
+use jpstore_engine::config::canonical_bytes;
+use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::{Error, Result};
 use jpstore_engine::event::json::{payload_json, PayloadKind};
-use jpstore_engine::event::{BlobRef, Object, Payload};
+use jpstore_engine::event::{BlobRef, Entry, Object, Payload};
+use jpstore_engine::import::Prepared;
 use jpstore_engine::store::Store;
 
 /// Why a conversation could not be written as JP's files.
@@ -88,14 +91,32 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
         expected: "the `JpInfo` of format-spec.md 4.3",
         found,
     })?;
-    let info = imported.clone().unwrap_or_else(|| {
+    let native = || {
         let dir = match conv.state.metadata.title() {
             Some(t) => format!("{}-{}", conv.id, slug(t)),
             None => conv.id.to_string(),
         };
-        JpInfo::new(dir, false, ConfigLayout::BaseConfigFile)
-    });
-    let mut lossy = Vec::new();
+        let mut metadata = Map::new();
+        for k in JP_METADATA_KEYS {
+            if let Some(v) = fields.get(k) {
+                metadata.insert(k.into(), v.clone());
+            }
+        }
+        if let Some(t) = conv.state.last_activity() {
+            metadata.insert("last_activated_at".into(), t.to_jp_string().into());
+        }
+        (
+            JpInfo::new(dir, false, ConfigLayout::BaseConfigFile),
+            metadata,
+        )
+    };
+    let (info, metadata) = match imported {
+        Some(inf) => {
+            let metadata = imported_metadata(fields, &inf);
+            (inf, metadata)
+        }
+        None => native(),
+    };
     let base_text = match conv.state.metadata.base_config {
         Some(r) => Some(base_config_text(store, &r)?),
         None => None,
@@ -111,13 +132,50 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
             })
         })
     };
-    let elements = render::event_elements(
+    Ok(files_of(
         &conv.entries,
         &info,
+        metadata,
         base_text.as_deref(),
         &mut content,
-        &mut lossy,
-    )?;
+    )?)
+}
+
+/// The JP files a conversation prepared for import will export once
+/// stored (its fields as the store keeps them, a merge patch; its content
+/// inline), without a store: what import's check compares, whole.
+pub fn prepared_files(prepared: &Prepared) -> std::result::Result<JpFiles, String> {
+    let mut fields = Object::new();
+    merge_patch(&mut fields, &prepared.fields);
+    let info = JpInfo::from_metadata(&fields)?
+        .ok_or_else(|| "the conversation was not prepared from JP's files".to_owned())?;
+    let metadata = imported_metadata(&fields, &info);
+    let base_text = match (&prepared.base_config_text, &prepared.base_config) {
+        (Some(t), _) => Some(String::from_utf8_lossy(t).into_owned()),
+        (None, Some(c)) => Some(String::from_utf8_lossy(&canonical_bytes(c)).into_owned()),
+        (None, None) => None,
+    };
+    files_of(
+        &prepared.entries,
+        &info,
+        metadata,
+        base_text.as_deref(),
+        &mut payload_json,
+    )
+}
+
+/// The JP files of entries rendered with `content`, the value of
+/// `metadata.json`, the base config's text and what import recorded
+/// (`info`; for a conversation not imported, JP's layout).
+fn files_of<C, E>(
+    entries: &[Entry<C>],
+    info: &JpInfo,
+    metadata: Object,
+    base_text: Option<&str>,
+    content: &mut impl FnMut(&C, PayloadKind) -> std::result::Result<Value, E>,
+) -> std::result::Result<JpFiles, E> {
+    let mut lossy = Vec::new();
+    let elements = render::event_elements(entries, info, base_text, content, &mut lossy)?;
     let events = render::assemble(
         &elements,
         &info.events_text,
@@ -125,21 +183,6 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
         "events.json",
         &mut lossy,
     );
-    let metadata = match &imported {
-        Some(inf) => imported_metadata(fields, inf),
-        None => {
-            let mut m = Map::new();
-            for k in JP_METADATA_KEYS {
-                if let Some(v) = fields.get(k) {
-                    m.insert(k.into(), v.clone());
-                }
-            }
-            if let Some(t) = conv.state.last_activity() {
-                m.insert("last_activated_at".into(), t.to_jp_string().into());
-            }
-            m
-        }
-    };
     let element = render::object_element(&Value::Object(metadata), &info.metadata_text.shape());
     let metadata = render::assemble(
         &[element],
@@ -150,7 +193,7 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
     );
     let base_config = match info.layout {
         ConfigLayout::BaseConfigFile => Some(single_file(
-            base_text.as_deref().unwrap_or("{}"),
+            base_text.unwrap_or("{}"),
             &info.base_config_text,
             "base_config.json",
             &mut lossy,

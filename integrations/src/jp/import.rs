@@ -103,22 +103,24 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Reads `dir/name` as JSON: a regular file of at most [`MAX_JP_FILE`]
-/// bytes (a FIFO, a device or a link there is refused without blocking:
-/// [`user_file`]); `None` if it does not exist. The value and the text.
-fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, String)>> {
+/// Reads `dir/name`: a regular file of at most [`MAX_JP_FILE`] bytes (a
+/// FIFO, a device or a link there is refused without blocking:
+/// [`user_file`]); `None` if it does not exist.
+fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
     let path = dir.join(name);
-    let bytes = match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(Error::Io {
-                op: "read",
-                path,
-                source,
-            })
-        }
-    };
+    match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            op: "read",
+            path,
+            source,
+        }),
+    }
+}
+
+/// Parses the bytes of `path` as JSON: the value and the text.
+fn parse_json(path: &Path, bytes: Vec<u8>) -> Result<(Value, String)> {
     // JP's loader (serde derive) refuses a field given twice; a file with
     // a duplicate key anywhere is damaged or hand-edited, and which value
     // was meant is unknown: refused, naming the key's path.
@@ -128,7 +130,7 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, String)>> {
             None => String::new(),
         };
         invalid(
-            &dir.join(name),
+            path,
             format!(
                 "invalid JSON at line {}, column {}{at}: {}",
                 e.line, e.column, e.message
@@ -138,13 +140,36 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, String)>> {
     // A JSON text serde_json accepts is UTF-8 (strings are checked, the
     // rest is ASCII); the check costs one pass and keeps that an
     // assumption of nobody's.
-    let text = String::from_utf8(bytes)
-        .map_err(|e| invalid(&dir.join(name), format!("not UTF-8: {e}")))?;
-    Ok(Some((v, text)))
+    let text = String::from_utf8(bytes).map_err(|e| invalid(path, format!("not UTF-8: {e}")))?;
+    Ok((v, text))
+}
+
+/// The bytes of the files of one JP conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JpFileBytes {
+    /// `events.json`.
+    pub events: Vec<u8>,
+    /// `metadata.json`, if present.
+    pub metadata: Option<Vec<u8>>,
+    /// `base_config.json`, if present.
+    pub base_config: Option<Vec<u8>>,
 }
 
 /// Reads one JP conversation directory.
 pub fn read_source(dir: &Path) -> Result<JpSource> {
+    let events = read_file(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let files = JpFileBytes {
+        events,
+        metadata: read_file(dir, "metadata.json")?,
+        base_config: read_file(dir, "base_config.json")?,
+    };
+    source_from_bytes(dir, files)
+}
+
+/// One JP conversation from the bytes of its files, as [`read_source`]
+/// reads it from directory `dir` (its name gives the id; under
+/// `.archive/`, it is archived; errors name its files).
+pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
     let dir_name = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -167,8 +192,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         .parent()
         .and_then(|p| p.file_name())
         .is_some_and(|n| n == ".archive");
-    let (events, events_text) =
-        read_json(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let (events, events_text) = parse_json(&dir.join("events.json"), files.events)?;
     let mut bytes = events_text.len() as u64;
     let Value::Array(events) = events else {
         return Err(invalid(
@@ -176,31 +200,35 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
             "expected a JSON array of entries",
         ));
     };
-    let (metadata, metadata_text) = match read_json(dir, "metadata.json")? {
+    let (metadata, metadata_text) = match files.metadata {
         None => (Map::new(), None),
-        Some((Value::Object(o), t)) => {
-            bytes += t.len() as u64;
-            (o, Some(t))
-        }
-        Some(_) => {
-            return Err(invalid(
-                &dir.join("metadata.json"),
-                "expected a JSON object",
-            ))
-        }
+        Some(b) => match parse_json(&dir.join("metadata.json"), b)? {
+            (Value::Object(o), t) => {
+                bytes += t.len() as u64;
+                (o, Some(t))
+            }
+            _ => {
+                return Err(invalid(
+                    &dir.join("metadata.json"),
+                    "expected a JSON object",
+                ))
+            }
+        },
     };
-    let (base_config, base_config_text) = match read_json(dir, "base_config.json")? {
+    let (base_config, base_config_text) = match files.base_config {
         None => (None, None),
-        Some((Value::Object(o), t)) => {
-            bytes += t.len() as u64;
-            (Some(o), Some(t))
-        }
-        Some(_) => {
-            return Err(invalid(
-                &dir.join("base_config.json"),
-                "expected a JSON object",
-            ))
-        }
+        Some(b) => match parse_json(&dir.join("base_config.json"), b)? {
+            (Value::Object(o), t) => {
+                bytes += t.len() as u64;
+                (Some(o), Some(t))
+            }
+            _ => {
+                return Err(invalid(
+                    &dir.join("base_config.json"),
+                    "expected a JSON object",
+                ))
+            }
+        },
     };
     check_settings(dir, base_config.as_ref(), &events)?;
     Ok(JpSource {

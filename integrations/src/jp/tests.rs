@@ -1437,3 +1437,65 @@ proptest! {
         }
     }
 }
+
+/// The files of the fixture workspace's conversations, as (events,
+/// metadata, base config) bytes.
+fn fixture_bytes() -> Vec<super::import::JpFileBytes> {
+    let root = super::fixtures::workspace();
+    find_sources(&root)
+        .expect("find")
+        .into_iter()
+        .map(|d| super::import::JpFileBytes {
+            events: std::fs::read(d.join("events.json")).expect("read"),
+            metadata: std::fs::read(d.join("metadata.json")).ok(),
+            base_config: std::fs::read(d.join("base_config.json")).ok(),
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Fixture files with bytes replaced by JSON's own characters: import
+    /// never panics, and whatever it calls byte-identical renders back (with
+    /// no store) to exactly the bytes read.
+    #[test]
+    fn mutated_jp_files_come_back_whenever_import_says_so(
+        which in any::<prop::sample::Index>(),
+        file in 0..3usize,
+        mutations in prop::collection::vec(
+            (any::<prop::sample::Index>(), prop::sample::select(&b" \n\t\r,:\"\\0e-.{}[]u1E+"[..])),
+            1..4,
+        ),
+    ) {
+        let all = fixture_bytes();
+        let mut files = all[which.index(all.len())].clone();
+        let target = match file {
+            0 => Some(&mut files.events),
+            1 => files.metadata.as_mut(),
+            _ => files.base_config.as_mut(),
+        };
+        if let Some(bytes) = target {
+            for (at, byte) in &mutations {
+                if !bytes.is_empty() {
+                    let i = at.index(bytes.len());
+                    bytes[i] = *byte;
+                }
+            }
+        }
+        let Ok(source) = super::import::source_from_bytes(Path::new("17738399400-m"), files.clone()) else {
+            return Ok(());
+        };
+        let (prepared, check) = prepare_checked(source);
+        if let ByteCheck::Identical { .. } = check {
+            let out = super::export::prepared_files(&prepared).expect("renders");
+            prop_assert!(out.events == files.events, "{}", first_difference(&files.events, &out.events));
+            if let Some(m) = &files.metadata {
+                prop_assert!(&out.metadata == m, "{}", first_difference(m, &out.metadata));
+            }
+            if let (Some(b), Some(o)) = (&files.base_config, &out.base_config) {
+                prop_assert!(b == o, "{}", first_difference(b, o));
+            }
+        }
+    }
+}

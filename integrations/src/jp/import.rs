@@ -600,6 +600,43 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
     }
 }
 
+/// `items.iter().map(f).collect()`, the items handed out one by one to as
+/// many threads as there are cores (at most 8; the caller's among them).
+/// A panic in `f` goes on in the caller's thread.
+fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(items.len());
+    if threads < 2 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, f(item)));
+        }
+    };
+    let mut all: Vec<(usize, U)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for h in helpers {
+            match h.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    all.sort_unstable_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, u)| u).collect()
+}
+
 /// JP files read per chunk: each chunk's content is stored as one pack
 /// ([`Store::import`]), so memory stays bounded by about this much plus
 /// one conversation.
@@ -690,7 +727,7 @@ pub fn import_paths(
             }),
         }
     }
-    let total: u64 = sources
+    let sizes: Vec<u64> = sources
         .iter()
         .map(|d| {
             ["events.json", "metadata.json", "base_config.json"]
@@ -698,10 +735,10 @@ pub fn import_paths(
                 .map(|f| std::fs::metadata(d.join(f)).map_or(0, |m| m.len()))
                 .sum::<u64>()
         })
-        .sum();
+        .collect();
+    let total: u64 = sizes.iter().sum();
     let mut done = 0u64;
     let mut chunk = Vec::new();
-    let mut chunk_bytes = 0u64;
     // The conversations of the chunk that will not export byte for byte:
     // reported once they are stored (not when skipped).
     let mut inexact: Vec<(ConversationId, ImportFailure)> = Vec::new();
@@ -747,33 +784,44 @@ pub fn import_paths(
         progress(ImportProgress::Bytes { done, total });
         Ok(())
     };
-    for src in sources {
-        match read_source(&src) {
-            Ok(s) => {
-                chunk_bytes += s.bytes;
-                let (prepared, check) = prepare_checked(s);
-                if let ByteCheck::NotIdentical { reason } = check {
+    // Sources in chunks of about IMPORT_CHUNK_BYTES of files (by their
+    // sizes when listed), each chunk read and prepared on all cores, in
+    // order, then stored.
+    let mut start = 0;
+    while start < sources.len() {
+        let mut end = start;
+        let mut chunk_bytes = 0u64;
+        while end < sources.len() && (end == start || chunk_bytes < IMPORT_CHUNK_BYTES) {
+            chunk_bytes += sizes[end];
+            end += 1;
+        }
+        let prepared = map_ordered(&sources[start..end], |src| {
+            read_source(src).map(prepare_checked)
+        });
+        for (src, result) in sources[start..end].iter().zip(prepared) {
+            match result {
+                Ok((prepared, check)) => {
+                    if let ByteCheck::NotIdentical { reason } = check {
+                        let failure = ImportFailure {
+                            path: src.clone(),
+                            reason,
+                        };
+                        inexact.push((prepared.id.clone(), failure));
+                    }
+                    chunk.push(prepared);
+                }
+                Err(e) => {
                     let failure = ImportFailure {
                         path: src.clone(),
-                        reason,
+                        reason: e.to_string(),
                     };
-                    inexact.push((prepared.id.clone(), failure));
+                    progress(ImportProgress::Failed(&failure));
+                    report.failed.push(failure);
                 }
-                chunk.push(prepared);
-                if chunk_bytes >= IMPORT_CHUNK_BYTES {
-                    flush(&mut chunk, &mut inexact, &mut report, progress)?;
-                    chunk_bytes = 0;
-                }
-            }
-            Err(e) => {
-                let failure = ImportFailure {
-                    path: src,
-                    reason: e.to_string(),
-                };
-                progress(ImportProgress::Failed(&failure));
-                report.failed.push(failure);
             }
         }
+        flush(&mut chunk, &mut inexact, &mut report, progress)?;
+        start = end;
     }
     flush(&mut chunk, &mut inexact, &mut report, progress)?;
     report.bytes_stored = report.blob_bytes_stored + report.log_bytes;

@@ -493,7 +493,9 @@ fn record_text(
         Some(file) if failed.is_empty() => info.events_text = file,
         Some(_) => {}
         None => failed.push(
-            "events.json: its entries could not be matched to the values of the file".to_owned(),
+            "events.json: its text could not be recorded (its values and the entries do not \
+             match one to one)"
+                .to_owned(),
         ),
     }
     // metadata.json: the fields as export gives them back.
@@ -505,7 +507,7 @@ fn record_text(
             Some(file) => info.metadata_text = file,
             None => {
                 info.metadata_text.set_shape(&shape);
-                failed.push("metadata.json: not one JSON value".to_owned());
+                failed.push("metadata.json: its text could not be recorded".to_owned());
             }
         }
     }
@@ -518,19 +520,25 @@ fn record_text(
             Some(file) => info.base_config_text = file,
             None => {
                 info.base_config_text.set_shape(&shape);
-                failed.push("base_config.json: not one JSON value".to_owned());
+                failed.push("base_config.json: its text could not be recorded".to_owned());
             }
         }
     }
+    let lists = |lists: &std::collections::BTreeMap<String, Vec<String>>| {
+        lists
+            .iter()
+            .map(|(k, keys)| k.len() + keys.iter().map(|s| s.len() + 1).sum::<usize>())
+            .sum::<usize>()
+    };
+    // What is kept for text a serializer would not have written; the
+    // orders of types (a serializer's own) count toward the bound only.
     let kept = render::kept_bytes(&info.events_text)
         + render::kept_bytes(&info.metadata_text)
         + render::kept_bytes(&info.base_config_text)
-        + info
-            .entry_keys
-            .iter()
-            .map(|(k, keys)| k.len() + keys.iter().map(|s| s.len() + 1).sum::<usize>())
-            .sum::<usize>();
-    if kept > MAX_KEPT_TEXT {
+        + lists(&info.entry_keys);
+    if kept + lists(&info.type_keys) > MAX_KEPT_TEXT {
+        // The layout and the order of each type stay (a few bytes); what
+        // grows with the file goes.
         for file in [
             &mut info.events_text,
             &mut info.metadata_text,
@@ -539,6 +547,7 @@ fn record_text(
             file.gaps.clear();
             file.fixes.clear();
         }
+        info.entry_keys.clear();
         failed.push(format!(
             "{kept} bytes of its text differ from what JP's serializer writes, more than the \
              {MAX_KEPT_TEXT} bytes kept per conversation"

@@ -29,6 +29,12 @@ pub struct Prepared {
     pub fields: Object,
     /// The base config, if any.
     pub base_config: Option<Object>,
+    /// The bytes to store as the base config blob instead of the config's
+    /// canonical bytes, when the importer keeps the config's own text (JP's
+    /// import: the file's JSON without whitespace, so its key order,
+    /// escapes and number forms come back; format-spec.md 4.5). They must
+    /// hold `base_config`; they are checked to read back as a JSON object.
+    pub base_config_text: Option<Vec<u8>>,
     /// The entries, content inline.
     pub entries: Vec<Entry<Payload>>,
     /// Bytes of the files it was read from (for the report).
@@ -94,10 +100,16 @@ impl Store {
                 payloads.entry(r.id).or_insert(bytes);
                 r
             };
-            let base = p
-                .base_config
-                .as_ref()
-                .map(|c| add(config::canonical_bytes(c)));
+            let base = match (&p.base_config, p.base_config_text) {
+                (None, _) => None,
+                (Some(c), None) => Some(add(config::canonical_bytes(c))),
+                (Some(_), Some(text)) => {
+                    // What is stored must read back, as `Store::put_config`
+                    // checks (serde_json refuses nesting deeper than 128).
+                    config::parse_config_json(&text, &format!("the base config of {}", p.id))?;
+                    Some(add(text))
+                }
+            };
             let entries: Vec<Entry> = p
                 .entries
                 .into_iter()

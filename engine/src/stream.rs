@@ -201,10 +201,18 @@ pub fn parse_conversation_line(
             )));
         }
     }
+    // The base config's blob is written as it came, compact in its key
+    // order: the bytes of the source store's blob for a config written by
+    // jp-store (canonical) or imported from JP (the file's own order), so
+    // that JP's files export from the new store as from the old.
+    let base_config_text = base_config
+        .as_ref()
+        .map(|c| Value::Object(c.clone()).to_string().into_bytes());
     Ok(Prepared {
         id,
         fields,
         base_config,
+        base_config_text,
         entries,
         source_bytes: bytes.len() as u64 + 1,
     })

@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config_toml", config_toml),
     ("config_json", config_json),
     ("json_events", json_events),
+    ("jp_files", jp_files),
 ];
 
 /// A stored blob object (header, CRC, bounded zstd, SHA-256).
@@ -104,5 +105,42 @@ pub fn json_events(data: &[u8]) {
         let now = Timestamp::from_unix(1_800_000_000, 0).unwrap_or_else(Timestamp::now);
         let _ = parse_input(text, ParseMode::Strict { now });
         let _ = parse_input(text, ParseMode::Lenient);
+    }
+}
+
+/// A JP conversation's files: the input is `events.json`, then (after a
+/// byte 0xFF, which UTF-8 never holds) `metadata.json`, then (after
+/// another) `base_config.json`. Import's byte check, and when it says the
+/// files will come back byte for byte, the files rendered from what import
+/// prepared must be those bytes (a difference panics: the fuzzer found a
+/// file the check let through wrongly).
+pub fn jp_files(data: &[u8]) {
+    use jpstore_integrations::jp::export::prepared_files;
+    use jpstore_integrations::jp::import::{
+        prepare_checked, source_from_bytes, ByteCheck, JpFileBytes,
+    };
+    let mut parts = data.splitn(3, |b| *b == 0xff);
+    let files = JpFileBytes {
+        events: parts.next().unwrap_or_default().to_vec(),
+        metadata: parts.next().map(<[u8]>::to_vec),
+        base_config: parts.next().map(<[u8]>::to_vec),
+    };
+    let Ok(source) = source_from_bytes(Path::new("17738399400-fuzz"), files.clone()) else {
+        return;
+    };
+    let (prepared, check) = prepare_checked(source);
+    if let ByteCheck::Identical { .. } = check {
+        match prepared_files(&prepared) {
+            Ok(out) => {
+                assert!(out.events == files.events, "events.json comes back");
+                if let Some(m) = &files.metadata {
+                    assert!(&out.metadata == m, "metadata.json comes back");
+                }
+                if let (Some(b), Some(out)) = (&files.base_config, &out.base_config) {
+                    assert!(b == out, "base_config.json comes back");
+                }
+            }
+            Err(e) => panic!("a prepared conversation renders: {e}"),
+        }
     }
 }

@@ -178,4 +178,26 @@ fn write_seed_corpus() {
         "config.json",
         br#"{"assistant":{"model":{"id":"anthropic/claude"}},"list":[1,2.5,null,true]}"#,
     );
+    // JP files: a few conversations of the fixture workspace, each as
+    // events.json, 0xFF, metadata.json[, 0xFF, base_config.json].
+    let fixtures =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jp-workspace/.jp/conversations");
+    for name in [
+        "17738399401-base-config-file",
+        "17738399402-first-config-delta",
+        "17738399407-unknown-entries",
+        "17738399421-hand-escapes",
+        "17738399425-hand-tabs-crlf",
+        "17738399428-hand-odd-whitespace",
+    ] {
+        let dir = fixtures.join(name);
+        let mut data = std::fs::read(dir.join("events.json")).expect("read");
+        data.push(0xff);
+        data.extend(std::fs::read(dir.join("metadata.json")).expect("read"));
+        if let Ok(base) = std::fs::read(dir.join("base_config.json")) {
+            data.push(0xff);
+            data.extend(base);
+        }
+        write("jp_files", &format!("{name}.bin"), &data);
+    }
 }

@@ -123,6 +123,30 @@ fn a_store_moves_as_one_stream_and_comes_back_the_same() {
             };
             assert_eq!(view(&target), view(&source), "{name}: the view of {id}");
         }
+        // The imported JP conversation exports to the same JP files, byte
+        // for byte, from either store.
+        let jp_files = |s: &Path, out: &str| {
+            let out = dir.path().join(out);
+            run_jp_store(
+                s,
+                &[
+                    "export",
+                    &ids[2],
+                    "--format",
+                    "jp",
+                    "--out",
+                    out.to_str().expect("path"),
+                ],
+                b"",
+            )
+            .ok("export jp");
+            jpstore_tests::tree_snapshot(&out)
+        };
+        assert_eq!(
+            jp_files(&target, &format!("{name}-jp")),
+            jp_files(&source, &format!("{name}-source-jp")),
+            "{name}: JP's files"
+        );
         let fsck = run_jp_store(&target, &["fsck", "--read-data", "--json"], b"").json("fsck");
         assert_eq!(fsck["clean"], true, "{fsck}");
         // Once more: every conversation is there already.

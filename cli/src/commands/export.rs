@@ -32,10 +32,11 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
     format: ExportFormat,
     /// For `json` and `ndjson`: write to this file instead of standard
-    /// output (replaced atomically). For `jp`: the conversation directory
-    /// to write (default:
-    /// `<id>-<title slug>` in the current directory); its files must not
-    /// exist.
+    /// output (replaced atomically). For `jp`: the conversations directory (a workspace's
+    /// `.jp/conversations`; default: the current directory) in which the
+    /// conversation's directory is written as JP keeps it: its imported name
+    /// (else `<id>-<title slug>`), under `.archive/` if it was archived; its
+    /// files must not exist.
     #[arg(long)]
     out: Option<PathBuf>,
     /// For `json`: leave content as {"$blob", "size"} references instead of
@@ -66,7 +67,8 @@ pub fn export(dir: &Path, args: ExportArgs) -> Result<ExitCode> {
                 bail!("--refs applies to --format json only: JP files hold their content");
             }
             let files = jpstore_integrations::jp::export::jp_files(&store, &conv)?;
-            let out = args.out.unwrap_or_else(|| PathBuf::from(&files.dir_name));
+            let conversations = args.out.unwrap_or_else(|| PathBuf::from("."));
+            let out = files.dir_in(&conversations);
             let written = jpstore_integrations::jp::export::write_jp_dir(&out, &files)?;
             for w in &written {
                 crate::outln!("{}", w.display());

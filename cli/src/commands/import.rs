@@ -59,6 +59,9 @@ pub fn import(dir: &Path, args: ImportArgs) -> Result<ExitCode> {
         for f in &report.failed {
             eprintln!("jp-store: {}: {}", f.path.display(), f.reason);
         }
+        for f in &report.not_byte_identical {
+            eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
+        }
         crate::outln!(
             "imported {} conversations ({} events), skipped {}, failed {}; \
              read {}, stored {} ({} in {} new blobs, {} of logs)",

@@ -321,11 +321,19 @@ fn a_flipped_bit_in_a_loose_object_is_detected_and_named() {
     assert_eq!(report.problems[0].blob, Some(id));
 }
 
+/// The offset of the group holding `id` (a pack of version 2).
+fn group_of(store: &BlobStore, id: &BlobId) -> u64 {
+    match store.locate(id).expect("locate") {
+        Some(Location::Packed { offset, .. }) => offset,
+        other => panic!("{id} is not packed: {other:?}"),
+    }
+}
+
 #[test]
 fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
-    let items: Vec<Vec<u8>> = (0..50u64).map(|i| source_like(i + 100, 2000)).collect();
+    let items: Vec<Vec<u8>> = (0..500u64).map(|i| source_like(i + 100, 2000)).collect();
     let batch = store
         .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
         .expect("batch");
@@ -345,15 +353,37 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
             damaged.push(*id);
         }
     }
+    // Exactly the objects of the group holding the byte: a group is
+    // decompressed whole, and its CRC covers every byte of it.
+    let group = group_of(&store, &damaged[0]);
+    let mut in_group: Vec<BlobId> = batch
+        .ids
+        .iter()
+        .filter(|id| group_of(&store, id) == group)
+        .copied()
+        .collect();
+    assert!(group <= at as u64, "the group at {group} holds byte {at}");
+    damaged.sort();
+    in_group.sort();
     assert_eq!(
-        damaged.len(),
-        1,
-        "exactly the object holding byte {at} is damaged"
+        damaged, in_group,
+        "the objects of the group holding byte {at}"
+    );
+    assert!(
+        in_group.len() < batch.ids.len(),
+        "the batch has several groups"
     );
     let report = store.verify_all(&mut |_| {}).expect("verify");
-    // The damaged object and the pack checksum.
-    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
-    assert!(report.problems.iter().any(|p| p.blob == Some(damaged[0])));
+    // The damaged objects and the pack checksum.
+    let mut reported: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
+    reported.sort();
+    assert_eq!(reported, damaged, "{:?}", report.problems);
+    assert_eq!(
+        report.problems.len(),
+        damaged.len() + 1,
+        "{:?}",
+        report.problems
+    );
     assert!(report
         .problems
         .iter()
@@ -364,27 +394,27 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
 fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
-    // 40 incompressible objects of 100 KiB: a 4 MB pack, verified in runs
-    // of about 1 MiB.
+    // 40 incompressible objects of 100 KiB: a 4 MB pack of groups of two
+    // objects (the groups of 256 KiB of `Compression::Fast`), verified in
+    // runs of about 256 KiB.
     let items: Vec<Vec<u8>> = (0..40u64)
         .map(|i| random_bytes(2 * i + 1, 100 << 10))
         .collect();
     let batch = store
         .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
         .expect("batch");
-    let offset_of = |id: &BlobId| match store.locate(id).expect("locate") {
-        Some(Location::Packed { offset, .. }) => offset,
-        other => panic!("{id} is not packed: {other:?}"),
-    };
-    let mut by_offset: Vec<(u64, BlobId)> =
-        batch.ids.iter().map(|id| (offset_of(id), *id)).collect();
-    by_offset.sort();
-    // The first and the last object of the pack: different runs.
-    let (first, last) = (by_offset[0], by_offset[by_offset.len() - 1]);
+    let mut by_group: Vec<(u64, BlobId)> = batch
+        .ids
+        .iter()
+        .map(|id| (group_of(&store, id), *id))
+        .collect();
+    by_group.sort();
+    // The first and the last group of the pack: different runs.
+    let (first, last) = (by_group[0].0, by_group[by_group.len() - 1].0);
     let (pack, _) = only_pack_files(dir.path());
     let mut bytes = std::fs::read(&pack).expect("read pack");
-    for (offset, _) in [first, last] {
-        // A payload byte (after the 20-byte object header).
+    for offset in [first, last] {
+        // A payload byte (after the 20-byte group header).
         bytes[offset as usize + 100] ^= 0x10;
     }
     std::fs::write(&pack, &bytes).expect("write pack");
@@ -396,15 +426,20 @@ fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
     assert_eq!(report.packed_objects, 40);
     let mut damaged: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
     damaged.sort();
-    let mut expected = vec![first.1, last.1];
+    let mut expected: Vec<BlobId> = by_group
+        .iter()
+        .filter(|(g, _)| *g == first || *g == last)
+        .map(|(_, id)| *id)
+        .collect();
     expected.sort();
+    assert_eq!(expected.len(), 4, "two groups of two objects");
     assert_eq!(damaged, expected, "{:?}", report.problems);
     for p in report.problems.iter().filter(|p| p.blob.is_some()) {
         let msg = p.error.to_string();
         assert!(msg.contains(".pack") && msg.contains("at offset"), "{msg}");
     }
     // And the pack checksum, nothing else.
-    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    assert_eq!(report.problems.len(), 5, "{:?}", report.problems);
     let last_progress = last_progress.expect("progress was reported");
     assert_eq!(last_progress.total, 40 + 1, "40 objects and one pack file");
     assert_eq!(last_progress.done, last_progress.total);

@@ -66,8 +66,8 @@ impl BlobStore {
     where
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
     {
-        let compression = self.options().batch_compression;
-        put_batch(self, compression, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+        let settings = self.options().batch_compression.settings();
+        put_batch(self, settings, count, &read, progress, |_, _| ()).map(|(o, ())| o)
     }
 
     /// [`BlobStore::put_batch_buffered`] with objects grouped and compressed
@@ -84,7 +84,15 @@ impl BlobStore {
     where
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
     {
-        put_batch(self, compression, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+        put_batch(
+            self,
+            compression.settings(),
+            count,
+            &read,
+            progress,
+            |_, _| (),
+        )
+        .map(|(o, ())| o)
     }
 
     /// [`BlobStore::put_batch_buffered`] that runs `meanwhile(ids, sizes)`
@@ -106,8 +114,8 @@ impl BlobStore {
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
         M: FnOnce(&[BlobId], &[u64]) -> T,
     {
-        let compression = self.options().batch_compression;
-        put_batch(self, compression, count, &read, progress, meanwhile)
+        let settings = self.options().batch_compression.settings();
+        put_batch(self, settings, count, &read, progress, meanwhile)
     }
 }
 
@@ -511,12 +519,13 @@ struct Segment {
     groups: Groups,
 }
 
-/// The batch put: `meanwhile(ids, sizes)` runs on the calling thread, once
-/// every item is hashed, while another thread syncs and publishes the pack;
-/// the batch returns once both are done (the pack durable and visible).
+/// The batch put, its objects grouped and compressed with `settings`:
+/// `meanwhile(ids, sizes)` runs on the calling thread, once every item is
+/// hashed, while another thread syncs and publishes the pack; the batch
+/// returns once both are done (the pack durable and visible).
 pub(crate) fn put_batch<T>(
     store: &BlobStore,
-    compression: Compression,
+    settings: GroupSettings,
     count: usize,
     read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
     progress: &mut dyn FnMut(BatchProgress),
@@ -531,7 +540,6 @@ pub(crate) fn put_batch<T>(
     let mut done = 0usize;
     let next = AtomicUsize::new(0);
     let claimed: Mutex<HashSet<BlobId>> = Mutex::new(HashSet::new());
-    let settings = compression.settings();
     parallel::workers(
         store.options().threads.min(count),
         2,

@@ -221,7 +221,7 @@ pub fn group_content<'a>(
             format!("{} bytes", header.raw_len),
         ));
     }
-    let payload = &stored[GROUP_HEADER_LEN..];
+    let payload = stored.get(GROUP_HEADER_LEN..).unwrap_or_default();
     let raw_len = header.raw_len as usize;
     match header.codec {
         GroupCodec::Raw => {

@@ -29,6 +29,9 @@ pub mod storage;
 mod store;
 mod verify;
 
+#[cfg(test)]
+mod v2_tests;
+
 pub use cache::GroupCacheStats;
 pub use error::{Error, Result};
 pub use group::{Compression, GroupSettings};

@@ -730,22 +730,25 @@ impl BlobStore {
     /// group cache, or read, checked and decompressed (and kept in the
     /// cache); then the object's bytes, checked against its id.
     pub(crate) fn read_grouped(&self, p: &Pack, e: &GroupedEntry) -> Result<Vec<u8>> {
-        let max = self.max_group_raw();
-        let g = p
-            .check_grouped_bounds(e, max)
-            .map_err(|msg| self.grouped_bounds_error(p, e, msg))?;
         let content = match self.groups.get((p.serial(), e.group)) {
             Some(content) => content,
             None => {
+                // Opened first, as a read of version 1 does: a pack file
+                // removed since (a merge) sends the read elsewhere, and one
+                // that is not a regular file is named as such.
                 let file = self
                     .pack_file(p)
                     .map_err(|err| self.io("open", &p.pack_path, err))?;
+                let max = self.max_group_raw();
+                let g = p
+                    .check_grouped_bounds(e, max)
+                    .map_err(|msg| self.grouped_bounds_error(p, e, msg))?;
                 let mut stored = Vec::new();
                 let (_, header) = p
                     .read_group(&*file, e.group as usize, max, &mut stored)
                     .map_err(|err| self.group_read_error(p, e.group, &g, err))?;
                 let mut raw = Vec::new();
-                let content = group::group_content(&stored, &header, max, &mut raw)
+                group::group_content(&stored, &header, max, &mut raw)
                     .map_err(|d| self.group_decode_error(p, e.group, &g, d))?;
                 let content = match header.codec {
                     group::GroupCodec::Raw => {
@@ -753,10 +756,7 @@ impl BlobStore {
                         stored.drain(..group::GROUP_HEADER_LEN);
                         stored
                     }
-                    group::GroupCodec::Zstd => {
-                        debug_assert_eq!(content.len(), raw.len());
-                        raw
-                    }
+                    group::GroupCodec::Zstd => raw,
                 };
                 let content = Arc::new(content);
                 self.groups
@@ -764,16 +764,17 @@ impl BlobStore {
                 content
             }
         };
-        // Inside the group (checked above against the index, whose raw
-        // length the group's header matched).
+        // Inside the group (checked against the index before the group was
+        // read, and here against what was read).
         let bytes = content
             .get(e.offset as usize..e.end() as usize)
             .ok_or_else(|| self.grouped_bounds_error(p, e, "outside its group".into()))?;
         let actual = BlobId::of(bytes);
         if actual != e.id {
+            let group_offset = p.group(e.group as usize).offset;
             return Err(self.corrupt(
                 &p.pack_path,
-                Some(g.offset + group::GROUP_HEADER_LEN as u64),
+                Some(group_offset + group::GROUP_HEADER_LEN as u64),
                 format!(
                     "object {} (bytes {}..{} of group {}) with that SHA-256",
                     e.id,

@@ -434,6 +434,26 @@ impl Groups {
     }
 }
 
+/// Where [`OpenGroup`] puts the groups it closes.
+pub(crate) trait GroupSink {
+    /// Takes a closed group: its raw content and its members.
+    fn take(&mut self, raw: &[u8], members: Vec<Member>) -> io::Result<()>;
+}
+
+/// A [`GroupSink`] that compresses each group at once into `out` (a batch
+/// worker: the batch is parallel across workers).
+pub(crate) struct Encode<'a> {
+    pub(crate) out: &'a mut Groups,
+    pub(crate) level: i32,
+    pub(crate) scratch: &'a mut Vec<u8>,
+}
+
+impl GroupSink for Encode<'_> {
+    fn take(&mut self, raw: &[u8], members: Vec<Member>) -> io::Result<()> {
+        self.out.encode(raw, members, self.level, self.scratch)
+    }
+}
+
 /// The raw content of a group being gathered, and its members.
 #[derive(Default)]
 pub(crate) struct OpenGroup {
@@ -442,17 +462,16 @@ pub(crate) struct OpenGroup {
 }
 
 impl OpenGroup {
-    /// Adds an object of at most `target` bytes to the group, first
-    /// sealing the group into `out` if the object would take it over
+    /// Adds an object of less than `target` bytes to the group, first
+    /// closing the group into `sink` if the object would take it over
     /// `target`; an object of `target` bytes or more is a group of its own,
-    /// sealed at once (format-spec.md 2.12, "Grouping").
+    /// handed to `sink` at once (format-spec.md 2.12, "Grouping").
     pub(crate) fn add(
         &mut self,
         id: BlobId,
         data: &[u8],
-        settings: GroupSettings,
-        out: &mut Groups,
-        scratch: &mut Vec<u8>,
+        target: u32,
+        sink: &mut dyn GroupSink,
     ) -> io::Result<()> {
         let raw_len = u32::try_from(data.len()).map_err(|_| {
             io::Error::new(
@@ -460,17 +479,16 @@ impl OpenGroup {
                 "an object of 4 GiB or more in a group",
             )
         })?;
-        let target = settings.group_bytes as usize;
-        if data.len() >= target {
+        if raw_len >= target {
             let member = Member {
                 id,
                 offset: 0,
                 raw_len,
             };
-            return out.encode(data, vec![member], settings.level, scratch);
+            return sink.take(data, vec![member]);
         }
-        if self.raw.len() + data.len() > target {
-            self.seal(settings, out, scratch)?;
+        if self.raw.len() + data.len() > target as usize {
+            self.seal(sink)?;
         }
         self.members.push(Member {
             id,
@@ -482,19 +500,14 @@ impl OpenGroup {
         Ok(())
     }
 
-    /// Seals the group (if it holds anything) into `out`, compressed as
-    /// `settings` say, and starts a new one.
-    pub(crate) fn seal(
-        &mut self,
-        settings: GroupSettings,
-        out: &mut Groups,
-        scratch: &mut Vec<u8>,
-    ) -> io::Result<()> {
+    /// Closes the group (if it holds anything) into `sink` and starts a new
+    /// one.
+    pub(crate) fn seal(&mut self, sink: &mut dyn GroupSink) -> io::Result<()> {
         if self.members.is_empty() {
             return Ok(());
         }
         let members = std::mem::take(&mut self.members);
-        out.encode(&self.raw, members, settings.level, scratch)?;
+        sink.take(&self.raw, members)?;
         self.raw.clear();
         if self.raw.capacity() > KEEP_BUFFER {
             self.raw = Vec::new();
@@ -641,7 +654,12 @@ fn work(
             // (under a raised size limit) is stored loose, durable now.
             store.put(&data)?;
         } else if new {
-            open.add(id, &data, settings, &mut segment.groups, &mut scratch)
+            let mut sink = Encode {
+                out: &mut segment.groups,
+                level: settings.level,
+                scratch: &mut scratch,
+            };
+            open.add(id, &data, settings.group_bytes, &mut sink)
                 .map_err(compress)?;
         }
         segment.items.push(Item {
@@ -660,8 +678,12 @@ fn work(
             return Ok(());
         }
     }
-    open.seal(settings, &mut segment.groups, &mut scratch)
-        .map_err(compress)?;
+    open.seal(&mut Encode {
+        out: &mut segment.groups,
+        level: settings.level,
+        scratch: &mut scratch,
+    })
+    .map_err(compress)?;
     if !segment.items.is_empty() || !segment.groups.is_empty() {
         sink.send(segment);
     }

@@ -36,7 +36,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::backend::ObjectReader;
-use crate::batch::{Groups, Member, OpenGroup, PackWriter};
+use crate::batch::{GroupSink, Groups, Member, OpenGroup, PackWriter};
 use crate::error::{Error, Result};
 use crate::group::{self, Compression, GroupSettings};
 use crate::id::BlobId;
@@ -55,9 +55,6 @@ pub const MERGE_FACTOR: u64 = 2;
 /// a store whose small packs were never merged (written before merging,
 /// or with it off), which then shrinks a budget's worth per write.
 pub const WRITE_MERGE_FACTOR: u64 = 3;
-
-/// Encoded groups a repack gathers before it hands them to the pack writer.
-const REPACK_SEGMENT_BYTES: usize = 1 << 20;
 
 /// What a merge did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -158,6 +155,88 @@ impl From<Error> for Stop {
     }
 }
 
+/// A group of the pack a repack writes, in the order of the pack.
+enum Pending {
+    /// A group of an input, stored bytes copied unchanged.
+    Copied(Vec<u8>),
+    /// The raw content of a new group, to compress.
+    Raw(Vec<u8>),
+}
+
+/// The groups a repack has decided on and not yet written: new groups are
+/// compressed in parallel when enough are waiting (one group per worker),
+/// then everything is written in order, so the pack depends only on its
+/// inputs and settings.
+#[derive(Default)]
+struct Deferred {
+    groups: Vec<(Pending, Vec<Member>)>,
+    bytes: usize,
+}
+
+impl GroupSink for Deferred {
+    fn take(&mut self, raw: &[u8], members: Vec<Member>) -> io::Result<()> {
+        self.bytes += raw.len();
+        self.groups.push((Pending::Raw(raw.to_vec()), members));
+        Ok(())
+    }
+}
+
+impl Deferred {
+    /// Compresses the new groups at `level` on up to `threads` threads and
+    /// returns every group encoded, in order.
+    fn encode(&mut self, level: i32, threads: usize) -> io::Result<Groups> {
+        let groups = std::mem::take(&mut self.groups);
+        self.bytes = 0;
+        let raw: Vec<usize> = (0..groups.len())
+            .filter(|&i| matches!(groups[i].0, Pending::Raw(_)))
+            .collect();
+        let encoded: Vec<std::sync::Mutex<Option<io::Result<Vec<u8>>>>> =
+            raw.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut scratch = Vec::new();
+            loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&i) = raw.get(k) else { break };
+                let Pending::Raw(content) = &groups[i].0 else {
+                    continue;
+                };
+                let mut out = Vec::new();
+                let done =
+                    group::encode_group(content, level, &mut out, &mut scratch).map(|()| out);
+                *encoded[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(done);
+            }
+        };
+        let workers = threads.clamp(1, raw.len().max(1));
+        if workers == 1 {
+            work();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(work);
+                }
+            });
+        }
+        let mut encoded = encoded
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+        let mut out = Groups::default();
+        for (pending, members) in groups {
+            match pending {
+                Pending::Copied(stored) => out.copy(&stored, members),
+                Pending::Raw(_) => {
+                    let stored = encoded
+                        .next()
+                        .flatten()
+                        .ok_or_else(|| io::Error::other("a group was not compressed"))??;
+                    out.copy(&stored, members);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A pack being written from the objects of other packs: copied groups,
 /// and new groups of objects taken out of the others.
 struct Repack<'a> {
@@ -165,8 +244,7 @@ struct Repack<'a> {
     settings: GroupSettings,
     writer: PackWriter<'a>,
     open: OpenGroup,
-    out: Groups,
-    scratch: Vec<u8>,
+    deferred: Deferred,
     stored: Vec<u8>,
     raw: Vec<u8>,
     objects: usize,
@@ -180,8 +258,7 @@ impl<'a> Repack<'a> {
             settings,
             writer: PackWriter::create(store, settings)?,
             open: OpenGroup::default(),
-            out: Groups::default(),
-            scratch: Vec::new(),
+            deferred: Deferred::default(),
             stored: Vec::new(),
             raw: Vec::new(),
             objects: 0,
@@ -247,7 +324,10 @@ impl<'a> Repack<'a> {
                 raw_len: o.raw_len,
             });
             if copies_group(entry.raw_len, kept_raw, self.settings.group_bytes) {
-                self.out.copy(&self.stored, members.collect());
+                self.deferred.bytes += self.stored.len();
+                self.deferred
+                    .groups
+                    .push((Pending::Copied(self.stored.clone()), members.collect()));
                 self.groups_copied += 1;
             } else {
                 let content = group::group_content(&self.stored, &header, max, &mut self.raw)
@@ -271,7 +351,7 @@ impl<'a> Repack<'a> {
                         }));
                     }
                     self.open
-                        .add(o.id, bytes, self.settings, &mut self.out, &mut self.scratch)
+                        .add(o.id, bytes, self.settings.group_bytes, &mut self.deferred)
                         .map_err(|e| store.io_error("compress", store.base(), e))?;
                 }
             }
@@ -306,7 +386,7 @@ impl<'a> Repack<'a> {
             let data = object::decode(&stored, &e.id, max)
                 .map_err(|d| store.packed_decode_error(p, &e, d))?;
             self.open
-                .add(e.id, &data, self.settings, &mut self.out, &mut self.scratch)
+                .add(e.id, &data, self.settings.group_bytes, &mut self.deferred)
                 .map_err(|e| self.compress_error(e))?;
             self.objects += 1;
             self.flush(false)?;
@@ -314,15 +394,20 @@ impl<'a> Repack<'a> {
         Ok(())
     }
 
-    /// Hands the groups gathered to the writer once there are enough (or,
-    /// with `all`, whatever there is).
+    /// Compresses and writes the groups decided on once there are enough
+    /// for every worker to compress one (or, with `all`, whatever there
+    /// is).
     fn flush(&mut self, all: bool) -> Result<()> {
-        if self.out.is_empty() || (!all && self.out.bytes.len() < REPACK_SEGMENT_BYTES) {
+        let threads = self.store.options().threads.max(1);
+        let enough = threads * self.settings.group_bytes as usize;
+        if self.deferred.groups.is_empty() || (!all && self.deferred.bytes < enough) {
             return Ok(());
         }
-        self.out.write_to(&mut self.writer)?;
-        self.out = Groups::default();
-        Ok(())
+        let out = self
+            .deferred
+            .encode(self.settings.level, threads)
+            .map_err(|e| self.compress_error(e))?;
+        out.write_to(&mut self.writer)
     }
 
     /// Seals the last group and publishes the pack; `None` when it would
@@ -330,7 +415,7 @@ impl<'a> Repack<'a> {
     /// copied and encoded.
     fn finish(mut self) -> Result<Option<Repacked>> {
         self.open
-            .seal(self.settings, &mut self.out, &mut self.scratch)
+            .seal(&mut self.deferred)
             .map_err(|e| self.compress_error(e))?;
         self.flush(true)?;
         if self.writer.len() == 0 {

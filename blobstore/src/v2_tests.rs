@@ -12,7 +12,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use crate::backend::{read_all, Backend, Expect, MemoryBackend};
-use crate::batch::{put_batch, Groups, OpenGroup};
+use crate::batch::{put_batch, Encode, Groups, OpenGroup};
 use crate::group::{check_group, group_content, GroupSettings, GROUP_HEADER_LEN};
 use crate::pack::{self, PACK_HEADER_LEN};
 use crate::{BlobId, BlobStore, Error, Options};
@@ -357,10 +357,11 @@ proptest! {
             .map(|(i, &n)| format!("{i} ").repeat(n / 2 + 1).into_bytes()[..n].to_vec())
             .collect();
         let (mut open, mut out, mut scratch) = (OpenGroup::default(), Groups::default(), Vec::new());
+        let mut sink = Encode { out: &mut out, level: settings.level, scratch: &mut scratch };
         for o in &objects {
-            open.add(BlobId::of(o), o, settings, &mut out, &mut scratch).expect("add");
+            open.add(BlobId::of(o), o, settings.group_bytes, &mut sink).expect("add");
         }
-        open.seal(settings, &mut out, &mut scratch).expect("seal");
+        open.seal(&mut sink).expect("seal");
         let mut seen = Vec::new();
         for (at, len, members) in &out.groups {
             let stored = &out.bytes[*at..*at + *len];
@@ -425,4 +426,51 @@ proptest! {
         }
         let _ = crate::pack::check_index(&bytes);
     }
+}
+
+#[test]
+fn two_merges_of_the_same_packs_publish_the_same_pack_whatever_the_threads() {
+    let a = MemoryBackend::new();
+    let no_merge = |threads| Options {
+        threads,
+        small_pack_bytes: 0,
+        ..Options::default()
+    };
+    let store = open(&a, no_merge(2));
+    for round in 0..5u64 {
+        let items: Vec<Vec<u8>> = (0..30u64)
+            .map(|i| {
+                format!("round {round} object {i}: ")
+                    .repeat(40)
+                    .into_bytes()
+            })
+            .collect();
+        put_batch(
+            &store,
+            SMALL,
+            items.len(),
+            &|i, buf| {
+                buf.extend_from_slice(&items[i]);
+                Ok(())
+            },
+            &mut |_| {},
+            |_, _| (),
+        )
+        .expect("batch");
+    }
+    // The same packs in another store.
+    let b = MemoryBackend::new();
+    for key in a.keys().iter().filter(|k| k.starts_with("blobs/packs/")) {
+        let key = Path::new(key);
+        b.put_if_absent(key, &read(&a, key), Path::new("blobs/tmp/copy"))
+            .expect("copy");
+    }
+    let merged = |backend: &MemoryBackend, threads| {
+        let store = open(backend, no_merge(threads));
+        let out = store.merge_packs(false).expect("merge");
+        assert_eq!(out.merged_packs, 5);
+        assert!(out.groups_encoded > 0);
+        out.new_pack.expect("a new pack")
+    };
+    assert_eq!(merged(&a, 2), merged(&b, 1));
 }

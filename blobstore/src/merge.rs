@@ -288,8 +288,8 @@ impl<'a> Repack<'a> {
     ) -> Result<(), Stop> {
         let store = self.store;
         let max = store.max_group_raw();
-        let (members, stray) = p.group_members();
-        if let Some((i, e)) = stray.first() {
+        let members = p.group_members();
+        if let Some((i, e)) = members.stray.first() {
             return Err(Stop::Failed(store.grouped_bounds_error(
                 p,
                 e,
@@ -301,8 +301,12 @@ impl<'a> Repack<'a> {
             )));
         }
         let file = self.input(p)?;
-        for (g, objects) in members.iter().enumerate() {
-            let kept: Vec<_> = objects.iter().filter(|o| keep(&o.id)).copied().collect();
+        for (g, objects) in members.groups.iter().enumerate() {
+            let kept: Vec<_> = objects
+                .iter()
+                .map(|(_, o)| *o)
+                .filter(|o| keep(&o.id))
+                .collect();
             if kept.is_empty() {
                 continue;
             }

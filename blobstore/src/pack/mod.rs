@@ -631,23 +631,36 @@ impl Pack {
     }
 
     /// The objects of each group of a pack of version 2, in group order,
-    /// each group's sorted by offset. Objects whose group number is out of
-    /// range are in the second list (damage, for the caller to report).
-    pub fn group_members(&self) -> (Vec<Vec<GroupedEntry>>, Vec<(usize, GroupedEntry)>) {
-        let mut members: Vec<Vec<GroupedEntry>> = vec![Vec::new(); self.shape.groups];
+    /// each group's sorted by offset, each with its position in id order;
+    /// objects whose group number is out of range apart (damage, for the
+    /// caller to report).
+    pub fn group_members(&self) -> GroupMembers {
+        let mut groups: Vec<Vec<(usize, GroupedEntry)>> = vec![Vec::new(); self.shape.groups];
         let mut stray = Vec::new();
         for i in 0..self.shape.objects {
             let e = self.grouped(i);
-            match members.get_mut(e.group as usize) {
-                Some(m) => m.push(e),
+            match groups.get_mut(e.group as usize) {
+                Some(m) => m.push((i, e)),
                 None => stray.push((i, e)),
             }
         }
-        for m in &mut members {
-            m.sort_unstable_by_key(|e| (e.offset, e.raw_len));
+        for m in &mut groups {
+            m.sort_unstable_by_key(|(_, e)| (e.offset, e.raw_len));
         }
-        (members, stray)
+        GroupMembers { groups, stray }
     }
+}
+
+/// The objects of each group of a pack of version 2
+/// ([`Pack::group_members`]).
+#[derive(Clone, Debug, Default)]
+pub struct GroupMembers {
+    /// Per group, in pack order: its objects sorted by offset, each with
+    /// its position in id order (for messages naming its index entry).
+    pub groups: Vec<Vec<(usize, GroupedEntry)>>,
+    /// Objects whose group number is beyond the group table (damage), with
+    /// their positions.
+    pub stray: Vec<(usize, GroupedEntry)>,
 }
 
 /// Checks the stored bytes of entry `e` with [`crate::object::check_stored`]
@@ -858,12 +871,13 @@ mod tests {
             assert_eq!(g, groups[e.group as usize]);
         }
         assert_eq!(pack.find(&BlobId::of(b"absent")), None);
-        let (members, stray) = pack.group_members();
-        assert!(stray.is_empty());
-        assert_eq!(members.len(), 143);
+        let members = pack.group_members();
+        assert!(members.stray.is_empty());
+        assert_eq!(members.groups.len(), 143);
         assert!(members
+            .groups
             .iter()
-            .all(|m| !m.is_empty() && m.windows(2).all(|w| w[0].offset < w[1].offset)));
+            .all(|m| !m.is_empty() && m.windows(2).all(|w| w[0].1.offset < w[1].1.offset)));
         // Bounds: a group beyond the pack, an object beyond its group, a
         // raw length above the limit.
         let short = pack_with_index(v2_index(1000, 7).2, pack_len - 1);

@@ -51,7 +51,7 @@ pub struct Options {
     /// years; format-spec.md 2.12 and BENCHMARKS.md give the costs).
     pub import_compression: Compression,
     /// How gc's merges and pack rewrites re-encode the groups they do not
-    /// copy (default [`Compression::Default`]).
+    /// copy (default [`Compression::Balanced`]).
     pub repack_compression: Compression,
     /// Bound of the group cache, in bytes: decompressed groups of packs
     /// of version 2 kept for reads (default 32 MiB; 0 keeps none). A group
@@ -75,7 +75,7 @@ impl Default for Options {
             compression_level: 3,
             batch_compression: Compression::Fast,
             import_compression: Compression::Max,
-            repack_compression: Compression::Default,
+            repack_compression: Compression::Balanced,
             group_cache_bytes: 32 << 20,
             max_blob_len: 1 << 30,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),

@@ -239,7 +239,7 @@ fn groups_repacks_and_upgrades_work_on_objects() {
         .map(|id| store.get(id).expect("get"))
         .collect();
     let upgraded = store
-        .upgrade_packs(false, Compression::Default, &mut |_| {})
+        .upgrade_packs(false, Compression::Balanced, &mut |_| {})
         .expect("upgrade");
     assert_eq!((upgraded.packs, upgraded.objects), (1, 5));
     assert_eq!(versions(&store), vec![2, 2]);

@@ -23,9 +23,9 @@ pub struct ImportArgs {
     #[arg(long)]
     json: bool,
     /// How the imported content is compressed: `fast` (zstd 3 in groups
-    /// of 256 KiB), `default` (zstd 9, 1 MiB) or `max` (zstd 19, 8 MiB:
+    /// of 256 KiB), `balanced` (zstd 9, 1 MiB) or `max` (zstd 19, 8 MiB:
     /// the smallest store, at about 1 MB/s per core). Default: max.
-    #[arg(long, value_name = "fast|default|max")]
+    #[arg(long, value_name = "fast|balanced|max")]
     compression: Option<Compression>,
 }
 

@@ -634,7 +634,17 @@ impl BlobStore {
                         outcome.groups_encoded = done.groups_encoded;
                         (done.name, done.bytes)
                     }
-                    None => unreachable!("a kept object is written"),
+                    // Every kept object is written (the index's objects
+                    // all lie in its groups, or the repack stopped): keep
+                    // the old pack rather than drop what it holds.
+                    None => {
+                        return Err(Error::Corrupt {
+                            path: self.display(&old.index_path),
+                            offset: None,
+                            expected: format!("{kept} objects in the groups of the pack"),
+                            found: "none written".into(),
+                        })
+                    }
                 }
             };
             outcome.new_pack = Some(new_name);

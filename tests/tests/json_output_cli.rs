@@ -275,7 +275,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
     check(
         &s.pinned(&out, 0, "attach", &["pack"]),
         r#"
-{"id":"17738399468","offset":2331,"turn":3,"files":3,"text_files":2,"bytes":19,"new_blobs":3,"pack_bytes":127,"pack":"<string>","skipped":[{"path":"<dir>/files/out","error":"a symbolic link to <dir>/outside.txt, outside the attached directory <dir>/files: not followed"}]}"#,
+{"id":"17738399468","offset":2331,"turn":3,"files":3,"text_files":2,"bytes":19,"new_blobs":3,"pack_bytes":87,"pack":"<string>","skipped":[{"path":"<dir>/files/out","error":"a symbolic link to <dir>/outside.txt, outside the attached directory <dir>/files: not followed"}]}"#,
     );
 
     let resolve_uri = format!("file://{}", s.path("files/a.txt").display());
@@ -718,7 +718,7 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "loose_objects": 4,
   "packs": 1,
   "packed_objects": 2,
-  "bytes": 594,
+  "bytes": 554,
   "problems": [],
   "unindexed_packs": []
 }"#,
@@ -760,7 +760,7 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "entries": 11,
   "references": 3,
   "blobs_read": 6,
-  "bytes_read": 594,
+  "bytes_read": 554,
   "findings": [
     {
       "severity": "info",
@@ -784,13 +784,13 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "conversations": 1,
   "referenced_blobs": 3,
   "objects_freed": 3,
-  "bytes_freed": 122,
+  "bytes_freed": 102,
   "loose_removed": 1,
   "loose_bytes": 24,
   "packs_rewritten": 0,
   "packs_removed": 1,
   "packed_removed": 2,
-  "pack_bytes": 98,
+  "pack_bytes": 78,
   "kept_unreferenced": 0,
   "temp_removed": 0,
   "packs_merged": 0
@@ -805,13 +805,13 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "conversations": 1,
   "referenced_blobs": 3,
   "objects_freed": 3,
-  "bytes_freed": 122,
+  "bytes_freed": 102,
   "loose_removed": 1,
   "loose_bytes": 24,
   "packs_rewritten": 0,
   "packs_removed": 1,
   "packed_removed": 2,
-  "pack_bytes": 98,
+  "pack_bytes": 78,
   "kept_unreferenced": 0,
   "temp_removed": 0,
   "packs_merged": 0

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
+use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs, StoreLocation};
 
 /// An embedded, event-sourced store for the conversations of LLM agent tools,
 /// with a SHA-256 content-addressable blob store.
@@ -24,18 +24,19 @@ use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArg
 #[derive(Parser, Debug)]
 #[command(name = "jp-store", version, about, long_about)]
 struct Cli {
-    /// The store: a directory (or a file:// URL of one). A URL of another
-    /// kind (s3://...) names a store this build cannot open, and is refused
-    /// rather than taken for a directory name.
+    /// The store: a directory (or a file:// URL of one), or s3://BUCKET/PREFIX
+    /// (endpoint, region and credentials from AWS_ENDPOINT_URL, AWS_REGION,
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP). A URL of
+    /// another kind is refused rather than taken for a directory name.
     #[arg(
         long,
         global = true,
         env = "JP_STORE_DIR",
         default_value = ".jp-store",
-        value_name = "DIR",
+        value_name = "DIR|URL",
         value_parser = parse_store_location
     )]
-    store: PathBuf,
+    store: StoreLocation,
 
     /// Print no progress and no notes: only results, warnings and errors.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
@@ -231,12 +232,12 @@ impl Command {
     }
 }
 
-/// The directory of the `--store` argument: a path, or a `file://` URL of
-/// one. Any other URL is refused: this build keeps stores in directories
-/// only, and `s3://bucket/prefix` must not become a directory named `s3:`.
-fn parse_store_location(text: &str) -> Result<PathBuf, String> {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return Ok(PathBuf::from(text));
+/// The store of the `--store` argument: a path, a `file://` URL of one, or
+/// `s3://BUCKET/PREFIX`. Any other URL is refused, so that `gs://b/p` does
+/// not become a directory named `gs:`.
+fn parse_store_location(text: &str) -> Result<StoreLocation, String> {
+    let Some((scheme, _)) = text.split_once("://") else {
+        return Ok(StoreLocation::Dir(PathBuf::from(text)));
     };
     let is_scheme = scheme
         .chars()
@@ -246,22 +247,27 @@ fn parse_store_location(text: &str) -> Result<PathBuf, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     if !is_scheme {
-        return Ok(PathBuf::from(text));
+        return Ok(StoreLocation::Dir(PathBuf::from(text)));
     }
     if scheme.eq_ignore_ascii_case("file") {
         return url::Url::parse(text)
             .ok()
             .and_then(|u| u.to_file_path().ok())
+            .map(StoreLocation::Dir)
             .ok_or_else(|| {
                 format!(
                     "{text:?} is not a file:// URL of a local directory (file:///path/to/store)"
                 )
             });
     }
-    let _ = rest;
+    if scheme.eq_ignore_ascii_case("s3") {
+        return jpstore_remote::S3Location::parse(text)
+            .map(StoreLocation::S3)
+            .map_err(|e| e.to_string());
+    }
     Err(format!(
-        "{scheme}:// stores are not supported by this build of jp-store; \
-         --store takes a directory (or a file:// URL of one)"
+        "{scheme}:// stores are not supported by jp-store; \
+         --store takes a directory, a file:// URL of one, or s3://BUCKET/PREFIX"
     ))
 }
 
@@ -298,6 +304,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
     };
+    if let Some(requests) = commands::s3_requests() {
+        output::detail(&format!("s3: {requests}"));
+    }
     match result {
         Ok(code) => code,
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,

@@ -171,6 +171,15 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+    /// gc asked to delete on a store whose locks do not exclude writers on
+    /// other machines (a store on S3): without its own protocol
+    /// (format-spec.md, "Stores on S3"), a sweep could delete a blob that
+    /// a writer elsewhere is about to reference.
+    #[error("gc cannot delete in {}: its locks do not exclude writers on other machines, and the gc protocol of object stores is not implemented yet (format-spec.md, \"Stores on S3\"); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
+    GcUnsafe {
+        /// The store.
+        store: PathBuf,
+    },
     /// A file to import is not valid JP data.
     #[error("{}: not valid JP data: {reason}", path.display())]
     NotJp {

@@ -269,6 +269,11 @@ impl Store {
 
     /// Runs gc (see the module documentation).
     pub fn gc(&self, options: GcOptions, progress: &mut dyn FnMut(GcProgress)) -> Result<GcReport> {
+        if !options.dry_run && !self.backend().locks_span_writers() {
+            return Err(Error::GcUnsafe {
+                store: self.backend().display(Path::new(".")),
+            });
+        }
         let _exclusive = gc_lock(&**self.backend(), LockKind::Exclusive)?;
         let now = SystemTime::now();
         let (live, conversations) = self.referenced_blobs(progress)?;

@@ -183,12 +183,26 @@ impl Store {
             path: root.to_path_buf(),
             source,
         })?;
-        let backend = FileBackend::shared(Arc::new(storage));
+        Self::init_new(
+            FileBackend::shared(Arc::new(storage)),
+            root.to_path_buf(),
+            options,
+        )
+    }
+
+    /// `jp-store init` in `backend` (a directory, a prefix of a bucket):
+    /// as [`Store::init_new_dir`], with `root` the store's location as a
+    /// person should see it in messages.
+    pub fn init_new(
+        backend: Arc<dyn Backend>,
+        root: PathBuf,
+        options: StoreOptions,
+    ) -> Result<(Store, bool)> {
         let mut names: Vec<String> = backend
             .list(Path::new("."))
             .map_err(|source| Error::Io {
                 op: "list",
-                path: root.to_path_buf(),
+                path: root.clone(),
                 source,
             })?
             .into_iter()
@@ -205,7 +219,7 @@ impl Store {
                 _ => String::new(),
             };
             return Err(Error::NotEmpty {
-                path: root.to_path_buf(),
+                path: root,
                 found: format!("{}{more}", shown.join(", ")),
             });
         }

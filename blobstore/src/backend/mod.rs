@@ -36,6 +36,8 @@
 //! [`BackendError::Unsynced`]: the caller poisons whatever depends on it and
 //! never retries and acknowledges (format-spec.md 2.3).
 
+#[doc(hidden)]
+pub mod contract;
 mod files;
 mod memory;
 
@@ -331,7 +333,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Opens the append-only object `key` to append to it (it must exist:
     /// it is created whole by [`Backend::put_if_absent`]). The caller holds
-    /// the object's lock.
+    /// the object's lock. The names of append-only objects end in `.log`:
+    /// an object store keeps such an object as a first object and one
+    /// immutable segment per append, and reads it whole from them.
     fn open_log(&self, key: &Path) -> io::Result<Box<dyn LogObject>>;
 
     /// Takes the lock `name`, shared or exclusive. With `wait` false,
@@ -370,6 +374,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// stores have nothing to do. `NotFound` and "not empty" are errors for
     /// the caller to judge.
     fn remove_prefix(&self, dir: &Path) -> io::Result<()>;
+
+    /// Whether [`Backend::lock`] excludes every process that may write to
+    /// the store: true of a file system (its locks are the kernel's), false
+    /// of a remote object store, whose locks exclude the threads of one
+    /// process only (appends are ordered there by conditional creates, and
+    /// what needs to exclude writers on other machines, gc, refuses to run
+    /// or uses its own protocol).
+    fn locks_span_writers(&self) -> bool {
+        true
+    }
 
     /// The file system under this backend, for what only a file system has
     /// (fsck's walk for special files where the layout keeps objects).

@@ -8,13 +8,12 @@ use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::AutoCompaction;
 use jpstore_integrations::user_file::{self};
-use std::path::Path;
 use std::process::ExitCode;
 
 /// Largest input `append` reads from standard input.
 const MAX_INPUT: u64 = 1 << 30;
 
-pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
+pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
     let input = user_file::read_stream(std::io::stdin().lock(), MAX_INPUT)

@@ -3,7 +3,7 @@
 use super::{open_store, parse_id, size};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -36,7 +36,7 @@ pub struct AttachArgs {
 /// `attach`: one request whose resources are snapshots of the files. Files
 /// that cannot be read are reported on stderr and skipped (exit 0), or with
 /// `--strict` abort the attach (exit 1, nothing appended).
-pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
+pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> {
     use jpstore_integrations::attach::{self, AttachError, AttachRequest, Links};
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;

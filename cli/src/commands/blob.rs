@@ -1,7 +1,7 @@
 //! `jp-store blob ...`: direct access to the blob store (plumbing).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -59,7 +59,7 @@ impl BlobCommand {
     }
 }
 
-pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
+pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
     match cmd {
         BlobCommand::Put { files, json } => {
             let store = open_store(dir)?;

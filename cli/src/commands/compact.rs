@@ -7,7 +7,7 @@ use jpstore_engine::compaction::{Bound, CompactReport, CompactRequest, UndoRepor
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_integrations::summarizer::profile_summarizer_for;
 use jpstore_integrations::user_file::{self, LastLink};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -64,7 +64,7 @@ fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
     Bound::parse(s).map_err(|e| e.to_string())
 }
 
-pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
+pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     if let Some(n) = args.undo {

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use jpstore_engine::export::{conversation_json, ContentMode};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -45,7 +45,7 @@ pub struct ExportArgs {
     refs: bool,
 }
 
-pub fn export(dir: &Path, args: ExportArgs) -> Result<ExitCode> {
+pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     if args.format == ExportFormat::Ndjson {
         return export_ndjson(&store, args);

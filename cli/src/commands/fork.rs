@@ -6,7 +6,6 @@ use clap::Args;
 use jpstore_engine::compaction::{CompactRequest, ForkReport, Summarizer};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_integrations::summarizer::profile_summarizer_for;
-use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -30,7 +29,7 @@ pub struct ForkArgs {
     pub(crate) json: bool,
 }
 
-pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
+pub fn fork(dir: &super::StoreLocation, args: ForkArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let new_id = args.id_new.as_deref().map(parse_id).transpose()?;

@@ -4,7 +4,6 @@ use super::open_store;
 use crate::output::Progress;
 use anyhow::Result;
 use clap::Args;
-use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -22,7 +21,7 @@ pub struct FsckArgs {
     pub(crate) json: bool,
 }
 
-pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
+pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
     use jpstore_engine::fsck::{FsckOptions, FsckProgress};
     let store = open_store(dir)?;
     let interrupt = crate::interrupt::flag()?;

@@ -5,7 +5,6 @@ use crate::output::Progress;
 use anyhow::Result;
 use clap::Args;
 use jpstore_engine::gc::GcOptions;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ pub struct GcArgs {
     pub(crate) json: bool,
 }
 
-pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
+pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let mut progress = Progress::new("marking");
     let report = store.gc(

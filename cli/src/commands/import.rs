@@ -5,8 +5,8 @@ use super::size;
 use anyhow::Result;
 use clap::Args;
 use jpstore_blobstore::Compression;
-use jpstore_engine::{Store, StoreOptions};
-use std::path::{Path, PathBuf};
+use jpstore_engine::StoreOptions;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -31,15 +31,14 @@ pub struct ImportArgs {
     compression: Option<Compression>,
 }
 
-pub fn import(dir: &Path, args: ImportArgs) -> Result<ExitCode> {
+pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> {
     use jpstore_integrations::jp::import::{import_paths, ImportProgress};
     use jpstore_integrations::stream::{import_streams, is_stream, merge_reports, StreamSource};
     let mut options = StoreOptions::default();
     if let Some(c) = args.compression {
         options.blobs.import_compression = c;
     }
-    crate::output::detail(&format!("store {}", dir.display()));
-    let store = Store::open_dir(dir, options)?;
+    let store = super::open_store_with(dir, options)?;
     let (streams, dirs): (Vec<&PathBuf>, Vec<&PathBuf>) =
         args.paths.iter().partition(|p| is_stream(p));
     let sources: Vec<StreamSource> = streams

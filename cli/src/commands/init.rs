@@ -2,11 +2,18 @@
 
 use anyhow::Result;
 use jpstore_engine::{Store, StoreOptions};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub fn init(dir: &Path) -> Result<ExitCode> {
-    let (_, created) = Store::init_new_dir(dir, StoreOptions::default())?;
+pub fn init(dir: &super::StoreLocation) -> Result<ExitCode> {
+    let (_, created) = match dir {
+        super::StoreLocation::Dir(path) => Store::init_new_dir(path, StoreOptions::default())?,
+        super::StoreLocation::S3(location) => Store::init_new(
+            super::s3_backend(location)?,
+            PathBuf::from(location.to_string()),
+            StoreOptions::default(),
+        )?,
+    };
     if !created {
         crate::output::note(&format!(
             "{} is already a jp-store store; left as it is",

@@ -2,10 +2,9 @@
 
 use super::{open_store, short_time};
 use anyhow::Result;
-use std::path::Path;
 use std::process::ExitCode;
 
-pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
+pub fn ls(dir: &super::StoreLocation, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let mut list = Vec::new();
     let mut failed = Vec::new();

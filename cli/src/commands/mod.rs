@@ -36,16 +36,70 @@ pub use stats::*;
 pub use view::*;
 
 use anyhow::{Context, Result};
+use jpstore_blobstore::backend::Backend;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
+use jpstore_remote::{RequestCounts, S3Backend, S3Location};
+use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// Where the store of `--store` is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A directory.
+    Dir(PathBuf),
+    /// A bucket and a prefix on S3.
+    S3(S3Location),
+}
+
+impl StoreLocation {
+    /// The location as a person should see it.
+    pub fn display(&self) -> &Self {
+        self
+    }
+}
+
+impl fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreLocation::Dir(d) => write!(f, "{}", d.display()),
+            StoreLocation::S3(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+/// The S3 backend this process opened, for its request counts.
+static S3_BACKEND: OnceLock<S3Backend> = OnceLock::new();
+
+/// The backend of a store on S3, configured from the environment
+/// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...).
+pub(crate) fn s3_backend(location: &S3Location) -> Result<Arc<dyn Backend>> {
+    let backend = S3Backend::from_env(location.clone())?;
+    let _ = S3_BACKEND.set(backend.clone());
+    Ok(backend.shared())
+}
+
+/// The requests made to S3 by this process, if it opened a store there.
+pub(crate) fn s3_requests() -> Option<RequestCounts> {
+    S3_BACKEND.get().map(S3Backend::requests)
+}
 
 /// Opens the store at `dir`.
-pub(crate) fn open_store(dir: &Path) -> Result<Store> {
-    crate::output::detail(&format!("store {}", dir.display()));
-    Ok(Store::open_dir(dir, StoreOptions::default())?)
+pub(crate) fn open_store(dir: &StoreLocation) -> Result<Store> {
+    open_store_with(dir, StoreOptions::default())
+}
+
+/// Opens the store at `dir` with `options`.
+pub(crate) fn open_store_with(dir: &StoreLocation, options: StoreOptions) -> Result<Store> {
+    crate::output::detail(&format!("store {dir}"));
+    Ok(match dir {
+        StoreLocation::Dir(path) => Store::open_dir(path, options)?,
+        StoreLocation::S3(location) => Store::open(s3_backend(location)?, options)?,
+    })
 }
 
 pub(crate) fn parse_id(s: &str) -> Result<ConversationId> {

@@ -5,7 +5,6 @@ use anyhow::Result;
 use clap::Args;
 use jpstore_engine::store::CreateReport;
 use jpstore_engine::NewConversation;
-use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -33,7 +32,7 @@ fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
     }
 }
 
-pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
+pub fn new(dir: &super::StoreLocation, args: NewArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = args.id.as_deref().map(parse_id).transpose()?;
     let writer = store.create(NewConversation {

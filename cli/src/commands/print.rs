@@ -7,10 +7,9 @@ use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
-pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
+pub fn print(dir: &super::StoreLocation, id: &str, compacted: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let conv = store.read(&parse_id(id)?)?;
     let out = std::io::stdout();

@@ -2,10 +2,9 @@
 
 use super::{open_store, parse_id};
 use anyhow::Result;
-use std::path::Path;
 use std::process::ExitCode;
 
-pub fn rm(dir: &Path, id: &str) -> Result<ExitCode> {
+pub fn rm(dir: &super::StoreLocation, id: &str) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
     store.remove(&id)?;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn stats(
-    dir: &Path,
+    dir: &super::StoreLocation,
     id: Option<&str>,
     json_out: bool,
     plot: Option<&Path>,

@@ -5,7 +5,6 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use jpstore_engine::export::{render_view, ContentMode};
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -19,7 +18,12 @@ pub enum ViewFormat {
     Openai,
 }
 
-pub fn view(dir: &Path, id: &str, format: ViewFormat, refs: bool) -> Result<ExitCode> {
+pub fn view(
+    dir: &super::StoreLocation,
+    id: &str,
+    format: ViewFormat,
+    refs: bool,
+) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let conv = store.read(&parse_id(id)?)?;
     let mode = if refs {

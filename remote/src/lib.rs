@@ -1,0 +1,1220 @@
+//! The S3 backend of jp-store: the storage seam
+//! ([`jpstore_blobstore::backend::Backend`]) over an S3-compatible object
+//! store, so that the engine runs unchanged on a bucket.
+//!
+//! This crate is apart from the blob store and the engine so that those
+//! build without an HTTP client: the `object_store` crate, its TLS stack and
+//! a tokio runtime are needed only by programs that open `s3://` stores.
+//!
+//! The sync trait is implemented over the async client by a private
+//! multi-threaded tokio runtime (`block_on` in each method). Every request
+//! is made by `object_store`, which retries with exponential backoff on
+//! 5xx answers and on timeouts; what it gives up on is reported, naming
+//! the key and the HTTP status.
+//!
+//! How each operation of the seam maps onto S3, and why that keeps the
+//! protocols of the store safe, is in format-spec.md ("Stores on S3").
+//! In short:
+//!
+//! - immutable objects (blobs, packs, indexes, a new log) are created with
+//!   `If-None-Match: *` (a 412 is a deduplication hit);
+//! - a log (a key ending in `.log`) is its first object plus immutable
+//!   *segments* `<log>.seg/<offset>`, one per append, each created with
+//!   `If-None-Match: *` at the offset the appender believes is the end: two
+//!   appenders on two machines cannot both succeed, and neither overwrites
+//!   the other;
+//! - a conditional replace is `If-Match` on the ETag;
+//! - a prefix ("directory") that must exist while empty holds the marker
+//!   object `<prefix>/.prefix`, whose unique content tells a prefix created
+//!   again from the one a lock was taken under;
+//! - locks exclude the threads of one process only: across processes and
+//!   machines, appends are ordered by the conditional creates, and gc
+//!   refuses to run on a store whose locks do not span its writers
+//!   ([`Backend::locks_span_writers`]).
+
+mod location;
+mod reader;
+#[doc(hidden)]
+pub mod testing;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use jpstore_blobstore::backend::{
+    Backend, BackendError, Expect, FileKind, Listed, ListedEntry, LockGuard, LockKind, LogObject,
+    Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
+};
+use jpstore_blobstore::storage::check_relative;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
+    UpdateVersion,
+};
+
+pub use location::{LocationError, S3Location};
+use reader::{Piece, PieceReader};
+
+/// The name of the marker object of a prefix that exists while empty.
+pub const PREFIX_MARKER: &str = ".prefix";
+
+/// The suffix of the keys that are logs (append-only objects stored as a
+/// first object and segments).
+pub const LOG_SUFFIX: &str = ".log";
+
+/// The suffix of the prefix that holds a log's segments: `<log>.seg/`.
+pub const SEGMENTS_SUFFIX: &str = ".seg";
+
+/// Why an S3 backend could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The client could not be configured from the environment (a bad
+    /// endpoint URL, say).
+    #[error("cannot configure the S3 client for {url}: {source}")]
+    Configure {
+        /// The store's URL.
+        url: String,
+        /// What the client said.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The runtime the client runs on could not be started.
+    #[error("cannot start the runtime of the S3 client: {0}")]
+    Runtime(#[source] io::Error),
+}
+
+/// How many requests of each kind a backend made (for measurements and
+/// `--verbose`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// GET requests (whole objects and ranges).
+    pub get: u64,
+    /// HEAD requests.
+    pub head: u64,
+    /// PUT requests (creates, replaces, copies).
+    pub put: u64,
+    /// LIST requests (pages).
+    pub list: u64,
+    /// DELETE requests.
+    pub delete: u64,
+}
+
+impl RequestCounts {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.get + self.head + self.put + self.list + self.delete
+    }
+}
+
+impl fmt::Display for RequestCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} requests ({} GET, {} HEAD, {} PUT, {} LIST, {} DELETE)",
+            self.total(),
+            self.get,
+            self.head,
+            self.put,
+            self.list,
+            self.delete
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    get: AtomicU64,
+    head: AtomicU64,
+    put: AtomicU64,
+    list: AtomicU64,
+    delete: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A [`Backend`] over an S3 bucket, below a prefix. Clones share the
+/// client, the runtime and the locks.
+#[derive(Clone)]
+pub struct S3Backend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    location: S3Location,
+    counters: Counters,
+    locks: Mutex<BTreeMap<String, (usize, bool)>>,
+    released: Condvar,
+}
+
+impl fmt::Debug for S3Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Backend")
+            .field("location", &self.inner.location)
+            .finish()
+    }
+}
+
+/// The settings of the client that are not taken from the environment.
+#[derive(Clone, Debug)]
+pub struct ClientSettings {
+    /// Timeout of one request (retried with backoff up to
+    /// `retry_timeout`).
+    pub request_timeout: Duration,
+    /// Longest time spent retrying one operation.
+    pub retry_timeout: Duration,
+    /// Most retries of one operation.
+    pub max_retries: usize,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            request_timeout: Duration::from_secs(30),
+            retry_timeout: Duration::from_secs(120),
+            max_retries: 8,
+        }
+    }
+}
+
+impl S3Backend {
+    /// The backend of the store at `location`, with the endpoint, region
+    /// and credentials of the environment (`AWS_ENDPOINT_URL`,
+    /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, ...).
+    pub fn from_env(location: S3Location) -> Result<Self, RemoteError> {
+        Self::with_builder(
+            location,
+            AmazonS3Builder::from_env(),
+            ClientSettings::default(),
+        )
+    }
+
+    /// The backend of the store at `location`, configured by `builder`
+    /// (its bucket is set here).
+    pub fn with_builder(
+        location: S3Location,
+        builder: AmazonS3Builder,
+        settings: ClientSettings,
+    ) -> Result<Self, RemoteError> {
+        let retry = RetryConfig {
+            max_retries: settings.max_retries,
+            retry_timeout: settings.retry_timeout,
+            ..RetryConfig::default()
+        };
+        let store = builder
+            .with_bucket_name(&location.bucket)
+            .with_retry(retry)
+            // Set as a key, not with `with_client_options`, which would
+            // replace the options of the environment (AWS_ALLOW_HTTP...).
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                format!("{}s", settings.request_timeout.as_secs().max(1)),
+            )
+            .build()
+            .map_err(|source| RemoteError::Configure {
+                url: location.to_string(),
+                source,
+            })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("jpstore-s3")
+            .enable_all()
+            .build()
+            .map_err(RemoteError::Runtime)?;
+        Ok(S3Backend {
+            inner: Arc::new(Inner {
+                store: Arc::new(store),
+                runtime,
+                location,
+                counters: Counters::default(),
+                locks: Mutex::new(BTreeMap::new()),
+                released: Condvar::new(),
+            }),
+        })
+    }
+
+    /// The backend, shared.
+    pub fn shared(self) -> Arc<dyn Backend> {
+        Arc::new(self)
+    }
+
+    /// Where the store is.
+    pub fn location(&self) -> &S3Location {
+        &self.inner.location
+    }
+
+    /// The requests made so far.
+    pub fn requests(&self) -> RequestCounts {
+        let c = &self.inner.counters;
+        RequestCounts {
+            get: c.get.load(Ordering::Relaxed),
+            head: c.head.load(Ordering::Relaxed),
+            put: c.put.load(Ordering::Relaxed),
+            list: c.list.load(Ordering::Relaxed),
+            delete: c.delete.load(Ordering::Relaxed),
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.inner.runtime.block_on(f)
+    }
+
+    fn store(&self) -> &dyn ObjectStore {
+        &*self.inner.store
+    }
+
+    /// The key relative to the store (`a/b/c`; "" for the root), refusing
+    /// what could leave the store.
+    fn rel(&self, key: &Path) -> io::Result<String> {
+        if key == Path::new(".") || key.as_os_str().is_empty() {
+            return Ok(String::new());
+        }
+        check_relative(key)?;
+        let mut parts = Vec::new();
+        for c in key.iter() {
+            let c = c.to_str().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is not UTF-8: not a key of an object store",
+                        key.display()
+                    ),
+                )
+            })?;
+            if c != "." {
+                parts.push(c);
+            }
+        }
+        Ok(parts.join("/"))
+    }
+
+    /// The full object key of a relative key.
+    fn full(&self, rel: &str) -> String {
+        match (self.inner.location.prefix.as_str(), rel) {
+            ("", r) => r.to_string(),
+            (p, "") => p.to_string(),
+            (p, r) => format!("{p}/{r}"),
+        }
+    }
+
+    fn object_path(&self, rel: &str) -> io::Result<ObjectPath> {
+        ObjectPath::parse(self.full(rel)).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rel:?} is not a valid object key: {e}"),
+            )
+        })
+    }
+
+    /// The relative key of a full object path, if it is below the prefix.
+    fn rel_of(&self, path: &ObjectPath) -> Option<String> {
+        let full = path.as_ref();
+        match self.inner.location.prefix.as_str() {
+            "" => Some(full.to_string()),
+            p => full
+                .strip_prefix(p)
+                .and_then(|r| r.strip_prefix('/'))
+                .map(str::to_string),
+        }
+    }
+
+    /// An error of the client as an I/O error naming the HTTP status
+    /// where the client's error tells it.
+    fn io_error(&self, rel: &str, e: object_store::Error) -> io::Error {
+        use object_store::Error as E;
+        let (kind, status) = match &e {
+            E::NotFound { .. } => (io::ErrorKind::NotFound, Some("HTTP 404 Not Found")),
+            E::AlreadyExists { .. } | E::Precondition { .. } => (
+                io::ErrorKind::AlreadyExists,
+                Some("HTTP 412 Precondition Failed"),
+            ),
+            E::PermissionDenied { .. } => {
+                (io::ErrorKind::PermissionDenied, Some("HTTP 403 Forbidden"))
+            }
+            E::Unauthenticated { .. } => (
+                io::ErrorKind::PermissionDenied,
+                Some("HTTP 401 Unauthorized"),
+            ),
+            E::NotSupported { .. } | E::NotImplemented { .. } => (io::ErrorKind::Unsupported, None),
+            _ => (io::ErrorKind::Other, None),
+        };
+        let url = format!("s3://{}/{}", self.inner.location.bucket, self.full(rel));
+        let mut text = match status {
+            Some(status) => format!("{url}: {status} ({e})"),
+            None => format!("{url}: {e}"),
+        };
+        // The causes the client's message leaves out (a connection refused,
+        // a TLS failure).
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            let said = c.to_string();
+            if !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            cause = c.source();
+        }
+        io::Error::new(kind, text)
+    }
+
+    /// A failed write: [`BackendError::Unsynced`] when its outcome is
+    /// unknown (the client gave up after retries or a timeout: the request
+    /// may have been applied), [`BackendError::Io`] when the server refused
+    /// it.
+    fn write_error(
+        &self,
+        op: &'static str,
+        key: &Path,
+        rel: &str,
+        e: object_store::Error,
+    ) -> BackendError {
+        let unknown = matches!(
+            e,
+            object_store::Error::Generic { .. } | object_store::Error::JoinError { .. }
+        );
+        let io = self.io_error(rel, e);
+        if unknown {
+            BackendError::unsynced(key, io)
+        } else {
+            BackendError::io(op, key, io)
+        }
+    }
+
+    // ----- requests -------------------------------------------------------
+
+    fn put(&self, rel: &str, data: Bytes, mode: PutMode) -> object_store::Result<()> {
+        let path = ObjectPath::parse(self.full(rel))?;
+        bump(&self.inner.counters.put);
+        self.block_on(
+            self.store()
+                .put_opts(&path, PutPayload::from(data), PutOptions::from(mode)),
+        )
+        .map(|_| ())
+    }
+
+    fn get(&self, rel: &str) -> io::Result<Bytes> {
+        let path = self.object_path(rel)?;
+        bump(&self.inner.counters.get);
+        self.block_on(async { self.store().get(&path).await?.bytes().await })
+            .map_err(|e| self.io_error(rel, e))
+    }
+
+    fn head_raw(&self, rel: &str) -> io::Result<object_store::ObjectMeta> {
+        let path = self.object_path(rel)?;
+        bump(&self.inner.counters.head);
+        self.block_on(self.store().head(&path))
+            .map_err(|e| self.io_error(rel, e))
+    }
+
+    fn delete_raw(&self, rel: &str) -> object_store::Result<()> {
+        let path = ObjectPath::parse(self.full(rel))?;
+        bump(&self.inner.counters.delete);
+        self.block_on(self.store().delete(&path))
+    }
+
+    /// The objects and common prefixes one level below `rel`.
+    fn list_level(&self, rel: &str) -> io::Result<(Vec<object_store::ObjectMeta>, Vec<String>)> {
+        let path = self.object_path(rel)?;
+        let prefix = if path.as_ref().is_empty() {
+            None
+        } else {
+            Some(&path)
+        };
+        bump(&self.inner.counters.list);
+        let listed = self
+            .block_on(self.store().list_with_delimiter(prefix))
+            .map_err(|e| self.io_error(rel, e))?;
+        let prefixes = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        Ok((listed.objects, prefixes))
+    }
+
+    /// Every object below `rel` (recursively), as relative keys with their
+    /// metadata; at most `limit` of them.
+    fn list_below(
+        &self,
+        rel: &str,
+        limit: usize,
+    ) -> io::Result<Vec<(String, object_store::ObjectMeta)>> {
+        let path = self.object_path(rel)?;
+        let prefix = if path.as_ref().is_empty() {
+            None
+        } else {
+            Some(path)
+        };
+        bump(&self.inner.counters.list);
+        let found: Vec<object_store::ObjectMeta> = self
+            .block_on(
+                self.store()
+                    .list(prefix.as_ref())
+                    .take(limit)
+                    .try_collect::<Vec<_>>(),
+            )
+            .map_err(|e| self.io_error(rel, e))?;
+        Ok(found
+            .into_iter()
+            .filter_map(|m| self.rel_of(&m.location).map(|r| (r, m)))
+            .collect())
+    }
+
+    /// Whether the prefix `rel` exists: the root, a marker, or objects
+    /// below it.
+    fn prefix_exists(&self, rel: &str) -> io::Result<bool> {
+        if rel.is_empty() {
+            return Ok(true);
+        }
+        Ok(!self.list_below(rel, 1)?.is_empty())
+    }
+
+    /// The segments of the log `rel`, in order: (offset, length, key).
+    fn segments(&self, rel: &str) -> io::Result<Vec<(u64, u64, String)>> {
+        let dir = format!("{rel}{SEGMENTS_SUFFIX}");
+        let (objects, _) = self.list_level(&dir)?;
+        let mut out = Vec::with_capacity(objects.len());
+        for m in objects {
+            let name = m.location.filename().unwrap_or_default().to_string();
+            let offset = segment_offset(&name).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {name:?} is not the name of a log segment (20 decimal digits)",
+                        self.display_rel(&dir)
+                    ),
+                )
+            })?;
+            out.push((offset, m.size, format!("{dir}/{name}")));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn display_rel(&self, rel: &str) -> String {
+        format!("s3://{}/{}", self.inner.location.bucket, self.full(rel))
+    }
+
+    /// The pieces of the object `rel` (a log: its first object and its
+    /// segments), checked to follow each other without gap or overlap.
+    fn pieces(&self, rel: &str) -> io::Result<Vec<Piece>> {
+        let first = reader::open_first(self, rel)?;
+        let mut pieces = vec![first];
+        if is_log(rel) {
+            let mut end = pieces[0].len;
+            for (offset, len, key) in self.segments(rel)? {
+                if offset != end {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: a segment at offset {offset} where the log ends at {end} \
+                             (segments must follow each other)",
+                            self.display_rel(&key)
+                        ),
+                    ));
+                }
+                pieces.push(Piece::new(key, offset, len));
+                end += len;
+            }
+        }
+        Ok(pieces)
+    }
+
+    fn meta(&self, m: &object_store::ObjectMeta, len: u64) -> ObjectMeta {
+        ObjectMeta {
+            len,
+            modified: SystemTime::from(m.last_modified),
+            kind: FileKind::Regular,
+            version: Version(
+                m.e_tag
+                    .clone()
+                    .unwrap_or_else(|| m.last_modified.to_rfc3339()),
+            ),
+        }
+    }
+
+    fn prefix_meta() -> ObjectMeta {
+        ObjectMeta {
+            len: 0,
+            modified: UNIX_EPOCH,
+            kind: FileKind::Directory,
+            version: Version(String::new()),
+        }
+    }
+
+    /// The ETag of the marker of prefix `rel`, if there is one.
+    fn marker_tag(&self, rel: &str) -> io::Result<Option<String>> {
+        match self.head_raw(&join(rel, PREFIX_MARKER)) {
+            Ok(m) => Ok(Some(m.e_tag.unwrap_or_default())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn locks(&self) -> MutexGuard<'_, BTreeMap<String, (usize, bool)>> {
+        self.inner.locks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Copies the object `from` to `to` (both relative), server side.
+    fn copy(&self, from: &str, to: &str) -> io::Result<()> {
+        let (f, t) = (self.object_path(from)?, self.object_path(to)?);
+        bump(&self.inner.counters.put);
+        self.block_on(self.store().copy(&f, &t))
+            .map_err(|e| self.io_error(from, e))
+    }
+}
+
+/// `dir/name` (or `name` at the root).
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The parent of a relative key ("" at the top).
+fn parent(rel: &str) -> &str {
+    rel.rfind('/').map_or("", |i| &rel[..i])
+}
+
+/// Whether the key names a log.
+fn is_log(rel: &str) -> bool {
+    rel.ends_with(LOG_SUFFIX)
+}
+
+/// The name of the segment of a log starting at `offset`.
+pub fn segment_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+/// The offset of a segment name.
+fn segment_offset(name: &str) -> Option<u64> {
+    if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+        name.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// A token unique to this creation of a prefix marker.
+fn unique_token() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "prefix created at {nanos} by process {} ({})\n",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Backend for S3Backend {
+    fn display(&self, key: &Path) -> PathBuf {
+        let rel = self
+            .rel(key)
+            .unwrap_or_else(|_| key.to_string_lossy().into_owned());
+        PathBuf::from(self.display_rel(&rel))
+    }
+
+    fn put_if_absent(&self, key: &Path, data: &[u8], _scratch: &Path) -> Result<Put, BackendError> {
+        let rel = self
+            .rel(key)
+            .map_err(|e| BackendError::io("create", key, e))?;
+        if is_log(&rel) {
+            // Segments left by a log removed halfway (a crash between the
+            // deletions of its segments and of its first object) must not
+            // become part of a new log of the same name.
+            let left = self
+                .segments(&rel)
+                .map_err(|e| BackendError::io("inspect", key, e))?;
+            if !left.is_empty() && self.head_raw(&rel).is_err() {
+                return Err(BackendError::io(
+                    "create",
+                    key,
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: {} segments of a removed log are left under {}{SEGMENTS_SUFFIX}/ \
+                             (remove them, or run fsck)",
+                            self.display_rel(&rel),
+                            left.len(),
+                            rel
+                        ),
+                    ),
+                ));
+            }
+        }
+        match self.put(&rel, Bytes::copy_from_slice(data), PutMode::Create) {
+            Ok(()) => Ok(Put::Created),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(Put::Existed),
+            Err(e) => Err(self.write_error("create", key, &rel, e)),
+        }
+    }
+
+    fn upload(&self, _scratch: &Path) -> Result<Box<dyn Upload>, BackendError> {
+        Ok(Box::new(S3Upload {
+            backend: self.clone(),
+            bytes: Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
+        let rel = self.rel(key)?;
+        Ok(Box::new(PieceReader::new(self.clone(), self.pieces(&rel)?)))
+    }
+
+    fn map(&self, key: &Path) -> io::Result<Mapping> {
+        let rel = self.rel(key)?;
+        if is_log(&rel) {
+            let reader = self.open(key)?;
+            return Ok(Mapping::Owned(jpstore_blobstore::backend::read_all(
+                &*reader,
+                u64::MAX,
+            )?));
+        }
+        Ok(Mapping::Owned(self.get(&rel)?.to_vec()))
+    }
+
+    fn head(&self, key: &Path) -> io::Result<ObjectMeta> {
+        let rel = self.rel(key)?;
+        if rel.is_empty() {
+            return Ok(Self::prefix_meta());
+        }
+        match self.head_raw(&rel) {
+            Ok(m) => {
+                let mut len = m.size;
+                if is_log(&rel) {
+                    len += self.segments(&rel)?.iter().map(|s| s.1).sum::<u64>();
+                }
+                Ok(self.meta(&m, len))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if self.prefix_exists(&rel)? {
+                    Ok(Self::prefix_meta())
+                } else {
+                    Err(e)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, prefix: &Path) -> io::Result<Vec<Listed>> {
+        let rel = self.rel(prefix)?;
+        let (objects, prefixes) = self.list_level(&rel)?;
+        if objects.is_empty() && prefixes.is_empty() && !rel.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no objects below this prefix", self.display_rel(&rel)),
+            ));
+        }
+        let mut out = Vec::new();
+        for m in &objects {
+            let Some(name) = m.location.filename() else {
+                continue;
+            };
+            if name == PREFIX_MARKER {
+                continue;
+            }
+            let mut len = m.size;
+            if is_log(name)
+                && prefixes
+                    .iter()
+                    .any(|p| *p == format!("{name}{SEGMENTS_SUFFIX}"))
+            {
+                len += self
+                    .segments(&join(&rel, name))?
+                    .iter()
+                    .map(|s| s.1)
+                    .sum::<u64>();
+            }
+            out.push(Listed {
+                name: name.to_string(),
+                entry: ListedEntry::Object(self.meta(m, len)),
+            });
+        }
+        for p in prefixes {
+            if p.ends_with(&format!("{LOG_SUFFIX}{SEGMENTS_SUFFIX}")) {
+                continue;
+            }
+            out.push(Listed {
+                name: p,
+                entry: ListedEntry::Prefix,
+            });
+        }
+        Ok(out)
+    }
+
+    fn delete(&self, keys: &[PathBuf]) -> Result<usize, BackendError> {
+        let mut deleted = 0;
+        for key in keys {
+            let rel = self
+                .rel(key)
+                .map_err(|e| BackendError::io("remove", key, e))?;
+            match self.head_raw(&rel) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(BackendError::io("remove", key, e)),
+            }
+            if is_log(&rel) {
+                // Newest segment first: a crash leaves a shorter log, whole.
+                let segments = self
+                    .segments(&rel)
+                    .map_err(|e| BackendError::io("remove", key, e))?;
+                for (_, _, seg) in segments.iter().rev() {
+                    self.delete_raw(seg)
+                        .map_err(|e| self.write_error("remove", key, seg, e))?;
+                }
+            }
+            self.delete_raw(&rel)
+                .map_err(|e| self.write_error("remove", key, &rel, e))?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    fn replace(
+        &self,
+        key: &Path,
+        data: &[u8],
+        _scratch: &Path,
+        expect: Expect,
+        _durable: bool,
+    ) -> Result<(), BackendError> {
+        let rel = self
+            .rel(key)
+            .map_err(|e| BackendError::io("replace", key, e))?;
+        let mode = match &expect {
+            Expect::Any => PutMode::Overwrite,
+            Expect::Version(Version(tag)) => PutMode::Update(UpdateVersion {
+                e_tag: Some(tag.clone()),
+                version: None,
+            }),
+        };
+        match self.put(&rel, Bytes::copy_from_slice(data), mode) {
+            Ok(()) => Ok(()),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotFound { .. },
+            ) if matches!(expect, Expect::Version(_)) => Err(BackendError::io(
+                "replace",
+                key,
+                io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{}: HTTP 412 Precondition Failed: the object was written since it was read",
+                        self.display_rel(&rel)
+                    ),
+                ),
+            )),
+            Err(e) => Err(self.write_error("replace", key, &rel, e)),
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackendError> {
+        let f = self
+            .rel(from)
+            .map_err(|e| BackendError::io("move", from, e))?;
+        let t = self.rel(to).map_err(|e| BackendError::io("move", to, e))?;
+        let exists = match self.head_raw(&t) {
+            Ok(_) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self
+                .prefix_exists(&t)
+                .map_err(|e| BackendError::io("move", to, e))?,
+            Err(e) => return Err(BackendError::io("move", to, e)),
+        };
+        if exists || t.is_empty() {
+            return Err(BackendError::io(
+                "move",
+                from,
+                io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists", self.display_rel(&t)),
+                ),
+            ));
+        }
+        // What moves: the object (with its segments), or everything below
+        // the prefix.
+        let mut moves: Vec<(String, String)> = Vec::new();
+        match self.head_raw(&f) {
+            Ok(_) => {
+                if is_log(&f) {
+                    let segments = self
+                        .segments(&f)
+                        .map_err(|e| BackendError::io("move", from, e))?;
+                    for (offset, _, seg) in segments {
+                        moves.push((
+                            seg,
+                            format!("{t}{SEGMENTS_SUFFIX}/{}", segment_name(offset)),
+                        ));
+                    }
+                }
+                moves.push((f.clone(), t.clone()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !f.is_empty() => {
+                let below = self
+                    .list_below(&f, usize::MAX)
+                    .map_err(|e| BackendError::io("move", from, e))?;
+                if below.is_empty() {
+                    return Err(BackendError::io("move", from, e));
+                }
+                for (r, _) in below {
+                    let rest = r[f.len()..].trim_start_matches('/').to_string();
+                    moves.push((r, join(&t, &rest)));
+                }
+                // Segments before the objects they extend, markers last:
+                // the copies are all made before anything is deleted.
+                moves.sort_by_key(|(r, _)| {
+                    (!r.contains(SEGMENTS_SUFFIX), r.ends_with(PREFIX_MARKER))
+                });
+            }
+            Err(e) => return Err(BackendError::io("move", from, e)),
+        }
+        for (a, b) in &moves {
+            self.copy(a, b)
+                .map_err(|e| BackendError::unsynced(from, e))?;
+        }
+        // Deleting the sources: segments before what they extend (moves
+        // lists them first), then the rest.
+        for (a, _) in &moves {
+            self.delete_raw(a)
+                .map_err(|e| self.write_error("move", from, a, e))?;
+        }
+        Ok(())
+    }
+
+    fn open_log(&self, key: &Path) -> io::Result<Box<dyn LogObject>> {
+        let rel = self.rel(key)?;
+        let pieces = self.pieces(&rel)?;
+        Ok(Box::new(S3Log {
+            key: key.to_path_buf(),
+            rel,
+            reader: PieceReader::new(self.clone(), pieces),
+        }))
+    }
+
+    fn lock(
+        &self,
+        name: &Path,
+        kind: LockKind,
+        wait: bool,
+    ) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let rel = self.rel(name)?;
+        let dir = parent(&rel).to_string();
+        // The generation of the prefix the lock is taken under: the unique
+        // content (so the ETag) of its marker.
+        let generation = if dir.is_empty() {
+            None
+        } else {
+            match self.marker_tag(&dir)? {
+                Some(tag) => Some(tag),
+                None if self.prefix_exists(&dir)? => None,
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("{}: no such prefix", self.display_rel(&dir)),
+                    ))
+                }
+            }
+        };
+        let mut locks = self.locks();
+        loop {
+            let (shared, exclusive) = locks.get(&rel).copied().unwrap_or((0, false));
+            let free = match kind {
+                LockKind::Shared => !exclusive,
+                LockKind::Exclusive => !exclusive && shared == 0,
+            };
+            if free {
+                let entry = locks.entry(rel.clone()).or_insert((0, false));
+                match kind {
+                    LockKind::Shared => entry.0 += 1,
+                    LockKind::Exclusive => entry.1 = true,
+                }
+                return Ok(Some(Box::new(S3Lock {
+                    backend: self.clone(),
+                    rel,
+                    dir,
+                    generation,
+                    kind,
+                })));
+            }
+            if !wait {
+                return Ok(None);
+            }
+            locks = self
+                .inner
+                .released
+                .wait(locks)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn touch(&self, key: &Path) -> io::Result<bool> {
+        let rel = self.rel(key)?;
+        // S3 has no "set the time": the object is written again, only if
+        // it is still the version read.
+        let meta = match self.head_raw(&rel) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let data = self.get(&rel)?;
+        self.put(
+            &rel,
+            data,
+            PutMode::Update(UpdateVersion {
+                e_tag: meta.e_tag,
+                version: None,
+            }),
+        )
+        .map_err(|e| self.io_error(&rel, e))?;
+        Ok(true)
+    }
+
+    fn create_prefix(&self, dir: &Path) -> Result<(), BackendError> {
+        let rel = self
+            .rel(dir)
+            .map_err(|e| BackendError::io("create", dir, e))?;
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let marker = join(&rel, PREFIX_MARKER);
+        match self.put(&marker, Bytes::from(unique_token()), PutMode::Create) {
+            Ok(())
+            | Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(()),
+            Err(e) => Err(self.write_error("create", dir, &marker, e)),
+        }
+    }
+
+    fn sync_prefix(&self, _dir: &Path) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn sync_object(&self, _key: &Path) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn remove_prefix(&self, dir: &Path) -> io::Result<()> {
+        let rel = self.rel(dir)?;
+        let below = self.list_below(&rel, 2)?;
+        let marker = join(&rel, PREFIX_MARKER);
+        if below.iter().any(|(r, _)| *r != marker) {
+            return Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                format!(
+                    "{}: objects remain below this prefix",
+                    self.display_rel(&rel)
+                ),
+            ));
+        }
+        if below.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such prefix", self.display_rel(&rel)),
+            ));
+        }
+        self.delete_raw(&marker)
+            .map_err(|e| self.io_error(&marker, e))
+    }
+
+    fn locks_span_writers(&self) -> bool {
+        false
+    }
+}
+
+/// A log open for appending: its pieces, and one segment per append.
+#[derive(Debug)]
+struct S3Log {
+    key: PathBuf,
+    rel: String,
+    reader: PieceReader,
+}
+
+impl ObjectReader for S3Log {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.reader.read_at(buf, offset)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.reader.len()
+    }
+}
+
+impl LogObject for S3Log {
+    fn as_reader(&self) -> &dyn ObjectReader {
+        self
+    }
+
+    fn append(&self, at: u64, data: &[u8]) -> Result<(), BackendError> {
+        let backend = self.reader.backend();
+        let end = self.reader.end();
+        if at != end {
+            return Err(BackendError::io(
+                "append to",
+                &self.key,
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("an append at offset {at}, but the log ends at {end}"),
+                ),
+            ));
+        }
+        let seg = format!("{}{SEGMENTS_SUFFIX}/{}", self.rel, segment_name(at));
+        let bytes = Bytes::copy_from_slice(data);
+        match backend.put(&seg, bytes.clone(), PutMode::Create) {
+            Ok(()) => {}
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => {
+                // Either another appender created the segment first, or a
+                // retry of ours found our own first attempt: only the
+                // second, proven by the bytes, is a success.
+                let there = backend
+                    .get(&seg)
+                    .map_err(|e| BackendError::unsynced(&self.key, e))?;
+                if there != bytes {
+                    return Err(BackendError::io(
+                        "append to",
+                        &self.key,
+                        io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            format!(
+                                "another writer appended at offset {at} first \
+                                 ({}: HTTP 412 Precondition Failed); nothing of this batch \
+                                 was written: read the conversation again",
+                                backend.display_rel(&seg)
+                            ),
+                        ),
+                    ));
+                }
+            }
+            Err(e) => return Err(backend.write_error("append to", &self.key, &seg, e)),
+        }
+        self.reader.push(Piece::with_data(seg, at, bytes));
+        Ok(())
+    }
+
+    fn truncate(&self, len: u64) -> Result<(), BackendError> {
+        // Each segment is created whole, so an object store has no torn
+        // tail to cut; only whole segments past `len` can go.
+        let cut = self
+            .reader
+            .cut_after(len)
+            .map_err(|e| BackendError::io("cut the tail of", &self.key, e))?;
+        let backend = self.reader.backend();
+        for seg in cut.iter().rev() {
+            backend
+                .delete_raw(seg)
+                .map_err(|e| backend.write_error("cut the tail of", &self.key, seg, e))?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+/// An upload: the bytes are kept in memory and published with one
+/// conditional PUT.
+#[derive(Debug)]
+struct S3Upload {
+    backend: S3Backend,
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl Upload for S3Upload {
+    fn write_at(&self, data: &[u8], offset: u64) -> Result<(), BackendError> {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        if offset != bytes.len() as u64 {
+            return Err(BackendError::io(
+                "write",
+                Path::new("upload"),
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "an upload is written in order: {offset} is not its end {}",
+                        bytes.len()
+                    ),
+                ),
+            ));
+        }
+        bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync_partial(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn sync_all(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn publish(&self, key: &Path) -> Result<Put, BackendError> {
+        let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.backend.put_if_absent(key, &bytes, Path::new(""))
+    }
+}
+
+/// A lock of this process, under a prefix of a known generation.
+#[derive(Debug)]
+struct S3Lock {
+    backend: S3Backend,
+    rel: String,
+    dir: String,
+    generation: Option<String>,
+    kind: LockKind,
+}
+
+impl LockGuard for S3Lock {
+    fn is_current(&self) -> io::Result<bool> {
+        if self.dir.is_empty() {
+            return Ok(true);
+        }
+        match (&self.generation, self.backend.marker_tag(&self.dir)?) {
+            (Some(had), Some(now)) => Ok(*had == now),
+            (None, None) => self.backend.prefix_exists(&self.dir),
+            _ => Ok(false),
+        }
+    }
+}
+
+impl Drop for S3Lock {
+    fn drop(&mut self) {
+        let mut locks = self.backend.locks();
+        if let Some(entry) = locks.get_mut(&self.rel) {
+            match self.kind {
+                LockKind::Shared => entry.0 = entry.0.saturating_sub(1),
+                LockKind::Exclusive => entry.1 = false,
+            }
+            if *entry == (0, false) {
+                locks.remove(&self.rel);
+            }
+        }
+        drop(locks);
+        self.backend.inner.released.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+//! Reading objects of an S3 store: an object is one or more *pieces* (an
+//! object; a log's first object and its segments) laid end to end. The
+//! first MiB of the first piece comes with the request that learns its
+//! size; small pieces are fetched whole on first use (with the next ones,
+//! concurrently), large ones by ranges.
+
+use std::io;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use jpstore_blobstore::backend::ObjectReader;
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
+
+use crate::{bump, S3Backend};
+
+/// Bytes fetched with the request that opens an object.
+const FIRST_CHUNK: u64 = 1 << 20;
+/// Pieces up to this size are fetched whole.
+const WHOLE_PIECE: u64 = 4 << 20;
+/// Bytes fetched by one ranged read of a large piece (at least).
+const RANGE_CHUNK: u64 = 1 << 20;
+/// Small pieces fetched together, at most (count and bytes).
+const PREFETCH_PIECES: usize = 64;
+const PREFETCH_BYTES: u64 = 16 << 20;
+/// Requests in flight at once when pieces are fetched together.
+const CONCURRENCY: usize = 16;
+
+/// One piece of an object: the object `key` (relative), holding the bytes
+/// `[start, start + len)` of the whole.
+#[derive(Debug)]
+pub(crate) struct Piece {
+    pub(crate) key: String,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    /// Bytes of the piece held in memory: (offset in the piece, bytes).
+    window: Mutex<Option<(u64, Bytes)>>,
+}
+
+impl Piece {
+    pub(crate) fn new(key: String, start: u64, len: u64) -> Self {
+        Piece {
+            key,
+            start,
+            len,
+            window: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn with_data(key: String, start: u64, data: Bytes) -> Self {
+        Piece {
+            key,
+            start,
+            len: data.len() as u64,
+            window: Mutex::new(Some((0, data))),
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.len
+    }
+
+    fn whole(&self) -> bool {
+        self.window
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|(at, b)| *at == 0 && b.len() as u64 == self.len)
+    }
+
+    /// Copies what the window holds at `offset` (in the piece) into `buf`.
+    fn read_window(&self, buf: &mut [u8], offset: u64) -> Option<usize> {
+        let window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let (at, bytes) = window.as_ref()?;
+        let end = *at + bytes.len() as u64;
+        if offset < *at || offset >= end {
+            return None;
+        }
+        let from = usize::try_from(offset - at).ok()?;
+        let n = buf.len().min(bytes.len() - from);
+        buf[..n].copy_from_slice(&bytes[from..from + n]);
+        Some(n)
+    }
+
+    fn set_window(&self, at: u64, bytes: Bytes) {
+        *self.window.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, bytes));
+    }
+}
+
+/// Opens the first piece of the object `rel`: one GET of its first MiB,
+/// which tells its size.
+pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
+    let path = backend.object_path(rel)?;
+    bump(&backend.inner.counters.get);
+    let got = backend.block_on(async {
+        let result = backend
+            .store()
+            .get_opts(
+                &path,
+                GetOptions {
+                    range: Some(GetRange::Bounded(0..FIRST_CHUNK)),
+                    ..GetOptions::default()
+                },
+            )
+            .await?;
+        let size = result.meta.size;
+        Ok::<_, object_store::Error>((size, result.bytes().await?))
+    });
+    match got {
+        Ok((size, bytes)) => {
+            let piece = Piece::new(rel.to_string(), 0, size);
+            piece.set_window(0, bytes);
+            Ok(piece)
+        }
+        Err(e @ object_store::Error::NotFound { .. }) => Err(backend.io_error(rel, e)),
+        Err(e) => {
+            // A range of an empty object is not satisfiable (416): the size
+            // tells.
+            match backend.head_raw(rel) {
+                Ok(m) if m.size == 0 => Ok(Piece::with_data(rel.to_string(), 0, Bytes::new())),
+                _ => Err(backend.io_error(rel, e)),
+            }
+        }
+    }
+}
+
+/// An object read by pieces.
+#[derive(Debug)]
+pub(crate) struct PieceReader {
+    backend: S3Backend,
+    pieces: RwLock<Vec<Arc<Piece>>>,
+}
+
+impl PieceReader {
+    pub(crate) fn new(backend: S3Backend, pieces: Vec<Piece>) -> Self {
+        PieceReader {
+            backend,
+            pieces: RwLock::new(pieces.into_iter().map(Arc::new).collect()),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &S3Backend {
+        &self.backend
+    }
+
+    fn pieces(&self) -> Vec<Arc<Piece>> {
+        self.pieces
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The end of the last piece.
+    pub(crate) fn end(&self) -> u64 {
+        self.pieces().last().map_or(0, |p| p.end())
+    }
+
+    /// Adds a piece at the end (a segment just appended).
+    pub(crate) fn push(&self, piece: Piece) {
+        self.pieces
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::new(piece));
+    }
+
+    /// Drops the pieces after `len`, which must be the end of a piece
+    /// other than the first; returns their keys.
+    pub(crate) fn cut_after(&self, len: u64) -> io::Result<Vec<String>> {
+        let mut pieces = self.pieces.write().unwrap_or_else(|e| e.into_inner());
+        let keep = pieces.iter().take_while(|p| p.end() <= len).count();
+        let boundary = keep > 0 && pieces[keep - 1].end() == len;
+        if !boundary {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "offset {len} is not the end of a segment: an object store cuts whole \
+                     segments only"
+                ),
+            ));
+        }
+        Ok(pieces.drain(keep..).map(|p| p.key.clone()).collect())
+    }
+
+    /// Fetches `piece` whole, with the small pieces after it not yet
+    /// fetched (concurrently).
+    fn fetch_whole(&self, index: usize, all: &[Arc<Piece>]) -> io::Result<()> {
+        let mut batch = vec![Arc::clone(&all[index])];
+        let mut bytes = all[index].len;
+        for p in &all[index + 1..] {
+            if batch.len() >= PREFETCH_PIECES || bytes + p.len > PREFETCH_BYTES {
+                break;
+            }
+            if p.len > WHOLE_PIECE {
+                break;
+            }
+            if p.whole() {
+                continue;
+            }
+            bytes += p.len;
+            batch.push(Arc::clone(p));
+        }
+        let backend = &self.backend;
+        let mut requests = Vec::with_capacity(batch.len());
+        for p in &batch {
+            requests.push((Arc::clone(p), backend.object_path(&p.key)?));
+        }
+        let store = backend.inner.store.clone();
+        for _ in &requests {
+            bump(&backend.inner.counters.get);
+        }
+        let results: Vec<(Arc<Piece>, object_store::Result<Bytes>)> = backend.block_on(
+            futures::stream::iter(requests.into_iter().map(|(p, path)| {
+                let store = Arc::clone(&store);
+                async move {
+                    let got = async { store.get(&path).await?.bytes().await }.await;
+                    (p, got)
+                }
+            }))
+            .buffered(CONCURRENCY)
+            .collect(),
+        );
+        for (p, got) in results {
+            let bytes = got.map_err(|e| backend.io_error(&p.key, e))?;
+            if bytes.len() as u64 != p.len {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {} bytes where the listing said {}: changed while read",
+                        backend.display_rel(&p.key),
+                        bytes.len(),
+                        p.len
+                    ),
+                ));
+            }
+            p.set_window(0, bytes);
+        }
+        Ok(())
+    }
+
+    fn fetch_range(&self, piece: &Piece, range: Range<u64>) -> io::Result<()> {
+        let backend = &self.backend;
+        let path = backend.object_path(&piece.key)?;
+        bump(&backend.inner.counters.get);
+        let bytes = backend
+            .block_on(backend.store().get_range(&path, range.clone()))
+            .map_err(|e| backend.io_error(&piece.key, e))?;
+        piece.set_window(range.start, bytes);
+        Ok(())
+    }
+}
+
+impl ObjectReader for PieceReader {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let all = self.pieces();
+        let Some(index) = all.iter().position(|p| offset < p.end()) else {
+            return Ok(0);
+        };
+        let piece = &all[index];
+        let at = offset - piece.start;
+        if let Some(n) = piece.read_window(buf, at) {
+            return Ok(n);
+        }
+        if piece.len <= WHOLE_PIECE {
+            self.fetch_whole(index, &all)?;
+        } else {
+            let want = (buf.len() as u64).max(RANGE_CHUNK);
+            self.fetch_range(piece, at..(at + want).min(piece.len))?;
+        }
+        piece.read_window(buf, at).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: no bytes at offset {at}",
+                    self.backend.display_rel(&piece.key)
+                ),
+            )
+        })
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.end())
+    }
+}

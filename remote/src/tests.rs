@@ -1,0 +1,144 @@
+//! The S3 backend against a real server ([`crate::testing`]): the contract
+//! of the seam, and what only an object store shared by several writers
+//! shows.
+
+use std::io;
+use std::path::Path;
+
+use jpstore_blobstore::backend::{contract, read_all, Backend, BackendError};
+
+use crate::testing::server_or_skip;
+
+#[test]
+fn the_contract_of_the_seam_holds_on_s3() {
+    let Some(server) = server_or_skip("the_contract_of_the_seam_holds_on_s3") else {
+        return;
+    };
+    for (name, check) in contract::ALL {
+        let b = server.backend(server.fresh(name.get(..20).unwrap_or(name)));
+        check(&format!("s3 ({name})"), &b);
+    }
+}
+
+#[test]
+fn two_appenders_at_the_same_end_cannot_both_succeed() {
+    let Some(server) = server_or_skip("two_appenders_at_the_same_end_cannot_both_succeed") else {
+        return;
+    };
+    let location = server.fresh("race");
+    // Two backends: two processes (or machines), each with its own locks.
+    let (a, b) = (
+        server.backend(location.clone()),
+        server.backend(location.clone()),
+    );
+    let k = Path::new("c/events.log");
+    a.put_if_absent(k, b"HEAD", Path::new("")).expect("create");
+    let (la, lb) = (
+        a.open_log(k).expect("open a"),
+        b.open_log(k).expect("open b"),
+    );
+    la.append(4, b"from-a").expect("a appends first");
+    let lost = lb.append(4, b"from-b").expect_err("b must not overwrite a");
+    assert!(matches!(lost, BackendError::Io { .. }), "{lost}");
+    assert_eq!(lost.kind(), io::ErrorKind::AlreadyExists, "{lost}");
+    assert!(lost.to_string().contains("412"), "{lost}");
+    assert!(
+        lost.to_string()
+            .contains("events.log.seg/00000000000000000004"),
+        "{lost}"
+    );
+    // B reads again and appends after A.
+    let lb = b.open_log(k).expect("reopen b");
+    assert_eq!(lb.len().expect("len"), 10);
+    lb.append(10, b"from-b").expect("b appends after a");
+    let whole = read_all(&*a.open(k).expect("open"), 1 << 20).expect("read");
+    assert_eq!(whole, b"HEADfrom-afrom-b");
+    // A retry that finds its own segment (the first attempt landed, its
+    // answer was lost) is a success, not a conflict.
+    let la = a.open_log(k).expect("reopen a");
+    let seg = Path::new("c/events.log.seg/00000000000000000016");
+    a.put_if_absent(seg, b"again", Path::new(""))
+        .expect("first attempt");
+    let la2 = a.open_log(k).expect("reopen");
+    assert_eq!(la2.len().expect("len"), 21);
+    drop(la2);
+    // `la` still believes the log ends at 16: its append of the same bytes
+    // is proven to be its own.
+    la.append(16, b"again").expect("own segment");
+    assert!(la.append(21, b"x").is_ok());
+    assert!(b.open_log(k).expect("open").len().expect("len") == 22);
+}
+
+#[test]
+fn listing_a_conversation_shows_the_log_whole_and_hides_segments_and_markers() {
+    let Some(server) = server_or_skip("listing_hides_segments") else {
+        return;
+    };
+    let b = server.backend(server.fresh("listing"));
+    b.create_prefix(Path::new("c")).expect("prefix");
+    let k = Path::new("c/events.log");
+    b.put_if_absent(k, b"HEAD", Path::new("")).expect("create");
+    let log = b.open_log(k).expect("open");
+    log.append(4, b"12345").expect("append");
+    let listed = b.list(Path::new("c")).expect("list");
+    let names: Vec<(String, Option<u64>)> = listed
+        .iter()
+        .map(|l| (l.name.clone(), l.object().map(|m| m.len)))
+        .collect();
+    assert_eq!(names, vec![("events.log".to_string(), Some(9))]);
+    assert_eq!(b.head(k).expect("head").len, 9);
+    // Moving the conversation moves its segments; deleting the log
+    // deletes them.
+    b.rename(Path::new("c"), Path::new("aside")).expect("move");
+    let moved = Path::new("aside/events.log");
+    assert_eq!(
+        read_all(&*b.open(moved).expect("open"), 1 << 20).expect("read"),
+        b"HEAD12345"
+    );
+    assert_eq!(b.delete(&[moved.to_path_buf()]).expect("delete"), 1);
+    b.remove_prefix(Path::new("aside")).expect("remove prefix");
+    // Nothing is left (an S3 server may still list the empty "folders",
+    // as SeaweedFS does; none holds an object).
+    for gone in ["c", "aside", "c/events.log", "aside/events.log"] {
+        assert_eq!(
+            b.head(Path::new(gone)).map_err(|e| e.kind()).err(),
+            Some(io::ErrorKind::NotFound),
+            "{gone}"
+        );
+    }
+}
+
+#[test]
+fn errors_name_the_object_and_the_status() {
+    let Some(server) = server_or_skip("errors_name_the_object_and_the_status") else {
+        return;
+    };
+    let location = server.fresh("errors");
+    let b = server.backend(location.clone());
+    let e = b.open(Path::new("no/such")).expect_err("missing");
+    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    let text = e.to_string();
+    assert!(text.contains("404"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "s3://{}/{}/no/such",
+            location.bucket, location.prefix
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_second_read_of_a_small_object_is_one_request() {
+    let Some(server) = server_or_skip("a_second_read_of_a_small_object_is_one_request") else {
+        return;
+    };
+    let b = server.backend(server.fresh("counts"));
+    b.put_if_absent(Path::new("x"), &[7u8; 1000], Path::new(""))
+        .expect("put");
+    let before = b.requests();
+    let r = b.open(Path::new("x")).expect("open");
+    assert_eq!(read_all(&*r, 1 << 20).expect("read"), vec![7u8; 1000]);
+    let used = b.requests().total() - before.total();
+    assert_eq!(used, 1, "open and read of 1000 bytes: {}", b.requests());
+}

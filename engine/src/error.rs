@@ -74,7 +74,7 @@ pub enum Error {
     },
     /// A file was written by a newer format (or uses features this build does
     /// not know).
-    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version {supported} without flags", path.display())]
+    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version 1 (flags 0x0001 at most) and version 2 (no flags), and writes version {supported}", path.display())]
     Unsupported {
         /// The file.
         path: PathBuf,
@@ -82,8 +82,20 @@ pub enum Error {
         version: u16,
         /// Its flags.
         flags: u16,
-        /// The version this build writes and reads.
+        /// The newest version this build writes.
         supported: u16,
+    },
+    /// A record of one framing version was to be written to a log of
+    /// another (a version 1 batch to a version 2 log, or the reverse):
+    /// refused before anything was written.
+    #[error("{} is a version {log} log; a version {record} record cannot be appended to it", path.display())]
+    WrongFraming {
+        /// The log file.
+        path: PathBuf,
+        /// The log's framing version.
+        log: u16,
+        /// The record's framing version.
+        record: u16,
     },
     /// A file to be created exists already.
     #[error("{} already exists", path.display())]

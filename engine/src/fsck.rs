@@ -27,7 +27,7 @@ use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
-use crate::log::LogEnd;
+use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
@@ -591,29 +591,12 @@ impl Store {
         let mut base = None;
         for record in &scanned.records {
             out.records += 1;
-            let mut decoded = Vec::with_capacity(record.entries.len());
             let max = self.options().log.max_record_size;
-            if let Err(found) = codec::check_declared(record.entries.iter().map(Vec::as_slice), max)
-            {
-                out.findings.push(finding(
-                    "undecodable-entry",
-                    Some(record.offset),
-                    format!("the record does not decode: {found}"),
-                ));
+            let (decoded, problems) = decode_scanned(record, max);
+            for found in problems {
+                out.findings
+                    .push(finding("undecodable-entry", Some(record.offset), found));
                 out.damaged = true;
-                continue;
-            }
-            for (i, bytes) in record.entries.iter().enumerate() {
-                if let Err(found) =
-                    codec::decode_all(bytes, self.options().log.max_record_size, &mut decoded)
-                {
-                    out.findings.push(finding(
-                        "undecodable-entry",
-                        Some(record.offset),
-                        format!("entry {i} of the record does not decode: {found}"),
-                    ));
-                    out.damaged = true;
-                }
             }
             for entry in decoded {
                 let entry = match entry {
@@ -899,6 +882,34 @@ impl Store {
         self.write_note(&to.join("NOTE"), why)?;
         Ok(to)
     }
+}
+
+/// The entries of a record `scan` found valid (framing and checksums) that
+/// decode, and what does not decode in it (for a version 1 batch, each
+/// entry that does not; for a version 2 record, the record).
+fn decode_scanned(record: &crate::log::Record, max: u32) -> (Vec<LogEntry>, Vec<String>) {
+    let mut decoded = Vec::new();
+    let mut problems = Vec::new();
+    match &record.content {
+        RecordContent::Batch(entries) => {
+            if let Err(found) = codec::check_declared(entries.iter().map(Vec::as_slice), max) {
+                problems.push(format!("the record does not decode: {found}"));
+                return (decoded, problems);
+            }
+            for (i, bytes) in entries.iter().enumerate() {
+                if let Err(found) = codec::decode_all(bytes, max, &mut decoded) {
+                    problems.push(format!("entry {i} of the record does not decode: {found}"));
+                }
+            }
+        }
+        RecordContent::Split { heads, body } => {
+            match crate::conversation::sections::decode_record(heads, body, max) {
+                Ok(entries) => decoded = entries,
+                Err(found) => problems.push(format!("the record does not decode: {found}")),
+            }
+        }
+    }
+    (decoded, problems)
 }
 
 #[cfg(test)]

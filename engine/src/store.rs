@@ -18,7 +18,7 @@ use crate::conversation::writer::ConversationWriter;
 use crate::conversation::{ConversationId, CONVERSATIONS_DIR, LOG_FILE};
 use crate::error::{Error, Result};
 use crate::event::{BlobRef, EventKind, Object};
-use crate::log::LogOptions;
+use crate::log::{Framing, LogOptions};
 use crate::timestamp::Timestamp;
 
 /// The blob store's directory inside the store.
@@ -29,12 +29,26 @@ pub const CONFIG_FILE: &str = "config.toml";
 pub const MAX_CONFIG_FILE: u64 = 16 << 20;
 
 /// Settings of a [`Store`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// Settings of the logs.
     pub log: LogOptions,
     /// Settings of the blob store.
     pub blobs: BlobOptions,
+    /// The framing of the logs of new conversations (created, imported,
+    /// forked): version 2, the default. Version 1 is for tests of reading,
+    /// appending to and upgrading older logs.
+    pub new_log_framing: Framing,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            log: LogOptions::default(),
+            blobs: BlobOptions::default(),
+            new_log_framing: Framing::V2,
+        }
+    }
 }
 
 /// What a new conversation starts with.
@@ -473,7 +487,14 @@ impl Store {
         entries: &[crate::event::Entry],
     ) -> Result<ConversationWriter<'_>> {
         let create = |id: ConversationId| {
-            ConversationWriter::create(&self.blobs, id, patch.clone(), entries, self.options.log)
+            ConversationWriter::create(
+                &self.blobs,
+                id,
+                patch.clone(),
+                entries,
+                self.options.log,
+                self.options.new_log_framing,
+            )
         };
         if let Some(id) = id {
             return create(id);

@@ -96,6 +96,9 @@ impl Timestamp {
         }
     }
 
+    /// The Unix epoch, 1970-01-01 00:00:00 UTC.
+    pub const EPOCH: Timestamp = Timestamp { secs: 0, nanos: 0 };
+
     /// The instant `secs` seconds and `nanos` nanoseconds after the Unix
     /// epoch; `None` if `nanos >= 1_000_000_000` or the instant lies outside
     /// the years 0000 to 9999.

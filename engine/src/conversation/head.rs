@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::state::ConversationState;
 use super::ConversationId;
-use crate::log::{decode_record_header, FIRST_RECORD, RECORD_HEADER_LEN};
+use crate::log::{
+    check_file_header, decode_record_header, Framing, RecordHeader, FILE_HEADER_LEN, FIRST_RECORD,
+    RECORD_HEADER_LEN_V2,
+};
 
 /// Name of the head cache inside a conversation's directory.
 pub const HEAD_FILE: &str = "head";
@@ -40,11 +43,13 @@ pub struct Head {
     pub log_end: u64,
     /// Offset of the last record of the prefix (it ends at `log_end`).
     pub last_record: u64,
-    /// The payload CRC stored in that record's header.
+    /// That record's checksum as its header stores it
+    /// ([`RecordHeader::record_crc`]: version 1, the payload CRC; version 2,
+    /// the header CRC).
     pub last_record_crc: u32,
-    /// The payload CRC of the log's first record (the creation metadata,
-    /// which holds the creation time to the nanosecond): ties the head to
-    /// this conversation's log and no other.
+    /// The record checksum of the log's first record (the creation
+    /// metadata, which holds the creation time to the nanosecond): ties the
+    /// head to this conversation's log and no other.
     pub first_record_crc: u32,
     /// The state after folding the prefix.
     pub state: ConversationState,
@@ -126,7 +131,8 @@ pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
 }
 
 /// Whether the log of `id` has, at `head.last_record`, a valid record header
-/// with the cached payload CRC that ends at `head.log_end`.
+/// with the cached record checksum that ends at `head.log_end`, and a valid
+/// record there.
 fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool {
     if head.last_record < FIRST_RECORD || head.log_end <= head.last_record {
         return false;
@@ -138,34 +144,53 @@ fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool 
         Ok(len) if len >= head.log_end => {}
         _ => return false,
     }
-    let header_at = |offset: u64| {
-        let mut buf = [0u8; RECORD_HEADER_LEN as usize];
-        read_exact_at(&*log, &mut buf, offset).ok()?;
-        decode_record_header(&buf)
+    let Some(framing) = framing_of(&*log) else {
+        return false;
     };
-    let first_ok = header_at(FIRST_RECORD).is_some_and(|h| h.payload_crc == head.first_record_crc);
-    let last = header_at(head.last_record).filter(|h| {
-        h.payload_crc == head.last_record_crc && head.last_record + h.record_len() == head.log_end
+    let first_ok = header_at(&*log, framing, FIRST_RECORD)
+        .is_some_and(|h| h.record_crc() == head.first_record_crc);
+    let last = header_at(&*log, framing, head.last_record).filter(|h| {
+        h.record_crc() == head.last_record_crc && head.last_record + h.record_len() == head.log_end
     });
-    // The last covered record's payload is checked too: a cache trusted over
-    // a damaged last record would list events that reading the log refuses.
+    // The last covered record's content is checked too (every section): a
+    // cache trusted over a damaged last record would list events that
+    // reading the log refuses.
     first_ok
         && last.is_some_and(|h| {
-            let Ok(len) = usize::try_from(h.payload_len) else {
+            let Ok(len) = usize::try_from(h.content_len()) else {
                 return false;
             };
-            let mut payload = vec![0u8; len];
-            read_exact_at(&*log, &mut payload, head.last_record + RECORD_HEADER_LEN).is_ok()
-                && crc32fast::hash(&payload) == h.payload_crc
+            let mut content = vec![0u8; len];
+            read_exact_at(&*log, &mut content, head.last_record + h.header_len()).is_ok()
+                && crate::log::check_content_whole(&h, &content)
         })
 }
 
-/// The payload crc32 of the first record of the log of `id`, if readable.
+/// The framing of an open log, from its file header.
+fn framing_of(log: &dyn jpstore_blobstore::backend::ObjectReader) -> Option<Framing> {
+    let mut buf = [0u8; FILE_HEADER_LEN as usize];
+    read_exact_at(log, &mut buf, 0).ok()?;
+    check_file_header(&buf).ok().map(|f| f.framing)
+}
+
+/// The record header at `offset` of an open log of `framing`, if valid.
+fn header_at(
+    log: &dyn jpstore_blobstore::backend::ObjectReader,
+    framing: Framing,
+    offset: u64,
+) -> Option<RecordHeader> {
+    let mut buf = [0u8; RECORD_HEADER_LEN_V2 as usize];
+    let len = framing.record_header_len() as usize;
+    read_exact_at(log, &mut buf[..len], offset).ok()?;
+    decode_record_header(framing, &buf[..len])
+}
+
+/// The record checksum of the first record of the log of `id`, if
+/// readable.
 pub fn first_record_crc(backend: &dyn Backend, id: &ConversationId) -> Option<u32> {
     let log = backend.open(&id.log_path()).ok()?;
-    let mut buf = [0u8; RECORD_HEADER_LEN as usize];
-    read_exact_at(&*log, &mut buf, FIRST_RECORD).ok()?;
-    decode_record_header(&buf).map(|h| h.payload_crc)
+    let framing = framing_of(&*log)?;
+    header_at(&*log, framing, FIRST_RECORD).map(|h| h.record_crc())
 }
 
 /// Replaces the head cache of `id`, best effort: the cache is an

@@ -8,7 +8,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::Entry;
-use crate::log::{LogOptions, LogReader, RecordRef, FIRST_RECORD};
+use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, FIRST_RECORD};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,7 @@ pub struct Conversation {
 pub struct FoldEnd {
     /// The offset after the last whole record.
     pub end: u64,
-    /// Offset and payload crc32 of the last record folded, if any.
+    /// Offset and record checksum of the last record folded, if any.
     pub last: Option<(u64, u32)>,
 }
 
@@ -50,7 +50,7 @@ pub fn fold_records(
         let record = record?;
         let decoded = decode_records(reader, &[record])?;
         apply_records(&[record], decoded, state, on_entry);
-        last = Some((record.offset, record.payload_crc));
+        last = Some((record.offset, record.record_crc));
     }
     Ok(FoldEnd {
         end: records.position(),
@@ -87,6 +87,9 @@ const PARALLEL_DECODE_MIN: usize = 256 * 1024;
 /// are decoded in contiguous runs of about equal bytes, so that one large
 /// packed record (an import) is shared out too.
 fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(usize, LogEntry)>> {
+    if reader.format().framing == Framing::V2 {
+        return decode_records_v2(reader, records);
+    }
     let max = reader.options().max_record_size;
     let corrupt = |record: &RecordRef<'_>, i: usize, found: String| Error::Corrupt {
         path: reader.path().to_path_buf(),
@@ -173,6 +176,70 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
     Ok(all)
 }
 
+/// [`decode_records`] of a version 2 log: each record's sections decoded
+/// (its body checked first if the walk did not), on all cores when there is
+/// much to decode.
+fn decode_records_v2(
+    reader: &LogReader,
+    records: &[RecordRef<'_>],
+) -> Result<Vec<(usize, LogEntry)>> {
+    let max = reader.options().max_record_size;
+    let decode = |record: &RecordRef<'_>| -> Result<Vec<LogEntry>> {
+        let corrupt = |found: String| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset: record.offset,
+            expected: "a record whose heads and body decode".into(),
+            found,
+        };
+        match record.content {
+            ContentRef::Split {
+                heads,
+                body,
+                body_crc,
+                body_checked,
+            } => {
+                if !body_checked {
+                    check_body(reader.path(), record.offset, body, body_crc)?;
+                }
+                super::sections::decode_record(heads, body, max).map_err(corrupt)
+            }
+            ContentRef::Batch(_) => Err(corrupt("a version 1 batch in a version 2 log".into())),
+        }
+    };
+    let bytes: usize = records.iter().map(|r| r.len as usize).sum();
+    let decoded: Vec<Result<Vec<LogEntry>>> =
+        if crate::parallel::cores() < 2 || bytes < PARALLEL_DECODE_MIN || records.len() < 2 {
+            records.iter().map(decode).collect()
+        } else {
+            crate::parallel::map_ordered(records, decode)
+        };
+    let mut out = Vec::new();
+    for (r, entries) in decoded.into_iter().enumerate() {
+        out.extend(entries?.into_iter().map(|e| (r, e)));
+    }
+    Ok(out)
+}
+
+/// Checks the body section of the version 2 record at `offset` of the log
+/// `path` against its stored checksum (a walk that left it unchecked).
+pub(crate) fn check_body(
+    path: &std::path::Path,
+    offset: u64,
+    body: &[u8],
+    stored: u32,
+) -> Result<()> {
+    let computed = crc32fast::hash(body);
+    if computed == stored {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        expected: format!("a body section with checksum {stored:#010x}"),
+        found: format!("checksum {computed:#010x}: damage to a record the log held whole; run `jp-store fsck --repair`"),
+    })
+}
+
 /// The most [`read_conversation`] reserves for payloads before reading them.
 const PAYLOADS_RESERVE_MAX: u64 = 64 << 20;
 
@@ -191,27 +258,67 @@ pub fn read_conversation(
     // and still hold few records: the buffer then grows as they are read).
     let reserve = walk.limit().min(PAYLOADS_RESERVE_MAX);
     let mut payloads: Vec<u8> = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
-    let mut places: Vec<(u64, u64, u32, std::ops::Range<usize>)> = Vec::new();
+    // Per record: offset, length, checksum, where its content lies in
+    // `payloads`, and (version 2) its heads length, body checksum and
+    // whether the walk checked the body.
+    type Place = (
+        u64,
+        u64,
+        u32,
+        std::ops::Range<usize>,
+        Option<(usize, u32, bool)>,
+    );
+    let mut places: Vec<Place> = Vec::new();
     while let Some(record) = walk.next_ref() {
         let record = record?;
         let start = payloads.len();
-        payloads.extend_from_slice(record.payload);
+        let split = match record.content {
+            ContentRef::Batch(payload) => {
+                payloads.extend_from_slice(payload);
+                None
+            }
+            ContentRef::Split {
+                heads,
+                body,
+                body_crc,
+                body_checked,
+            } => {
+                payloads.extend_from_slice(heads);
+                payloads.extend_from_slice(body);
+                Some((heads.len(), body_crc, body_checked))
+            }
+        };
         places.push((
             record.offset,
             record.len,
-            record.payload_crc,
+            record.record_crc,
             start..payloads.len(),
+            split,
         ));
     }
     let log_end = walk.position();
     drop(walk);
     let records: Vec<RecordRef<'_>> = places
         .into_iter()
-        .map(|(offset, len, payload_crc, range)| RecordRef {
-            offset,
-            len,
-            payload_crc,
-            payload: &payloads[range],
+        .map(|(offset, len, record_crc, range, split)| {
+            let content = &payloads[range];
+            RecordRef {
+                offset,
+                len,
+                record_crc,
+                content: match split {
+                    None => ContentRef::Batch(content),
+                    Some((heads_len, body_crc, body_checked)) => {
+                        let (heads, body) = content.split_at(heads_len);
+                        ContentRef::Split {
+                            heads,
+                            body,
+                            body_crc,
+                            body_checked,
+                        }
+                    }
+                },
+            }
         })
         .collect();
     let decoded = decode_records(&reader, &records)?;

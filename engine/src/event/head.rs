@@ -264,7 +264,7 @@ pub enum BlockHead<'a> {
     Other,
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 enum Repr<'a, T> {
     /// Owned entries' items (content as [`BlobRef`]s).
     Model(&'a [T]),
@@ -280,11 +280,23 @@ impl<T> Clone for Repr<'_, T> {
 
 impl<T> Copy for Repr<'_, T> {}
 
-/// The resources of a chat request.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The resources of a chat request (equal when they read the same,
+/// whichever form they are read from).
+#[derive(Debug, Clone, Copy)]
 pub struct Resources<'a>(Repr<'a, Resource<BlobRef>>);
 
+impl PartialEq for Resources<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
 impl<'a> Resources<'a> {
+    /// No resources.
+    pub fn empty() -> Resources<'a> {
+        Resources(Repr::Model(&[]))
+    }
+
     /// The resources, in order.
     pub fn iter(&self) -> impl Iterator<Item = ResourceHead<'a>> + 'a {
         let (model, binary) = match self.0 {
@@ -313,9 +325,16 @@ impl<'a> Resources<'a> {
     }
 }
 
-/// The content blocks of a tool response.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The content blocks of a tool response (equal when they read the same,
+/// whichever form they are read from).
+#[derive(Debug, Clone, Copy)]
 pub struct Blocks<'a>(Repr<'a, Block<BlobRef>>);
+
+impl PartialEq for Blocks<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
 
 impl<'a> Blocks<'a> {
     /// The blocks, in order.

@@ -109,8 +109,20 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     blobs: BlobStore,
     options: StoreOptions,
-    /// `config.toml`, read and parsed the first time it is needed.
+    /// `config.toml`, read the first time it is needed.
+    workspace_file: OnceLock<WorkspaceFile>,
+    /// `config.toml` parsed, the first time it is needed.
     workspace: OnceLock<WorkspaceConfig>,
+}
+
+/// `config.toml` as a [`Store`] read it.
+#[derive(Debug)]
+struct WorkspaceFile {
+    /// Its text (`None`: there is no such file).
+    text: Option<String>,
+    /// SHA-256 of its bytes (of no bytes when there is none): what settings
+    /// cached from it are keyed by.
+    digest: jpstore_blobstore::BlobId,
 }
 
 /// A fork read and cut but not published yet ([`Store::draft_fork`]).
@@ -250,6 +262,7 @@ impl Store {
             backend,
             blobs,
             options,
+            workspace_file: OnceLock::new(),
             workspace: OnceLock::new(),
         })
     }
@@ -286,24 +299,42 @@ impl Store {
     /// opened after it. A failed read is not kept: the next call reads the
     /// file again.
     pub fn workspace_config(&self) -> Result<&WorkspaceConfig> {
-        if let Some(read) = self.workspace.get() {
-            return Ok(read);
+        if let Some(parsed) = self.workspace.get() {
+            return Ok(parsed);
         }
-        let read = self.read_workspace_config()?;
-        // Threads reading it at once read the same file; one result is kept.
-        Ok(self.workspace.get_or_init(|| read))
+        let parsed = self.parse_workspace_config()?;
+        // Threads parsing it at once parse the same text; one result is kept.
+        Ok(self.workspace.get_or_init(|| parsed))
     }
 
-    /// Reads and parses `config.toml` (see [`Store::workspace_config`]).
-    fn read_workspace_config(&self) -> Result<WorkspaceConfig> {
+    /// SHA-256 of the bytes of `config.toml` (of no bytes when there is
+    /// none), as this open store read it (once, like
+    /// [`Store::workspace_config`], without parsing it): what settings
+    /// cached in a conversation's head are keyed by (format-spec.md 4.6).
+    pub fn workspace_digest(&self) -> Result<jpstore_blobstore::BlobId> {
+        Ok(self.workspace_file()?.digest)
+    }
+
+    /// `config.toml` as read once per open store (a failed read is not
+    /// kept).
+    fn workspace_file(&self) -> Result<&WorkspaceFile> {
+        if let Some(read) = self.workspace_file.get() {
+            return Ok(read);
+        }
+        let read = self.read_workspace_file()?;
+        Ok(self.workspace_file.get_or_init(|| read))
+    }
+
+    /// Reads `config.toml` (see [`Store::workspace_config`]).
+    fn read_workspace_file(&self) -> Result<WorkspaceFile> {
         let path = Path::new(CONFIG_FILE);
         let display = self.backend.display(path);
         let file = match self.backend.open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(WorkspaceConfig {
-                    json: Object::new(),
-                    settings: Settings::default(),
+                return Ok(WorkspaceFile {
+                    text: None,
+                    digest: jpstore_blobstore::BlobId::of(b""),
                 })
             }
             Err(source) => {
@@ -322,16 +353,32 @@ impl Store {
                     source,
                 }
             })?;
+        let digest = jpstore_blobstore::BlobId::of(&bytes);
         let text = String::from_utf8(bytes).map_err(|e| Error::Corrupt {
             path: display.clone(),
             offset: e.utf8_error().valid_up_to() as u64,
             expected: "UTF-8 text (TOML)".into(),
             found: "a byte that is not UTF-8".into(),
         })?;
-        let json = config::parse_workspace_toml(&text, &display)?;
+        Ok(WorkspaceFile {
+            text: Some(text),
+            digest,
+        })
+    }
+
+    /// Parses `config.toml` as read (see [`Store::workspace_config`]).
+    fn parse_workspace_config(&self) -> Result<WorkspaceConfig> {
+        let Some(text) = &self.workspace_file()?.text else {
+            return Ok(WorkspaceConfig {
+                json: Object::new(),
+                settings: Settings::default(),
+            });
+        };
+        let display = self.backend.display(Path::new(CONFIG_FILE));
+        let json = config::parse_workspace_toml(text, &display)?;
         let settings = Settings::parse(&json).map_err(|setting| Error::BadSetting {
             place: Box::new(SettingPlace::WorkspaceFile {
-                line: config::toml_key_line(&text, &setting.path),
+                line: config::toml_key_line(text, &setting.path),
                 path: display,
             }),
             setting: Box::new(setting),
@@ -673,9 +720,61 @@ impl Store {
         settings_over(workspace, conversation, &base)
     }
 
+    /// What jp-store reads of the config of conversation `id`
+    /// ([`Store::conversation_settings`]), from its base config blob
+    /// `base_config` and its config deltas `deltas` (each with its index
+    /// among the conversation's entries), using `cache` (a head cache's) for
+    /// the settings at its start when it was made from this `config.toml`
+    /// and this base config: then neither is parsed. Otherwise they are
+    /// computed (and checked) as `conversation_settings` does, and the cache
+    /// to keep for them is returned too.
+    pub fn settings_cached<'d>(
+        &self,
+        id: &ConversationId,
+        base_config: Option<BlobRef>,
+        deltas: impl IntoIterator<Item = (usize, &'d Object)>,
+        cache: Option<&crate::conversation::head::SettingsCache>,
+    ) -> Result<(ConversationSettings, Option<crate::conversation::head::SettingsCache>)> {
+        let digest = self.workspace_digest()?;
+        let base_id = base_config.map(|b| b.id);
+        let (at_start, fresh) = match cache {
+            Some(c) if c.matches(&digest, base_id.as_ref()) => (c.settings.clone(), None),
+            _ => {
+                let mut settings = self.workspace_config()?.settings.clone();
+                let base = self.base_config_blob(base_config)?;
+                settings.merge_layer(&base).map_err(|setting| Error::BadSetting {
+                    place: Box::new(SettingPlace::BaseConfig {
+                        conversation: id.to_string(),
+                    }),
+                    setting: Box::new(setting),
+                })?;
+                let fresh = crate::conversation::head::SettingsCache {
+                    workspace: digest,
+                    base_config: base_id,
+                    version: config::SETTINGS_VERSION,
+                    settings: settings.clone(),
+                };
+                (settings, Some(fresh))
+            }
+        };
+        let end = merge_deltas(id, at_start.clone(), deltas)?;
+        Ok((
+            ConversationSettings {
+                base: at_start,
+                end,
+            },
+            fresh,
+        ))
+    }
+
     /// The base config of a conversation (empty if it has none).
     pub fn base_config(&self, conversation: &Conversation) -> Result<Object> {
-        match conversation.state.metadata.base_config {
+        self.base_config_blob(conversation.state.metadata.base_config)
+    }
+
+    /// The config in the base config blob `base` (empty if none).
+    fn base_config_blob(&self, base: Option<BlobRef>) -> Result<Object> {
+        match base {
             None => Ok(Object::new()),
             Some(r) => {
                 let bytes = self.blobs.get(&r.id)?;
@@ -715,25 +814,41 @@ fn settings_over(
         bad(SettingPlace::BaseConfig { conversation }, setting)
     })?;
     let at_start = settings.clone();
-    for (index, entry) in conversation.entries.iter().enumerate() {
-        if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
-            settings.merge_layer(&d.delta).map_err(|setting| {
-                let conversation = conversation.id.to_string();
-                let entry = index + 1;
-                bad(
-                    SettingPlace::ConfigDelta {
-                        conversation,
-                        entry,
-                    },
-                    setting,
-                )
-            })?;
-        }
-    }
+    let deltas = conversation
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, entry)| match entry.event().map(|e| &e.kind) {
+            Some(EventKind::ConfigDelta(d)) => Some((index, &d.delta)),
+            _ => None,
+        });
+    let end = merge_deltas(&conversation.id, settings, deltas)?;
     Ok(ConversationSettings {
         base: at_start,
-        end: settings,
+        end,
     })
+}
+
+/// `settings` with the config deltas `deltas` of conversation `id` (each
+/// with its index among the entries) merged over them in order, each
+/// checked.
+fn merge_deltas<'d>(
+    id: &ConversationId,
+    mut settings: Settings,
+    deltas: impl IntoIterator<Item = (usize, &'d Object)>,
+) -> Result<Settings> {
+    for (index, delta) in deltas {
+        settings
+            .merge_layer(delta)
+            .map_err(|setting| Error::BadSetting {
+                place: Box::new(SettingPlace::ConfigDelta {
+                    conversation: id.to_string(),
+                    entry: index + 1,
+                }),
+                setting: Box::new(setting),
+            })?;
+    }
+    Ok(settings)
 }
 
 /// The config deltas among the first `index` entries of a conversation, in

@@ -279,13 +279,17 @@ impl<'s> AppendBench<'s> {
     }
 }
 
-/// Open + `view --refs`, as `jp-store view ID --refs` runs it: `Store::read`,
-/// `export::into_view`, and `export::render_view` in refs mode serialized
-/// as pretty JSON (into memory, where the command writes to stdout). No
-/// blob content is read. Returns the view's entries and the JSON, for the
-/// caller to drop outside the timing.
-pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> (Vec<Entry<Payload>>, Vec<u8>) {
-    open_and_view(store, id, ContentMode::Refs)
+/// Open + `view --refs`, as `jp-store view ID --refs` runs it:
+/// `Store::open_view` and `ConversationView::render` in refs mode, as
+/// pretty JSON (into memory, where the command writes to stdout). No blob
+/// content is read. Returns the JSON, for the caller to drop outside the
+/// timing.
+pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> Vec<u8> {
+    store
+        .open_view(id)
+        .expect("open the view")
+        .render(ContentMode::Refs)
+        .expect("render the view")
 }
 
 /// [`open_and_view_refs`] with content as `mode` says (`Inline` reads every

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect};
+use jpstore_blobstore::BlobId;
 use serde::{Deserialize, Serialize};
 
 use super::state::ConversationState;
@@ -27,8 +28,10 @@ use crate::log::{
 pub const HEAD_FILE: &str = "head";
 /// Magic of a head file.
 pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
-/// Version of the head file layout.
-pub const HEAD_VERSION: u16 = 1;
+/// Version of the head file layout (2: the settings cache; a head of
+/// version 1 is refused like any head that cannot be trusted, and written
+/// again).
+pub const HEAD_VERSION: u16 = 2;
 /// Length of the head file's header.
 pub const HEAD_HEADER_LEN: usize = 16;
 /// Largest head file read (the state holds metadata and the current turn's
@@ -53,6 +56,40 @@ pub struct Head {
     pub first_record_crc: u32,
     /// The state after folding the prefix.
     pub state: ConversationState,
+    /// The settings in effect at the start of the conversation, cached
+    /// (format-spec.md 4.6): valid only for the key it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsCache>,
+}
+
+/// What jp-store reads of a conversation's config at its start (the
+/// workspace config with the conversation's base config merged over it,
+/// checked), cached so that a view parses neither TOML nor JSON, and what
+/// it was made from. It is used only when its key matches: the SHA-256 of
+/// `config.toml` as the store read it, the base config blob the log names,
+/// and this build's [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION).
+/// Config deltas are never cached: they are merged from the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsCache {
+    /// SHA-256 of the bytes of `config.toml` (of no bytes when there is
+    /// none).
+    pub workspace: BlobId,
+    /// The base config blob (none: the conversation has none).
+    pub base_config: Option<BlobId>,
+    /// The settings version of the build that made it.
+    pub version: u32,
+    /// The settings.
+    pub settings: crate::config::Settings,
+}
+
+impl SettingsCache {
+    /// Whether it was made from `workspace`, `base_config` and this build.
+    pub fn matches(&self, workspace: &BlobId, base_config: Option<&BlobId>) -> bool {
+        self.version == crate::config::SETTINGS_VERSION
+            && self.workspace == *workspace
+            && self.base_config.as_ref() == base_config
+    }
 }
 
 /// Path of the head file of `id`, relative to the store root.
@@ -104,6 +141,15 @@ pub fn load(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
     matches_log(backend, id, &head).then_some(head)
 }
 
+/// The head file of `id` if it decodes and belongs to its log (the log's
+/// first record stores its `first_record_crc`): its `log_end` is the
+/// proven end ([`proven_end`]), and its settings cache may be used when its
+/// key matches. Not checked further against the log (see [`load`]).
+pub fn read_for_log(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+    let head = read(backend, id)?;
+    (first_record_crc(backend, id) == Some(head.first_record_crc)).then_some(head)
+}
+
 /// The head file of `id` as it is, decoded; not checked against the log.
 fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
     let file = backend.open(&head_path(id)).ok()?;
@@ -124,10 +170,7 @@ fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
 /// does not need the last covered record to be intact: that is what it
 /// judges.
 pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
-    match read(backend, id) {
-        Some(head) if first_record_crc(backend, id) == Some(head.first_record_crc) => head.log_end,
-        _ => 0,
-    }
+    read_for_log(backend, id).map_or(0, |h| h.log_end)
 }
 
 /// Whether the log of `id` has, at `head.last_record`, a valid record header
@@ -256,12 +299,22 @@ mod tests {
         state
             .open_requests
             .insert("call_1".into(), "fs_read_file".into());
+        let mut settings = crate::config::Settings::default();
+        settings.conversation.deduplication.min_bytes = Some(7);
+        settings.assistant.system_prompt = Some("be brief".into());
+        settings.conversation.compaction.auto.trigger_ratio = Some(0.75);
         Head {
             log_end: 4096,
             last_record: 4000,
             last_record_crc: 0xdead_beef,
             first_record_crc: 0x1234_5678,
             state,
+            settings: Some(SettingsCache {
+                workspace: BlobId::of(b"config"),
+                base_config: Some(BlobId::of(b"{}")),
+                version: crate::config::SETTINGS_VERSION,
+                settings,
+            }),
         }
     }
 

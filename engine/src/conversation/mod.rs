@@ -19,6 +19,7 @@
 pub mod codec;
 #[doc(hidden)]
 pub mod head;
+pub mod image;
 pub mod meta;
 pub mod read;
 #[doc(hidden)]

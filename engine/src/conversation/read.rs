@@ -58,6 +58,69 @@ pub fn fold_records(
     })
 }
 
+/// Folds the records of `reader` from `from` (a record boundary) into
+/// `state`, as [`fold_records`] does, without decoding more than the fold
+/// reads: in a version 2 log the entry heads, and the body of a record only
+/// for its metadata patches.
+pub fn fold_state(reader: &LogReader, from: u64, state: &mut ConversationState) -> Result<FoldEnd> {
+    if reader.format().framing != Framing::V2 {
+        return fold_records(reader, from, state, &mut |_, _| {});
+    }
+    let max = reader.options().max_record_size;
+    let mut records = reader.records_from(from)?;
+    let mut last = None;
+    while let Some(record) = records.next_ref() {
+        let record = record?;
+        let corrupt = |found: String| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset: record.offset,
+            expected: "a record whose heads read".into(),
+            found,
+        };
+        let ContentRef::Split { heads, body, .. } = record.content else {
+            return Err(corrupt("a version 1 batch in a version 2 log".into()));
+        };
+        // The walk checked the body: a reader's walk checks every section.
+        fold_sections(heads, body, max, state).map_err(corrupt)?;
+        state.records += 1;
+        last = Some((record.offset, record.record_crc));
+    }
+    Ok(FoldEnd {
+        end: records.position(),
+        last,
+    })
+}
+
+/// Folds the entries of one version 2 record into `state`, from its heads
+/// (and its body for metadata patches).
+fn fold_sections(
+    heads: &[u8],
+    body: &[u8],
+    max: u32,
+    state: &mut ConversationState,
+) -> std::result::Result<(), String> {
+    use crate::event::binary::Kind;
+    use crate::event::head::EntryHead;
+    let body_len = u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
+    let open = super::sections::OpenHeads::open(heads, body_len, max)?;
+    let mut decoded: Option<std::borrow::Cow<'_, [u8]>> = None;
+    for i in 0..open.count() {
+        let raw = open.raw(i)?;
+        if raw.kind == Kind::MetaPatch {
+            if decoded.is_none() {
+                decoded = Some(super::sections::decode_body(&open.section, body, max)?);
+            }
+            let bytes = super::sections::entry_body(&raw, decoded.as_deref().unwrap_or_default())?;
+            state.apply(&LogEntry::Meta(super::sections::decode_meta(&raw, bytes)?));
+            continue;
+        }
+        // The fold reads no delta: its head stands in with an empty one.
+        let head = EntryHead::from_raw(&raw, &mut |_| Ok(crate::event::Object::new()))?;
+        state.apply_head(&head);
+    }
+    Ok(())
+}
+
 /// Folds decoded entries (`(record index, entry)`, in order) into `state`,
 /// handing each event with its record's offset to `on_entry`.
 fn apply_records(
@@ -252,6 +315,18 @@ pub fn read_conversation(
     options: LogOptions,
 ) -> Result<Conversation> {
     let reader = open_reader(backend, id, options)?;
+    if reader.format().framing == Framing::V2 {
+        // Read whole into memory, every body checked as it is decoded.
+        let image = super::image::LogImage::read(&reader, id)?;
+        let (entries, entry_records, state) = image.decode_all()?;
+        return Ok(Conversation {
+            id: id.clone(),
+            entries,
+            entry_records,
+            state,
+            log_end: image.log_end(),
+        });
+    }
     let mut walk = reader.records_from(FIRST_RECORD)?;
     // Every payload, back to back, and where each record's is.
     // Reserved for the whole file up to a bound (a file may claim to be huge
@@ -359,7 +434,7 @@ pub fn read_state(
     // of damage among them: a listing must not count events that reading
     // the log refuses (format-spec.md 4.6).
     check_framing(&reader, from)?;
-    let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
+    let fold = fold_state(&reader, from, &mut state)?;
     last = fold.last.or(last);
     if refresh && (cached.is_none() || fold.end != from) {
         let first = cached
@@ -383,6 +458,9 @@ pub fn read_state(
                     last_record_crc,
                     first_record_crc,
                     state: state.clone(),
+                    // The settings cache is keyed by what it was made from:
+                    // carried over as it is.
+                    settings: cached.and_then(|h| h.settings),
                 },
             );
         }
@@ -410,17 +488,31 @@ fn check_framing(reader: &LogReader, upto: u64) -> Result<()> {
     Ok(())
 }
 
-/// Opens the log of `id` for reading; a missing log is [`Error::NotFound`].
+/// Opens the log of `id` for reading, with the proven end its head cache
+/// gives; a missing log is [`Error::NotFound`].
 pub fn open_reader(
     backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<LogReader> {
+    let reader = open_reader_at(backend, id, options, 0)?;
+    Ok(reader.with_proven_end(head::proven_end(backend, id)))
+}
+
+/// Opens the log of `id` for reading with `proven_end` (the caller's
+/// evidence, such as a head it read: [`head::read_for_log`]); a missing log
+/// is [`Error::NotFound`].
+pub fn open_reader_at(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    options: LogOptions,
+    proven_end: u64,
+) -> Result<LogReader> {
     match LogReader::open(backend, &id.log_path(), options) {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }
-        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(backend, id))),
+        Ok(reader) => Ok(reader.with_proven_end(proven_end)),
         other => other,
     }
 }

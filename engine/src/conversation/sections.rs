@@ -202,6 +202,12 @@ impl<'a> OpenHeads<'a> {
         Ok(OpenHeads { section, plain })
     }
 
+    /// The decoded entry heads and aux: borrowed from the section when it
+    /// is plain, decompressed when it was not.
+    pub fn into_plain(self) -> Cow<'a, [u8]> {
+        self.plain
+    }
+
     /// Number of entries.
     pub fn count(&self) -> usize {
         self.section.count as usize
@@ -216,13 +222,31 @@ impl<'a> OpenHeads<'a> {
 
     /// Entry head `i`, read and checked.
     pub fn raw(&self, i: usize) -> Result<RawHead<'_>, String> {
-        let head = self
-            .plain
-            .get(i * ENTRY_HEAD_LEN..(i + 1) * ENTRY_HEAD_LEN)
-            .ok_or_else(|| format!("no entry head {i} of {}", self.count()))?;
-        RawHead::parse(head, self.aux(), self.section.body_raw_len)
-            .map_err(|e| format!("entry {i} of the record: {e}"))
+        raw_head(&self.section, &self.plain, i)
     }
+}
+
+/// Entry head `i` of a record whose section header is `section` and whose
+/// decoded entry heads and aux are `plain`, read and checked.
+pub fn raw_head<'p>(
+    section: &HeadsSection,
+    plain: &'p [u8],
+    i: usize,
+) -> Result<RawHead<'p>, String> {
+    let count = section.count as usize;
+    let head = plain
+        .get(i * ENTRY_HEAD_LEN..(i + 1) * ENTRY_HEAD_LEN)
+        .filter(|_| i < count)
+        .ok_or_else(|| format!("no entry head {i} of {count}"))?;
+    let aux = plain.get(count * ENTRY_HEAD_LEN..).unwrap_or_default();
+    RawHead::parse(head, aux, section.body_raw_len)
+        .map_err(|e| format!("entry {i} of the record: {e}"))
+}
+
+/// The kind byte of entry head `i` of decoded heads `plain` (unchecked: for
+/// telling metadata patches from entries before the head is read).
+pub fn kind_byte(plain: &[u8], i: usize) -> Option<u8> {
+    plain.get(i * ENTRY_HEAD_LEN).copied()
 }
 
 /// The decoded body of a record whose heads section header is `section`

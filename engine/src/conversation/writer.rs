@@ -16,7 +16,7 @@ use jpstore_blobstore::{BlobId, BlobStore};
 use super::codec::{self, LogEntry};
 use super::head::{self, Head};
 use super::meta::MetaPatch;
-use super::read::{fold_records, open_reader};
+use super::read::{fold_state, open_reader};
 use super::sections;
 use super::state::ConversationState;
 use super::ConversationId;
@@ -66,6 +66,8 @@ pub struct ConversationWriter<'s> {
     options: LogOptions,
     /// End of the log prefix the head cache on disk covers (0: none).
     head_end: u64,
+    /// The settings cache of that head, written back with the next one.
+    settings: Option<head::SettingsCache>,
 }
 
 impl Drop for ConversationWriter<'_> {
@@ -91,6 +93,8 @@ impl Drop for ConversationWriter<'_> {
                     last_record_crc,
                     first_record_crc,
                     state: self.state.clone(),
+                    // Keyed by what it was made from: carried over as it is.
+                    settings: self.settings.take(),
                 },
             );
         }
@@ -150,6 +154,7 @@ impl<'s> ConversationWriter<'s> {
                         last_record_crc,
                         first_record_crc,
                         state: state.clone(),
+                        settings: None,
                     },
                 )?;
                 head_end = published.end;
@@ -176,6 +181,7 @@ impl<'s> ConversationWriter<'s> {
             state,
             options,
             head_end,
+            settings: None,
         })
     }
 
@@ -202,12 +208,12 @@ impl<'s> ConversationWriter<'s> {
             .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load(backend, &id);
         head::remove_stale_temps(backend, &id);
-        let (mut state, from) = match cached {
-            Some(h) if h.log_end <= log.end() => (h.state, h.log_end),
-            _ => (ConversationState::default(), FIRST_RECORD),
+        let (mut state, from, settings) = match cached {
+            Some(h) if h.log_end <= log.end() => (h.state, h.log_end, h.settings),
+            _ => (ConversationState::default(), FIRST_RECORD, None),
         };
         let reader = open_reader(backend, &id, options)?;
-        let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
+        let fold = fold_state(&reader, from, &mut state)?;
         if fold.end != log.end() {
             // We hold the lock, so nobody appended; a difference means the
             // file changed under us in a way the format does not allow.
@@ -225,6 +231,7 @@ impl<'s> ConversationWriter<'s> {
             state,
             options,
             head_end: from,
+            settings,
         })
     }
 

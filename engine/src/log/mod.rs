@@ -63,6 +63,8 @@ pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piec
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
 
+pub(crate) use scan::{Step, Walker};
+
 use crate::error::Result;
 
 /// Offset of the first record of every log.

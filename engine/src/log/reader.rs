@@ -73,6 +73,32 @@ impl LogReader {
         self.format
     }
 
+    /// The whole file as it is now, read into memory (for readers that walk
+    /// it there: the view of a version 2 log).
+    pub fn read_file(&self) -> Result<Vec<u8>> {
+        let len = self.file.len().map_err(|source| self.io("stat", source))?;
+        let len = usize::try_from(len).map_err(|_| {
+            self.io(
+                "read",
+                io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"),
+            )
+        })?;
+        let mut bytes = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            match self.file.read_at(&mut bytes[done..], done as u64) {
+                // Shrank since the stat (a writer cut a torn tail): what is
+                // left is the file.
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.io("read", source)),
+            }
+        }
+        bytes.truncate(done);
+        Ok(bytes)
+    }
+
     /// All records, from the first.
     pub fn records(&self) -> Result<Records<'_>> {
         self.records_from(FILE_HEADER_LEN)

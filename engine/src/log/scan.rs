@@ -212,7 +212,6 @@ fn read_up_to(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Resul
 const READ_AHEAD: usize = 64 * 1024;
 
 /// Where a walk reads from.
-#[allow(dead_code)] // `Memory`: the in-memory walk of the view's reader, next.
 enum Source<'f> {
     /// A file, read in chunks into the walker's buffer.
     File(&'f dyn ObjectReader),
@@ -247,7 +246,6 @@ impl std::fmt::Debug for Walker<'_> {
     }
 }
 
-#[allow(dead_code)] // `in_memory`, `with_lazy_bodies`: the view's reader, next.
 impl<'f> Walker<'f> {
     /// A walk of the records of `framing` in `file`, below `limit`.
     pub(crate) fn new(

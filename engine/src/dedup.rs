@@ -39,7 +39,7 @@
 //!   the reference message as text (`text/plain`) and `formatted` is dropped,
 //!   so it is sent as a short document that names where the content is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use jpstore_blobstore::BlobId;
 
@@ -47,6 +47,7 @@ use crate::config::BadSetting;
 use crate::event::head::{BlockHead, Blocks, ResourceHead, Resources, TurnRole};
 use crate::event::turns::TurnCounter;
 use crate::event::Object;
+use crate::fast_hash::FastMap;
 
 #[cfg(doc)]
 use crate::event::BlobRef;
@@ -235,8 +236,8 @@ struct Pass<'a> {
     config: crate::config::Settings,
     settings: Settings,
     turns: TurnCounter,
-    names: HashMap<&'a str, &'a str>,
-    seen: HashMap<BlobId, HashMap<&'a str, Delivery>>,
+    names: FastMap<&'a str, &'a str>,
+    seen: FastMap<BlobId, FastMap<&'a str, Delivery>>,
     report: Report,
 }
 
@@ -303,8 +304,8 @@ pub fn deduplicate<'a>(
         config: base.clone(),
         settings: Settings::from(base),
         turns: TurnCounter::new(),
-        names: HashMap::new(),
-        seen: HashMap::new(),
+        names: FastMap::default(),
+        seen: FastMap::default(),
         report: Report::default(),
     };
     let mut replaced = Vec::new();

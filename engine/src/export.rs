@@ -17,11 +17,11 @@ use crate::conversation::image::LogImage;
 use crate::conversation::read::{open_reader_at, read_conversation, Conversation};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
-use crate::log::Framing;
-use crate::store::ConversationSettings;
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
 use crate::event::render::{PayloadJson, Rendered};
 use crate::event::{BlobRef, Entry, EventKind, Payload};
+use crate::log::Framing;
+use crate::store::ConversationSettings;
 use crate::store::Store;
 
 /// How content appears in rendered JSON.
@@ -136,9 +136,10 @@ impl Store {
     /// head otherwise unchanged).
     pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
         let backend = &**self.backend();
-        let head = head::read_for_log(backend, id);
-        let proven_end = head.as_ref().map_or(0, |h| h.log_end);
-        let reader = open_reader_at(backend, id, self.options().log, proven_end)?;
+        let reader = open_reader_at(backend, id, self.options().log, 0)?;
+        // The head is judged against the file the reader reads.
+        let head = head::read_for_log(backend, id, reader.file());
+        let reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));
         let cache = head.as_ref().and_then(|h| h.settings.as_ref());
         let (source, (settings, fresh)) = match reader.format().framing {
             Framing::V1 => {
@@ -222,11 +223,12 @@ impl ConversationView<'_> {
     pub fn render(self, mode: ContentMode) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         if let (ViewSource::Image(image), ContentMode::Refs) = (&self.source, mode) {
-            let heads = image.heads()?;
+            let parsed = image.parse_entries()?;
+            let heads = image.heads_of(&parsed)?;
             let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
             drop(heads);
-            out.reserve(image.len() * 160);
-            refs::render_refs(image, &plan, &mut out)?;
+            out.reserve(image.len() * 200);
+            refs::render_refs(image, &parsed, &plan, &mut out)?;
             return Ok(out);
         }
         let store = self.store;

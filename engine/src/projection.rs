@@ -46,6 +46,7 @@ use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
     Payload, Resource, ResourceContent, TextBlock, ToolCallPolicy, ToolCallResponse,
 };
+use crate::fast_hash::FastMap;
 use crate::timestamp::Timestamp;
 
 /// Content of the request injected before a summary.
@@ -177,7 +178,7 @@ fn decide(heads: &[EntryHead<'_>]) -> Vec<Action> {
     };
     // Tool names by call id, as the requests name them (for stripped
     // responses; a reused id takes the latest request before the response).
-    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut names: FastMap<&str, &str> = FastMap::default();
     let mut actions = Vec::with_capacity(heads.len());
     // The summary whose run is open, and the turn the run is at.
     let mut open_run: Option<(usize, u64)> = None;
@@ -205,7 +206,7 @@ fn decide_event<'e>(
     p: TurnPolicy,
     turn: u64,
     plan: &Plan<'_>,
-    names: &mut HashMap<&'e str, &'e str>,
+    names: &mut FastMap<&'e str, &'e str>,
     open_run: &mut Option<(usize, u64)>,
 ) -> Action {
     if let HeadKind::ToolCallRequest { id, name } = head.kind {
@@ -582,30 +583,38 @@ fn call_of<'a>(item: &ViewItem, heads: &[EntryHead<'a>]) -> Option<Result<&'a st
 /// A response answers the latest earlier request with its id that has no
 /// response yet, so reused ids pair up in order.
 fn repair_items(items: Vec<ViewItem>, heads: &[EntryHead<'_>]) -> Vec<ViewItem> {
+    const NONE: u32 = u32::MAX;
     let mut answered = vec![false; items.len()];
     let mut orphan_response = vec![false; items.len()];
-    let mut requests = 0;
+    let (mut requests, mut repaired) = (0usize, 0usize);
     {
-        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+        // The open requests of each call id, as a stack threaded through
+        // `below` (the request under each one): no list per id.
+        let mut top: FastMap<&str, u32> = FastMap::default();
+        let mut below = vec![NONE; items.len()];
         for (i, item) in items.iter().enumerate() {
             match call_of(item, heads) {
                 Some(Ok(id)) => {
                     requests += 1;
-                    open.entry(id).or_default().push(i);
+                    below[i] = top.insert(id, i as u32).unwrap_or(NONE);
                 }
-                Some(Err(id)) => match open.get_mut(id).and_then(Vec::pop) {
-                    Some(req) => answered[req] = true,
-                    None => orphan_response[i] = true,
+                Some(Err(id)) => match top.get_mut(id) {
+                    Some(t) if *t != NONE => {
+                        let req = *t as usize;
+                        answered[req] = true;
+                        repaired += 1;
+                        *t = below[req];
+                    }
+                    _ => orphan_response[i] = true,
                 },
                 None => {}
             }
         }
     }
-    let repaired = answered.iter().filter(|a| **a).count();
     if repaired == requests && !orphan_response.contains(&true) {
         return items;
     }
-    let mut out = Vec::with_capacity(items.len());
+    let mut out = Vec::with_capacity(items.len() + requests - repaired);
     for (i, item) in items.into_iter().enumerate() {
         if orphan_response[i] {
             continue;
@@ -679,13 +688,18 @@ fn streamed<'h>(item: &ViewItem, heads: &'h [EntryHead<'_>]) -> Streamed<'h> {
 /// items a view shows.
 pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> Result<ViewPlan, DedupError> {
     let items = repair_items(project_items(heads), heads);
+    // Deduplication replaces resources, and config deltas steer it: a
+    // stream with neither has nothing for it to do.
+    let steered = heads
+        .iter()
+        .any(|h| h.has_resources() || matches!(h.kind, HeadKind::ConfigDelta(_)));
     let (dedup, replaced) = match base {
-        Some(base) => {
+        Some(base) if steered => {
             let stream: Vec<Streamed<'_>> =
                 items.iter().map(|item| streamed(item, heads)).collect();
             deduplicate(&stream, base)?
         }
-        None => (Report::default(), Vec::new()),
+        _ => (Report::default(), Vec::new()),
     };
     // Filtered to the view; replacements follow their items.
     let mut kept = Vec::with_capacity(items.len());

@@ -109,8 +109,9 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     blobs: BlobStore,
     options: StoreOptions,
-    /// `config.toml`, read the first time it is needed.
-    workspace_file: OnceLock<WorkspaceFile>,
+    /// `config.toml`, read the first time it is needed (dropped again if
+    /// it does not parse, so that the next need reads the file again).
+    workspace_file: std::sync::Mutex<Option<Arc<WorkspaceFile>>>,
     /// `config.toml` parsed, the first time it is needed.
     workspace: OnceLock<WorkspaceConfig>,
 }
@@ -262,7 +263,7 @@ impl Store {
             backend,
             blobs,
             options,
-            workspace_file: OnceLock::new(),
+            workspace_file: std::sync::Mutex::new(None),
             workspace: OnceLock::new(),
         })
     }
@@ -302,7 +303,21 @@ impl Store {
         if let Some(parsed) = self.workspace.get() {
             return Ok(parsed);
         }
-        let parsed = self.parse_workspace_config()?;
+        let file = self.workspace_file()?;
+        let parsed = match self.parse_workspace_config(&file) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                // Not kept: the next need reads the file again (a digest
+                // handed out meanwhile was of a file that does not parse,
+                // so no settings were cached under it).
+                if let Ok(mut cached) = self.workspace_file.lock() {
+                    if cached.as_ref().is_some_and(|c| Arc::ptr_eq(c, &file)) {
+                        *cached = None;
+                    }
+                }
+                return Err(e);
+            }
+        };
         // Threads parsing it at once parse the same text; one result is kept.
         Ok(self.workspace.get_or_init(|| parsed))
     }
@@ -315,14 +330,18 @@ impl Store {
         Ok(self.workspace_file()?.digest)
     }
 
-    /// `config.toml` as read once per open store (a failed read is not
-    /// kept).
-    fn workspace_file(&self) -> Result<&WorkspaceFile> {
-        if let Some(read) = self.workspace_file.get() {
+    /// `config.toml` as read once per open store (a failed read, or a text
+    /// that does not parse, is not kept).
+    fn workspace_file(&self) -> Result<Arc<WorkspaceFile>> {
+        if let Some(read) = self.workspace_file.lock().ok().and_then(|c| c.clone()) {
             return Ok(read);
         }
-        let read = self.read_workspace_file()?;
-        Ok(self.workspace_file.get_or_init(|| read))
+        let read = Arc::new(self.read_workspace_file()?);
+        // Threads reading it at once read the same file; one is kept.
+        match self.workspace_file.lock() {
+            Ok(mut cached) => Ok(cached.get_or_insert(read).clone()),
+            Err(_) => Ok(read),
+        }
     }
 
     /// Reads `config.toml` (see [`Store::workspace_config`]).
@@ -367,8 +386,8 @@ impl Store {
     }
 
     /// Parses `config.toml` as read (see [`Store::workspace_config`]).
-    fn parse_workspace_config(&self) -> Result<WorkspaceConfig> {
-        let Some(text) = &self.workspace_file()?.text else {
+    fn parse_workspace_config(&self, file: &WorkspaceFile) -> Result<WorkspaceConfig> {
+        let Some(text) = &file.text else {
             return Ok(WorkspaceConfig {
                 json: Object::new(),
                 settings: Settings::default(),
@@ -734,7 +753,10 @@ impl Store {
         base_config: Option<BlobRef>,
         deltas: impl IntoIterator<Item = (usize, &'d Object)>,
         cache: Option<&crate::conversation::head::SettingsCache>,
-    ) -> Result<(ConversationSettings, Option<crate::conversation::head::SettingsCache>)> {
+    ) -> Result<(
+        ConversationSettings,
+        Option<crate::conversation::head::SettingsCache>,
+    )> {
         let digest = self.workspace_digest()?;
         let base_id = base_config.map(|b| b.id);
         let (at_start, fresh) = match cache {
@@ -742,12 +764,14 @@ impl Store {
             _ => {
                 let mut settings = self.workspace_config()?.settings.clone();
                 let base = self.base_config_blob(base_config)?;
-                settings.merge_layer(&base).map_err(|setting| Error::BadSetting {
-                    place: Box::new(SettingPlace::BaseConfig {
-                        conversation: id.to_string(),
-                    }),
-                    setting: Box::new(setting),
-                })?;
+                settings
+                    .merge_layer(&base)
+                    .map_err(|setting| Error::BadSetting {
+                        place: Box::new(SettingPlace::BaseConfig {
+                            conversation: id.to_string(),
+                        }),
+                        setting: Box::new(setting),
+                    })?;
                 let fresh = crate::conversation::head::SettingsCache {
                     workspace: digest,
                     base_config: base_id,

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect};
+use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect, ObjectReader};
 use jpstore_blobstore::BlobId;
 use serde::{Deserialize, Serialize};
 
@@ -137,17 +137,34 @@ pub fn decode(bytes: &[u8]) -> Option<Head> {
 /// Reads the head cache of `id` and checks it against the log; `None` when
 /// there is none or it cannot be trusted.
 pub fn load(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
-    let head = read(backend, id)?;
-    matches_log(backend, id, &head).then_some(head)
+    let log = backend.open(&id.log_path()).ok()?;
+    load_with(backend, id, &*log)
 }
 
-/// The head file of `id` if it decodes and belongs to its log (the log's
-/// first record stores its `first_record_crc`): its `log_end` is the
-/// proven end ([`proven_end`]), and its settings cache may be used when its
-/// key matches. Not checked further against the log (see [`load`]).
-pub fn read_for_log(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+/// [`load`], checked against the log file `log` (a handle the caller reads
+/// the log through, so that the head and what is read are of the same
+/// file even if the name was given to another meanwhile).
+pub fn load_with(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &dyn ObjectReader,
+) -> Option<Head> {
     let head = read(backend, id)?;
-    (first_record_crc(backend, id) == Some(head.first_record_crc)).then_some(head)
+    matches_log(log, &head).then_some(head)
+}
+
+/// The head file of `id` if it decodes and belongs to the log file `log`
+/// (its first record stores the head's `first_record_crc`): its `log_end`
+/// is the proven end ([`proven_end`]), and its settings cache may be used
+/// when its key matches. Not checked further against the log (see
+/// [`load`]).
+pub fn read_for_log(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &dyn ObjectReader,
+) -> Option<Head> {
+    let head = read(backend, id)?;
+    (log_first_record_crc(log) == Some(head.first_record_crc)).then_some(head)
 }
 
 /// The head file of `id` as it is, decoded; not checked against the log.
@@ -170,29 +187,34 @@ fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
 /// does not need the last covered record to be intact: that is what it
 /// judges.
 pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
-    read_for_log(backend, id).map_or(0, |h| h.log_end)
+    match backend.open(&id.log_path()) {
+        Ok(log) => proven_end_with(backend, id, &*log),
+        Err(_) => 0,
+    }
 }
 
-/// Whether the log of `id` has, at `head.last_record`, a valid record header
-/// with the cached record checksum that ends at `head.log_end`, and a valid
-/// record there.
-fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool {
+/// [`proven_end`] of the log file `log` (the caller's handle).
+pub fn proven_end_with(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> u64 {
+    read_for_log(backend, id, log).map_or(0, |h| h.log_end)
+}
+
+/// Whether the log file `log` has, at `head.last_record`, a valid record
+/// header with the cached record checksum that ends at `head.log_end`, and
+/// a valid record there.
+fn matches_log(log: &dyn ObjectReader, head: &Head) -> bool {
     if head.last_record < FIRST_RECORD || head.log_end <= head.last_record {
         return false;
     }
-    let Ok(log) = backend.open(&id.log_path()) else {
-        return false;
-    };
     match log.len() {
         Ok(len) if len >= head.log_end => {}
         _ => return false,
     }
-    let Some(framing) = framing_of(&*log) else {
+    let Some(framing) = framing_of(log) else {
         return false;
     };
-    let first_ok = header_at(&*log, framing, FIRST_RECORD)
+    let first_ok = header_at(log, framing, FIRST_RECORD)
         .is_some_and(|h| h.record_crc() == head.first_record_crc);
-    let last = header_at(&*log, framing, head.last_record).filter(|h| {
+    let last = header_at(log, framing, head.last_record).filter(|h| {
         h.record_crc() == head.last_record_crc && head.last_record + h.record_len() == head.log_end
     });
     // The last covered record's content is checked too (every section): a
@@ -204,24 +226,20 @@ fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool 
                 return false;
             };
             let mut content = vec![0u8; len];
-            read_exact_at(&*log, &mut content, head.last_record + h.header_len()).is_ok()
+            read_exact_at(log, &mut content, head.last_record + h.header_len()).is_ok()
                 && crate::log::check_content_whole(&h, &content)
         })
 }
 
 /// The framing of an open log, from its file header.
-fn framing_of(log: &dyn jpstore_blobstore::backend::ObjectReader) -> Option<Framing> {
+fn framing_of(log: &dyn ObjectReader) -> Option<Framing> {
     let mut buf = [0u8; FILE_HEADER_LEN as usize];
     read_exact_at(log, &mut buf, 0).ok()?;
     check_file_header(&buf).ok().map(|f| f.framing)
 }
 
 /// The record header at `offset` of an open log of `framing`, if valid.
-fn header_at(
-    log: &dyn jpstore_blobstore::backend::ObjectReader,
-    framing: Framing,
-    offset: u64,
-) -> Option<RecordHeader> {
+fn header_at(log: &dyn ObjectReader, framing: Framing, offset: u64) -> Option<RecordHeader> {
     let mut buf = [0u8; RECORD_HEADER_LEN_V2 as usize];
     let len = framing.record_header_len() as usize;
     read_exact_at(log, &mut buf[..len], offset).ok()?;
@@ -232,8 +250,13 @@ fn header_at(
 /// readable.
 pub fn first_record_crc(backend: &dyn Backend, id: &ConversationId) -> Option<u32> {
     let log = backend.open(&id.log_path()).ok()?;
-    let framing = framing_of(&*log)?;
-    header_at(&*log, framing, FIRST_RECORD).map(|h| h.record_crc())
+    log_first_record_crc(&*log)
+}
+
+/// The record checksum of the first record of the log file `log`.
+pub fn log_first_record_crc(log: &dyn ObjectReader) -> Option<u32> {
+    let framing = framing_of(log)?;
+    header_at(log, framing, FIRST_RECORD).map(|h| h.record_crc())
 }
 
 /// Replaces the head cache of `id`, best effort: the cache is an

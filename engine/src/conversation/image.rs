@@ -25,8 +25,7 @@ use crate::event::binary::{Kind, Part, RawHead};
 use crate::event::head::EntryHead;
 use crate::event::{BlobRef, Entry, Object};
 use crate::log::{
-    Framing, HeadsSection, LogEnd, LogReader, RecordHeader, Step, Walker, CODEC_ZSTD,
-    FIRST_RECORD,
+    Framing, HeadsSection, LogEnd, LogReader, RecordHeader, Step, Walker, CODEC_ZSTD, FIRST_RECORD,
 };
 
 /// The decoded entry heads and aux of a record.
@@ -59,6 +58,20 @@ struct Place {
     record: u32,
     index: u32,
 }
+
+/// An entry of an image with its head and aux fields read (and checked).
+#[derive(Debug, Clone)]
+pub struct ParsedEntry<'a> {
+    /// The entry head.
+    pub raw: RawHead<'a>,
+    /// Its aux fields.
+    pub fields: AuxFields<'a>,
+    /// Offset of its record.
+    pub offset: u64,
+}
+
+/// Entries of an image parsed on all cores from this many on.
+const PARALLEL_PARSE: usize = 4096;
 
 /// A version 2 log in memory ([`LogImage::read`]).
 #[derive(Debug)]
@@ -128,18 +141,29 @@ impl LogImage {
                             ..
                         },
                     body_checked,
+                    section,
                 } => {
                     let start = (pos + header.header_len()) as usize;
                     let heads_end = start + heads_len as usize;
                     let body = heads_end..heads_end + body_len as usize;
-                    let open = OpenHeads::open(&bytes[start..heads_end], body_len, max)
-                        .map_err(|found| corrupt(pos, found))?;
-                    let section = open.section;
-                    let heads = match open.into_plain() {
-                        Cow::Borrowed(_) => PlainHeads::InFile(
-                            start + crate::log::HEADS_SECTION_HEADER_LEN as usize..heads_end,
-                        ),
-                        Cow::Owned(v) => PlainHeads::Decompressed(v),
+                    let plain_start = start + crate::log::HEADS_SECTION_HEADER_LEN as usize;
+                    // The walk checked the section header: a plain section
+                    // is read where it lies.
+                    let (section, heads) = match section {
+                        Some(section) if section.heads_codec != CODEC_ZSTD => {
+                            (section, PlainHeads::InFile(plain_start..heads_end))
+                        }
+                        _ => {
+                            let open = OpenHeads::open(&bytes[start..heads_end], body_len, max)
+                                .map_err(|found| corrupt(pos, found))?;
+                            let section = open.section;
+                            match open.into_plain() {
+                                Cow::Borrowed(_) => {
+                                    (section, PlainHeads::InFile(plain_start..heads_end))
+                                }
+                                Cow::Owned(v) => (section, PlainHeads::Decompressed(v)),
+                            }
+                        }
                     };
                     records.push(ImageRecord {
                         offset: pos,
@@ -180,8 +204,7 @@ impl LogImage {
                     record: r as u32,
                     index: i,
                 };
-                let is_meta =
-                    sections::kind_byte(plain, i as usize) == Some(Kind::MetaPatch as u8);
+                let is_meta = sections::kind_byte(plain, i as usize) == Some(Kind::MetaPatch as u8);
                 order.push((place, is_meta));
             }
         }
@@ -261,7 +284,10 @@ impl LogImage {
     /// range), and the offset of its record.
     pub fn raw(&self, i: usize) -> Result<(RawHead<'_>, u64)> {
         let place = *self.entries.get(i).ok_or_else(|| {
-            self.corrupt(self.log_end, format!("no entry {i} of {}", self.entries.len()))
+            self.corrupt(
+                self.log_end,
+                format!("no entry {i} of {}", self.entries.len()),
+            )
         })?;
         self.raw_at(place)
     }
@@ -326,17 +352,57 @@ impl LogImage {
     /// The heads of every entry, in order: checked (aux read whole), config
     /// deltas decoded from their bodies. Nothing else of a body is read.
     pub fn heads(&self) -> Result<Vec<EntryHead<'_>>> {
-        let mut out = Vec::with_capacity(self.entries.len());
-        for &place in &self.entries {
-            let (raw, offset) = self.raw_at(place)?;
-            let head = EntryHead::from_raw(&raw, &mut |raw| {
-                let body = self.body_of(raw, offset).map_err(|e| e.to_string())?;
-                BodyParts::new(raw, body)?.object(Part::Delta)
-            })
-            .map_err(|found| self.corrupt(offset, found))?;
-            out.push(head);
+        let parsed = self.parse_entries()?;
+        self.heads_of(&parsed)
+    }
+
+    /// Every entry's head and aux fields, read and checked, in order (on
+    /// all cores for long logs).
+    pub fn parse_entries(&self) -> Result<Vec<ParsedEntry<'_>>> {
+        let parse = |places: &[Place]| -> Result<Vec<ParsedEntry<'_>>> {
+            let mut out = Vec::with_capacity(places.len());
+            for &place in places {
+                let (raw, offset) = self.raw_at(place)?;
+                let fields = AuxFields::read(raw.kind, raw.aux)
+                    .map_err(|found| self.corrupt(offset, found))?;
+                out.push(ParsedEntry {
+                    raw,
+                    fields,
+                    offset,
+                });
+            }
+            Ok(out)
+        };
+        let threads = crate::parallel::cores();
+        if self.entries.len() < PARALLEL_PARSE || threads < 2 {
+            return parse(&self.entries);
+        }
+        let chunks: Vec<&[Place]> = self
+            .entries
+            .chunks(self.entries.len().div_ceil(threads))
+            .collect();
+        let mut parts = crate::parallel::map_ordered(&chunks, |c| parse(c)).into_iter();
+        let mut out = parts.next().unwrap_or_else(|| Ok(Vec::new()))?;
+        out.reserve(self.entries.len() - out.len());
+        for part in parts {
+            out.append(&mut part?);
         }
         Ok(out)
+    }
+
+    /// The heads of the entries `parsed` ([`LogImage::parse_entries`]),
+    /// config deltas decoded from their bodies.
+    pub fn heads_of<'a>(&'a self, parsed: &[ParsedEntry<'a>]) -> Result<Vec<EntryHead<'a>>> {
+        parsed
+            .iter()
+            .map(|p| {
+                EntryHead::from_fields(&p.raw, &p.fields, &mut |raw| {
+                    let body = self.body_of(raw, p.offset).map_err(|e| e.to_string())?;
+                    BodyParts::new(raw, body)?.object(Part::Delta)
+                })
+                .map_err(|found| self.corrupt(p.offset, found))
+            })
+            .collect()
     }
 
     /// Entry `i`, decoded to the owned model (its body checked first).
@@ -399,8 +465,8 @@ impl LogImage {
                 .map(|i| {
                     let raw = sections::raw_head(&record.section, plain, i)
                         .map_err(|found| self.corrupt(record.offset, found))?;
-                    let bytes =
-                        entry_body(&raw, body).map_err(|found| self.corrupt(record.offset, found))?;
+                    let bytes = entry_body(&raw, body)
+                        .map_err(|found| self.corrupt(record.offset, found))?;
                     match raw.kind {
                         Kind::MetaPatch => decode_meta(&raw, bytes).map(LogEntry::Meta),
                         _ => decode_entry(&raw, bytes).map(LogEntry::Event),

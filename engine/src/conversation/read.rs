@@ -425,7 +425,7 @@ pub fn read_state(
     refresh: bool,
 ) -> Result<(ConversationState, u64)> {
     let reader = open_reader(backend, id, options)?;
-    let cached = head::load(backend, id);
+    let cached = head::load_with(backend, id, reader.file());
     let (mut state, from, mut last) = match cached.clone() {
         Some(h) => (h.state, h.log_end, Some((h.last_record, h.last_record_crc))),
         None => (ConversationState::default(), FIRST_RECORD, None),
@@ -440,7 +440,7 @@ pub fn read_state(
         let first = cached
             .as_ref()
             .map(|h| h.first_record_crc)
-            .or_else(|| head::first_record_crc(backend, id));
+            .or_else(|| head::log_first_record_crc(reader.file()));
         // The head is evidence that the records it covers were whole
         // (`head::proven_end`): what this listing read may still be only in
         // the page cache (a writer that died before its sync), so it is made
@@ -496,7 +496,10 @@ pub fn open_reader(
     options: LogOptions,
 ) -> Result<LogReader> {
     let reader = open_reader_at(backend, id, options, 0)?;
-    Ok(reader.with_proven_end(head::proven_end(backend, id)))
+    // The evidence is checked against the file the reader reads, whatever
+    // is at the name by now.
+    let proven_end = head::proven_end_with(backend, id, reader.file());
+    Ok(reader.with_proven_end(proven_end))
 }
 
 /// Opens the log of `id` for reading with `proven_end` (the caller's

@@ -199,12 +199,15 @@ impl<'s> ConversationWriter<'s> {
         // Check existence first so that a missing conversation is not
         // reported as a failure to create its lock file.
         open_reader(backend, &id, options)?;
+        let lock = super::writer_lock(backend, &id)?;
+        // Under the lock nobody replaces the log (a repair, an upgrade): the
+        // evidence read now is of the log the writer opens.
         let recovery = crate::log::Recovery {
             proven_end: head::proven_end(backend, &id),
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
-        let log = LogWriter::open_recovering(backend, &id.log_path(), options, &recovery)
+        let log = LogWriter::open_under_lock(backend, &id.log_path(), options, lock, &recovery)
             .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load(backend, &id);
         head::remove_stale_temps(backend, &id);

@@ -131,11 +131,21 @@ impl<'a> EntryHead<'a> {
         delta: &mut dyn FnMut(&RawHead<'a>) -> Result<Object, String>,
     ) -> Result<EntryHead<'a>, String> {
         let fields = AuxFields::read(raw.kind, raw.aux)?;
+        Self::from_fields(raw, &fields, delta)
+    }
+
+    /// [`EntryHead::from_raw`] of an entry head whose aux fields were read
+    /// already.
+    pub fn from_fields(
+        raw: &RawHead<'a>,
+        fields: &AuxFields<'a>,
+        delta: &mut dyn FnMut(&RawHead<'a>) -> Result<Object, String>,
+    ) -> Result<EntryHead<'a>, String> {
         let kind = match (raw.kind, fields) {
             (Kind::TurnStart, _) => HeadKind::TurnStart,
             (Kind::ChatRequest, AuxFields::ChatRequest { resources, .. }) => {
                 HeadKind::ChatRequest {
-                    resources: Resources(Repr::Binary(resources)),
+                    resources: Resources(Repr::Binary(*resources)),
                 }
             }
             (Kind::Message, _) => HeadKind::Message,
@@ -148,14 +158,16 @@ impl<'a> EntryHead<'a> {
                 HeadKind::ToolCallResponse {
                     id,
                     is_error: raw.flags & FLAG_IS_ERROR != 0,
-                    blocks: Blocks(Repr::Binary(blocks)),
+                    blocks: Blocks(Repr::Binary(*blocks)),
                 }
             }
             (Kind::InquiryRequest, _) => HeadKind::InquiryRequest,
             (Kind::InquiryResponse, _) => HeadKind::InquiryResponse,
             (Kind::ConfigDelta, _) => HeadKind::ConfigDelta(Cow::Owned(delta(raw)?)),
-            (Kind::Compaction, AuxFields::Compaction(c)) => HeadKind::Compaction(Cow::Owned(c)),
-            (Kind::CompactionUndo, AuxFields::CompactionUndo(n)) => HeadKind::CompactionUndo(n),
+            (Kind::Compaction, AuxFields::Compaction(c)) => {
+                HeadKind::Compaction(Cow::Owned((**c).clone()))
+            }
+            (Kind::CompactionUndo, AuxFields::CompactionUndo(n)) => HeadKind::CompactionUndo(*n),
             (Kind::Unknown, _) => HeadKind::Unknown,
             (Kind::MetaPatch, _) => return Err("a metadata patch where an entry is due".into()),
             (kind, fields) => {
@@ -202,6 +214,16 @@ impl<'a> EntryHead<'a> {
                 | HeadKind::ToolCallRequest { .. }
                 | HeadKind::ToolCallResponse { .. }
         )
+    }
+
+    /// Whether the entry holds a resource (a request's attachment, or a
+    /// resource block of a tool response): what deduplication decides on.
+    pub fn has_resources(&self) -> bool {
+        match &self.kind {
+            HeadKind::ChatRequest { resources } => !resources.is_empty(),
+            HeadKind::ToolCallResponse { blocks, .. } => blocks.has_resources(),
+            _ => false,
+        }
     }
 
     /// Whether the entry is of a known type.
@@ -376,6 +398,14 @@ impl<'a> Blocks<'a> {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether any is a resource block (what deduplication decides on).
+    pub fn has_resources(&self) -> bool {
+        match self.0 {
+            Repr::Model(items) => items.iter().any(|b| matches!(b, Block::Resource(_))),
+            Repr::Binary(list) => list.resources > 0,
+        }
     }
 }
 

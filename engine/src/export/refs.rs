@@ -7,7 +7,7 @@
 //! printer writes (two-space indentation), with keys in the renderer's
 //! order (`event::render`).
 
-use crate::conversation::image::LogImage;
+use crate::conversation::image::{LogImage, ParsedEntry};
 use crate::error::{Error, Result};
 use crate::event::binary::decode::{AuxFields, BlockFields, BodyParts, RawValue, ResourceFields};
 use crate::event::binary::value::{push_json_str, push_u64, put_value, write_json, JsonStyle};
@@ -24,25 +24,40 @@ struct Pretty<'o> {
     depth: usize,
     /// Whether nothing was written in the innermost container yet.
     fresh: bool,
-    /// Keys written in each open object (to leave out unknown fields that
-    /// would repeat one).
-    keys: Vec<Vec<&'static str>>,
+    /// Keys written in the open objects, innermost last (to leave out
+    /// unknown fields that would repeat one), and where each object's
+    /// start: two stacks reused for every object. Kept only inside objects
+    /// that have unknown fields (`tracking`: how many such are open).
+    keys: Vec<&'static str>,
+    objects: Vec<usize>,
+    tracking: usize,
 }
 
 impl<'o> Pretty<'o> {
-    fn new(out: &'o mut Vec<u8>) -> Self {
+    /// A writer at `depth` containers, `fresh` if nothing was written in the
+    /// innermost one yet.
+    fn new(out: &'o mut Vec<u8>, depth: usize, fresh: bool) -> Self {
         Pretty {
             out,
-            depth: 0,
-            fresh: true,
+            depth,
+            fresh,
             keys: Vec::new(),
+            objects: Vec::new(),
+            tracking: 0,
         }
     }
 
     fn newline(&mut self) {
-        self.out.push(b'\n');
-        for _ in 0..self.depth {
-            self.out.extend_from_slice(b"  ");
+        const SPACES: &[u8; 65] =
+            b"\n                                                                ";
+        match SPACES.get(..1 + 2 * self.depth) {
+            Some(indent) => self.out.extend_from_slice(indent),
+            None => {
+                self.out.push(b'\n');
+                for _ in 0..self.depth {
+                    self.out.extend_from_slice(b"  ");
+                }
+            }
         }
     }
 
@@ -59,7 +74,21 @@ impl<'o> Pretty<'o> {
         self.out.push(b'{');
         self.depth += 1;
         self.fresh = true;
-        self.keys.push(Vec::new());
+        if self.tracking > 0 {
+            self.objects.push(self.keys.len());
+        }
+    }
+
+    /// An object with unknown fields: its keys are kept until they are
+    /// written ([`Pretty::extra_key`]); closed by [`Pretty::close_tracked`].
+    fn open_tracked(&mut self) {
+        self.tracking += 1;
+        self.open_object();
+    }
+
+    fn close_tracked(&mut self) {
+        self.close(b'}');
+        self.tracking -= 1;
     }
 
     fn open_array(&mut self) {
@@ -75,24 +104,28 @@ impl<'o> Pretty<'o> {
         }
         self.out.push(bracket);
         self.fresh = false;
-        if bracket == b'}' {
-            self.keys.pop();
+        if bracket == b'}' && self.tracking > 0 {
+            let start = self.objects.pop().unwrap_or(0);
+            self.keys.truncate(start);
         }
     }
 
+    /// A key the renderer knows (no character of it needs escaping).
     fn key(&mut self, key: &'static str) {
         self.next();
-        if let Some(keys) = self.keys.last_mut() {
-            keys.push(key);
+        if self.tracking > 0 {
+            self.keys.push(key);
         }
-        push_json_str(self.out, key);
-        self.out.extend_from_slice(b": ");
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\": ");
     }
 
     /// A key of an unknown field, written unless a known key of the object
     /// has its name; returns whether it was.
     fn extra_key(&mut self, key: &str) -> bool {
-        if self.keys.last().is_some_and(|k| k.contains(&key)) {
+        let start = self.objects.last().copied().unwrap_or(0);
+        if self.keys[start..].contains(&key) {
             return false;
         }
         self.next();
@@ -103,6 +136,13 @@ impl<'o> Pretty<'o> {
 
     fn str(&mut self, s: &str) {
         push_json_str(self.out, s);
+    }
+
+    /// A string the renderer knows needs no escape (a type name).
+    fn known(&mut self, s: &'static str) {
+        self.out.push(b'"');
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.push(b'"');
     }
 
     fn raw(&mut self, bytes: &[u8]) {
@@ -118,26 +158,30 @@ impl<'o> Pretty<'o> {
     }
 
     fn timestamp(&mut self, t: Timestamp) {
-        t.with_jp_str(|text| push_json_str(self.out, text));
+        self.out.push(b'"');
+        t.write_jp(self.out);
+        self.out.push(b'"');
     }
 
     /// A value in the binary form (checked when the aux was read).
     fn value(&mut self, v: RawValue<'_>) -> std::result::Result<(), String> {
-        write_json(&mut Reader::new(v.0), self.out, JsonStyle::Pretty(self.depth))
+        write_json(
+            &mut Reader::new(v.0),
+            self.out,
+            JsonStyle::Pretty(self.depth),
+        )
     }
 
     fn blob(&mut self, r: &BlobRef) {
         self.open_object();
         self.key("$blob");
-        let mut hex = [0u8; 64];
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (pair, b) in hex.chunks_exact_mut(2).zip(r.id.as_bytes()) {
+        let mut hex = [b'"'; 66];
+        for (pair, b) in hex[1..65].chunks_exact_mut(2).zip(r.id.as_bytes()) {
             pair[0] = HEX[usize::from(b >> 4)];
             pair[1] = HEX[usize::from(b & 0x0f)];
         }
-        self.out.push(b'"');
         self.out.extend_from_slice(&hex);
-        self.out.push(b'"');
         self.key("size");
         self.u64(r.size);
         self.close(b'}');
@@ -172,25 +216,257 @@ impl<'o> Pretty<'o> {
     }
 }
 
-/// Writes the view `plan` of the conversation in `image` (whose heads the
-/// plan was made from) as a pretty JSON array into `out`, content and body
-/// parts as references.
-pub(crate) fn render_refs(image: &LogImage, plan: &ViewPlan, out: &mut Vec<u8>) -> Result<()> {
-    let mut w = Pretty::new(out);
-    w.open_array();
-    for (index, item) in plan.items.iter().enumerate() {
+/// Items rendered on all cores from this many on.
+const PARALLEL_RENDER: usize = 2048;
+/// Room made in the output for each item (more than an entry of a coding
+/// agent's conversation takes: room not written to costs nothing).
+const BYTES_PER_ITEM: usize = 512;
+
+/// Writes the view `plan` of the conversation in `image` (whose entries
+/// `parsed` the plan was made from) as a pretty JSON array into `out`,
+/// content and body parts as references; long views in parts on all
+/// cores, joined in order.
+pub(crate) fn render_refs(
+    image: &LogImage,
+    parsed: &[ParsedEntry<'_>],
+    plan: &ViewPlan,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.push(b'[');
+    let threads = crate::parallel::cores();
+    if plan.items.len() < PARALLEL_RENDER || threads < 2 {
+        out.reserve(plan.items.len() * BYTES_PER_ITEM);
+        render_items(image, parsed, plan, 0..plan.items.len(), out)?;
+    } else {
+        let per = plan.items.len().div_ceil(threads);
+        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
+            .map(|t| t * per..((t + 1) * per).min(plan.items.len()))
+            .collect();
+        // The first part is written into `out` (room made for all of
+        // them), the others beside it and copied after it.
+        out.reserve(plan.items.len() * BYTES_PER_ITEM);
+        let first = std::sync::Mutex::new(Some(std::mem::take(out)));
+        let mut parts = crate::parallel::map_ordered(&ranges, |range| {
+            let taken = match range.start {
+                0 => first.lock().ok().and_then(|mut f| f.take()),
+                _ => None,
+            };
+            let mut part =
+                taken.unwrap_or_else(|| Vec::with_capacity(range.len() * BYTES_PER_ITEM));
+            render_items(image, parsed, plan, range.clone(), &mut part).map(|()| part)
+        })
+        .into_iter();
+        *out = parts.next().unwrap_or_else(|| Ok(Vec::new()))?;
+        for part in parts {
+            out.extend_from_slice(&part?);
+        }
+    }
+    out.extend_from_slice(if plan.items.is_empty() { b"]" } else { b"\n]" });
+    Ok(())
+}
+
+/// Writes items `range` of the plan, each preceded by its separator and
+/// indentation (as elements of the top array): the common shapes of
+/// entries by [`fast_item`], the others by the general writer.
+fn render_items(
+    image: &LogImage,
+    parsed: &[ParsedEntry<'_>],
+    plan: &ViewPlan,
+    range: std::ops::Range<usize>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    for index in range {
+        if !fast_item(parsed, plan, index, out) {
+            general_item(image, parsed, plan, index, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes item `index` of the plan if it is of a common shape (an entry
+/// with no unknown field, no resource, no annotation and no type of text
+/// block, a projected item), with the literal spans of its indentation;
+/// returns whether it did. The bytes are those the general writer gives.
+fn fast_item(parsed: &[ParsedEntry<'_>], plan: &ViewPlan, index: usize, out: &mut Vec<u8>) -> bool {
+    let item = &plan.items[index];
+    let open: &[u8] = if index == 0 {
+        b"\n  {\n    \"type\": \""
+    } else {
+        b",\n  {\n    \"type\": \""
+    };
+    let timestamp = |out: &mut Vec<u8>, t: Timestamp| {
+        out.extend_from_slice(b"\",\n    \"timestamp\": \"");
+        t.write_jp(out);
+        out.push(b'"');
+    };
+    match &item.kind {
+        ItemKind::Entry | ItemKind::StripArguments | ItemKind::CompactedResponse { .. } => {}
+        // Rare: the general writer.
+        _ => return false,
+    }
+    let Some(entry) = parsed.get(item.origin) else {
+        return false;
+    };
+    let raw = &entry.raw;
+    if raw.parts.find(Part::Extra).is_some() || !plan.replaced(index).is_empty() {
+        return false;
+    }
+    let mark = out.len();
+    let part = |p: Part| raw.parts.find(p).map(|(_, len)| len);
+    let text_ref = |out: &mut Vec<u8>, p: Part, len: u32| {
+        out.extend_from_slice(b",\n    \"");
+        out.extend_from_slice(p.name().as_bytes());
+        out.extend_from_slice(b"\": {\n      \"$text\": \"");
+        push_u64(out, item.origin as u64);
+        out.push(b'/');
+        out.extend_from_slice(p.name().as_bytes());
+        out.extend_from_slice(b"\",\n      \"size\": ");
+        push_u64(out, u64::from(len));
+        out.extend_from_slice(b"\n    }");
+    };
+    out.extend_from_slice(open);
+    match (raw.kind, &entry.fields) {
+        (Kind::TurnStart, _) => {
+            out.extend_from_slice(b"turn_start");
+            timestamp(out, raw.timestamp);
+        }
+        (
+            Kind::ChatRequest,
+            AuxFields::ChatRequest {
+                author: None,
+                resources,
+            },
+        ) if resources.count == 0 && part(Part::Schema).is_none() => {
+            out.extend_from_slice(b"chat_request");
+            timestamp(out, raw.timestamp);
+            text_ref(out, Part::Content, part(Part::Content).unwrap_or(0));
+        }
+        (Kind::Message | Kind::Reasoning | Kind::Data, _) => {
+            out.extend_from_slice(b"chat_response");
+            timestamp(out, raw.timestamp);
+            let p = match raw.kind {
+                Kind::Message => Part::Message,
+                Kind::Reasoning => Part::Reasoning,
+                _ => Part::Data,
+            };
+            text_ref(out, p, part(p).unwrap_or(0));
+        }
+        (Kind::ToolCallRequest, AuxFields::ToolCallRequest { id, name }) => {
+            out.extend_from_slice(b"tool_call_request");
+            timestamp(out, raw.timestamp);
+            out.extend_from_slice(b",\n    \"id\": ");
+            push_json_str(out, id);
+            out.extend_from_slice(b",\n    \"name\": ");
+            push_json_str(out, name);
+            if matches!(item.kind, ItemKind::StripArguments) {
+                out.extend_from_slice(b",\n    \"arguments\": {}");
+            } else {
+                text_ref(out, Part::Arguments, part(Part::Arguments).unwrap_or(0));
+            }
+        }
+        (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
+            out.extend_from_slice(b"tool_call_response");
+            timestamp(out, raw.timestamp);
+            out.extend_from_slice(b",\n    \"id\": ");
+            push_json_str(out, id);
+            out.extend_from_slice(b",\n    \"content\": [");
+            if let ItemKind::CompactedResponse { name } = &item.kind {
+                out.extend_from_slice(
+                    b"\n      {\n        \"type\": \"text\",\n        \"text\": ",
+                );
+                push_json_str(out, &compacted_text(name, is_error(raw)));
+                out.extend_from_slice(b"\n      }\n    ]");
+            } else if blocks.count == 0 {
+                out.push(b']');
+            } else {
+                for (i, b) in blocks.blocks().enumerate() {
+                    let BlockFields::Text {
+                        text,
+                        mime_type: None,
+                        annotations: None,
+                        extra: None,
+                    } = b
+                    else {
+                        out.truncate(mark);
+                        return false;
+                    };
+                    out.extend_from_slice(if i == 0 {
+                        &b"\n      {\n        \"type\": \"text\",\n        \"text\": {\n          \"$blob\": \""[..]
+                    } else {
+                        &b",\n      {\n        \"type\": \"text\",\n        \"text\": {\n          \"$blob\": \""[..]
+                    });
+                    push_hex(out, &text);
+                    out.extend_from_slice(b"\",\n          \"size\": ");
+                    push_u64(out, text.size);
+                    out.extend_from_slice(b"\n        }\n      }");
+                }
+                out.extend_from_slice(b"\n    ]");
+            }
+            out.extend_from_slice(if is_error(raw) {
+                &b",\n    \"is_error\": true"[..]
+            } else {
+                &b",\n    \"is_error\": false"[..]
+            });
+        }
+        _ => {
+            out.truncate(mark);
+            return false;
+        }
+    }
+    if let Some(len) = part(Part::Metadata) {
+        text_ref(out, Part::Metadata, len);
+    }
+    out.extend_from_slice(b"\n  }");
+    true
+}
+
+/// Appends the 64 hex digits of a blob id.
+fn push_hex(out: &mut Vec<u8>, r: &BlobRef) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = [0u8; 64];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(r.id.as_bytes()) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0x0f)];
+    }
+    out.extend_from_slice(&hex);
+}
+
+/// Writes item `index` of the plan with the general writer.
+fn general_item(
+    image: &LogImage,
+    parsed: &[ParsedEntry<'_>],
+    plan: &ViewPlan,
+    index: usize,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut w = Pretty::new(out, 1, index == 0);
+    {
+        let item = &plan.items[index];
         w.next();
-        w.open_object();
+        let entry_at = match item.kind {
+            ItemKind::Entry | ItemKind::StripArguments | ItemKind::CompactedResponse { .. } => {
+                Some(parsed.get(item.origin).ok_or_else(|| {
+                    corrupt(image, image.log_end(), format!("no entry {}", item.origin))
+                })?)
+            }
+            _ => None,
+        };
+        let tracked = entry_at.is_some_and(|e| e.raw.parts.find(Part::Extra).is_some());
+        if tracked {
+            w.open_tracked();
+        } else {
+            w.open_object();
+        }
         match &item.kind {
             ItemKind::SummaryStart { timestamp } => {
                 w.key("type");
-                w.str("turn_start");
+                w.known("turn_start");
                 w.key("timestamp");
                 w.timestamp(*timestamp);
             }
             ItemKind::SummaryRequest { timestamp } => {
                 w.key("type");
-                w.str("chat_request");
+                w.known("chat_request");
                 w.key("timestamp");
                 w.timestamp(*timestamp);
                 w.key("content");
@@ -198,7 +474,7 @@ pub(crate) fn render_refs(image: &LogImage, plan: &ViewPlan, out: &mut Vec<u8>) 
             }
             ItemKind::Summary { timestamp, text } => {
                 w.key("type");
-                w.str("chat_response");
+                w.known("chat_response");
                 w.key("timestamp");
                 w.timestamp(*timestamp);
                 w.key("message");
@@ -206,7 +482,7 @@ pub(crate) fn render_refs(image: &LogImage, plan: &ViewPlan, out: &mut Vec<u8>) 
             }
             ItemKind::Interrupted { timestamp, id } => {
                 w.key("type");
-                w.str("tool_call_response");
+                w.known("tool_call_response");
                 w.key("timestamp");
                 w.timestamp(*timestamp);
                 w.key("id");
@@ -217,14 +493,18 @@ pub(crate) fn render_refs(image: &LogImage, plan: &ViewPlan, out: &mut Vec<u8>) 
                 w.bool(true);
             }
             ItemKind::Entry | ItemKind::StripArguments | ItemKind::CompactedResponse { .. } => {
-                let (raw, offset) = image.raw(item.origin)?;
-                entry(image, plan, index, item.origin, &raw, &mut w)
-                    .map_err(|found| corrupt(image, offset, found))?;
+                if let Some(entry_at) = entry_at {
+                    entry(image, plan, index, item.origin, entry_at, &mut w)
+                        .map_err(|found| corrupt(image, entry_at.offset, found))?;
+                }
             }
         }
-        w.close(b'}');
+        if tracked {
+            w.close_tracked();
+        } else {
+            w.close(b'}');
+        }
     }
-    w.close(b']');
     Ok(())
 }
 
@@ -243,7 +523,7 @@ fn text_blocks(w: &mut Pretty<'_>, text: &str) {
     w.next();
     w.open_object();
     w.key("type");
-    w.str("text");
+    w.known("text");
     w.key("text");
     w.str(text);
     w.close(b'}');
@@ -257,14 +537,14 @@ fn entry(
     plan: &ViewPlan,
     index: usize,
     origin: usize,
-    raw: &RawHead<'_>,
+    parsed: &ParsedEntry<'_>,
     w: &mut Pretty<'_>,
 ) -> std::result::Result<(), String> {
     let item = &plan.items[index];
-    let fields = AuxFields::read(raw.kind, raw.aux)?;
+    let (raw, fields) = (&parsed.raw, &parsed.fields);
     let part = |p: Part| raw.parts.find(p).map(|(_, len)| len);
     w.key("type");
-    w.str(match raw.kind {
+    w.known(match raw.kind {
         Kind::TurnStart => "turn_start",
         Kind::ChatRequest => "chat_request",
         Kind::Message | Kind::Reasoning | Kind::Data => "chat_response",
@@ -282,7 +562,7 @@ fn entry(
     w.key("timestamp");
     w.timestamp(raw.timestamp);
     let replaced = plan.replaced(index);
-    match (raw.kind, &fields) {
+    match (raw.kind, fields) {
         (Kind::ChatRequest, AuxFields::ChatRequest { author, resources }) => {
             w.key("content");
             w.text_ref(origin, Part::Content, part(Part::Content).unwrap_or(0));
@@ -344,7 +624,7 @@ fn entry(
                             Some(rep) => {
                                 w.open_object();
                                 w.key("type");
-                                w.str("text");
+                                w.known("text");
                                 w.key("text");
                                 w.str(&rep.message);
                                 w.close(b'}');
@@ -380,13 +660,31 @@ fn entry(
     Ok(())
 }
 
+/// Opens an object, keeping its keys if it has unknown fields.
+fn open(w: &mut Pretty<'_>, tracked: bool) {
+    if tracked {
+        w.open_tracked();
+    } else {
+        w.open_object();
+    }
+}
+
+/// Closes an object [`open`] opened.
+fn close(w: &mut Pretty<'_>, tracked: bool) {
+    if tracked {
+        w.close_tracked();
+    } else {
+        w.close(b'}');
+    }
+}
+
 fn is_error(raw: &RawHead<'_>) -> bool {
     raw.flags & crate::event::binary::FLAG_IS_ERROR != 0
 }
 
 /// A resource (RFD 065 form), content as a reference.
 fn resource(w: &mut Pretty<'_>, r: &ResourceFields<'_>) -> std::result::Result<(), String> {
-    w.open_object();
+    open(w, r.extra.is_some());
     w.key("uri");
     w.str(r.uri);
     if let Some(m) = r.mime_type {
@@ -416,7 +714,7 @@ fn resource(w: &mut Pretty<'_>, r: &ResourceFields<'_>) -> std::result::Result<(
     if let Some(extra) = r.extra {
         w.fields_of(extra)?;
     }
-    w.close(b'}');
+    close(w, r.extra.is_some());
     Ok(())
 }
 
@@ -427,7 +725,7 @@ fn replaced_resource(
     r: &ResourceFields<'_>,
     message: &str,
 ) -> std::result::Result<(), String> {
-    w.open_object();
+    open(w, r.extra.is_some());
     w.key("uri");
     w.str(r.uri);
     w.key("mimeType");
@@ -451,7 +749,7 @@ fn replaced_resource(
     if let Some(extra) = r.extra {
         w.fields_of(extra)?;
     }
-    w.close(b'}');
+    close(w, r.extra.is_some());
     Ok(())
 }
 
@@ -464,9 +762,9 @@ fn block(w: &mut Pretty<'_>, b: &BlockFields<'_>) -> std::result::Result<(), Str
             annotations,
             extra,
         } => {
-            w.open_object();
+            open(w, extra.is_some());
             w.key("type");
-            w.str("text");
+            w.known("text");
             w.key("text");
             w.blob(text);
             if let Some(m) = mime_type {
@@ -480,20 +778,103 @@ fn block(w: &mut Pretty<'_>, b: &BlockFields<'_>) -> std::result::Result<(), Str
             if let Some(extra) = extra {
                 w.fields_of(*extra)?;
             }
-            w.close(b'}');
+            close(w, extra.is_some());
         }
         BlockFields::Resource { resource: r, extra } => {
-            w.open_object();
+            open(w, extra.is_some());
             w.key("type");
-            w.str("resource");
+            w.known("resource");
             w.key("resource");
             resource(w, r)?;
             if let Some(extra) = extra {
                 w.fields_of(*extra)?;
             }
-            w.close(b'}');
+            close(w, extra.is_some());
         }
         BlockFields::Other(o) => w.value(*o)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::read::open_reader;
+    use crate::conversation::ConversationId;
+    use crate::event::input::parse_input;
+    use crate::event::json::ParseMode;
+    use crate::{NewConversation, Store, StoreOptions};
+    use serde_json::json;
+
+    /// Every item the fast path writes is byte for byte what the general
+    /// writer writes, and the whole is what `serde_json` pretty-prints.
+    #[test]
+    fn the_fast_path_writes_what_the_general_writer_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+        let id = ConversationId::parse("c").expect("id");
+        let mut w = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                ..NewConversation::default()
+            })
+            .expect("create");
+        let lines = [
+            json!({"type": "turn_start"}),
+            json!({"type": "chat_request", "content": "q \"1\"", "metadata": {"k": "v"}}),
+            json!({"type": "chat_request", "content": "q", "author": "me", "schema": {"type": "object"}}),
+            json!({"type": "chat_response", "reasoning": "r"}),
+            json!({"type": "chat_response", "data": {"x": [1]}}),
+            json!({"type": "tool_call_request", "id": "a\"b", "name": "fs_read_file", "arguments": {"p": 1}}),
+            json!({"type": "tool_call_response", "id": "a\"b", "content": "out", "is_error": false}),
+            json!({"type": "tool_call_request", "id": "c", "name": "grep", "arguments": {}}),
+            json!({"type": "tool_call_response", "id": "c", "content": [], "is_error": true}),
+            json!({"type": "tool_call_request", "id": "d", "name": "grep", "arguments": {}, "later": 1}),
+            json!({"type": "tool_call_response", "id": "d", "content": [{"type": "text", "text": "t", "mimeType": "text/x"},
+                {"type": "resource", "resource": {"uri": "file:///a", "text": "A"}}], "is_error": false}),
+            json!({"type": "tool_call_request", "id": "e", "name": "grep", "arguments": {}}),
+            json!({"type": "chat_response", "message": "m"}),
+            json!({"type": "turn_start"}),
+            json!({"type": "chat_request", "content": "q2"}),
+            json!({"type": "compaction", "from_turn": 1, "to_turn": 1, "tool_calls": {"policy": "strip", "request": true, "response": true}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let entries = parse_input(
+            &text,
+            ParseMode::Strict {
+                now: crate::timestamp::Timestamp::from_unix(1_780_000_000, 5).expect("time"),
+            },
+        )
+        .expect("input")
+        .entries;
+        w.append(entries).expect("append");
+        drop(w);
+        let reader = open_reader(&**store.backend(), &id, store.options().log).expect("reader");
+        let image = LogImage::read(&reader, &id).expect("image");
+        let parsed = image.parse_entries().expect("parse");
+        let heads = image.heads_of(&parsed).expect("heads");
+        let plan = crate::projection::plan_view(&heads, Some(&Default::default())).expect("plan");
+        let mut fast_ones = 0;
+        for index in 0..plan.items.len() {
+            let mut fast = Vec::new();
+            if fast_item(&parsed, &plan, index, &mut fast) {
+                fast_ones += 1;
+                let mut general = Vec::new();
+                general_item(&image, &parsed, &plan, index, &mut general).expect("general");
+                assert_eq!(
+                    String::from_utf8_lossy(&fast),
+                    String::from_utf8_lossy(&general),
+                    "item {index}"
+                );
+            }
+        }
+        assert!(fast_ones >= 8, "{fast_ones} items on the fast path");
+        let mut out = Vec::new();
+        render_refs(&image, &parsed, &plan, &mut out).expect("render");
+        let value: serde_json::Value = serde_json::from_slice(&out).expect("json");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            serde_json::to_string_pretty(&value).expect("pretty")
+        );
+    }
 }

@@ -54,10 +54,11 @@ use jpstore_blobstore::backend::Backend;
 
 pub use reader::{ContentRef, LogReader, RecordRef, Records};
 pub use record::{
-    check_content_whole, check_file_header, decode_record_header, encode_batch, encode_record_v2,
-    payload_len, walk_batch, FramedRecord, Framing, HeadsSection, LogFormat, RecordHeader, Section,
-    CODEC_PLAIN, CODEC_ZSTD, ENTRY_HEAD_LEN, FILE_HEADER_LEN, FLAG_PACKED, FORMAT_VERSION,
-    HEADS_SECTION_HEADER_LEN, MAGIC, RECORD_HEADER_LEN, RECORD_HEADER_LEN_V2, VERSION_1, VERSION_2,
+    check_content_whole, check_file_header, decode_record_header, encode_batch, encode_file_header,
+    encode_record_v2, payload_len, walk_batch, FramedRecord, Framing, HeadsSection, LogFormat,
+    RecordHeader, Section, CODEC_PLAIN, CODEC_ZSTD, ENTRY_HEAD_LEN, FILE_HEADER_LEN, FLAG_PACKED,
+    FORMAT_VERSION, HEADS_SECTION_HEADER_LEN, MAGIC, RECORD_HEADER_LEN, RECORD_HEADER_LEN_V2,
+    VERSION_1, VERSION_2,
 };
 pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piece, Salvage};
 pub use scan::{Damage, LogEnd};

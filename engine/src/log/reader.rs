@@ -63,6 +63,12 @@ impl LogReader {
         &self.path
     }
 
+    /// The open file this reader reads (to check other evidence, such as a
+    /// head cache, against the same file).
+    pub fn file(&self) -> &dyn ObjectReader {
+        &*self.file
+    }
+
     /// The settings it reads with.
     pub fn options(&self) -> LogOptions {
         self.options
@@ -354,6 +360,7 @@ impl Records<'_> {
             Ok(Step::Record {
                 header,
                 body_checked,
+                ..
             }) => {
                 self.position += header.record_len();
                 Some(Ok((offset, header, body_checked)))

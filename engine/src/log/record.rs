@@ -559,13 +559,14 @@ pub enum ContentFault {
 /// Checks the content (the bytes after the header) of a record whose
 /// header is `header`: every checksum (the body's only if `check_body`),
 /// then the structure (a batch; a heads section header consistent with the
-/// sections, `max` bounding what they decode to).
+/// sections, `max` bounding what they decode to). Returns the heads
+/// section header of a version 2 record.
 pub fn check_content(
     header: &RecordHeader,
     content: &[u8],
     max: u32,
     check_body: bool,
-) -> Result<(), ContentFault> {
+) -> Result<Option<HeadsSection>, ContentFault> {
     let mismatch = |section, stored: u32, bytes: &[u8]| {
         let computed = crc32fast::hash(bytes);
         (computed != stored).then_some(ContentFault::Checksum {
@@ -580,7 +581,7 @@ pub fn check_content(
                 return Err(fault);
             }
             check_batch(content)
-                .map(|_| ())
+                .map(|_| None)
                 .map_err(ContentFault::Malformed)
         }
         RecordHeader::V2 {
@@ -601,7 +602,7 @@ pub fn check_content(
                 }
             }
             HeadsSection::parse(heads, body_len, max)
-                .map(|_| ())
+                .map(Some)
                 .map_err(ContentFault::Malformed)
         }
     }
@@ -614,7 +615,7 @@ pub fn check_content(
 pub fn check_content_whole(header: &RecordHeader, content: &[u8]) -> bool {
     matches!(
         check_content(header, content, u32::MAX, true),
-        Ok(()) | Err(ContentFault::Malformed(_))
+        Ok(_) | Err(ContentFault::Malformed(_))
     )
 }
 
@@ -711,7 +712,7 @@ mod tests {
         );
         let h = decode_record_header(Framing::V2, &rec).expect("valid header");
         assert_eq!(h.record_len(), rec.len() as u64);
-        assert_eq!(check_content(&h, &rec[20..], 1 << 20, true), Ok(()));
+        assert!(check_content(&h, &rec[20..], 1 << 20, true).is_ok());
     }
 
     #[test]

@@ -24,8 +24,8 @@ use std::path::Path;
 use jpstore_blobstore::backend::ObjectReader;
 
 use super::record::{
-    check_content, check_min_len, decode_record_header, ContentFault, Framing, RecordHeader,
-    Section,
+    check_content, check_min_len, decode_record_header, ContentFault, Framing, HeadsSection,
+    RecordHeader, Section,
 };
 use crate::error::Error;
 
@@ -188,6 +188,8 @@ pub(crate) enum Step {
     Record {
         header: RecordHeader,
         body_checked: bool,
+        /// The heads section header (version 2), checked.
+        section: Option<HeadsSection>,
     },
     /// The walk is over.
     End(LogEnd),
@@ -420,9 +422,10 @@ impl<'f> Walker<'f> {
             return Ok(torn);
         };
         match check_content(&header, content, max, check_body) {
-            Ok(()) => Ok(Step::Record {
+            Ok(section) => Ok(Step::Record {
                 header,
                 body_checked: check_body || matches!(header, RecordHeader::V1 { .. }),
+                section,
             }),
             // A torn record ends the file: its header was written whole but
             // some of its other pages were not. Anything after it was

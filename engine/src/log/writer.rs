@@ -257,6 +257,20 @@ impl LogWriter {
         Self::open_locked(backend, path, options, lock, recovery)
     }
 
+    /// Like [`LogWriter::open_recovering`], with the writer lock `lock` the
+    /// caller took ([`lock_waiting`]) and `recovery` it computed holding it
+    /// (so that its evidence is of the log the writer opens: nobody
+    /// replaces the name while the lock is held).
+    pub fn open_under_lock(
+        backend: &dyn Backend,
+        path: &Path,
+        options: LogOptions,
+        lock: Box<dyn LockGuard>,
+        recovery: &Recovery,
+    ) -> Result<Self> {
+        Self::open_locked(backend, path, options, lock, recovery)
+    }
+
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
     /// writer holds the lock.
     pub fn try_open(

@@ -256,6 +256,9 @@ pub struct List<'a> {
     pub bytes: &'a [u8],
     /// How many.
     pub count: usize,
+    /// How many of them are (or hold) resources: all of a list of
+    /// resources, the resource blocks of a list of blocks.
+    pub resources: usize,
 }
 
 impl<'a> List<'a> {
@@ -305,7 +308,7 @@ pub enum AuxFields<'a> {
         id: &'a str,
     },
     /// `compaction`.
-    Compaction(Compaction),
+    Compaction(Box<Compaction>),
     /// `compaction_undo`.
     CompactionUndo(u64),
     /// A metadata patch.
@@ -338,7 +341,7 @@ impl<'a> AuxFields<'a> {
                         return Err(r.error(format_args!("request presence bits {other:#04x}")))
                     }
                 };
-                let resources = read_list(&mut r, |r| ResourceFields::read(r).map(|_| ()))?;
+                let resources = read_list(&mut r, |r| ResourceFields::read(r).map(|_| true))?;
                 AuxFields::ChatRequest { author, resources }
             }
             Kind::ToolCallRequest => AuxFields::ToolCallRequest {
@@ -347,11 +350,13 @@ impl<'a> AuxFields<'a> {
             },
             Kind::ToolCallResponse => {
                 let id = r.str()?;
-                let blocks = read_list(&mut r, |r| BlockFields::read(r).map(|_| ()))?;
+                let blocks = read_list(&mut r, |r| {
+                    BlockFields::read(r).map(|b| matches!(b, BlockFields::Resource { .. }))
+                })?;
                 AuxFields::ToolCallResponse { id, blocks }
             }
             Kind::InquiryRequest | Kind::InquiryResponse => AuxFields::Inquiry { id: r.str()? },
-            Kind::Compaction => AuxFields::Compaction(read_compaction(&mut r)?),
+            Kind::Compaction => AuxFields::Compaction(Box::new(read_compaction(&mut r)?)),
             Kind::CompactionUndo => AuxFields::CompactionUndo(r.varint()?),
             Kind::MetaPatch => match r.u8()? {
                 0 => AuxFields::MetaPatch { base_config: None },
@@ -366,10 +371,11 @@ impl<'a> AuxFields<'a> {
     }
 }
 
-/// A count, then that many items each checked by `item`.
+/// A count, then that many items each checked by `item` (which says
+/// whether it is a resource).
 fn read_list<'a>(
     r: &mut Reader<'a>,
-    item: impl Fn(&mut Reader<'a>) -> Result<(), String>,
+    item: impl Fn(&mut Reader<'a>) -> Result<bool, String>,
 ) -> Result<List<'a>, String> {
     let count = r.varint()?;
     let count = usize::try_from(count)
@@ -378,12 +384,14 @@ fn read_list<'a>(
         .ok_or_else(|| r.error(format_args!("a list of {count} items")))?;
     let rest = r.rest();
     let start = r.position();
+    let mut resources = 0;
     for _ in 0..count {
-        item(r)?;
+        resources += usize::from(item(r)?);
     }
     Ok(List {
         bytes: &rest[..r.position() - start],
         count,
+        resources,
     })
 }
 
@@ -590,7 +598,7 @@ pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
         (Kind::ConfigDelta, _) => EventKind::ConfigDelta(ConfigDelta {
             delta: parts.object(Part::Delta)?,
         }),
-        (Kind::Compaction, AuxFields::Compaction(c)) => EventKind::Compaction(c),
+        (Kind::Compaction, AuxFields::Compaction(c)) => EventKind::Compaction(*c),
         (Kind::CompactionUndo, AuxFields::CompactionUndo(undoes)) => {
             EventKind::CompactionUndo(CompactionUndo { undoes })
         }

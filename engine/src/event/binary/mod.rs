@@ -282,44 +282,38 @@ impl Parts {
     /// none of another kind) and body length.
     pub fn read(r: &mut Reader<'_>, kind: Kind, body_len: u32) -> Result<Parts, String> {
         let n = r.u8()?;
-        let required = kind.required_parts();
-        let allowed = required.iter().chain(kind.optional_parts());
-        let mut allowed = allowed.copied().peekable();
+        if usize::from(n) > MAX_PARTS {
+            return Err(r.error(format_args!("{n} body parts")));
+        }
+        // The parts of a kind, required then optional, come in increasing
+        // tag order: "in order" is "tags increasing".
+        let mask = |parts: &[Part]| parts.iter().fold(0u32, |m, p| m | 1 << (*p as u8));
+        let required = mask(kind.required_parts());
+        let allowed = required | mask(kind.optional_parts());
         let mut parts = Parts::default();
-        let mut total = 0u64;
+        let (mut seen, mut last, mut total) = (0u32, 0u8, 0u64);
         for _ in 0..n {
             let tag = r.u8()?;
-            let part =
-                Part::from_byte(tag).ok_or_else(|| r.error(format_args!("body part tag {tag}")))?;
-            // Skip the allowed parts that are absent (optional ones only).
-            loop {
-                match allowed.next() {
-                    Some(p) if p == part => break,
-                    Some(p) if required.contains(&p) => {
-                        return Err(r.error(format_args!(
-                            "body part {} where {} is due for a {kind:?} entry",
-                            part.name(),
-                            p.name()
-                        )))
-                    }
-                    Some(_) => {}
-                    None => {
-                        return Err(r.error(format_args!(
-                            "body part {} out of order or not of a {kind:?} entry",
-                            part.name()
-                        )))
-                    }
-                }
+            if tag <= last || tag >= 32 || allowed & (1 << tag) == 0 {
+                let name = Part::from_byte(tag).map_or("unknown", Part::name);
+                return Err(r.error(format_args!(
+                    "body part {tag} ({name}) out of order or not of a {kind:?} entry"
+                )));
             }
+            last = tag;
+            seen |= 1 << tag;
             let len = r.varint_u32()?;
             total += u64::from(len);
-            parts.push(part, len);
+            parts.items[usize::from(parts.len)] = (tag, len);
+            parts.len += 1;
         }
-        if let Some(missing) = required.iter().find(|p| parts.find(**p).is_none()) {
-            return Err(r.error(format_args!(
-                "no body part {} for a {kind:?} entry",
-                missing.name()
-            )));
+        if required & !seen != 0 {
+            let missing = kind
+                .required_parts()
+                .iter()
+                .find(|p| seen & (1 << (**p as u8)) == 0)
+                .map_or("?", |p| p.name());
+            return Err(r.error(format_args!("no body part {missing} for a {kind:?} entry")));
         }
         if total != u64::from(body_len) {
             return Err(r.error(format_args!(

@@ -387,15 +387,24 @@ fn newline(out: &mut Vec<u8>, style: JsonStyle, extra: usize) {
 
 /// Appends `n` in decimal.
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
     let mut buf = [0u8; 20];
     let mut i = buf.len();
-    loop {
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i] = PAIRS[d];
+        buf[i + 1] = PAIRS[d + 1];
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i] = PAIRS[d];
+        buf[i + 1] = PAIRS[d + 1];
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     out.extend_from_slice(&buf[i..]);
 }
@@ -425,6 +434,12 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
+    // Most strings need no escape: one look at every byte, one copy.
+    if bytes.iter().all(|&b| ESCAPE[b as usize] == 0) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape = ESCAPE[b as usize];

@@ -5,7 +5,11 @@
 //! is the durable write alone; an agent that embeds the engine calls
 //! [`Store::append_turn`] to get the same behaviour as the command line.
 
-use crate::compaction::{completes_turn, CompactOutcome, CompactionError, Summarizer};
+use serde::{Serialize, Serializer};
+
+use crate::compaction::{
+    completes_turn, CompactOutcome, CompactionError, CompactionMade, Summarizer,
+};
 use crate::conversation::writer::AppendOutcome;
 use crate::conversation::ConversationId;
 use crate::error::Result;
@@ -14,13 +18,18 @@ use crate::log::CutTail;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
-/// What [`Store::append_turn`] did.
-#[derive(Debug)]
+/// What [`Store::append_turn`] did. Its `Serialize` is what `jp-store
+/// append --json` prints: the id, the automatic compaction (or `null`) and
+/// the fields of the append.
+#[derive(Debug, Serialize)]
 pub struct AppendReport {
-    /// The append itself: durable when this report exists.
-    pub append: AppendOutcome,
+    /// The conversation appended to.
+    pub id: ConversationId,
     /// The automatic compaction after the append.
     pub auto_compaction: AutoCompaction,
+    /// The append itself: durable when this report exists.
+    #[serde(flatten)]
+    pub append: AppendOutcome,
 }
 
 /// The automatic compaction after an append.
@@ -35,6 +44,24 @@ pub enum AutoCompaction {
     /// is durable all the same: this is a warning, not a failure of the
     /// append.
     Failed(CompactionError),
+}
+
+impl AutoCompaction {
+    /// The compaction made, if one was.
+    pub fn made(&self) -> Option<CompactionMade> {
+        match self {
+            AutoCompaction::Made(outcome) => Some(outcome.made()),
+            AutoCompaction::NotDue | AutoCompaction::Failed(_) => None,
+        }
+    }
+}
+
+impl Serialize for AutoCompaction {
+    /// Serializes as [`AutoCompaction::made`]: the range and profile of the
+    /// compaction made, else `null` (a failure is a warning, told apart).
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        self.made().serialize(serializer)
+    }
 }
 
 impl Store {
@@ -80,8 +107,9 @@ impl Store {
             AutoCompaction::NotDue
         };
         Ok(AppendReport {
-            append,
+            id: id.clone(),
             auto_compaction,
+            append,
         })
     }
 }

@@ -437,8 +437,10 @@ pub fn entry_chars(e: &Entry<Payload>) -> u64 {
     }
 }
 
-/// What a compaction changes in one turn (for `--dry-run`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a compaction changes in one turn (for `--dry-run`). Serialized
+/// with the counts named for what happens to them (`reasoning_dropped`,
+/// `requests_stripped`, `responses_stripped`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TurnChange {
     /// The turn.
     pub turn: u64,
@@ -447,10 +449,13 @@ pub struct TurnChange {
     /// Whether the turn is replaced by the summary.
     pub summarized: bool,
     /// Reasoning responses dropped.
+    #[serde(rename = "reasoning_dropped")]
     pub reasoning: u64,
     /// Tool call requests emptied (strip) or dropped (omit).
+    #[serde(rename = "requests_stripped")]
     pub requests: u64,
     /// Tool call responses replaced (strip) or dropped (omit).
+    #[serde(rename = "responses_stripped")]
     pub responses: u64,
 }
 
@@ -529,8 +534,11 @@ pub fn dry_run(
     (changes.into_values().collect(), before, after)
 }
 
+mod report;
 #[cfg(test)]
 mod tests;
+
+pub use report::{CompactReport, CompactionMade, ForkReport, UndoReport};
 
 /// What to compact, as asked on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -568,6 +576,8 @@ pub struct CompactOutcome {
     pub tokens_after: u64,
     /// Offset of the appended record (`None` for a dry run).
     pub offset: Option<u64>,
+    /// Whether it was a dry run (nothing written).
+    pub dry_run: bool,
 }
 
 /// Why a [`Summarizer`] made no summary: its own error, kept whole so that
@@ -612,23 +622,23 @@ pub fn plan(
 ) -> Result<CompactOutcome, CompactionError> {
     let compaction = &settings.conversation.compaction;
     let profile = Profile::from_settings(compaction, request.profile.as_deref())?;
-    if profile.summary.is_none() && request.summary.is_some() {
-        return Err(CompactionError::Config(format!(
-            "profile {:?} does not summarize; --summary needs a profile with a summary table",
-            profile.name
-        )));
-    }
     let keep_last = request.keep_last.or(compaction.keep_last).unwrap_or(0);
     let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
-    let (from, to, summary) = match &profile.summary {
-        None => (requested.0, requested.1, None),
-        Some(table) => {
+    // A summary text given with the request replaces the range whatever the
+    // profile does: the caller said what it wants. Otherwise a profile with
+    // a summary table has its summary made; any other strips.
+    let (from, to, summary) = match (&request.summary, &profile.summary) {
+        (Some(text), _) => {
             let (from, to) = extend_over_summaries(entries, requested.0, requested.1);
-            let text = match (&request.summary, request.dry_run) {
-                (Some(t), _) => t.clone(),
-                (None, true) => String::new(),
-                (None, false) => summarize(table, &raw_range(entries, from, to))
-                    .map_err(CompactionError::Summary)?,
+            (from, to, Some(text.clone()))
+        }
+        (None, None) => (requested.0, requested.1, None),
+        (None, Some(table)) => {
+            let (from, to) = extend_over_summaries(entries, requested.0, requested.1);
+            let text = if request.dry_run {
+                String::new()
+            } else {
+                summarize(table, &raw_range(entries, from, to)).map_err(CompactionError::Summary)?
             };
             (from, to, Some(text))
         }
@@ -650,6 +660,7 @@ pub fn plan(
         tokens_before,
         tokens_after,
         offset: None,
+        dry_run: request.dry_run,
     })
 }
 

@@ -38,8 +38,9 @@ use known::KnownBlobs;
 
 pub use crate::conversation::QUARANTINE_DIR;
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How bad a finding is (serialized as [`Severity::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Information (orphan blobs, a head cache rewritten).
     Info,
@@ -61,8 +62,9 @@ impl Severity {
     }
 }
 
-/// One thing fsck found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One thing fsck found (serialized as its fields; a path that is not
+/// UTF-8 as its lossy form).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
     /// How bad.
     pub severity: Severity,
@@ -75,6 +77,7 @@ pub struct Finding {
     /// The conversation concerned.
     pub conversation: Option<String>,
     /// The file (as the storage displays it).
+    #[serde(serialize_with = "lossy_path")]
     pub path: Option<PathBuf>,
     /// The byte offset in that file.
     pub offset: Option<u64>,
@@ -84,7 +87,8 @@ pub struct Finding {
     pub message: String,
 }
 
-/// What fsck found and did.
+/// What fsck found and did. Its `Serialize` is what `jp-store fsck --json`
+/// prints: `clean` ([`FsckReport::is_clean`]), then these fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FsckReport {
     /// Conversations checked.
@@ -109,6 +113,49 @@ impl FsckReport {
     /// Whether no damage was found.
     pub fn is_clean(&self) -> bool {
         self.findings.iter().all(|f| f.severity < Severity::Damage)
+    }
+}
+
+impl serde::Serialize for FsckReport {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shape<'a> {
+            clean: bool,
+            conversations: usize,
+            records: u64,
+            entries: u64,
+            references: usize,
+            blobs_read: usize,
+            bytes_read: u64,
+            findings: &'a [Finding],
+            repairs: &'a [String],
+        }
+        Shape {
+            clean: self.is_clean(),
+            conversations: self.conversations,
+            records: self.records,
+            entries: self.entries,
+            references: self.references,
+            blobs_read: self.blobs_read,
+            bytes_read: self.bytes_read,
+            findings: &self.findings,
+            repairs: &self.repairs,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A path as its lossy UTF-8 form, or `null`.
+fn lossy_path<S: serde::Serializer>(
+    path: &Option<PathBuf>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => serializer.collect_str(&p.display()),
+        None => serializer.serialize_none(),
     }
 }
 

@@ -47,9 +47,13 @@ impl Default for GcOptions {
     }
 }
 
-/// What a gc run did (or, dry, would do).
+/// What a gc run did (or, dry, would do). Its `Serialize` is what `jp-store
+/// gc --json` prints: these fields, `referenced` named `referenced_blobs`,
+/// with [`GcReport::objects_freed`] and [`GcReport::bytes_freed`] after it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcReport {
+    /// Whether it was a dry run (nothing removed).
+    pub dry_run: bool,
     /// Conversations marked.
     pub conversations: usize,
     /// Distinct blobs referenced.
@@ -85,6 +89,48 @@ impl GcReport {
     /// Bytes freed in all.
     pub fn bytes_freed(&self) -> u64 {
         self.loose_bytes + self.pack_bytes
+    }
+}
+
+impl serde::Serialize for GcReport {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shape {
+            dry_run: bool,
+            conversations: usize,
+            referenced_blobs: usize,
+            objects_freed: usize,
+            bytes_freed: u64,
+            loose_removed: usize,
+            loose_bytes: u64,
+            packs_rewritten: usize,
+            packs_removed: usize,
+            packed_removed: usize,
+            pack_bytes: u64,
+            kept_unreferenced: usize,
+            temp_removed: usize,
+            packs_merged: usize,
+        }
+        Shape {
+            dry_run: self.dry_run,
+            conversations: self.conversations,
+            referenced_blobs: self.referenced,
+            objects_freed: self.objects_freed(),
+            bytes_freed: self.bytes_freed(),
+            loose_removed: self.loose_removed,
+            loose_bytes: self.loose_bytes,
+            packs_rewritten: self.packs_rewritten,
+            packs_removed: self.packs_removed,
+            packed_removed: self.packed_removed,
+            pack_bytes: self.pack_bytes,
+            kept_unreferenced: self.kept_unreferenced,
+            temp_removed: self.temp_removed,
+            packs_merged: self.packs_merged,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -227,6 +273,7 @@ impl Store {
         let now = SystemTime::now();
         let (live, conversations) = self.referenced_blobs(progress)?;
         let mut report = GcReport {
+            dry_run: options.dry_run,
             conversations,
             referenced: live.len(),
             ..Default::default()

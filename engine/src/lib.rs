@@ -9,7 +9,8 @@
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
 //! - [`export`]: the plain JSON form of a conversation; [`import`]: whole
-//!   conversations stored in bulk (one pack, then each log published whole).
+//!   conversations stored in bulk (one pack, then each log published whole);
+//!   [`stream`]: a store as one NDJSON stream, a conversation a line.
 //! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
 //! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
 //!   blobs safely while others write.
@@ -31,6 +32,67 @@
 //! files, MIME types, summaries by a command or an HTTP endpoint, provider
 //! request bodies, JP's files) is in the `jpstore-integrations` crate: this
 //! one links no HTTP client, spawns no process and walks no directory.
+//!
+//! # Example
+//!
+//! A store, a conversation, a turn appended, and the view an LLM is sent:
+//!
+//! ```rust
+//! use jpstore_engine::compaction::no_summarizer;
+//! use jpstore_engine::event::input::parse_input;
+//! use jpstore_engine::event::json::ParseMode;
+//! use jpstore_engine::export::{render_view, view, ContentMode};
+//! use jpstore_engine::timestamp::Timestamp;
+//! use jpstore_engine::{NewConversation, Store, StoreOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let temporary = tempfile::tempdir()?;
+//! let dir = temporary.path().join("store");
+//! // Made if the directory is new or empty, opened if it is a store.
+//! let (store, _made) = Store::init_new_dir(&dir, StoreOptions::default())?;
+//!
+//! // `create` returns the new conversation's writer, which holds its lock
+//! // until it is dropped.
+//! let writer = store.create(NewConversation {
+//!     title: Some("first".into()),
+//!     ..Default::default()
+//! })?;
+//! let id = writer.id().clone();
+//! drop(writer);
+//!
+//! // Entries in their JSON form (one per line, or an array), as `jp-store
+//! // append` reads them. Content (the tool's output) goes into the blob
+//! // store; the log holds a reference to it.
+//! let now = Timestamp::now();
+//! let turn = parse_input(r#"
+//!     {"type": "turn_start"}
+//!     {"type": "chat_request", "content": "What is in Cargo.toml?"}
+//!     {"type": "tool_call_request", "id": "c1", "name": "fs_read_file", "arguments": {"path": "Cargo.toml"}}
+//!     {"type": "tool_call_response", "id": "c1", "content": "[package]\nname = \"demo\""}
+//!     {"type": "chat_response", "message": "A package named demo."}
+//! "#, ParseMode::Strict { now })?;
+//! // One durable record; then the automatic compaction the conversation's
+//! // settings may call for (none here).
+//! let mut on_cut = |_: &jpstore_engine::CutTail| {}; // a crash's torn tail, cut first
+//! let report = store.append_turn(&id, turn.entries, now, &mut on_cut, &mut no_summarizer)?;
+//! assert_eq!(report.append.entries, 5);
+//!
+//! // Read back (no lock needed), projected, and rendered with content inline.
+//! let conversation = store.read(&id)?;
+//! assert_eq!(conversation.state.turns.turns(), 1);
+//! let view = view(&store, &conversation)?;
+//! let json = render_view(&store, &view, ContentMode::Inline).to_value()?;
+//! // The tool's output, read back from the blob store, as a list of blocks.
+//! assert_eq!(json[3]["type"], "tool_call_response");
+//! assert_eq!(json[3]["content"][0]["text"], "[package]\nname = \"demo\"");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The crate's `examples/check_store.rs` checks and repairs a store with
+//! fsck; the `jpstore-integrations` crate's examples run an agent's loop
+//! (compacting when a request goes over a token budget) and attach a
+//! directory.
 
 pub mod append;
 pub mod compaction;
@@ -53,6 +115,7 @@ mod parallel;
 pub mod projection;
 pub mod stats;
 pub mod store;
+pub mod stream;
 pub mod timestamp;
 pub mod upgrade;
 

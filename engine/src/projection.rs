@@ -528,9 +528,7 @@ fn apply_replacements(entry: &mut Entry<Payload>, replaced: &[Replaced]) {
 }
 
 fn to_payload(entry: Entry<BlobRef>) -> Entry<Payload> {
-    entry
-        .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
-        .unwrap_or_else(|never| match never {})
+    entry.into_payload_refs()
 }
 
 /// Rules 1-7 as items (compactions applied; orphans not repaired, nothing

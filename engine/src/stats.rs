@@ -1,19 +1,22 @@
 //! Statistics of conversations and of the store: what `jp-store stats`
-//! prints, computed from the logs alone (no blob content is read).
+//! prints, computed from the logs alone (no blob content is read), and
+//! their plot ([`plot`]).
 //!
 //! Context sizes are in characters of the JSON text an entry carries
 //! ([`entry_chars`]), tokens estimated as characters / 4 ([`tokens`]).
 
+pub mod plot;
+
 use std::collections::{BTreeMap, HashSet};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::compaction::entry_chars;
 use crate::conversation::read::Conversation;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::turns::turn_indices;
-use crate::event::{in_view, Entry, Payload};
+use crate::event::{in_view, Entry};
 use crate::projection::{view, view_traced};
 use crate::store::Store;
 
@@ -41,7 +44,59 @@ pub struct ContextSizes {
     pub replaced: u64,
 }
 
-/// Counts of some conversations and, for the whole store, of its blob store.
+impl ContextSizes {
+    /// What compaction saves: from the view before compaction to the view
+    /// with compactions applied.
+    pub fn saved_by_compaction(&self) -> Saved {
+        Saved::between(self.raw, self.compacted)
+    }
+
+    /// What deduplication saves: from the compacted view to the view sent.
+    pub fn saved_by_deduplication(&self) -> Saved {
+        Saved::between(self.compacted, self.view)
+    }
+}
+
+/// What a step of the view (compaction, deduplication) saves: characters
+/// (`bytes`) and estimated tokens, negative when it adds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Saved {
+    /// Characters saved.
+    pub bytes: i64,
+    /// Estimated tokens saved ([`tokens`] before less [`tokens`] after).
+    pub tokens: i64,
+}
+
+impl Saved {
+    /// From `before` to `after` characters.
+    pub fn between(before: u64, after: u64) -> Saved {
+        Saved {
+            bytes: before as i64 - after as i64,
+            tokens: tokens(before) as i64 - tokens(after) as i64,
+        }
+    }
+}
+
+/// The blob store's objects as `jp-store stats` counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BlobStoreStats {
+    /// Loose objects.
+    pub loose_objects: usize,
+    /// Bytes of the loose objects on disk.
+    pub loose_bytes: u64,
+    /// Packs.
+    pub packs: usize,
+    /// Objects in the packs.
+    pub packed_objects: usize,
+    /// Bytes of the pack files.
+    pub pack_bytes: u64,
+}
+
+/// Counts of some conversations and, for the whole store, of its blob
+/// store. Its `Serialize` is what `jp-store stats --json` prints: the
+/// number of conversations counted, the totals, `context` (the summed
+/// sizes in characters and estimated tokens, with what compaction and
+/// deduplication save) and, when filled, `blob_store`.
 #[derive(Debug, Default)]
 pub struct StoreStats {
     /// The conversations counted, each with its context sizes.
@@ -70,6 +125,75 @@ pub struct StoreStats {
     /// The sums of every counted conversation's context sizes (per-turn
     /// lists left empty).
     pub context: ContextSizes,
+    /// The blob store's objects: for stats of the whole store, filled from
+    /// [`Store::blob_store_stats`] (`None` from [`Store::stats`]).
+    pub blob_store: Option<BlobStoreStats>,
+}
+
+impl Serialize for StoreStats {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Deduplication {
+            #[serde(flatten)]
+            saved: Saved,
+            resources_replaced: u64,
+        }
+        #[derive(Serialize)]
+        struct Context {
+            raw_bytes: u64,
+            raw_tokens: u64,
+            compacted_bytes: u64,
+            compacted_tokens: u64,
+            view_bytes: u64,
+            view_tokens: u64,
+            saved_by_compaction: Saved,
+            saved_by_deduplication: Deduplication,
+        }
+        #[derive(Serialize)]
+        struct Shape<'a> {
+            conversations: usize,
+            turns: u64,
+            entries: u64,
+            entries_by_type: &'a BTreeMap<String, u64>,
+            records: u64,
+            log_bytes: u64,
+            content_references: u64,
+            content_bytes_referenced: u64,
+            distinct_blobs_referenced: usize,
+            distinct_blob_bytes_referenced: u64,
+            context: Context,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            blob_store: Option<BlobStoreStats>,
+        }
+        let c = &self.context;
+        Shape {
+            conversations: self.conversations.len(),
+            turns: self.turns,
+            entries: self.entries,
+            entries_by_type: &self.entries_by_type,
+            records: self.records,
+            log_bytes: self.log_bytes,
+            content_references: self.content_references,
+            content_bytes_referenced: self.content_bytes_referenced,
+            distinct_blobs_referenced: self.distinct_blobs_referenced,
+            distinct_blob_bytes_referenced: self.distinct_blob_bytes_referenced,
+            context: Context {
+                raw_bytes: c.raw,
+                raw_tokens: tokens(c.raw),
+                compacted_bytes: c.compacted,
+                compacted_tokens: tokens(c.compacted),
+                view_bytes: c.view,
+                view_tokens: tokens(c.view),
+                saved_by_compaction: c.saved_by_compaction(),
+                saved_by_deduplication: Deduplication {
+                    saved: c.saved_by_deduplication(),
+                    resources_replaced: c.replaced,
+                },
+            },
+            blob_store: self.blob_store,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl Store {
@@ -87,11 +211,7 @@ impl Store {
             if !in_view(e) {
                 continue;
             }
-            let e = e
-                .clone()
-                .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
-                .unwrap_or_else(|never| match never {});
-            let n = entry_chars(&e);
+            let n = entry_chars(&e.clone().into_payload_refs());
             s.raw += n;
             if let Some(slot) = s.raw_per_turn.get_mut(t as usize) {
                 *slot += n;
@@ -166,6 +286,34 @@ impl Store {
             .map(|blob| self.blobs().size(blob).unwrap_or(0))
             .sum();
         Ok(out)
+    }
+
+    /// [`Store::stats`] of conversation `id` alone, as `jp-store stats ID`
+    /// counts it: [`Error::NotFound`] if there is no such conversation, and
+    /// the error that kept it from being counted if one did.
+    pub fn conversation_stats(&self, id: &ConversationId) -> Result<StoreStats> {
+        if !self.exists(id)? {
+            return Err(Error::NotFound { id: id.to_string() });
+        }
+        let mut stats = self.stats(std::slice::from_ref(id))?;
+        match stats.failed.pop() {
+            Some((_, e)) => Err(e),
+            None => Ok(stats),
+        }
+    }
+
+    /// The objects of the blob store, loose and packed, and their bytes on
+    /// disk.
+    pub fn blob_store_stats(&self) -> Result<BlobStoreStats> {
+        let loose = self.blobs().loose_objects()?;
+        let packs = self.blobs().packs()?;
+        Ok(BlobStoreStats {
+            loose_objects: loose.len(),
+            loose_bytes: loose.iter().map(|o| o.stored_len).sum(),
+            packs: packs.len(),
+            packed_objects: packs.iter().map(|p| p.objects).sum(),
+            pack_bytes: packs.iter().map(|p| p.pack_bytes).sum(),
+        })
     }
 }
 

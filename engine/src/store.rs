@@ -69,6 +69,13 @@ pub struct NewConversation {
     pub extra: Object,
 }
 
+/// A conversation created: what `jp-store new --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CreateReport {
+    /// The new conversation's id.
+    pub id: ConversationId,
+}
+
 /// One line of a listing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listing {
@@ -101,6 +108,40 @@ pub struct ConversationSettings {
     /// At its end: `base` with every config delta merged over it in order
     /// (what compactions and provider requests read).
     pub end: Settings,
+}
+
+impl serde::Serialize for Listing {
+    /// Serializes as `jp-store ls --json` prints a conversation: `id`,
+    /// `title`, `created` and `last_activity` (JP's timestamps, or `null`),
+    /// `labels` (by key), `turns`, `events` and `log_bytes`.
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shape<'a> {
+            id: &'a ConversationId,
+            title: Option<&'a str>,
+            created: Option<String>,
+            last_activity: Option<String>,
+            labels: std::collections::BTreeMap<String, String>,
+            turns: u64,
+            events: u64,
+            log_bytes: u64,
+        }
+        let meta = &self.state.metadata;
+        Shape {
+            id: &self.id,
+            title: meta.title(),
+            created: meta.created().map(|t| t.to_jp_string()),
+            last_activity: self.state.last_activity().map(|t| t.to_jp_string()),
+            labels: meta.labels().into_iter().collect(),
+            turns: self.state.turns.turns(),
+            events: self.state.entries,
+            log_bytes: self.log_bytes,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// An open store.

@@ -3,8 +3,9 @@
 //!
 //! [`collect`] turns the paths a user names into [`FileToAttach`]es;
 //! [`attach()`] stores their content as one blob batch (one pack) and
-//! appends one request whose resources reference it; [`resolve`] reads the
-//! current content of a `file://` URI as a resource.
+//! appends one request whose resources reference it; [`attach_paths`] does
+//! both as `jp-store attach` does; [`resolve`] reads the current content of
+//! a `file://` URI as a resource.
 //!
 //! Rules (decisions are marked as such):
 //!
@@ -133,6 +134,15 @@ fn skipped_list(skipped: &[(PathBuf, io::Error)]) -> String {
 /// Why files could not be attached or a resource not resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
+    /// A path named could not be used ([`collect`] skipped it) and the
+    /// attach was strict: nothing was read or appended.
+    #[error("cannot use {}: {reason}; nothing was appended", path.display())]
+    Unusable {
+        /// The path, as named or found in a walk.
+        path: PathBuf,
+        /// Why.
+        reason: io::Error,
+    },
     /// A file could not be read and the attach was strict: nothing was
     /// appended.
     /// (The reason is part of the message and not a `source`, so that it
@@ -176,9 +186,13 @@ pub enum AttachError {
     Store(#[from] Error),
 }
 
-/// What [`attach()`] did.
-#[derive(Debug)]
+/// What [`attach()`] did. Its `Serialize` is what `jp-store attach --json`
+/// prints: these fields, each skipped file as `path` (lossy UTF-8) and
+/// `error` (its message).
+#[derive(Debug, serde::Serialize)]
 pub struct AttachOutcome {
+    /// The conversation appended to.
+    pub id: ConversationId,
     /// Offset of the appended record in the log.
     pub offset: u64,
     /// The turn the request belongs to.
@@ -196,7 +210,24 @@ pub struct AttachOutcome {
     /// The pack's name, if one was written.
     pub pack: Option<String>,
     /// Files that could not be read, with the reason (skipped).
+    #[serde(serialize_with = "serialize_skipped")]
     pub skipped: Vec<(PathBuf, io::Error)>,
+}
+
+/// Skipped files as a list of `{"path", "error"}`.
+fn serialize_skipped<S: serde::Serializer>(
+    skipped: &[(PathBuf, io::Error)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(serde::Serialize)]
+    struct Shape {
+        path: String,
+        error: String,
+    }
+    serializer.collect_seq(skipped.iter().map(|(path, e)| Shape {
+        path: path.to_string_lossy().into_owned(),
+        error: e.to_string(),
+    }))
 }
 
 /// The request of an attach, ready to append once its blobs are durable.
@@ -720,6 +751,7 @@ pub fn attach(
     let turn = prepared.writer.state().turns.current().unwrap_or(0);
     let (files_attached, text_files, bytes) = (prepared.files, prepared.text_files, prepared.bytes);
     Ok(AttachOutcome {
+        id: id.clone(),
         offset,
         turn,
         files: files_attached,
@@ -730,6 +762,72 @@ pub fn attach(
         pack: batch.pack,
         skipped,
     })
+}
+
+/// What to attach, as `jp-store attach` is asked ([`attach_paths`]).
+#[derive(Debug, Clone)]
+pub struct AttachRequest<'a> {
+    /// The paths named: files, and directories to walk.
+    pub paths: &'a [PathBuf],
+    /// The current directory, against which relative paths are taken (and
+    /// names made); absolute.
+    pub cwd: &'a Path,
+    /// Which links found in a walk are followed.
+    pub links: Links,
+    /// The message of the request (default: empty).
+    pub message: Option<String>,
+    /// Whether a path or file that cannot be used fails the attach
+    /// (nothing appended) rather than being skipped.
+    pub strict: bool,
+}
+
+/// Attaches what `request` names to conversation `id`, as `jp-store
+/// attach` does: [`collect`] finds the files, then [`attach()`] stores and
+/// appends them. `on_skip` hears of each path skipped, as it is known: those
+/// [`collect`] could not use before any file is read, then those that could
+/// not be read.
+///
+/// Strict, a path [`collect`] could not use fails the attach before
+/// anything is read ([`AttachError::Unusable`], `on_skip` not called), and
+/// a file that cannot be read fails it as in [`attach()`]. The outcome's
+/// [`AttachOutcome::skipped`] lists [`collect`]'s skipped paths first; if
+/// no file could be attached, [`AttachError::NothingToAttach`] lists all
+/// of them.
+pub fn attach_paths(
+    store: &Store,
+    id: &ConversationId,
+    request: AttachRequest<'_>,
+    on_skip: &mut dyn FnMut(&Path, &io::Error),
+    progress: &mut dyn FnMut(BatchProgress),
+) -> Result<AttachOutcome, AttachError> {
+    let (files, mut skipped) = collect(request.paths, request.cwd, request.links);
+    if request.strict && !skipped.is_empty() {
+        let (path, reason) = skipped.swap_remove(0);
+        return Err(AttachError::Unusable { path, reason });
+    }
+    for (path, e) in &skipped {
+        on_skip(path, e);
+    }
+    match attach(store, id, &files, request.message, request.strict, progress) {
+        Ok(mut outcome) => {
+            for (path, e) in &outcome.skipped {
+                on_skip(path, e);
+            }
+            skipped.append(&mut outcome.skipped);
+            outcome.skipped = skipped;
+            Ok(outcome)
+        }
+        Err(AttachError::NothingToAttach {
+            skipped: mut unread,
+        }) => {
+            for (path, e) in &unread {
+                on_skip(path, e);
+            }
+            skipped.append(&mut unread);
+            Err(AttachError::NothingToAttach { skipped })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Refuses, before anything is read, a request that could not fit in a

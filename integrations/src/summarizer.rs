@@ -621,7 +621,20 @@ pub fn summarize_from_profile(
 pub fn profile_summarizer(
     store: &Store,
 ) -> impl FnMut(&SummaryTable, &[Entry]) -> Result<String, SummaryFailure> + '_ {
-    move |table, raw| summarize_from_profile(store, table, raw, None).map_err(SummaryFailure::from)
+    profile_summarizer_for(store, None)
+}
+
+/// [`profile_summarizer`] for a compaction asked with the profile
+/// `profile` (`jp-store compact --profile`, `jp-store fork --compact=P`):
+/// the profile named by [`SummarizeError::NotConfigured`] (`None`: the
+/// default one).
+pub fn profile_summarizer_for<'a>(
+    store: &'a Store,
+    profile: Option<&'a str>,
+) -> impl FnMut(&SummaryTable, &[Entry]) -> Result<String, SummaryFailure> + 'a {
+    move |table, raw| {
+        summarize_from_profile(store, table, raw, profile).map_err(SummaryFailure::from)
+    }
 }
 
 #[cfg(test)]

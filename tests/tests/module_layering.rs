@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gc",
             "import",
             "stats",
+            "stream",
             "upgrade",
         ],
     ),

@@ -8,7 +8,6 @@ use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::AutoCompaction;
 use jpstore_integrations::user_file::{self};
-use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -34,12 +33,12 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
     let mut on_cut = |cut: &jpstore_engine::CutTail| {
-        eprintln!(
-            "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
+        crate::output::note(&format!(
+            "note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
             cut.offset,
             store.display(&cut.copy).display()
-        );
+        ));
     };
     let mut summarize = jpstore_integrations::summarizer::profile_summarizer(&store);
     let report =
@@ -63,44 +62,32 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
             }
             Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
         };
-    let outcome = report.append;
     // Automatic compaction (D17) after a completed turn; the append itself
     // is durable already, so a failure there is reported, not fatal.
-    let auto = match report.auto_compaction {
-        AutoCompaction::Made(out) => {
-            eprintln!(
-                "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
-                out.compaction.from_turn,
-                out.compaction.to_turn,
-                out.profile,
-                out.tokens_before,
-                out.tokens_after
-            );
-            Some(out)
-        }
-        AutoCompaction::NotDue => None,
+    match &report.auto_compaction {
+        AutoCompaction::Made(out) => crate::output::note(&format!(
+            "automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
+            out.compaction.from_turn,
+            out.compaction.to_turn,
+            out.profile,
+            out.tokens_before,
+            out.tokens_after
+        )),
+        AutoCompaction::NotDue => {}
         AutoCompaction::Failed(e) => {
-            eprintln!("jp-store: warning: automatic compaction failed: {e}");
-            None
+            eprintln!("jp-store: warning: automatic compaction failed: {e}")
         }
-    };
+    }
     if json_out {
-        println!(
-            "{}",
-            json!({
-                "id": id.as_str(),
-                "auto_compaction": auto.map(|o| json!({"from_turn": o.compaction.from_turn, "to_turn": o.compaction.to_turn, "profile": o.profile})),
-                "offset": outcome.offset,
-                "entries": outcome.entries,
-                "payloads": outcome.payloads,
-                "new_blobs": outcome.new_blobs,
-                "new_blob_bytes": outcome.new_blob_bytes,
-            })
-        );
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!(
+        let outcome = &report.append;
+        crate::outln!(
             "appended {} entries to {id} ({} payloads, {} new blobs of {} bytes)",
-            outcome.entries, outcome.payloads, outcome.new_blobs, outcome.new_blob_bytes
+            outcome.entries,
+            outcome.payloads,
+            outcome.new_blobs,
+            outcome.new_blob_bytes
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,6 @@
 use super::{open_store, parse_id, size};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -31,80 +30,63 @@ pub struct AttachArgs {
     follow_links: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// `attach`: one request whose resources are snapshots of the files. Files
 /// that cannot be read are reported on stderr and skipped (exit 0), or with
 /// `--strict` abort the attach (exit 1, nothing appended).
 pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
-    use jpstore_integrations::attach;
+    use jpstore_integrations::attach::{self, AttachError, AttachRequest, Links};
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let cwd = std::env::current_dir().context("finding the current directory")?;
-    let links = if args.follow_links {
-        attach::Links::Follow
-    } else {
-        attach::Links::StayInside
+    let request = AttachRequest {
+        paths: &args.paths,
+        cwd: &cwd,
+        links: if args.follow_links {
+            Links::Follow
+        } else {
+            Links::StayInside
+        },
+        message: args.message,
+        strict: args.strict,
     };
-    let (files, mut skipped) = attach::collect(&args.paths, &cwd, links);
-    if args.strict {
-        if let Some((path, e)) = skipped.first() {
-            bail!("cannot use {}: {e}; nothing was appended", path.display());
-        }
-    }
-    for (path, e) in &skipped {
-        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
-    }
     let mut bar = crate::output::Progress::new("attach");
-    let result = attach::attach(&store, &id, &files, args.message, args.strict, &mut |p| {
-        // Files are not sized before they are read (that would cost a stat
-        // each): the total is estimated from the bytes per file so far.
-        let per_file = p.bytes_done / p.items_done.max(1) as u64;
-        let total = per_file.saturating_mul(p.items_total as u64);
-        bar.update(p.bytes_done, total.max(p.bytes_done));
-    });
+    let result = attach::attach_paths(
+        &store,
+        &id,
+        request,
+        // Every reason is a warning, also when no file could be attached:
+        // the error then only says what came of it.
+        &mut |path, e| {
+            bar.eprintln(&format!(
+                "jp-store: warning: skipped {}: {e}",
+                path.display()
+            ))
+        },
+        &mut |p| {
+            // Files are not sized before they are read (that would cost a
+            // stat each): the total is estimated from the bytes per file so
+            // far.
+            let per_file = p.bytes_done / p.items_done.max(1) as u64;
+            let total = per_file.saturating_mul(p.items_total as u64);
+            bar.update(p.bytes_done, total.max(p.bytes_done));
+        },
+    );
     bar.finish();
-    let mut outcome = match result {
+    let outcome = match result {
         Ok(outcome) => outcome,
-        // Every reason is a warning, as for a partial attach; the error
-        // only says what came of it.
-        Err(attach::AttachError::NothingToAttach { skipped: unread }) => {
-            for (path, e) in &unread {
-                eprintln!("jp-store: warning: skipped {}: {e}", path.display());
-            }
-            bail!(
-                "no file could be attached ({} skipped); nothing was appended",
-                skipped.len() + unread.len()
-            );
-        }
+        Err(AttachError::NothingToAttach { skipped }) => bail!(
+            "no file could be attached ({} skipped); nothing was appended",
+            skipped.len()
+        ),
         Err(e) => return Err(e.into()),
     };
-    for (path, e) in &outcome.skipped {
-        eprintln!("jp-store: warning: skipped {}: {e}", path.display());
-    }
-    skipped.append(&mut outcome.skipped);
     if args.json {
-        println!(
-            "{}",
-            json!({
-                "id": id.as_str(),
-                "offset": outcome.offset,
-                "turn": outcome.turn,
-                "files": outcome.files,
-                "text_files": outcome.text_files,
-                "bytes": outcome.bytes,
-                "new_blobs": outcome.new_blobs,
-                "pack_bytes": outcome.pack_bytes,
-                "pack": outcome.pack,
-                "skipped": skipped
-                    .iter()
-                    .map(|(p, e)| json!({"path": p.to_string_lossy(), "error": e.to_string()}))
-                    .collect::<Vec<_>>(),
-            })
-        );
+        crate::outln!("{}", serde_json::to_string(&outcome)?);
     } else {
-        println!(
+        crate::outln!(
             "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
             outcome.files,
             size(outcome.bytes),
@@ -112,10 +94,10 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
             outcome.turn,
             outcome.new_blobs,
             size(outcome.pack_bytes),
-            if skipped.is_empty() {
+            if outcome.skipped.is_empty() {
                 String::new()
             } else {
-                format!("; {} skipped", skipped.len())
+                format!("; {} skipped", outcome.skipped.len())
             }
         );
     }
@@ -127,6 +109,6 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
 pub fn resolve(uri: &str) -> Result<ExitCode> {
     let cwd = std::env::current_dir().context("finding the current directory")?;
     let resource = jpstore_integrations::attach::resolve(uri, &cwd)?;
-    println!("{}", serde_json::to_string_pretty(&resource)?);
+    crate::outln!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -4,10 +4,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Subcommand;
-use jpstore_blobstore::{BlobId, BlobStore};
-use jpstore_integrations::user_file::{self, LastLink};
+use jpstore_blobstore::BlobId;
+use jpstore_integrations::blob_files::put_files;
 
 use super::open_store;
 use crate::output::Progress;
@@ -47,24 +47,37 @@ pub enum BlobCommand {
     },
 }
 
+impl BlobCommand {
+    /// Whether the command prints its result as JSON.
+    pub fn json(&self) -> bool {
+        match self {
+            BlobCommand::Put { json, .. }
+            | BlobCommand::Ls { json }
+            | BlobCommand::Verify { json } => *json,
+            BlobCommand::Cat { .. } => false,
+        }
+    }
+}
+
 pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
     match cmd {
         BlobCommand::Put { files, json } => {
             let store = open_store(dir)?;
-            let store = store.blobs();
-            let ids = put_files(store, &files)?;
+            // A bar only for a batch (one file is stored without progress).
+            let mut bar: Option<Progress> = None;
+            let stored = put_files(&store, &files, &mut |p| {
+                bar.get_or_insert_with(|| Progress::new("storing"))
+                    .update(p.bytes_done, p.bytes_total)
+            });
+            if let Some(bar) = &mut bar {
+                bar.finish();
+            }
+            let stored = stored?;
             if json {
-                let list: Vec<_> = files
-                    .iter()
-                    .zip(&ids)
-                    .map(|(f, (id, size))| {
-                        serde_json::json!({"path": f, "id": id.to_hex(), "size": size})
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&stored)?);
             } else {
-                for (f, (id, _)) in files.iter().zip(&ids) {
-                    println!("{id}  {}", f.display());
+                for f in &stored {
+                    crate::outln!("{}  {}", f.id, f.path.display());
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -85,11 +98,10 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             let store = store.blobs();
             let ids = store.ids()?;
             if json {
-                let list: Vec<String> = ids.iter().map(BlobId::to_hex).collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&ids)?);
             } else {
                 for id in ids {
-                    println!("{id}");
+                    crate::outln!("{id}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -111,42 +123,26 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
                 other => other?,
             };
             if json {
-                let problems: Vec<_> = report
-                    .problems
-                    .iter()
-                    .map(|p| {
-                        serde_json::json!({
-                            "blob": p.blob.map(|b| b.to_hex()),
-                            "error": p.error.to_string(),
-                        })
-                    })
-                    .collect();
-                let out = serde_json::json!({
-                    "clean": report.is_clean(),
-                    "loose_objects": report.loose_objects,
-                    "packs": report.packs,
-                    "packed_objects": report.packed_objects,
-                    "bytes": report.bytes,
-                    "problems": problems,
-                    "unindexed_packs": report.unindexed_packs,
-                });
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                println!(
+                crate::outln!(
                     "checked {} loose objects, {} packs with {} objects, {} bytes",
-                    report.loose_objects, report.packs, report.packed_objects, report.bytes
+                    report.loose_objects,
+                    report.packs,
+                    report.packed_objects,
+                    report.bytes
                 );
                 for p in &report.unindexed_packs {
-                    println!(
+                    crate::outln!(
                         "note: {} has no index (left by an interrupted write; gc removes it)",
                         p.display()
                     );
                 }
                 for p in &report.problems {
-                    println!("damage: {}", p.error);
+                    crate::outln!("damage: {}", p.error);
                 }
                 if report.is_clean() {
-                    println!("clean");
+                    crate::outln!("clean");
                 }
             }
             Ok(if report.is_clean() {
@@ -156,41 +152,4 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             })
         }
     }
-}
-
-/// Stores files: one loose object for a single file, a pack for several.
-/// Each must be a regular file within the store's maximum blob size
-/// (refused before it is read, by `user_file`).
-pub fn put_files(store: &BlobStore, files: &[PathBuf]) -> Result<Vec<(BlobId, u64)>> {
-    let max = store.options().max_blob_len;
-    if let [file] = files {
-        let data = user_file::read_file(file, max, LastLink::Follow)?;
-        let out = store.put(&data)?;
-        return Ok(vec![(out.id, data.len() as u64)]);
-    }
-    let mut progress = Progress::new("storing");
-    let total: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let outcome = store
-        .put_batch(
-            files.len(),
-            |i| {
-                user_file::read(&files[i], max, LastLink::Follow).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("{}: {e}", files[i].display()))
-                })
-            },
-            &mut |p| progress.update(p.bytes_done, total),
-        )
-        .context("storing the batch")?;
-    progress.finish();
-    if outcome.ids.len() != files.len() {
-        bail!(
-            "the store returned {} ids for {} files",
-            outcome.ids.len(),
-            files.len()
-        );
-    }
-    Ok(outcome.ids.into_iter().zip(outcome.sizes).collect())
 }

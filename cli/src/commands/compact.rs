@@ -3,11 +3,10 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
-use jpstore_engine::compaction::{Bound, CompactRequest};
-use jpstore_engine::event::Entry;
+use jpstore_engine::compaction::{Bound, CompactReport, CompactRequest, UndoReport};
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_integrations::summarizer::profile_summarizer_for;
 use jpstore_integrations::user_file::{self, LastLink};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -43,7 +42,9 @@ pub struct CompactArgs {
     /// before and after; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// The summary text, for a profile that summarizes.
+    /// Replace the range with this summary text, whatever the profile does
+    /// (a profile's own summarizer, command or endpoint, is then not run;
+    /// the range grows over summaries it intersects, as for any summary).
     #[arg(long, conflicts_with = "summary_file")]
     summary: Option<String>,
     /// Read the summary text (UTF-8) from a file: a regular file no larger
@@ -56,7 +57,7 @@ pub struct CompactArgs {
     undo: Option<u64>,
     /// Print the outcome as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
@@ -70,9 +71,9 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
         let n = (n > 0).then_some(n);
         let undone = store.undo_compaction(&id, n, Timestamp::now())?;
         if args.json {
-            println!("{}", json!({"id": id.as_str(), "undone": undone}));
+            crate::outln!("{}", serde_json::to_string(&UndoReport { id, undone })?);
         } else {
-            println!("undid compaction {undone} of {id}");
+            crate::outln!("undid compaction {undone} of {id}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -102,65 +103,34 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
         dry_run: args.dry_run,
         source: None,
     };
-    let mut summarize = |table: &jpstore_engine::config::settings::SummaryTable,
-                         raw: &[Entry]|
-     -> Result<String, jpstore_engine::compaction::SummaryFailure> {
-        jpstore_integrations::summarizer::summarize_from_profile(
-            &store,
-            table,
-            raw,
-            args.profile.as_deref(),
-        )
-        .map_err(Into::into)
-    };
+    let mut summarize = profile_summarizer_for(&store, args.profile.as_deref());
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
-    let c = &out.compaction;
+    let report = CompactReport::new(id, out);
     if args.json {
-        let changes: Vec<_> = out
-            .changes
-            .iter()
-            .map(|t| {
-                json!({"turn": t.turn, "events": t.events, "summarized": t.summarized,
-                       "reasoning_dropped": t.reasoning, "requests_stripped": t.requests,
-                       "responses_stripped": t.responses})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "id": id.as_str(),
-                "dry_run": args.dry_run,
-                "profile": out.profile,
-                "from_turn": c.from_turn,
-                "to_turn": c.to_turn,
-                "requested": [out.requested.0, out.requested.1],
-                "summary": c.summary,
-                "turns": changes,
-                "estimated_tokens_before": out.tokens_before,
-                "estimated_tokens_after": out.tokens_after,
-                "offset": out.offset,
-            }))?
-        );
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let verb = if args.dry_run {
+    let verb = if report.dry_run {
         "would compact"
     } else {
         "compacted"
     };
-    let grown = if out.requested != (c.from_turn, c.to_turn) {
+    let grown = if report.grown() {
         format!(
             " (asked {}..={}, grown over overlapping summaries)",
-            out.requested.0, out.requested.1
+            report.requested.0, report.requested.1
         )
     } else {
         String::new()
     };
-    println!(
-        "{verb} turns {}..={} of {id} with profile {}{grown}",
-        c.from_turn, c.to_turn, out.profile
+    crate::outln!(
+        "{verb} turns {}..={} of {} with profile {}{grown}",
+        report.from_turn,
+        report.to_turn,
+        report.id,
+        report.profile
     );
-    for t in &out.changes {
+    for t in &report.turns {
         let what = if t.summarized {
             "replaced by the summary".to_string()
         } else {
@@ -180,19 +150,22 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
                 parts.join(", ")
             }
         };
-        println!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
+        crate::outln!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
     }
-    if args.dry_run && c.summary.as_deref() == Some("") {
-        println!("  (the summary is generated only when the compaction is made)");
+    if report.dry_run && report.summary.as_deref() == Some("") {
+        crate::outln!("  (the summary is generated only when the compaction is made)");
     }
-    let pct = if out.tokens_before > 0 {
-        100.0 * (out.tokens_before as f64 - out.tokens_after as f64) / out.tokens_before as f64
+    let (before, after) = (
+        report.estimated_tokens_before,
+        report.estimated_tokens_after,
+    );
+    let pct = if before > 0 {
+        100.0 * (before as f64 - after as f64) / before as f64
     } else {
         0.0
     };
-    println!(
-        "estimated tokens of the view (characters / 4): {} -> {} ({pct:.0}% less)",
-        out.tokens_before, out.tokens_after
+    crate::outln!(
+        "estimated tokens of the view (characters / 4): {before} -> {after} ({pct:.0}% less)"
     );
     Ok(ExitCode::SUCCESS)
 }

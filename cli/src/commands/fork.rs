@@ -3,10 +3,9 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
-use jpstore_engine::compaction::CompactRequest;
-use jpstore_engine::event::Entry;
+use jpstore_engine::compaction::{CompactRequest, ForkReport, Summarizer};
 use jpstore_engine::timestamp::Timestamp;
-use serde_json::json;
+use jpstore_integrations::summarizer::profile_summarizer_for;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -28,7 +27,7 @@ pub struct ForkArgs {
     id_new: Option<String>,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
@@ -42,40 +41,18 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
         profile: profile.clone(),
         ..Default::default()
     });
-    let mut summarize = |table: &jpstore_engine::config::settings::SummaryTable,
-                         raw: &[Entry]|
-     -> Result<String, jpstore_engine::compaction::SummaryFailure> {
-        jpstore_integrations::summarizer::summarize_from_profile(
-            &store,
-            table,
-            raw,
-            profile.as_ref().and_then(|p| p.as_deref()),
-        )
-        .map_err(Into::into)
-    };
-    let compact = request.as_ref().map(|r| {
-        (
-            r,
-            &mut summarize as &mut jpstore_engine::compaction::Summarizer<'_>,
-        )
-    });
+    let mut summarize = profile_summarizer_for(&store, profile.as_ref().and_then(|p| p.as_deref()));
+    let compact = request
+        .as_ref()
+        .map(|r| (r, &mut summarize as &mut Summarizer<'_>));
     let (writer, compacted) =
         store.fork_compacted(&id, args.last, new_id, Timestamp::now(), compact)?;
-    let forked = writer.id().clone();
-    let entries = writer.state().entries;
+    let report = ForkReport::new(&id, &writer, compacted.as_ref());
     drop(writer);
     if args.json {
-        println!(
-            "{}",
-            json!({
-                "id": forked.as_str(),
-                "forked_from": id.as_str(),
-                "entries": entries,
-                "compacted": compacted.map(|o| json!({"from_turn": o.compaction.from_turn, "to_turn": o.compaction.to_turn, "profile": o.profile})),
-            })
-        );
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("{forked}");
+        crate::outln!("{}", report.id);
     }
     Ok(ExitCode::SUCCESS)
 }

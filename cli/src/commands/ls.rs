@@ -2,8 +2,6 @@
 
 use super::{open_store, short_time};
 use anyhow::Result;
-use serde_json::json;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -26,31 +24,19 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
         ExitCode::from(1)
     };
     if json_out {
-        let items: Vec<_> = list
-            .iter()
-            .map(|l| {
-                json!({
-                    "id": l.id.as_str(),
-                    "title": l.state.metadata.title(),
-                    "created": l.state.metadata.created().map(|t| t.to_jp_string()),
-                    "last_activity": l.state.last_activity().map(|t| t.to_jp_string()),
-                    "labels": l.state.metadata.labels().into_iter().collect::<BTreeMap<_, _>>(),
-                    "turns": l.state.turns.turns(),
-                    "events": l.state.entries,
-                    "log_bytes": l.log_bytes,
-                })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&items)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(code);
     }
     if list.is_empty() {
-        println!("no conversations");
+        crate::outln!("no conversations");
         return Ok(code);
     }
-    println!(
+    crate::outln!(
         "{:<20} {:>5} {:>7}  {:<21}  TITLE",
-        "ID", "TURNS", "EVENTS", "LAST ACTIVITY"
+        "ID",
+        "TURNS",
+        "EVENTS",
+        "LAST ACTIVITY"
     );
     for l in &list {
         let last = l
@@ -58,7 +44,7 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
             .last_activity()
             .map(|t| short_time(&t))
             .unwrap_or_else(|| "-".into());
-        println!(
+        crate::outln!(
             "{:<20} {:>5} {:>7}  {:<21}  {}",
             l.id,
             l.state.turns.turns(),

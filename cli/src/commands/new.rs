@@ -3,8 +3,8 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
+use jpstore_engine::store::CreateReport;
 use jpstore_engine::NewConversation;
-use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -21,7 +21,7 @@ pub struct NewArgs {
     labels: Vec<(String, String)>,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// A `--label` value: `KEY=VALUE` with a non-empty key (a usage error
@@ -43,9 +43,12 @@ pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
         ..Default::default()
     })?;
     if args.json {
-        println!("{}", json!({"id": writer.id().as_str()}));
+        let report = CreateReport {
+            id: writer.id().clone(),
+        };
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("{}", writer.id());
+        crate::outln!("{}", writer.id());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -26,13 +26,6 @@ pub fn print(dir: &Path, id: &str, compacted: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn payload_size(p: &Payload) -> u64 {
-    match p {
-        Payload::Ref(r) => r.size,
-        Payload::Inline(b) => b.len() as u64,
-    }
-}
-
 /// Prints a conversation for a person; with `compacted`, what the model
 /// sees (the view: compactions applied, orphans repaired).
 pub fn print_conversation(
@@ -58,11 +51,7 @@ pub fn print_conversation(
     } else {
         conv.entries
             .iter()
-            .map(|e| {
-                e.clone()
-                    .try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
-                    .unwrap_or_else(|never| match never {})
-            })
+            .map(|e| e.clone().into_payload_refs())
             .collect()
     };
     let mut turns = TurnCounter::new();
@@ -89,7 +78,7 @@ pub fn print_conversation(
                         ResourceContent::Text(p) => ("text", p),
                         ResourceContent::Binary(p) => ("binary", p),
                     };
-                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(payload_size(p)))?;
+                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(p.len()))?;
                 }
             }
             EventKind::ChatResponse(ChatResponse::Message(m)) => {
@@ -116,8 +105,8 @@ pub fn print_conversation(
                 let mut total = 0;
                 for b in &r.content {
                     match b {
-                        Block::Text(t) => total += payload_size(&t.text),
-                        Block::Resource(rb) => total += payload_size(rb.resource.content.payload()),
+                        Block::Text(t) => total += t.text.len(),
+                        Block::Resource(rb) => total += rb.resource.content.payload().len(),
                         Block::Other(_) => {}
                     }
                 }

@@ -174,6 +174,14 @@ impl fmt::Display for ConversationId {
     }
 }
 
+impl serde::Serialize for ConversationId {
+    /// Serializes as the id's string (in the reports the command line
+    /// prints with `--json`).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
 impl FromStr for ConversationId {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {

@@ -40,8 +40,8 @@ pub struct PreparedBatch {
     record: FramedRecord,
 }
 
-/// What an append did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an append did (serialized as its fields, in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct AppendOutcome {
     /// Offset of the record in the log.
     pub offset: u64,

@@ -56,6 +56,15 @@ impl Payload {
     }
 }
 
+impl Entry<BlobRef> {
+    /// The entry with each reference as a [`Payload::Ref`] (no blob is
+    /// read): a logged entry in the form the view and its renderers take.
+    pub fn into_payload_refs(self) -> Entry<Payload> {
+        self.try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
+            .unwrap_or_else(|never| match never {})
+    }
+}
+
 #[cfg(test)]
 impl Entry<Payload> {
     /// The entry as a log holds it, each inline payload replaced by a

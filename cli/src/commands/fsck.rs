@@ -1,0 +1,94 @@
+//! `jp-store fsck`: check a store, and repair it by quarantine.
+
+use super::open_store;
+use crate::output::Progress;
+use anyhow::Result;
+use clap::Args;
+use std::path::Path;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    /// Also decompress and hash every blob and check packs against their
+    /// indexes.
+    #[arg(long)]
+    read_data: bool,
+    /// Cut torn tails and move damaged conversations and objects into
+    /// quarantine/ (never deletes).
+    #[arg(long)]
+    repair: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
+    use jpstore_engine::fsck::{FsckOptions, FsckProgress};
+    let store = open_store(dir)?;
+    let interrupt = crate::interrupt::flag()?;
+    let mut bar = Progress::new("checking");
+    let report = store.fsck_interruptible(
+        FsckOptions {
+            read_data: args.read_data,
+            repair: args.repair,
+        },
+        &mut |p| match p {
+            FsckProgress::Conversations(done, total) => bar.update(done as u64, total as u64),
+            FsckProgress::Blobs(done, total) => bar.update(done, total),
+        },
+        &interrupt,
+    );
+    bar.finish();
+    let report = match report {
+        Err(e) if crate::interrupt::is_interrupted(&e) => {
+            return Ok(crate::interrupt::stopped("fsck"))
+        }
+        other => other?,
+    };
+    let clean = report.is_clean();
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        crate::outln!(
+            "checked {} conversations ({} records, {} entries, {} blob references){}",
+            report.conversations,
+            report.records,
+            report.entries,
+            report.references,
+            if args.read_data {
+                format!(
+                    "; read {} blobs ({} bytes)",
+                    report.blobs_read, report.bytes_read
+                )
+            } else {
+                String::new()
+            }
+        );
+        for f in &report.findings {
+            let mut at = String::new();
+            if let Some(p) = &f.path {
+                at.push_str(&format!(" {}", p.display()));
+            }
+            if let Some(o) = f.offset {
+                at.push_str(&format!(" at offset {o}"));
+            }
+            if let Some(b) = f.blob {
+                at.push_str(&format!(" blob {b}"));
+            }
+            crate::outln!("{}: {}{at}: {}", f.severity.as_str(), f.kind, f.message);
+        }
+        for r in &report.repairs {
+            crate::outln!("repaired: {r}");
+        }
+        if clean {
+            crate::outln!("clean");
+        } else if !args.repair {
+            crate::outln!("damage found; `jp-store fsck --repair` moves it aside (never deletes)");
+        }
+    }
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,64 @@
+//! `jp-store gc`: remove unreferenced blobs.
+
+use super::open_store;
+use crate::output::Progress;
+use anyhow::Result;
+use clap::Args;
+use jpstore_engine::gc::GcOptions;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Report what would go; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Spare unreferenced objects younger than this (e.g. `1h`, `30m`, `0s`).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
+    let store = open_store(dir)?;
+    let mut progress = Progress::new("marking");
+    let report = store.gc(
+        GcOptions {
+            grace: args.grace,
+            dry_run: args.dry_run,
+            ..GcOptions::default()
+        },
+        &mut |p| progress.update(p.marked as u64, p.total as u64),
+    )?;
+    progress.finish();
+    if args.json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let verb = if report.dry_run {
+            "would free"
+        } else {
+            "freed"
+        };
+        crate::outln!(
+            "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
+             {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
+             {} packs {}",
+            report.objects_freed(),
+            report.bytes_freed(),
+            report.loose_removed,
+            report.packed_removed,
+            report.packs_rewritten,
+            report.packs_removed,
+            report.referenced,
+            report.conversations,
+            report.kept_unreferenced,
+            humantime::format_duration(args.grace),
+            report.packs_merged,
+            if report.dry_run { "would be merged" } else { "merged" },
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -49,6 +49,11 @@ pub enum Severity {
     Warning,
     /// Damage: data cannot be read as written.
     Damage,
+    /// A file of a format version (or with format flags) newer than this
+    /// build knows (format-spec.md 2.10): not damage, and never moved by
+    /// repair, but nothing in it could be checked, so the store is not
+    /// clean for this build.
+    Unsupported,
 }
 
 impl Severity {
@@ -58,6 +63,7 @@ impl Severity {
             Severity::Info => "info",
             Severity::Warning => "warning",
             Severity::Damage => "damage",
+            Severity::Unsupported => "unsupported",
         }
     }
 }
@@ -72,7 +78,7 @@ pub struct Finding {
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
-    /// `not-a-regular-file`.
+    /// `not-a-regular-file`, `unsupported-version`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -110,9 +116,16 @@ pub struct FsckReport {
 }
 
 impl FsckReport {
-    /// Whether no damage was found.
+    /// Whether no damage, and nothing this build cannot read, was found.
     pub fn is_clean(&self) -> bool {
         self.findings.iter().all(|f| f.severity < Severity::Damage)
+    }
+
+    /// Whether a file of a newer format was found (left as it is).
+    pub fn has_unsupported(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.severity == Severity::Unsupported)
     }
 }
 
@@ -572,6 +585,18 @@ impl Store {
         let scanned = match crate::log::scan_proven(backend, &path, self.options().log, proven_end)
         {
             Ok(s) => s,
+            // A newer build's log: not damage, and left as it is.
+            Err(e @ Error::Unsupported { .. }) => {
+                out.findings.push(Finding {
+                    severity: Severity::Unsupported,
+                    kind: "unsupported-version",
+                    message: format!(
+                        "{e}; written by a newer jp-store: this build cannot check it, and --repair leaves it as it is"
+                    ),
+                    ..finding("unsupported-version", Some(0), String::new())
+                });
+                return Ok(out);
+            }
             Err(e) => {
                 let offset = match &e {
                     Error::Corrupt { offset, .. } => Some(*offset),

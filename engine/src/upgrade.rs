@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+use jpstore_blobstore::{UpgradeOutcome, UpgradeProgress};
+use serde::Serialize;
+
 use crate::conversation::codec::LogEntry;
 use crate::conversation::head::{self, Head};
 use crate::conversation::read::open_reader;
@@ -21,8 +24,9 @@ use crate::log::{
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
-/// What [`Store::upgrade_log`] did, or would do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What [`Store::upgrade_log`] did, or would do (serialized as its
+/// fields, paths as their lossy UTF-8 form).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UpgradeReport {
     /// The conversation.
     pub id: ConversationId,
@@ -44,10 +48,99 @@ pub struct UpgradeReport {
     /// Where the version 1 log was kept (relative to the store root): the
     /// directory `quarantine/conversations/<id>.<secs>-<nanos>` holding it
     /// as `events.log`, with a `NOTE`.
+    #[serde(serialize_with = "lossy_path")]
     pub kept: Option<PathBuf>,
     /// A torn tail cut when the log was opened (its bytes copied into
     /// quarantine first, as every writer does).
     pub cut_tail: Option<CutTail>,
+}
+
+/// What [`Store::upgrade`] did, or, dry, would do (the `--json` output of
+/// `jp-store upgrade`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoreUpgradeReport {
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// The packs of version 1 rewritten as version 2 (format-spec.md 2.12).
+    pub packs: UpgradeOutcome,
+    /// Logs rewritten (dry: to rewrite) as version 2.
+    pub logs_upgraded: usize,
+    /// Logs that were version 2 already.
+    pub logs_current: usize,
+    /// Every conversation, in id order.
+    pub conversations: Vec<UpgradeReport>,
+}
+
+/// A step of [`Store::upgrade`], for progress lines.
+#[derive(Debug, Clone, Copy)]
+pub enum UpgradeStep<'a> {
+    /// A pack was rewritten (the blob store's progress).
+    Pack(UpgradeProgress),
+    /// The log of a conversation was looked at: `done` of `total`.
+    Log {
+        /// Conversations done, this one included.
+        done: usize,
+        /// Conversations in all.
+        total: usize,
+        /// What was done with this one.
+        report: &'a UpgradeReport,
+    },
+}
+
+impl Store {
+    /// Upgrades the whole store to the formats this build writes
+    /// (format-spec.md 4.9): every pack of version 1 rewritten as version 2
+    /// (`BlobStore::upgrade_packs`, with the store's import compression),
+    /// then every conversation's log of version 1 rewritten as version 2
+    /// ([`Store::upgrade_log`]). Stops at the first failure (what was done
+    /// before it stays done, and running it again continues). A store that
+    /// is current is left as it is: a second upgrade writes nothing.
+    ///
+    /// With `dry_run`, nothing is written: the report says what would be.
+    pub fn upgrade(
+        &self,
+        dry_run: bool,
+        progress: &mut dyn FnMut(UpgradeStep<'_>),
+    ) -> Result<StoreUpgradeReport> {
+        let compression = self.options().blobs.import_compression;
+        let packs = self.blobs().upgrade_packs(dry_run, compression, &mut |p| {
+            progress(UpgradeStep::Pack(p))
+        })?;
+        let ids = self.ids()?;
+        let mut report = StoreUpgradeReport {
+            dry_run,
+            packs,
+            logs_upgraded: 0,
+            logs_current: 0,
+            conversations: Vec::with_capacity(ids.len()),
+        };
+        for (i, id) in ids.iter().enumerate() {
+            let done = self.upgrade_log(id, dry_run)?;
+            if done.upgraded {
+                report.logs_upgraded += 1;
+            } else {
+                report.logs_current += 1;
+            }
+            progress(UpgradeStep::Log {
+                done: i + 1,
+                total: ids.len(),
+                report: &done,
+            });
+            report.conversations.push(done);
+        }
+        Ok(report)
+    }
+}
+
+/// A path as its lossy UTF-8 form, or `null`.
+fn lossy_path<S: serde::Serializer>(
+    path: &Option<PathBuf>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => serializer.serialize_str(&p.to_string_lossy()),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// Every record of a log decoded: its entries and metadata patches, in

@@ -15,8 +15,9 @@ use super::scan::{LogEnd, Step, Walker};
 use super::LogOptions;
 use crate::error::{Error, Result};
 
-/// A torn tail the writer cut off when it opened the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A torn tail the writer cut off when it opened the log (serialized as
+/// its fields, the path as its lossy UTF-8 form).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CutTail {
     /// Where the cut bytes started (the new end of the log).
     pub offset: u64,
@@ -24,7 +25,16 @@ pub struct CutTail {
     pub len: u64,
     /// Where a synced copy of the cut bytes was kept (relative to the
     /// storage root), with a note beside it (`<copy>.note`).
+    #[serde(serialize_with = "lossy_path")]
     pub copy: PathBuf,
+}
+
+/// A path as its lossy UTF-8 form.
+fn lossy_path<S: serde::Serializer>(
+    path: &Path,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
 }
 
 /// What a writer knows when it recovers a log it opens: how far the log is

@@ -292,6 +292,20 @@ pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> Vec<u8> {
         .expect("render the view")
 }
 
+/// Open + `view --format anthropic` as the command runs it: the view
+/// opened, the Anthropic request body built (content read from the blob
+/// store) and written as pretty JSON into memory.
+pub fn open_and_view_anthropic(store: &Store, id: &ConversationId) -> Vec<u8> {
+    let view = store.open_view(id).expect("open the view");
+    let body = jpstore_integrations::provider::provider_request_view(
+        store,
+        view,
+        jpstore_integrations::provider::Provider::Anthropic,
+    )
+    .expect("the request body");
+    serde_json::to_vec_pretty(&body).expect("serialize the request body")
+}
+
 /// [`open_and_view_refs`] with content as `mode` says (`Inline` reads every
 /// content blob, as `jp-store view ID` does).
 pub fn open_and_view(

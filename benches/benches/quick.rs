@@ -12,9 +12,12 @@
 //!   and of 10,000 events, beside one `fdatasync` of a 150-byte write;
 //! - view: open + `view --refs` of a 10,000-event conversation as the
 //!   command runs it (`setup::conversation::open_and_view_refs`: read,
-//!   project, render as pretty JSON into memory), beside JP's open of the
-//!   same conversation (read its `events.json`, parse it with serde_json
-//!   and undo JP's base64, as JP does on load);
+//!   project, render as pretty JSON into memory), and open + `view --format
+//!   anthropic` of it (`open_and_view_anthropic`: content read from the
+//!   blob store, the request body as pretty JSON in memory), beside JP's
+//!   open of the same conversation (read its `events.json`, parse it with
+//!   serde_json and undo JP's base64, as JP does on load); and open +
+//!   `view --refs` of a 10-event conversation beside JP's open of it;
 //! - import: 24 JP conversations of 1,000 events into a fresh store (with
 //!   the default import compression, `max`), beside reading and parsing
 //!   their files; store bytes beside JP's bytes, and beside the plain-JSON
@@ -57,7 +60,7 @@ use jpstore_benches::floor::{
 };
 use jpstore_benches::setup::attach::{collect_and_attach, store_with_conversation, write_tree};
 use jpstore_benches::setup::conversation::{
-    jp_parse, open_and_view_refs, store_with, write_jp_events, AppendBench,
+    jp_parse, open_and_view_anthropic, open_and_view_refs, store_with, write_jp_events, AppendBench,
 };
 use jpstore_benches::setup::du;
 use jpstore_benches::setup::import::{
@@ -207,12 +210,26 @@ fn conversation(run: &Path, report: &mut Report) {
             ConversationShape::generate(SEED, SHORT),
         )
     });
-    let (dir, store) = setup("store the 10,000-event conversation twice", || {
-        store_with(run, &[("long-read", &long), ("long-append", &long)])
-    });
+    let (dir, store) = setup(
+        "store the 10,000-event conversation twice and the 10-event one",
+        || {
+            store_with(
+                run,
+                &[
+                    ("long-read", &long),
+                    ("long-append", &long),
+                    ("short-read", &short),
+                ],
+            )
+        },
+    );
     let jp_path = dir.path().join("events.json");
     let jp_bytes = setup("write JP's events.json", || {
         write_jp_events(&jp_path, &long)
+    });
+    let jp_short_path = dir.path().join("events-short.json");
+    setup("write JP's events.json of 10 events", || {
+        write_jp_events(&jp_short_path, &short)
     });
 
     let long_writer = store
@@ -231,7 +248,7 @@ fn conversation(run: &Path, report: &mut Report) {
                 "append_10k_vs_fdatasync",
                 1,
                 2,
-                at_most("append_about_one_fdatasync", 1.5),
+                at_most("append_about_one_fdatasync", 1.1),
             ),
             ("append_10_vs_fdatasync", 0, 2, None),
             (
@@ -244,9 +261,24 @@ fn conversation(run: &Path, report: &mut Report) {
     );
 
     let id = ConversationId::parse("long-read").expect("an id");
+    let short_id = ConversationId::parse("short-read").expect("an id");
     let mut view_op = || {
         let t = Instant::now();
         let view = open_and_view_refs(&store, &id);
+        let spent = t.elapsed();
+        drop(black_box(view));
+        spent
+    };
+    let mut anthropic_op = || {
+        let t = Instant::now();
+        let body = open_and_view_anthropic(&store, &id);
+        let spent = t.elapsed();
+        drop(black_box(body));
+        spent
+    };
+    let mut short_view_op = || {
+        let t = Instant::now();
+        let view = open_and_view_refs(&store, &short_id);
         let spent = t.elapsed();
         drop(black_box(view));
         spent
@@ -259,28 +291,52 @@ fn conversation(run: &Path, report: &mut Report) {
         drop(black_box(v));
         spent
     };
+    let mut jp_short_op = || {
+        let t = Instant::now();
+        let v = jp_parse(&jp_short_path);
+        let spent = t.elapsed();
+        assert_eq!(v.len(), SHORT);
+        drop(black_box(v));
+        spent
+    };
     let t = interleaved(
         5,
         50,
-        Duration::from_secs(3),
+        Duration::from_secs(4),
         &mut [
             ("open + view --refs", &mut view_op),
             ("JP read + parse + base64 decode", &mut jp_op),
+            ("open + view --format anthropic", &mut anthropic_op),
+            ("open + view --refs, 10 events", &mut short_view_op),
+            (
+                "JP read + parse + base64 decode, 10 events",
+                &mut jp_short_op,
+            ),
         ],
     );
     report.timings(
         &format!(
-            "view of 10,000 events (log {:.1} MB, JP events.json {:.1} MB)",
+            "view of 10,000 events (log {:.1} MB, JP events.json {:.1} MB) and of 10",
             du(&dir.path().join("conversations/long-read")) as f64 / 1e6,
             jp_bytes as f64 / 1e6
         ),
         &t,
-        &[(
-            "jp_parse_vs_view_refs_10k",
-            1,
-            0,
-            at_least("view_refs_20x_faster_than_jp_parse", 20.0),
-        )],
+        &[
+            (
+                "jp_parse_vs_view_refs_10k",
+                1,
+                0,
+                at_least("view_refs_20x_faster_than_jp_parse", 20.0),
+            ),
+            (
+                "jp_parse_vs_view_anthropic_10k",
+                1,
+                2,
+                at_least("view_anthropic_5x_faster_than_jp_parse", 5.0),
+            ),
+            ("jp_parse_10_vs_view_refs_10", 4, 3, None),
+            ("view_refs_10_vs_jp_parse_10k", 3, 1, None),
+        ],
     );
 }
 

@@ -91,6 +91,7 @@ pub struct UpgradeProgress {
 
 /// What [`BlobStore::upgrade_packs`] did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct UpgradeOutcome {
     /// Packs of version 1 rewritten as version 2 (and removed); dry, to
     /// rewrite.

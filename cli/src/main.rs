@@ -151,6 +151,11 @@ enum Command {
     /// blob's bytes too); --repair cuts torn tails and moves damage into
     /// quarantine/. Exit 1 when damage was found.
     Fsck(commands::FsckArgs),
+    /// Rewrite packs and conversation logs of older formats in the formats
+    /// this build writes (each log's old bytes kept in quarantine/);
+    /// --dry-run says what would be rewritten. Stores that are current are
+    /// left as they are.
+    Upgrade(commands::UpgradeArgs),
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -217,6 +222,7 @@ impl Command {
             Command::Fork(a) => a.json,
             Command::Gc(a) => a.json,
             Command::Fsck(a) => a.json,
+            Command::Upgrade(a) => a.json,
             Command::Attach(a) => a.json,
             Command::Blob(b) => b.json(),
             Command::Init
@@ -297,6 +303,7 @@ fn main() -> ExitCode {
         Command::Rm { id } => commands::rm(dir, &id),
         Command::Gc(args) => commands::gc(dir, args),
         Command::Fsck(args) => commands::fsck(dir, args),
+        Command::Upgrade(args) => commands::upgrade(dir, args),
         Command::Demo { dir } => demo::run(dir),
         Command::Attach(args) => commands::attach(dir, args),
         Command::Resolve { uri } => commands::resolve(&uri),

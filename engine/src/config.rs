@@ -17,7 +17,7 @@ use serde_json::{Map, Number, Value};
 
 pub mod settings;
 
-pub use settings::{BadSetting, SettingPlace, Settings};
+pub use settings::{BadSetting, SettingPlace, Settings, SETTINGS_VERSION};
 
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]

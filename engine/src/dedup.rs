@@ -10,7 +10,8 @@
 //!
 //! Identity is the pair (URI as given, SHA-256 of the raw content, i.e. the
 //! [`BlobRef`] id of `content`; never `formatted`). Only URIs, checksums and
-//! sizes are read: no blob content.
+//! sizes are read: no blob content, and of a version 2 log no body but a
+//! config delta's (the pass reads entry heads, [`crate::event::head`]).
 //!
 //! A resource is replaced when, under the config in effect at its event:
 //! - `conversation.deduplication.enabled` is not `false`, and for a tool
@@ -38,15 +39,15 @@
 //!   the reference message as text (`text/plain`) and `formatted` is dropped,
 //!   so it is sent as a short document that names where the content is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use jpstore_blobstore::BlobId;
 
 use crate::config::BadSetting;
+use crate::event::head::{BlockHead, Blocks, ResourceHead, Resources, TurnRole};
 use crate::event::turns::TurnCounter;
-use crate::event::{
-    in_view, Block, Entry, EventKind, Payload, Resource, ResourceContent, TextBlock,
-};
+use crate::event::Object;
+use crate::fast_hash::FastMap;
 
 #[cfg(doc)]
 use crate::event::BlobRef;
@@ -178,6 +179,49 @@ pub fn reference_message(uri: &str, checksum: &BlobId, turn: u64, original: &Ori
     }
 }
 
+/// What deduplication reads of one item of the projected stream
+/// (compactions applied, orphans repaired, config deltas in place).
+#[derive(Debug, Clone, Copy)]
+pub enum Streamed<'a> {
+    /// A config delta: merged over the settings as it comes.
+    Delta(&'a Object),
+    /// An item that is not part of the view (an inquiry, an unknown entry).
+    Hidden,
+    /// A `turn_start` of the view.
+    TurnStart,
+    /// A `chat_request` of the view, with its resources.
+    Request(Resources<'a>),
+    /// A `tool_call_request` of the view.
+    ToolRequest {
+        /// The call id.
+        id: &'a str,
+        /// The tool's name.
+        name: &'a str,
+    },
+    /// A `tool_call_response` of the view, with its blocks (`None` when the
+    /// projection replaced its content: it holds no resource).
+    ToolResponse {
+        /// The call id.
+        id: &'a str,
+        /// The blocks, if they are the entry's.
+        blocks: Option<Blocks<'a>>,
+    },
+    /// Any other event of the view (a `chat_response`).
+    Other,
+}
+
+/// One resource of the stream that deduplication replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replaced {
+    /// Index of the item in the stream given to [`deduplicate`].
+    pub index: usize,
+    /// The resource's place in its item: its index among a request's
+    /// resources, or among a tool response's blocks.
+    pub position: usize,
+    /// The reference message that replaces it.
+    pub message: String,
+}
+
 /// A full delivery the model still sees.
 #[derive(Debug, Clone)]
 struct Delivery {
@@ -188,16 +232,16 @@ struct Delivery {
 /// The pass state: config settings and deduplication settings as of the
 /// current event, view turns, tool names, and the full deliveries by
 /// checksum and URI.
-struct Pass {
+struct Pass<'a> {
     config: crate::config::Settings,
     settings: Settings,
     turns: TurnCounter,
-    names: HashMap<String, String>,
-    seen: HashMap<BlobId, HashMap<String, Delivery>>,
+    names: FastMap<&'a str, &'a str>,
+    seen: FastMap<BlobId, FastMap<&'a str, Delivery>>,
     report: Report,
 }
 
-impl Pass {
+impl<'a> Pass<'a> {
     /// Decides for one resource: `Some(message)` to replace it, else it is a
     /// full delivery and is remembered. `tool`: the tool that returned it
     /// (none for an attachment).
@@ -205,15 +249,11 @@ impl Pass {
         &mut self,
         index: usize,
         turn: u64,
-        resource: &Resource<Payload>,
+        resource: &ResourceHead<'a>,
         origin: &Origin,
         tool: Option<&str>,
     ) -> Option<String> {
-        // Only stored content has a checksum; the projection creates no
-        // resources, so this holds for every resource of a view.
-        let Payload::Ref(content) = resource.content.payload() else {
-            return None;
-        };
+        let content = resource.content;
         let s = &self.settings;
         let eligible = s.enabled
             && content.size > s.min_bytes
@@ -222,16 +262,16 @@ impl Pass {
             if let Some(d) = self
                 .seen
                 .get(&content.id)
-                .and_then(|by_uri| by_uri.get(resource.uri.as_str()))
+                .and_then(|by_uri| by_uri.get(resource.uri))
             {
                 if turn - d.turn <= s.lookback_turns {
-                    let msg = reference_message(&resource.uri, &content.id, d.turn, &d.origin);
+                    let msg = reference_message(resource.uri, &content.id, d.turn, &d.origin);
                     self.report.replacements.push(Replacement {
                         index,
                         turn,
-                        uri: resource.uri.clone(),
+                        uri: resource.uri.to_owned(),
                         checksum: content.id,
-                        bytes: content.size + resource.formatted.as_ref().map_or(0, Payload::len),
+                        bytes: content.size + resource.formatted.map_or(0, |f| f.size),
                         reference_bytes: msg.len() as u64,
                         original_turn: d.turn,
                         original: d.origin.clone(),
@@ -241,7 +281,7 @@ impl Pass {
             }
         }
         self.seen.entry(content.id).or_default().insert(
-            resource.uri.clone(),
+            resource.uri,
             Delivery {
                 turn,
                 origin: origin.clone(),
@@ -251,80 +291,82 @@ impl Pass {
     }
 }
 
-/// Replaces, in place, every resource of `entries` that repeats an earlier
-/// full delivery (see the module docs). `entries` is a projected stream:
-/// config deltas in place (each merged over the settings from `base` on, as
-/// it comes), events that are not part of the view are skipped. Only events
-/// change; none is added or removed, so positions stay valid.
-pub fn deduplicate(
-    entries: &mut [Entry<Payload>],
+/// Decides, for every resource of `stream` (see [`Streamed`] and the module
+/// docs), whether it repeats an earlier full delivery; returns what is
+/// replaced, in stream order, and the report. Config deltas are merged over
+/// the settings from `base` on as they come; items not in the view are
+/// skipped. Nothing is changed: the caller applies the replacements.
+pub fn deduplicate<'a>(
+    stream: &[Streamed<'a>],
     base: &crate::config::Settings,
-) -> Result<Report, DedupError> {
+) -> Result<(Report, Vec<Replaced>), DedupError> {
     let mut pass = Pass {
         config: base.clone(),
         settings: Settings::from(base),
         turns: TurnCounter::new(),
-        names: HashMap::new(),
-        seen: HashMap::new(),
+        names: FastMap::default(),
+        seen: FastMap::default(),
         report: Report::default(),
     };
-    for (index, entry) in entries.iter_mut().enumerate() {
-        if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
-            pass.config
-                .merge_layer(&d.delta)
-                .map_err(|setting| DedupError { index, setting })?;
-            pass.settings = Settings::from(&pass.config);
-            continue;
-        }
-        if !in_view(entry) {
-            continue;
-        }
-        let turn = pass.turns.step(entry).turn;
-        let Entry::Event(event) = entry else {
-            continue;
+    let mut replaced = Vec::new();
+    for (index, item) in stream.iter().enumerate() {
+        let role = match item {
+            Streamed::Delta(delta) => {
+                pass.config
+                    .merge_layer(delta)
+                    .map_err(|setting| DedupError { index, setting })?;
+                pass.settings = Settings::from(&pass.config);
+                continue;
+            }
+            Streamed::Hidden => continue,
+            Streamed::TurnStart => TurnRole::TurnStart,
+            _ => TurnRole::Event,
         };
-        match &mut event.kind {
-            EventKind::ToolCallRequest(r) => {
-                pass.names.insert(r.id.clone(), r.name.clone());
+        let turn = pass.turns.step_role(role).turn;
+        match *item {
+            Streamed::ToolRequest { id, name } => {
+                pass.names.insert(id, name);
             }
-            EventKind::ChatRequest(r) => {
-                for res in &mut r.resources {
-                    if let Some(msg) = pass.resource(index, turn, res, &Origin::Attachment, None) {
-                        *res = Resource {
-                            uri: std::mem::take(&mut res.uri),
-                            content: ResourceContent::Text(Payload::Inline(msg.into_bytes())),
-                            mime_type: Some("text/plain".into()),
-                            annotations: res.annotations.take(),
-                            name: res.name.take(),
-                            title: res.title.take(),
-                            description: res.description.take(),
-                            formatted: None,
-                            extra: std::mem::take(&mut res.extra),
-                        };
-                    }
-                }
-            }
-            EventKind::ToolCallResponse(r) => {
-                let origin = Origin::ToolCall(r.id.clone());
-                let tool = pass.names.get(&r.id).cloned();
-                for block in &mut r.content {
-                    let Block::Resource(rb) = block else { continue };
-                    if let Some(msg) =
-                        pass.resource(index, turn, &rb.resource, &origin, tool.as_deref())
+            Streamed::Request(resources) => {
+                for (position, res) in resources.iter().enumerate() {
+                    if let Some(message) =
+                        pass.resource(index, turn, &res, &Origin::Attachment, None)
                     {
-                        *block = Block::Text(TextBlock {
-                            text: Payload::Inline(msg.into_bytes()),
-                            mime_type: None,
-                            annotations: None,
-                            extra: Default::default(),
+                        replaced.push(Replaced {
+                            index,
+                            position,
+                            message,
                         });
                     }
                 }
             }
-            _ => {}
+            Streamed::ToolResponse {
+                id,
+                blocks: Some(blocks),
+            } => {
+                let origin = Origin::ToolCall(id.to_owned());
+                let tool = pass.names.get(id).copied();
+                for (position, block) in blocks.iter().enumerate() {
+                    let BlockHead::Resource(res) = block else {
+                        continue;
+                    };
+                    if let Some(message) = pass.resource(index, turn, &res, &origin, tool) {
+                        replaced.push(Replaced {
+                            index,
+                            position,
+                            message,
+                        });
+                    }
+                }
+            }
+            Streamed::ToolResponse { blocks: None, .. }
+            | Streamed::TurnStart
+            | Streamed::Other
+            | Streamed::Delta(_)
+            | Streamed::Hidden => {}
         }
     }
-    Ok(pass.report)
+    Ok((pass.report, replaced))
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ pub enum Error {
     },
     /// A file was written by a newer format (or uses features this build does
     /// not know).
-    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version {supported} without flags", path.display())]
+    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version 1 (flags 0x0001 at most) and version 2 (no flags), and writes version {supported}", path.display())]
     Unsupported {
         /// The file.
         path: PathBuf,
@@ -82,8 +82,20 @@ pub enum Error {
         version: u16,
         /// Its flags.
         flags: u16,
-        /// The version this build writes and reads.
+        /// The newest version this build writes.
         supported: u16,
+    },
+    /// A record of one framing version was to be written to a log of
+    /// another (a version 1 batch to a version 2 log, or the reverse):
+    /// refused before anything was written.
+    #[error("{} is a version {log} log; a version {record} record cannot be appended to it", path.display())]
+    WrongFraming {
+        /// The log file.
+        path: PathBuf,
+        /// The log's framing version.
+        log: u16,
+        /// The record's framing version.
+        record: u16,
     },
     /// A file to be created exists already.
     #[error("{} already exists", path.display())]
@@ -177,6 +189,13 @@ pub enum Error {
     /// a writer elsewhere is about to reference.
     #[error("gc cannot delete in {}: its locks do not exclude writers on other machines, and the gc protocol of object stores is not implemented yet (format-spec.md, \"Stores on S3\"); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
     GcUnsafe {
+        /// The store.
+        store: PathBuf,
+    },
+    /// `upgrade` would replace conversation logs on a backend whose locks
+    /// do not exclude writers on other machines (format-spec.md 4.9, 5.5).
+    #[error("upgrade cannot rewrite the logs of {}: its locks do not exclude writers on other machines, so an append there could be lost under the new log; nothing was changed (upgrade the store on a file system, then copy it; --dry-run reports what would change)", store.display())]
+    UpgradeUnsafe {
         /// The store.
         store: PathBuf,
     },

@@ -1,16 +1,27 @@
 //! The plain JSON form of a conversation (`export --format json`): JP's
 //! entries without base64, content inline (or as `{"$blob", "size"}`
-//! references on request), metadata and base config beside them.
+//! references on request), metadata and base config beside them; and the
+//! view of a conversation as `view` prints it ([`Store::open_view`],
+//! [`ConversationView`]): a version 2 log's view with references is written
+//! straight from its entry heads (`export/refs.rs`), with the settings from
+//! the head cache when they are current.
+
+mod refs;
 
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use crate::config::Settings;
-use crate::conversation::read::Conversation;
+use crate::conversation::head::{self, Head};
+use crate::conversation::image::LogImage;
+use crate::conversation::read::{open_reader_at, read_conversation, Conversation};
+use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
 use crate::event::render::{PayloadJson, Rendered};
 use crate::event::{BlobRef, Entry, EventKind, Payload};
+use crate::log::Framing;
+use crate::store::ConversationSettings;
 use crate::store::Store;
 
 /// How content appears in rendered JSON.
@@ -95,6 +106,143 @@ pub fn view_and_settings(
     let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base)?;
     as_blocks(&mut view);
     Ok((view, settings.end))
+}
+
+/// A conversation read for its view ([`Store::open_view`]).
+#[derive(Debug)]
+pub struct ConversationView<'s> {
+    store: &'s Store,
+    source: ViewSource,
+    settings: ConversationSettings,
+}
+
+/// What a view is made from.
+#[derive(Debug)]
+enum ViewSource {
+    /// A version 1 log, decoded.
+    Decoded(Conversation),
+    /// A version 2 log, in memory (entries decoded only if the view needs
+    /// them owned).
+    Image(LogImage),
+}
+
+impl Store {
+    /// Reads conversation `id` for its view: its log (a version 2 log into
+    /// memory, its bodies checked only when they are used: format-spec.md 3,
+    /// "Reading") and the settings in effect ([`Store::settings_cached`]),
+    /// from the head cache when they are current (4.6): then neither
+    /// `config.toml` nor the base config is parsed. Settings computed anew
+    /// are written back into the head cache (best effort, unsynced, the
+    /// head otherwise unchanged).
+    pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
+        let backend = &**self.backend();
+        let reader = open_reader_at(backend, id, self.options().log, 0)?;
+        // The head is judged against the file the reader reads.
+        let head = head::read_for_log(backend, id, reader.file());
+        let reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));
+        let cache = head.as_ref().and_then(|h| h.settings.as_ref());
+        let (source, (settings, fresh)) = match reader.format().framing {
+            Framing::V1 => {
+                drop(reader);
+                let conv = read_conversation(backend, id, self.options().log)?;
+                let deltas = conv.entries.iter().enumerate().filter_map(|(i, e)| {
+                    match e.event().map(|e| &e.kind) {
+                        Some(EventKind::ConfigDelta(d)) => Some((i, &d.delta)),
+                        _ => None,
+                    }
+                });
+                let settings =
+                    self.settings_cached(id, conv.state.metadata.base_config, deltas, cache)?;
+                (ViewSource::Decoded(conv), settings)
+            }
+            Framing::V2 => {
+                let image = LogImage::read(&reader, id)?;
+                let deltas = image.config_deltas()?;
+                let settings = self.settings_cached(
+                    id,
+                    image.base_config()?,
+                    deltas.iter().map(|(i, d)| (*i, d)),
+                    cache,
+                )?;
+                (ViewSource::Image(image), settings)
+            }
+        };
+        if let (Some(fresh), Some(head)) = (fresh, head) {
+            // The head's evidence is left as it was (records it covered are
+            // still whole): only its cached settings change.
+            head::store(
+                backend,
+                id,
+                &Head {
+                    settings: Some(fresh),
+                    ..head
+                },
+            );
+        }
+        Ok(ConversationView {
+            store: self,
+            source,
+            settings,
+        })
+    }
+}
+
+impl ConversationView<'_> {
+    /// The settings in effect: at the start of the conversation (what the
+    /// view's deduplication starts from) and at its end (what a request for
+    /// it is sent with).
+    pub fn settings(&self) -> &ConversationSettings {
+        &self.settings
+    }
+
+    /// The framing version of the conversation's log.
+    pub fn log_version(&self) -> u16 {
+        match self.source {
+            ViewSource::Decoded(_) => Framing::V1.version(),
+            ViewSource::Image(_) => Framing::V2.version(),
+        }
+    }
+
+    /// The view's entries, owned ([`view`]: tool response content always a
+    /// list of blocks), content as references.
+    pub fn into_entries(self) -> Result<Vec<Entry<Payload>>> {
+        let entries = match self.source {
+            ViewSource::Decoded(conv) => conv.entries,
+            ViewSource::Image(image) => image.decode_all()?.0,
+        };
+        let mut view = crate::projection::view_traced_owned(entries, &self.settings.base)?.entries;
+        as_blocks(&mut view);
+        Ok(view)
+    }
+
+    /// The view as `view --format json` prints it: a pretty JSON array of
+    /// its entries, content as `mode` says. With [`ContentMode::Refs`] no
+    /// blob is read, and a version 2 log's view is written from entry
+    /// heads, its body parts shown as `{"$text", "size"}` references
+    /// (format-spec.md 4.2); a version 1 log's as before.
+    pub fn render(self, mode: ContentMode) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        if let (ViewSource::Image(image), ContentMode::Refs) = (&self.source, mode) {
+            let parsed = image.parse_entries()?;
+            let heads = image.heads_of(&parsed)?;
+            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
+            drop(heads);
+            out.reserve(image.len() * 200);
+            refs::render_refs(image, &parsed, &plan, &mut out)?;
+            return Ok(out);
+        }
+        let store = self.store;
+        let view = self.into_entries()?;
+        let rendered = render_view(store, &view, mode);
+        let written = serde_json::to_writer_pretty(&mut out, &rendered);
+        if let Some(e) = rendered.take_error() {
+            return Err(e);
+        }
+        written.map_err(|e| Error::Render {
+            what: format!("the view as JSON: {e}"),
+        })?;
+        Ok(out)
+    }
 }
 
 fn as_blocks(view: &mut [Entry<Payload>]) {

@@ -27,7 +27,7 @@ use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
-use crate::log::LogEnd;
+use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
@@ -49,6 +49,11 @@ pub enum Severity {
     Warning,
     /// Damage: data cannot be read as written.
     Damage,
+    /// A file of a format version (or with format flags) newer than this
+    /// build knows (format-spec.md 2.10): not damage, and never moved by
+    /// repair, but nothing in it could be checked, so the store is not
+    /// clean for this build.
+    Unsupported,
 }
 
 impl Severity {
@@ -58,6 +63,7 @@ impl Severity {
             Severity::Info => "info",
             Severity::Warning => "warning",
             Severity::Damage => "damage",
+            Severity::Unsupported => "unsupported",
         }
     }
 }
@@ -72,7 +78,7 @@ pub struct Finding {
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
-    /// `not-a-regular-file`.
+    /// `not-a-regular-file`, `unsupported-version`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -110,9 +116,16 @@ pub struct FsckReport {
 }
 
 impl FsckReport {
-    /// Whether no damage was found.
+    /// Whether no damage, and nothing this build cannot read, was found.
     pub fn is_clean(&self) -> bool {
         self.findings.iter().all(|f| f.severity < Severity::Damage)
+    }
+
+    /// Whether a file of a newer format was found (left as it is).
+    pub fn has_unsupported(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.severity == Severity::Unsupported)
     }
 }
 
@@ -572,6 +585,18 @@ impl Store {
         let scanned = match crate::log::scan_proven(backend, &path, self.options().log, proven_end)
         {
             Ok(s) => s,
+            // A newer build's log: not damage, and left as it is.
+            Err(e @ Error::Unsupported { .. }) => {
+                out.findings.push(Finding {
+                    severity: Severity::Unsupported,
+                    kind: "unsupported-version",
+                    message: format!(
+                        "{e}; written by a newer jp-store: this build cannot check it, and --repair leaves it as it is"
+                    ),
+                    ..finding("unsupported-version", Some(0), String::new())
+                });
+                return Ok(out);
+            }
             Err(e) => {
                 let offset = match &e {
                     Error::Corrupt { offset, .. } => Some(*offset),
@@ -638,29 +663,12 @@ impl Store {
         let mut base = None;
         for record in &scanned.records {
             out.records += 1;
-            let mut decoded = Vec::with_capacity(record.entries.len());
             let max = self.options().log.max_record_size;
-            if let Err(found) = codec::check_declared(record.entries.iter().map(Vec::as_slice), max)
-            {
-                out.findings.push(finding(
-                    "undecodable-entry",
-                    Some(record.offset),
-                    format!("the record does not decode: {found}"),
-                ));
+            let (decoded, problems) = decode_scanned(record, max);
+            for found in problems {
+                out.findings
+                    .push(finding("undecodable-entry", Some(record.offset), found));
                 out.damaged = true;
-                continue;
-            }
-            for (i, bytes) in record.entries.iter().enumerate() {
-                if let Err(found) =
-                    codec::decode_all(bytes, self.options().log.max_record_size, &mut decoded)
-                {
-                    out.findings.push(finding(
-                        "undecodable-entry",
-                        Some(record.offset),
-                        format!("entry {i} of the record does not decode: {found}"),
-                    ));
-                    out.damaged = true;
-                }
             }
             for entry in decoded {
                 let entry = match entry {
@@ -946,6 +954,34 @@ impl Store {
         self.write_note(&to.join("NOTE"), why)?;
         Ok(to)
     }
+}
+
+/// The entries of a record `scan` found valid (framing and checksums) that
+/// decode, and what does not decode in it (for a version 1 batch, each
+/// entry that does not; for a version 2 record, the record).
+fn decode_scanned(record: &crate::log::Record, max: u32) -> (Vec<LogEntry>, Vec<String>) {
+    let mut decoded = Vec::new();
+    let mut problems = Vec::new();
+    match &record.content {
+        RecordContent::Batch(entries) => {
+            if let Err(found) = codec::check_declared(entries.iter().map(Vec::as_slice), max) {
+                problems.push(format!("the record does not decode: {found}"));
+                return (decoded, problems);
+            }
+            for (i, bytes) in entries.iter().enumerate() {
+                if let Err(found) = codec::decode_all(bytes, max, &mut decoded) {
+                    problems.push(format!("entry {i} of the record does not decode: {found}"));
+                }
+            }
+        }
+        RecordContent::Split { heads, body } => {
+            match crate::conversation::sections::decode_record(heads, body, max) {
+                Ok(entries) => decoded = entries,
+                Err(found) => problems.push(format!("the record does not decode: {found}")),
+            }
+        }
+    }
+    (decoded, problems)
 }
 
 #[cfg(test)]

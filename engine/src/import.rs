@@ -140,6 +140,7 @@ impl Store {
                 patch,
                 &entries,
                 self.options().log,
+                self.options().new_log_framing,
             )?;
             let log_bytes = writer.log_end();
             drop(writer);

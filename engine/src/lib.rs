@@ -16,6 +16,8 @@
 //!   blobs safely while others write.
 //! - [`stats`]: counts and context sizes of conversations (`jp-store
 //!   stats`).
+//! - [`upgrade`]: a conversation's version 1 log rewritten as version 2
+//!   ([`Store::upgrade_log`]).
 //! - [`config`], [`timestamp`]: config objects and the typed settings
 //!   jp-store reads from them; JP's timestamps.
 //!
@@ -100,6 +102,7 @@ pub mod dedup;
 pub mod error;
 pub mod event;
 pub mod export;
+mod fast_hash;
 pub mod fsck;
 pub mod gc;
 pub mod import;
@@ -114,6 +117,7 @@ pub mod stats;
 pub mod store;
 pub mod stream;
 pub mod timestamp;
+pub mod upgrade;
 
 pub use append::{AppendReport, AutoCompaction};
 pub use log::{CutTail, LogOptions};

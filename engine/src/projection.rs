@@ -26,17 +26,27 @@
 //!    request is dropped.
 //! 9. With the config ([`view_with_config`]): resources already delivered
 //!    earlier in the view are replaced by references ([`crate::dedup`]).
+//!
+//! Every rule is decided from entry heads ([`EntryHead`]): kinds, turns,
+//! timestamps, call ids, tool names, compactions and resource references.
+//! [`plan_view`] gives the view as a [`ViewPlan`], items that name the entry
+//! each comes from and what becomes of it, which renderers of a version 2
+//! log walk without decoding an entry; [`ViewPlan::entries`] builds the
+//! owned entries of the view from a conversation's entries (what the
+//! functions below return).
 
 use std::collections::HashMap;
 
 use crate::config::Settings;
-use crate::dedup::{deduplicate, DedupError, Report};
+use crate::dedup::{deduplicate, DedupError, Replaced, Report, Streamed};
+use crate::event::head::{EntryHead, HeadKind, Resources, TurnRole};
 pub use crate::event::in_view;
-use crate::event::turns::turn_indices;
+use crate::event::turns::TurnCounter;
 use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
-    Payload, TextBlock, ToolCallPolicy, ToolCallResponse,
+    Payload, Resource, ResourceContent, TextBlock, ToolCallPolicy, ToolCallResponse,
 };
+use crate::fast_hash::FastMap;
 use crate::timestamp::Timestamp;
 
 /// Content of the request injected before a summary.
@@ -57,37 +67,28 @@ struct TurnPolicy {
 }
 
 /// Compactions by stream position, and the policy of every turn.
-struct Plan<'a> {
-    compactions: HashMap<usize, &'a Compaction>,
+struct Plan<'h> {
+    compactions: HashMap<usize, &'h Compaction>,
     turns: Vec<TurnPolicy>,
 }
 
-fn plan<'a, C>(entries: &'a [Entry<C>], turn_of: &[u64]) -> Plan<'a> {
+fn plan<'h>(heads: &'h [EntryHead<'_>], turn_of: &[u64]) -> Plan<'h> {
     let turn_count = turn_of
         .iter()
-        .zip(entries)
-        .filter(|(_, e)| {
-            e.event().is_some_and(|e| {
-                e.kind.is_conversation_event() || matches!(e.kind, EventKind::TurnStart)
-            })
-        })
+        .zip(heads)
+        .filter(|(_, h)| h.turn_role() != TurnRole::Other)
         .map(|(t, _)| t + 1)
         .max()
         .unwrap_or(0) as usize;
     let mut compactions = HashMap::new();
     let mut found: Vec<(usize, &Compaction, Timestamp)> = Vec::new();
-    let revoked = revoked_compactions(entries);
+    let revoked = revoked_in(heads);
     let mut ordinal = 0u64;
-    for (i, e) in entries.iter().enumerate() {
-        if let Some(Event {
-            kind: EventKind::Compaction(c),
-            timestamp,
-            ..
-        }) = e.event()
-        {
+    for (i, h) in heads.iter().enumerate() {
+        if let HeadKind::Compaction(c) = &h.kind {
             if !revoked.contains(&ordinal) {
-                compactions.insert(i, c);
-                found.push((i, c, *timestamp));
+                compactions.insert(i, &**c);
+                found.push((i, &**c, h.timestamp));
             }
             ordinal += 1;
         }
@@ -136,76 +137,17 @@ pub fn revoked_compactions<C>(entries: &[Entry<C>]) -> std::collections::HashSet
         .collect()
 }
 
-fn inline(text: &str) -> Payload {
-    Payload::Inline(text.as_bytes().to_vec())
+fn revoked_in(heads: &[EntryHead<'_>]) -> std::collections::HashSet<u64> {
+    heads
+        .iter()
+        .filter_map(|h| match h.kind {
+            HeadKind::CompactionUndo(n) => Some(n),
+            _ => None,
+        })
+        .collect()
 }
 
-fn synthetic(timestamp: Timestamp, kind: EventKind<Payload>) -> Entry<Payload> {
-    Entry::Event(Event {
-        timestamp,
-        kind,
-        metadata: Default::default(),
-        extra: Default::default(),
-    })
-}
-
-fn summary_events(timestamp: Timestamp, summary: &str) -> [Entry<Payload>; 3] {
-    [
-        synthetic(timestamp, EventKind::TurnStart),
-        synthetic(
-            timestamp,
-            EventKind::ChatRequest(ChatRequest {
-                content: SUMMARY_REQUEST.into(),
-                schema: None,
-                author: None,
-                resources: Vec::new(),
-            }),
-        ),
-        synthetic(
-            timestamp,
-            EventKind::ChatResponse(ChatResponse::Message(summary.into())),
-        ),
-    ]
-}
-
-fn compacted_response(id: &str, name: &str, is_error: bool) -> ToolCallResponse<Payload> {
-    let outcome = if is_error { "error" } else { "success" };
-    ToolCallResponse {
-        id: id.to_owned(),
-        content: vec![Block::Text(TextBlock {
-            text: inline(&format!("[compacted] {name}: {outcome}")),
-            mime_type: None,
-            annotations: None,
-            extra: Default::default(),
-        })],
-        plain: true,
-        is_error,
-    }
-}
-
-/// Applies the compactions of `entries` (rules 1-7). The result holds no
-/// compaction entries; content stays references except the text the rules
-/// create. Orphans are not repaired here ([`repair_orphans`] does that, for
-/// what is sent to a provider).
-pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
-    project_traced(entries).0
-}
-
-/// [`project`], with the index in `entries` each output entry comes from
-/// (an injected summary comes from the first event of its run).
-fn project_traced(entries: &[Entry<BlobRef>]) -> (Vec<Entry<Payload>>, Vec<usize>) {
-    let actions = decide(entries);
-    apply(entries.iter().cloned(), actions)
-}
-
-/// [`project_traced`] of entries the caller gives up: kept entries are
-/// moved into the view, not copied.
-fn project_traced_owned(entries: Vec<Entry<BlobRef>>) -> (Vec<Entry<Payload>>, Vec<usize>) {
-    let actions = decide(&entries);
-    apply(entries, actions)
-}
-
-/// What the projection does with one entry.
+/// What the projection does with one entry (rules 1-7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Action {
     /// Left out (compactions, and what the rules drop).
@@ -220,10 +162,14 @@ enum Action {
     Summary { text: String },
 }
 
-/// Rules 1-7, decided from the entries without changing them.
-fn decide(entries: &[Entry<BlobRef>]) -> Vec<Action> {
-    let turn_of = turn_indices(entries);
-    let plan = plan(entries, &turn_of);
+/// Rules 1-7, decided from the heads.
+fn decide(heads: &[EntryHead<'_>]) -> Vec<Action> {
+    let mut counter = TurnCounter::new();
+    let turn_of: Vec<u64> = heads
+        .iter()
+        .map(|h| counter.step_role(h.turn_role()).turn)
+        .collect();
+    let plan = plan(heads, &turn_of);
     let policy = |i: usize| -> TurnPolicy {
         plan.turns
             .get(turn_of[i] as usize)
@@ -232,20 +178,17 @@ fn decide(entries: &[Entry<BlobRef>]) -> Vec<Action> {
     };
     // Tool names by call id, as the requests name them (for stripped
     // responses; a reused id takes the latest request before the response).
-    let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut actions = Vec::with_capacity(entries.len());
+    let mut names: FastMap<&str, &str> = FastMap::default();
+    let mut actions = Vec::with_capacity(heads.len());
     // The summary whose run is open, and the turn the run is at.
     let mut open_run: Option<(usize, u64)> = None;
-    for (i, entry) in entries.iter().enumerate() {
-        let event = match entry {
-            Entry::Unknown(_) => {
-                actions.push(Action::Keep);
-                continue;
-            }
-            Entry::Event(e) => e,
-        };
+    for (i, head) in heads.iter().enumerate() {
+        if let HeadKind::Unknown = head.kind {
+            actions.push(Action::Keep);
+            continue;
+        }
         actions.push(decide_event(
-            event,
+            head,
             policy(i),
             turn_of[i],
             &plan,
@@ -259,19 +202,19 @@ fn decide(entries: &[Entry<BlobRef>]) -> Vec<Action> {
 /// The action for one event, given its turn's policy; keeps the tool names
 /// seen so far and the summary run that is open.
 fn decide_event<'e>(
-    event: &'e Event<BlobRef>,
+    head: &EntryHead<'e>,
     p: TurnPolicy,
     turn: u64,
     plan: &Plan<'_>,
-    names: &mut HashMap<&'e str, &'e str>,
+    names: &mut FastMap<&'e str, &'e str>,
     open_run: &mut Option<(usize, u64)>,
 ) -> Action {
-    if let EventKind::ToolCallRequest(r) = &event.kind {
-        names.insert(&r.id, &r.name);
+    if let HeadKind::ToolCallRequest { id, name } = head.kind {
+        names.insert(id, name);
     }
-    match &event.kind {
-        EventKind::Compaction(_) | EventKind::CompactionUndo(_) => return Action::Drop,
-        EventKind::ConfigDelta(_) => return Action::Keep,
+    match head.kind {
+        HeadKind::Compaction(_) | HeadKind::CompactionUndo(_) => return Action::Drop,
+        HeadKind::ConfigDelta(_) => return Action::Keep,
         _ => {}
     }
     // Rule 3: summaries.
@@ -293,26 +236,22 @@ fn decide_event<'e>(
     }
     *open_run = None;
     let compaction = |w: Winner| w.and_then(|i| plan.compactions.get(&i).copied());
-    match &event.kind {
+    match head.kind {
         // Rule 4.
-        EventKind::ChatResponse(ChatResponse::Reasoning(_))
-            if compaction(p.reasoning).is_some() =>
-        {
-            Action::Drop
-        }
-        EventKind::ToolCallRequest(r) => {
+        HeadKind::Reasoning if compaction(p.reasoning).is_some() => Action::Drop,
+        HeadKind::ToolCallRequest { name, .. } => {
             match compaction(p.tool_calls).map(|c| (c, c.tool_calls)) {
                 Some((_, Some(ToolCallPolicy::Omit))) => Action::Drop,
                 Some((c, Some(ToolCallPolicy::Strip { request: true, .. })))
-                    if !keeps(c, &r.name, true) =>
+                    if !keeps(c, name, true) =>
                 {
                     Action::StripArguments
                 }
                 _ => Action::Keep,
             }
         }
-        EventKind::ToolCallResponse(r) => {
-            let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
+        HeadKind::ToolCallResponse { id, .. } => {
+            let name = names.get(id).copied().unwrap_or("unknown");
             match compaction(p.tool_calls).map(|c| (c, c.tool_calls)) {
                 Some((_, Some(ToolCallPolicy::Omit))) => Action::Drop,
                 Some((c, Some(ToolCallPolicy::Strip { response: true, .. })))
@@ -327,62 +266,18 @@ fn decide_event<'e>(
         }
         // Kept as they are: no policy applies to them (listed so that a new
         // kind must be decided on here).
-        EventKind::ChatRequest(_)
-        | EventKind::ChatResponse(_)
-        | EventKind::TurnStart
-        | EventKind::InquiryRequest(_)
-        | EventKind::InquiryResponse(_)
-        | EventKind::ConfigDelta(_)
-        | EventKind::Compaction(_)
-        | EventKind::CompactionUndo(_) => Action::Keep,
+        HeadKind::ChatRequest { .. }
+        | HeadKind::Message
+        | HeadKind::Reasoning
+        | HeadKind::Data
+        | HeadKind::TurnStart
+        | HeadKind::InquiryRequest
+        | HeadKind::InquiryResponse
+        | HeadKind::ConfigDelta(_)
+        | HeadKind::Compaction(_)
+        | HeadKind::CompactionUndo(_)
+        | HeadKind::Unknown => Action::Keep,
     }
-}
-
-/// Builds the projection from the entries and their [`decide`]d actions.
-fn apply(
-    entries: impl IntoIterator<Item = Entry<BlobRef>>,
-    actions: Vec<Action>,
-) -> (Vec<Entry<Payload>>, Vec<usize>) {
-    let mut out = Vec::with_capacity(actions.len());
-    let mut origin = Vec::with_capacity(actions.len());
-    for (i, (entry, action)) in entries.into_iter().zip(actions).enumerate() {
-        // `decide` gives unknown entries `Keep` or `Drop` only; the other
-        // actions are for events of the kind they name.
-        match (action, entry) {
-            (Action::Drop, _) => {}
-            (Action::Keep, entry) => {
-                out.push(to_payload(entry));
-                origin.push(i);
-            }
-            (Action::Summary { text }, Entry::Event(e)) => {
-                out.extend(summary_events(e.timestamp, &text));
-                origin.extend([i; 3]);
-            }
-            (Action::StripArguments, Entry::Event(e)) => {
-                let mut e = to_payload_event(e);
-                if let EventKind::ToolCallRequest(r) = &mut e.kind {
-                    r.arguments = Default::default();
-                }
-                out.push(Entry::Event(e));
-                origin.push(i);
-            }
-            (Action::CompactResponse { name }, Entry::Event(e)) => {
-                if let EventKind::ToolCallResponse(r) = &e.kind {
-                    out.push(Entry::Event(Event {
-                        timestamp: e.timestamp,
-                        kind: EventKind::ToolCallResponse(compacted_response(
-                            &r.id, &name, r.is_error,
-                        )),
-                        metadata: e.metadata,
-                        extra: e.extra,
-                    }));
-                    origin.push(i);
-                }
-            }
-            (_, Entry::Unknown(_)) => {}
-        }
-    }
-    (out, origin)
 }
 
 /// Whether the per-tool override of `c` keeps the tool's request (or
@@ -394,15 +289,457 @@ fn keeps(c: &Compaction, tool: &str, request: bool) -> bool {
     })
 }
 
+/// One entry of a view, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewItem {
+    /// The index, in the conversation's entries, of the entry it comes from
+    /// (an injected summary: the first event of its run; a synthetic
+    /// response of an interrupted call: the request).
+    pub origin: usize,
+    /// What it is.
+    pub kind: ItemKind,
+}
+
+/// What an item of a view is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemKind {
+    /// The entry `origin` as it is (deduplication may replace resources:
+    /// [`ViewPlan::replaced`]).
+    Entry,
+    /// The tool call request `origin` with its arguments emptied (rule 6).
+    StripArguments,
+    /// The tool call response `origin` with its content replaced by
+    /// `[compacted] <name>: success|error` (rule 7); its id, `is_error`,
+    /// metadata and unknown fields kept.
+    CompactedResponse {
+        /// The tool's name, as its request named it (`unknown` if none).
+        name: String,
+    },
+    /// The `turn_start` injected at the start of a summarized run (rule 3).
+    SummaryStart {
+        /// The timestamp of the run's first event.
+        timestamp: Timestamp,
+    },
+    /// The `chat_request` [`SUMMARY_REQUEST`] injected after it.
+    SummaryRequest {
+        /// The timestamp of the run's first event.
+        timestamp: Timestamp,
+    },
+    /// The `chat_response` message holding the summary.
+    Summary {
+        /// The timestamp of the run's first event.
+        timestamp: Timestamp,
+        /// The summary.
+        text: String,
+    },
+    /// The synthetic error response ([`INTERRUPTED`]) of the tool call
+    /// request `origin`, which has none (section 6).
+    Interrupted {
+        /// The request's timestamp.
+        timestamp: Timestamp,
+        /// The request's call id.
+        id: String,
+    },
+}
+
+/// The view as decided from entry heads: its items in order, and what
+/// deduplication replaced.
+#[derive(Debug, Clone, Default)]
+pub struct ViewPlan {
+    /// The items.
+    pub items: Vec<ViewItem>,
+    /// What deduplication replaced (its `index` fields are positions in the
+    /// stream before the filter to the view, as [`TracedView::dedup`]).
+    pub dedup: Report,
+    /// The replacements, by item of [`ViewPlan::items`], in order.
+    replaced: Vec<Replaced>,
+}
+
+impl ViewPlan {
+    /// The resources of item `item` that deduplication replaced, in order:
+    /// their positions (among a request's resources, or a response's
+    /// blocks) and the reference messages.
+    pub fn replaced(&self, item: usize) -> &[Replaced] {
+        let from = self.replaced.partition_point(|r| r.index < item);
+        let to = self.replaced.partition_point(|r| r.index <= item);
+        &self.replaced[from..to]
+    }
+
+    /// The entries of the view, built from the conversation's `entries`
+    /// (those the plan was made from), cloned.
+    pub fn entries(&self, entries: &[Entry]) -> Vec<Entry<Payload>> {
+        self.build(&mut |i| entries.get(i).cloned())
+    }
+
+    /// [`ViewPlan::entries`] of entries the caller gives up: the entries of
+    /// the view are moved out of them, not copied.
+    pub fn into_entries(&self, entries: Vec<Entry>) -> Vec<Entry<Payload>> {
+        let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+        self.build(&mut |i| slots.get_mut(i).and_then(Option::take))
+    }
+
+    fn build(&self, take: &mut dyn FnMut(usize) -> Option<Entry>) -> Vec<Entry<Payload>> {
+        let mut out = Vec::with_capacity(self.items.len());
+        for (index, item) in self.items.iter().enumerate() {
+            let entry = match &item.kind {
+                ItemKind::SummaryStart { timestamp } => synthetic(*timestamp, EventKind::TurnStart),
+                ItemKind::SummaryRequest { timestamp } => synthetic(
+                    *timestamp,
+                    EventKind::ChatRequest(ChatRequest {
+                        content: SUMMARY_REQUEST.into(),
+                        schema: None,
+                        author: None,
+                        resources: Vec::new(),
+                    }),
+                ),
+                ItemKind::Summary { timestamp, text } => synthetic(
+                    *timestamp,
+                    EventKind::ChatResponse(ChatResponse::Message(text.clone())),
+                ),
+                ItemKind::Interrupted { timestamp, id } => synthetic(
+                    *timestamp,
+                    EventKind::ToolCallResponse(ToolCallResponse {
+                        id: id.clone(),
+                        content: vec![text_block(INTERRUPTED)],
+                        plain: true,
+                        is_error: true,
+                    }),
+                ),
+                ItemKind::Entry => {
+                    let Some(entry) = take(item.origin) else {
+                        continue;
+                    };
+                    let mut entry = to_payload(entry);
+                    apply_replacements(&mut entry, self.replaced(index));
+                    entry
+                }
+                ItemKind::StripArguments => {
+                    let Some(entry) = take(item.origin) else {
+                        continue;
+                    };
+                    let mut entry = to_payload(entry);
+                    if let Entry::Event(Event {
+                        kind: EventKind::ToolCallRequest(r),
+                        ..
+                    }) = &mut entry
+                    {
+                        r.arguments = Default::default();
+                    }
+                    entry
+                }
+                ItemKind::CompactedResponse { name } => {
+                    let Some(Entry::Event(e)) = take(item.origin) else {
+                        continue;
+                    };
+                    let EventKind::ToolCallResponse(r) = &e.kind else {
+                        continue;
+                    };
+                    Entry::Event(Event {
+                        timestamp: e.timestamp,
+                        kind: EventKind::ToolCallResponse(compacted_response(
+                            &r.id, name, r.is_error,
+                        )),
+                        metadata: e.metadata,
+                        extra: e.extra,
+                    })
+                }
+            };
+            out.push(entry);
+        }
+        out
+    }
+}
+
+fn inline(text: &str) -> Payload {
+    Payload::Inline(text.as_bytes().to_vec())
+}
+
+fn text_block(text: &str) -> Block<Payload> {
+    Block::Text(TextBlock {
+        text: inline(text),
+        mime_type: None,
+        annotations: None,
+        extra: Default::default(),
+    })
+}
+
+fn synthetic(timestamp: Timestamp, kind: EventKind<Payload>) -> Entry<Payload> {
+    Entry::Event(Event {
+        timestamp,
+        kind,
+        metadata: Default::default(),
+        extra: Default::default(),
+    })
+}
+
+/// The text of a tool response whose content rule 7 replaced.
+pub fn compacted_text(name: &str, is_error: bool) -> String {
+    let outcome = if is_error { "error" } else { "success" };
+    format!("[compacted] {name}: {outcome}")
+}
+
+fn compacted_response(id: &str, name: &str, is_error: bool) -> ToolCallResponse<Payload> {
+    ToolCallResponse {
+        id: id.to_owned(),
+        content: vec![text_block(&compacted_text(name, is_error))],
+        plain: true,
+        is_error,
+    }
+}
+
+/// Replaces, in an entry of the view, the resources deduplication replaced:
+/// a resource block of a tool response becomes a text block holding the
+/// reference message; a resource attached to a request keeps its URI,
+/// name, title, description and annotations, its content becomes the
+/// message as `text/plain` and `formatted` goes (crate::dedup).
+fn apply_replacements(entry: &mut Entry<Payload>, replaced: &[Replaced]) {
+    if replaced.is_empty() {
+        return;
+    }
+    let Entry::Event(event) = entry else { return };
+    match &mut event.kind {
+        EventKind::ChatRequest(r) => {
+            for rep in replaced {
+                let Some(res) = r.resources.get_mut(rep.position) else {
+                    continue;
+                };
+                *res = Resource {
+                    uri: std::mem::take(&mut res.uri),
+                    content: ResourceContent::Text(inline(&rep.message)),
+                    mime_type: Some("text/plain".into()),
+                    annotations: res.annotations.take(),
+                    name: res.name.take(),
+                    title: res.title.take(),
+                    description: res.description.take(),
+                    formatted: None,
+                    extra: std::mem::take(&mut res.extra),
+                };
+            }
+        }
+        EventKind::ToolCallResponse(r) => {
+            for rep in replaced {
+                if let Some(block) = r.content.get_mut(rep.position) {
+                    *block = text_block(&rep.message);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn to_payload(entry: Entry<BlobRef>) -> Entry<Payload> {
     entry.into_payload_refs()
 }
 
-fn to_payload_event(event: Event<BlobRef>) -> Event<Payload> {
-    match to_payload(Entry::Event(event)) {
-        Entry::Event(e) => e,
-        Entry::Unknown(_) => unreachable!("an event maps to an event"),
+/// Rules 1-7 as items (compactions applied; orphans not repaired, nothing
+/// filtered).
+fn project_items(heads: &[EntryHead<'_>]) -> Vec<ViewItem> {
+    let actions = decide(heads);
+    let mut items = Vec::with_capacity(actions.len());
+    for (origin, (action, head)) in actions.into_iter().zip(heads).enumerate() {
+        let timestamp = head.timestamp;
+        let kind = match action {
+            Action::Drop => continue,
+            Action::Keep => ItemKind::Entry,
+            Action::StripArguments => ItemKind::StripArguments,
+            Action::CompactResponse { name } => ItemKind::CompactedResponse { name },
+            Action::Summary { text } => {
+                items.push(ViewItem {
+                    origin,
+                    kind: ItemKind::SummaryStart { timestamp },
+                });
+                items.push(ViewItem {
+                    origin,
+                    kind: ItemKind::SummaryRequest { timestamp },
+                });
+                ItemKind::Summary { timestamp, text }
+            }
+        };
+        items.push(ViewItem { origin, kind });
     }
+    items
+}
+
+/// The call id an item requests (`Ok`) or answers (`Err`), if it is a tool
+/// call.
+fn call_of<'a>(item: &ViewItem, heads: &[EntryHead<'a>]) -> Option<Result<&'a str, &'a str>> {
+    match (&item.kind, heads.get(item.origin).map(|h| &h.kind)) {
+        (
+            ItemKind::Entry | ItemKind::StripArguments,
+            Some(HeadKind::ToolCallRequest { id, .. }),
+        ) => Some(Ok(id)),
+        (
+            ItemKind::Entry | ItemKind::CompactedResponse { .. },
+            Some(HeadKind::ToolCallResponse { id, .. }),
+        ) => Some(Err(id)),
+        _ => None,
+    }
+}
+
+/// Section 6: every tool call request without a response gets a synthetic
+/// error response right after it; responses without a request are dropped.
+/// A response answers the latest earlier request with its id that has no
+/// response yet, so reused ids pair up in order.
+fn repair_items(items: Vec<ViewItem>, heads: &[EntryHead<'_>]) -> Vec<ViewItem> {
+    const NONE: u32 = u32::MAX;
+    let mut answered = vec![false; items.len()];
+    let mut orphan_response = vec![false; items.len()];
+    let (mut requests, mut repaired) = (0usize, 0usize);
+    {
+        // The open requests of each call id, as a stack threaded through
+        // `below` (the request under each one): no list per id.
+        let mut top: FastMap<&str, u32> = FastMap::default();
+        let mut below = vec![NONE; items.len()];
+        for (i, item) in items.iter().enumerate() {
+            match call_of(item, heads) {
+                Some(Ok(id)) => {
+                    requests += 1;
+                    below[i] = top.insert(id, i as u32).unwrap_or(NONE);
+                }
+                Some(Err(id)) => match top.get_mut(id) {
+                    Some(t) if *t != NONE => {
+                        let req = *t as usize;
+                        answered[req] = true;
+                        repaired += 1;
+                        *t = below[req];
+                    }
+                    _ => orphan_response[i] = true,
+                },
+                None => {}
+            }
+        }
+    }
+    if repaired == requests && !orphan_response.contains(&true) {
+        return items;
+    }
+    let mut out = Vec::with_capacity(items.len() + requests - repaired);
+    for (i, item) in items.into_iter().enumerate() {
+        if orphan_response[i] {
+            continue;
+        }
+        let interrupted = match call_of(&item, heads) {
+            Some(Ok(id)) if !answered[i] => Some((item.origin, id)),
+            _ => None,
+        };
+        out.push(item);
+        if let Some((origin, id)) = interrupted {
+            out.push(ViewItem {
+                origin,
+                kind: ItemKind::Interrupted {
+                    timestamp: heads[origin].timestamp,
+                    id: id.to_owned(),
+                },
+            });
+        }
+    }
+    out
+}
+
+/// Whether an item is part of what `view` prints.
+fn item_in_view(item: &ViewItem, heads: &[EntryHead<'_>]) -> bool {
+    match item.kind {
+        ItemKind::Entry | ItemKind::StripArguments | ItemKind::CompactedResponse { .. } => {
+            heads.get(item.origin).is_some_and(EntryHead::in_view)
+        }
+        ItemKind::SummaryStart { .. }
+        | ItemKind::SummaryRequest { .. }
+        | ItemKind::Summary { .. }
+        | ItemKind::Interrupted { .. } => true,
+    }
+}
+
+/// What deduplication reads of an item.
+fn streamed<'h>(item: &ViewItem, heads: &'h [EntryHead<'_>]) -> Streamed<'h> {
+    let head = heads.get(item.origin).map(|h| &h.kind);
+    match (&item.kind, head) {
+        (ItemKind::SummaryStart { .. }, _) => Streamed::TurnStart,
+        (ItemKind::SummaryRequest { .. }, _) => Streamed::Request(Resources::empty()),
+        (ItemKind::Summary { .. }, _) => Streamed::Other,
+        (ItemKind::Interrupted { id: _, .. }, Some(HeadKind::ToolCallRequest { id, .. })) => {
+            Streamed::ToolResponse { id, blocks: None }
+        }
+        (ItemKind::Interrupted { .. }, _) => Streamed::Other,
+        (_, Some(HeadKind::ConfigDelta(delta))) => Streamed::Delta(delta),
+        (kind, Some(h)) => {
+            if !item_in_view(item, heads) {
+                return Streamed::Hidden;
+            }
+            match h {
+                HeadKind::TurnStart => Streamed::TurnStart,
+                HeadKind::ChatRequest { resources } => Streamed::Request(*resources),
+                HeadKind::ToolCallRequest { id, name } => Streamed::ToolRequest { id, name },
+                HeadKind::ToolCallResponse { id, blocks, .. } => Streamed::ToolResponse {
+                    id,
+                    blocks: matches!(kind, ItemKind::Entry).then_some(*blocks),
+                },
+                _ => Streamed::Other,
+            }
+        }
+        (_, None) => Streamed::Hidden,
+    }
+}
+
+/// The view of the entries whose heads are `heads`: compactions applied
+/// (rules 1-7), orphans repaired (section 6), with `base` resources
+/// deduplicated (rule 9: `base` is the settings at the start of the
+/// conversation, config deltas merged over them as they come), and only the
+/// items a view shows.
+pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> Result<ViewPlan, DedupError> {
+    let items = repair_items(project_items(heads), heads);
+    // Deduplication replaces resources, and config deltas steer it: a
+    // stream with neither has nothing for it to do.
+    let steered = heads
+        .iter()
+        .any(|h| h.has_resources() || matches!(h.kind, HeadKind::ConfigDelta(_)));
+    let (dedup, replaced) = match base {
+        Some(base) if steered => {
+            let stream: Vec<Streamed<'_>> =
+                items.iter().map(|item| streamed(item, heads)).collect();
+            deduplicate(&stream, base)?
+        }
+        _ => (Report::default(), Vec::new()),
+    };
+    // Filtered to the view; replacements follow their items.
+    let mut kept = Vec::with_capacity(items.len());
+    let mut moved = Vec::with_capacity(replaced.len());
+    let mut replaced = replaced.into_iter().peekable();
+    for (index, item) in items.into_iter().enumerate() {
+        let show = item_in_view(&item, heads);
+        while let Some(r) = replaced.next_if(|r| r.index == index) {
+            if show {
+                moved.push(Replaced {
+                    index: kept.len(),
+                    ..r
+                });
+            }
+        }
+        if show {
+            kept.push(item);
+        }
+    }
+    Ok(ViewPlan {
+        items: kept,
+        dedup,
+        replaced: moved,
+    })
+}
+
+/// The heads of owned entries.
+fn heads_of(entries: &[Entry]) -> Vec<EntryHead<'_>> {
+    entries.iter().map(EntryHead::of).collect()
+}
+
+/// Applies the compactions of `entries` (rules 1-7). The result holds no
+/// compaction entries; content stays references except the text the rules
+/// create. Orphans are not repaired here ([`repair_orphans`] does that, for
+/// what is sent to a provider).
+pub fn project(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
+    let heads = heads_of(entries);
+    let plan = ViewPlan {
+        items: project_items(&heads),
+        ..ViewPlan::default()
+    };
+    plan.entries(entries)
 }
 
 /// Section 6: every tool call request without a response gets a synthetic
@@ -411,28 +748,13 @@ fn to_payload_event(event: Event<BlobRef>) -> Event<Payload> {
 /// request with its id that has no response yet, so reused ids pair up in
 /// order. Idempotent.
 pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
-    let tags = vec![(); entries.len()];
-    repair_orphans_tagged(entries, tags).0
-}
-
-/// [`repair_orphans`], carrying a tag per entry (a synthetic response takes
-/// the tag of its request).
-fn repair_orphans_tagged<T: Copy>(
-    entries: Vec<Entry<Payload>>,
-    tags: Vec<T>,
-) -> (Vec<Entry<Payload>>, Vec<T>) {
-    // First pass: which requests are answered, which responses answer one.
     let mut answered = vec![false; entries.len()];
     let mut orphan_response = vec![false; entries.len()];
-    let mut requests = 0;
     {
         let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             match e.event().map(|e| &e.kind) {
-                Some(EventKind::ToolCallRequest(r)) => {
-                    requests += 1;
-                    open.entry(&r.id).or_default().push(i);
-                }
+                Some(EventKind::ToolCallRequest(r)) => open.entry(&r.id).or_default().push(i),
                 Some(EventKind::ToolCallResponse(r)) => {
                     match open.get_mut(r.id.as_str()).and_then(Vec::pop) {
                         Some(req) => answered[req] = true,
@@ -443,14 +765,8 @@ fn repair_orphans_tagged<T: Copy>(
             }
         }
     }
-    // Nothing to repair (the usual case): the entries stay where they are.
-    let repaired = answered.iter().filter(|a| **a).count();
-    if repaired == requests && !orphan_response.contains(&true) {
-        return (entries, tags);
-    }
     let mut out = Vec::with_capacity(entries.len());
-    let mut out_tags = Vec::with_capacity(entries.len());
-    for (i, (e, tag)) in entries.into_iter().zip(tags).enumerate() {
+    for (i, e) in entries.into_iter().enumerate() {
         if orphan_response[i] {
             continue;
         }
@@ -459,26 +775,19 @@ fn repair_orphans_tagged<T: Copy>(
             _ => None,
         };
         out.push(e);
-        out_tags.push(tag);
         if let Some((id, ts)) = interrupted {
-            out_tags.push(tag);
             out.push(synthetic(
                 ts,
                 EventKind::ToolCallResponse(ToolCallResponse {
                     id,
-                    content: vec![Block::Text(TextBlock {
-                        text: inline(INTERRUPTED),
-                        mime_type: None,
-                        annotations: None,
-                        extra: Default::default(),
-                    })],
+                    content: vec![text_block(INTERRUPTED)],
                     plain: true,
                     is_error: true,
                 }),
             ));
         }
     }
-    (out, out_tags)
+    out
 }
 
 /// The view: compactions applied, orphans repaired, and only the events a
@@ -486,10 +795,12 @@ fn repair_orphans_tagged<T: Copy>(
 /// ([`view_with_config`]); this is the view for callers that have none
 /// (token estimates of compactions, `print --compacted`).
 pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
-    repair_orphans(project(entries))
-        .into_iter()
-        .filter(in_view)
-        .collect()
+    let heads = heads_of(entries);
+    match plan_view(&heads, None) {
+        Ok(plan) => plan.entries(entries),
+        // Without a config there is nothing to merge, so nothing to fail.
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The view that is sent: [`view`] with resource deduplication
@@ -519,7 +830,13 @@ pub struct TracedView {
 
 /// [`view_with_config`], traced: see [`TracedView`].
 pub fn view_traced(entries: &[Entry<BlobRef>], base: &Settings) -> Result<TracedView, DedupError> {
-    finish_view(project_traced(entries), base)
+    let heads = heads_of(entries);
+    let plan = plan_view(&heads, Some(base))?;
+    Ok(TracedView {
+        entries: plan.entries(entries),
+        origin: plan.items.iter().map(|i| i.origin).collect(),
+        dedup: plan.dedup,
+    })
 }
 
 /// [`view_traced`] of entries the caller gives up (the entries of the view
@@ -528,25 +845,14 @@ pub fn view_traced_owned(
     entries: Vec<Entry<BlobRef>>,
     base: &Settings,
 ) -> Result<TracedView, DedupError> {
-    finish_view(project_traced_owned(entries), base)
-}
-
-/// Orphans repaired, resources deduplicated, and only what a view shows.
-fn finish_view(
-    (projected, origin): (Vec<Entry<Payload>>, Vec<usize>),
-    base: &Settings,
-) -> Result<TracedView, DedupError> {
-    let (mut entries, mut origin) = repair_orphans_tagged(projected, origin);
-    let dedup = deduplicate(&mut entries, base)?;
-    // Filtered in place: the entries are not moved into a new vector.
-    let keep: Vec<bool> = entries.iter().map(in_view).collect();
-    let mut kept = keep.iter();
-    origin.retain(|_| kept.next().copied().unwrap_or(false));
-    entries.retain(in_view);
+    let plan = {
+        let heads = heads_of(&entries);
+        plan_view(&heads, Some(base))?
+    };
     Ok(TracedView {
-        entries,
-        origin,
-        dedup,
+        origin: plan.items.iter().map(|i| i.origin).collect(),
+        entries: plan.into_entries(entries),
+        dedup: plan.dedup,
     })
 }
 

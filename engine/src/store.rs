@@ -18,7 +18,7 @@ use crate::conversation::writer::ConversationWriter;
 use crate::conversation::{ConversationId, CONVERSATIONS_DIR, LOG_FILE};
 use crate::error::{Error, Result};
 use crate::event::{BlobRef, EventKind, Object};
-use crate::log::LogOptions;
+use crate::log::{Framing, LogOptions};
 use crate::timestamp::Timestamp;
 
 /// The blob store's directory inside the store.
@@ -29,12 +29,26 @@ pub const CONFIG_FILE: &str = "config.toml";
 pub const MAX_CONFIG_FILE: u64 = 16 << 20;
 
 /// Settings of a [`Store`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// Settings of the logs.
     pub log: LogOptions,
     /// Settings of the blob store.
     pub blobs: BlobOptions,
+    /// The framing of the logs of new conversations (created, imported,
+    /// forked): version 2, the default. Version 1 is for tests of reading,
+    /// appending to and upgrading older logs.
+    pub new_log_framing: Framing,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            log: LogOptions::default(),
+            blobs: BlobOptions::default(),
+            new_log_framing: Framing::V2,
+        }
+    }
 }
 
 /// What a new conversation starts with.
@@ -136,8 +150,21 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     blobs: BlobStore,
     options: StoreOptions,
-    /// `config.toml`, read and parsed the first time it is needed.
+    /// `config.toml`, read the first time it is needed (dropped again if
+    /// it does not parse, so that the next need reads the file again).
+    workspace_file: std::sync::Mutex<Option<Arc<WorkspaceFile>>>,
+    /// `config.toml` parsed, the first time it is needed.
     workspace: OnceLock<WorkspaceConfig>,
+}
+
+/// `config.toml` as a [`Store`] read it.
+#[derive(Debug)]
+struct WorkspaceFile {
+    /// Its text (`None`: there is no such file).
+    text: Option<String>,
+    /// SHA-256 of its bytes (of no bytes when there is none): what settings
+    /// cached from it are keyed by.
+    digest: jpstore_blobstore::BlobId,
 }
 
 /// A fork read and cut but not published yet ([`Store::draft_fork`]).
@@ -291,6 +318,7 @@ impl Store {
             backend,
             blobs,
             options,
+            workspace_file: std::sync::Mutex::new(None),
             workspace: OnceLock::new(),
         })
     }
@@ -327,24 +355,60 @@ impl Store {
     /// opened after it. A failed read is not kept: the next call reads the
     /// file again.
     pub fn workspace_config(&self) -> Result<&WorkspaceConfig> {
-        if let Some(read) = self.workspace.get() {
-            return Ok(read);
+        if let Some(parsed) = self.workspace.get() {
+            return Ok(parsed);
         }
-        let read = self.read_workspace_config()?;
-        // Threads reading it at once read the same file; one result is kept.
-        Ok(self.workspace.get_or_init(|| read))
+        let file = self.workspace_file()?;
+        let parsed = match self.parse_workspace_config(&file) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                // Not kept: the next need reads the file again (a digest
+                // handed out meanwhile was of a file that does not parse,
+                // so no settings were cached under it).
+                if let Ok(mut cached) = self.workspace_file.lock() {
+                    if cached.as_ref().is_some_and(|c| Arc::ptr_eq(c, &file)) {
+                        *cached = None;
+                    }
+                }
+                return Err(e);
+            }
+        };
+        // Threads parsing it at once parse the same text; one result is kept.
+        Ok(self.workspace.get_or_init(|| parsed))
     }
 
-    /// Reads and parses `config.toml` (see [`Store::workspace_config`]).
-    fn read_workspace_config(&self) -> Result<WorkspaceConfig> {
+    /// SHA-256 of the bytes of `config.toml` (of no bytes when there is
+    /// none), as this open store read it (once, like
+    /// [`Store::workspace_config`], without parsing it): what settings
+    /// cached in a conversation's head are keyed by (format-spec.md 4.6).
+    pub fn workspace_digest(&self) -> Result<jpstore_blobstore::BlobId> {
+        Ok(self.workspace_file()?.digest)
+    }
+
+    /// `config.toml` as read once per open store (a failed read, or a text
+    /// that does not parse, is not kept).
+    fn workspace_file(&self) -> Result<Arc<WorkspaceFile>> {
+        if let Some(read) = self.workspace_file.lock().ok().and_then(|c| c.clone()) {
+            return Ok(read);
+        }
+        let read = Arc::new(self.read_workspace_file()?);
+        // Threads reading it at once read the same file; one is kept.
+        match self.workspace_file.lock() {
+            Ok(mut cached) => Ok(cached.get_or_insert(read).clone()),
+            Err(_) => Ok(read),
+        }
+    }
+
+    /// Reads `config.toml` (see [`Store::workspace_config`]).
+    fn read_workspace_file(&self) -> Result<WorkspaceFile> {
         let path = Path::new(CONFIG_FILE);
         let display = self.backend.display(path);
         let file = match self.backend.open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(WorkspaceConfig {
-                    json: Object::new(),
-                    settings: Settings::default(),
+                return Ok(WorkspaceFile {
+                    text: None,
+                    digest: jpstore_blobstore::BlobId::of(b""),
                 })
             }
             Err(source) => {
@@ -363,16 +427,32 @@ impl Store {
                     source,
                 }
             })?;
+        let digest = jpstore_blobstore::BlobId::of(&bytes);
         let text = String::from_utf8(bytes).map_err(|e| Error::Corrupt {
             path: display.clone(),
             offset: e.utf8_error().valid_up_to() as u64,
             expected: "UTF-8 text (TOML)".into(),
             found: "a byte that is not UTF-8".into(),
         })?;
-        let json = config::parse_workspace_toml(&text, &display)?;
+        Ok(WorkspaceFile {
+            text: Some(text),
+            digest,
+        })
+    }
+
+    /// Parses `config.toml` as read (see [`Store::workspace_config`]).
+    fn parse_workspace_config(&self, file: &WorkspaceFile) -> Result<WorkspaceConfig> {
+        let Some(text) = &file.text else {
+            return Ok(WorkspaceConfig {
+                json: Object::new(),
+                settings: Settings::default(),
+            });
+        };
+        let display = self.backend.display(Path::new(CONFIG_FILE));
+        let json = config::parse_workspace_toml(text, &display)?;
         let settings = Settings::parse(&json).map_err(|setting| Error::BadSetting {
             place: Box::new(SettingPlace::WorkspaceFile {
-                line: config::toml_key_line(&text, &setting.path),
+                line: config::toml_key_line(text, &setting.path),
                 path: display,
             }),
             setting: Box::new(setting),
@@ -528,7 +608,14 @@ impl Store {
         entries: &[crate::event::Entry],
     ) -> Result<ConversationWriter<'_>> {
         let create = |id: ConversationId| {
-            ConversationWriter::create(&self.blobs, id, patch.clone(), entries, self.options.log)
+            ConversationWriter::create(
+                &self.blobs,
+                id,
+                patch.clone(),
+                entries,
+                self.options.log,
+                self.options.new_log_framing,
+            )
         };
         if let Some(id) = id {
             return create(id);
@@ -707,9 +794,66 @@ impl Store {
         settings_over(workspace, conversation, &base)
     }
 
+    /// What jp-store reads of the config of conversation `id`
+    /// ([`Store::conversation_settings`]), from its base config blob
+    /// `base_config` and its config deltas `deltas` (each with its index
+    /// among the conversation's entries), using `cache` (a head cache's) for
+    /// the settings at its start when it was made from this `config.toml`
+    /// and this base config: then neither is parsed. Otherwise they are
+    /// computed (and checked) as `conversation_settings` does, and the cache
+    /// to keep for them is returned too.
+    pub fn settings_cached<'d>(
+        &self,
+        id: &ConversationId,
+        base_config: Option<BlobRef>,
+        deltas: impl IntoIterator<Item = (usize, &'d Object)>,
+        cache: Option<&crate::conversation::head::SettingsCache>,
+    ) -> Result<(
+        ConversationSettings,
+        Option<crate::conversation::head::SettingsCache>,
+    )> {
+        let digest = self.workspace_digest()?;
+        let base_id = base_config.map(|b| b.id);
+        let (at_start, fresh) = match cache {
+            Some(c) if c.matches(&digest, base_id.as_ref()) => (c.settings.clone(), None),
+            _ => {
+                let mut settings = self.workspace_config()?.settings.clone();
+                let base = self.base_config_blob(base_config)?;
+                settings
+                    .merge_layer(&base)
+                    .map_err(|setting| Error::BadSetting {
+                        place: Box::new(SettingPlace::BaseConfig {
+                            conversation: id.to_string(),
+                        }),
+                        setting: Box::new(setting),
+                    })?;
+                let fresh = crate::conversation::head::SettingsCache {
+                    workspace: digest,
+                    base_config: base_id,
+                    version: config::SETTINGS_VERSION,
+                    settings: settings.clone(),
+                };
+                (settings, Some(fresh))
+            }
+        };
+        let end = merge_deltas(id, at_start.clone(), deltas)?;
+        Ok((
+            ConversationSettings {
+                base: at_start,
+                end,
+            },
+            fresh,
+        ))
+    }
+
     /// The base config of a conversation (empty if it has none).
     pub fn base_config(&self, conversation: &Conversation) -> Result<Object> {
-        match conversation.state.metadata.base_config {
+        self.base_config_blob(conversation.state.metadata.base_config)
+    }
+
+    /// The config in the base config blob `base` (empty if none).
+    fn base_config_blob(&self, base: Option<BlobRef>) -> Result<Object> {
+        match base {
             None => Ok(Object::new()),
             Some(r) => {
                 let bytes = self.blobs.get(&r.id)?;
@@ -749,25 +893,41 @@ fn settings_over(
         bad(SettingPlace::BaseConfig { conversation }, setting)
     })?;
     let at_start = settings.clone();
-    for (index, entry) in conversation.entries.iter().enumerate() {
-        if let Some(EventKind::ConfigDelta(d)) = entry.event().map(|e| &e.kind) {
-            settings.merge_layer(&d.delta).map_err(|setting| {
-                let conversation = conversation.id.to_string();
-                let entry = index + 1;
-                bad(
-                    SettingPlace::ConfigDelta {
-                        conversation,
-                        entry,
-                    },
-                    setting,
-                )
-            })?;
-        }
-    }
+    let deltas = conversation
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(index, entry)| match entry.event().map(|e| &e.kind) {
+            Some(EventKind::ConfigDelta(d)) => Some((index, &d.delta)),
+            _ => None,
+        });
+    let end = merge_deltas(&conversation.id, settings, deltas)?;
     Ok(ConversationSettings {
         base: at_start,
-        end: settings,
+        end,
     })
+}
+
+/// `settings` with the config deltas `deltas` of conversation `id` (each
+/// with its index among the entries) merged over them in order, each
+/// checked.
+fn merge_deltas<'d>(
+    id: &ConversationId,
+    mut settings: Settings,
+    deltas: impl IntoIterator<Item = (usize, &'d Object)>,
+) -> Result<Settings> {
+    for (index, delta) in deltas {
+        settings
+            .merge_layer(delta)
+            .map_err(|setting| Error::BadSetting {
+                place: Box::new(SettingPlace::ConfigDelta {
+                    conversation: id.to_string(),
+                    entry: index + 1,
+                }),
+                setting: Box::new(setting),
+            })?;
+    }
+    Ok(settings)
 }
 
 /// The config deltas among the first `index` entries of a conversation, in

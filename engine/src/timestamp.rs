@@ -10,7 +10,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
+use chrono::{NaiveDate, Utc};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -96,6 +96,9 @@ impl Timestamp {
         }
     }
 
+    /// The Unix epoch, 1970-01-01 00:00:00 UTC.
+    pub const EPOCH: Timestamp = Timestamp { secs: 0, nanos: 0 };
+
     /// The instant `secs` seconds and `nanos` nanoseconds after the Unix
     /// epoch; `None` if `nanos >= 1_000_000_000` or the instant lies outside
     /// the years 0000 to 9999.
@@ -136,23 +139,34 @@ impl Timestamp {
     /// events allocates nothing for their timestamps): the bytes and how
     /// many are used.
     fn jp_bytes(&self) -> ([u8; 29], usize) {
-        // `from_unix` guarantees the range (years 0000 to 9999), so the
-        // fallback is never taken.
-        let time = DateTime::from_timestamp(self.secs, self.nanos).unwrap_or_default();
+        let (year, month, day) = civil_from_days(self.secs.div_euclid(86_400));
+        let second_of_day = self.secs.rem_euclid(86_400) as u32;
         let mut buf = *b"0000-00-00 00:00:00.000000000";
-        let mut put = |at: usize, width: usize, mut value: u32| {
-            for i in (at..at + width).rev() {
-                buf[i] = b'0' + (value % 10) as u8;
-                value /= 10;
-            }
+        // Two digits at a time.
+        const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+        let mut pair = |at: usize, value: u32| {
+            let v = (value % 100) as usize * 2;
+            buf[at] = PAIRS[v];
+            buf[at + 1] = PAIRS[v + 1];
         };
-        put(0, 4, time.year().clamp(0, 9999) as u32);
-        put(5, 2, time.month());
-        put(8, 2, time.day());
-        put(11, 2, time.hour());
-        put(14, 2, time.minute());
-        put(17, 2, time.second());
-        put(20, 9, self.nanos.min(999_999_999));
+        // `from_unix` guarantees the range (years 0000 to 9999).
+        let year = year.clamp(0, 9999) as u32;
+        pair(0, year / 100);
+        pair(2, year);
+        pair(5, month);
+        pair(8, day);
+        pair(11, second_of_day / 3600);
+        pair(14, second_of_day / 60 % 60);
+        pair(17, second_of_day % 60);
+        let nanos = self.nanos.min(999_999_999);
+        if nanos == 0 {
+            return (buf, 21);
+        }
+        pair(20, nanos / 10_000_000);
+        pair(22, nanos / 100_000);
+        pair(24, nanos / 1_000);
+        pair(26, nanos / 10);
+        buf[28] = b'0' + (nanos % 10) as u8;
         let mut len = buf.len();
         while len > 21 && buf[len - 1] == b'0' {
             len -= 1;
@@ -161,7 +175,30 @@ impl Timestamp {
     }
 }
 
+/// The proleptic Gregorian date (year, month, day) of `days` days after
+/// 1970-01-01 (Howard Hinnant's `civil_from_days`: integer arithmetic only,
+/// a few nanoseconds, where rendering thousands of timestamps through a
+/// calendar library costs a millisecond).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 impl Timestamp {
+    /// Appends the JP form ([`Timestamp::to_jp_string`]) to `out`.
+    pub fn write_jp(&self, out: &mut Vec<u8>) {
+        let (buf, len) = self.jp_bytes();
+        out.extend_from_slice(&buf[..len]);
+    }
+
     /// Hands the JP form ([`Timestamp::to_jp_string`]) to `f`, built on the
     /// stack (for serializers: no formatting machinery, no allocation).
     pub fn with_jp_str<T>(&self, f: impl FnOnce(&str) -> T) -> T {
@@ -394,6 +431,22 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{DateTime, Datelike};
+
+    #[test]
+    fn the_civil_date_is_the_calendar_libraries_date() {
+        let mut secs = MIN_SECS;
+        while secs <= MAX_SECS {
+            let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+            let date = DateTime::from_timestamp(secs, 0).expect("in range");
+            assert_eq!(
+                (y, m, d),
+                (i64::from(date.year()), date.month(), date.day()),
+                "{secs}"
+            );
+            secs += 86_400 * 13 + 7_919;
+        }
+    }
     use proptest::prelude::*;
 
     fn ts(text: &str) -> Timestamp {

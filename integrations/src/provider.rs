@@ -82,6 +82,23 @@ pub fn provider_request(
     }
 }
 
+/// [`provider_request`] of a conversation opened for its view
+/// ([`Store::open_view`]: the settings from the head cache when they are
+/// current), which it consumes.
+pub fn provider_request_view(
+    store: &Store,
+    view: jpstore_engine::export::ConversationView<'_>,
+    provider: Provider,
+) -> Result<Value, Error> {
+    let options = RequestOptions::from_settings(&view.settings().end);
+    let view = view.into_entries()?;
+    let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
+    match provider {
+        Provider::Anthropic => anthropic_request(&view, &options, &mut read),
+        Provider::OpenAi => openai_request(&view, &options, &mut read),
+    }
+}
+
 /// Reads the raw bytes of a referenced payload (the caller reads the blob
 /// store).
 pub type ContentReader<'a> = dyn FnMut(&BlobRef) -> Result<Vec<u8>, Error> + 'a;

@@ -62,6 +62,65 @@ fn build_binary() -> PathBuf {
     bin
 }
 
+/// Where a record lies in a log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// Offset of the record.
+    pub offset: usize,
+    /// Bytes of the record (header and content).
+    pub len: usize,
+    /// Bytes of its header (12 in a version 1 log, 20 in a version 2 one).
+    pub header_len: usize,
+}
+
+/// The framing version of a log (its file header's version field).
+pub fn log_version(log: &[u8]) -> u16 {
+    u16::from_le_bytes([log[8], log[9]])
+}
+
+/// The records of a whole log, found by walking the length fields of its
+/// framing (format-spec.md 3: version 1, a 12-byte header whose first
+/// field is the payload length; version 2, a 20-byte header whose first
+/// fields are the heads and body lengths). The lengths must be intact.
+pub fn record_spans(log: &[u8]) -> Vec<RecordSpan> {
+    let le32 =
+        |at: usize| u32::from_le_bytes(log[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let header_len = if log_version(log) == 2 { 20 } else { 12 };
+    let mut out = Vec::new();
+    let mut off = 16usize;
+    while off + header_len <= log.len() {
+        let content = if header_len == 20 {
+            le32(off) + le32(off + 4)
+        } else {
+            le32(off)
+        };
+        out.push(RecordSpan {
+            offset: off,
+            len: header_len + content,
+            header_len,
+        });
+        off += header_len + content;
+    }
+    assert_eq!(off, log.len(), "the log ends at a record boundary");
+    out
+}
+
+/// A record header in the framing of `version` whose checksum matches,
+/// claiming `len` bytes of content (version 2: of heads section, with an
+/// empty body).
+pub fn forged_record_header(version: u16, len: u32) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend(len.to_le_bytes());
+    if version == 2 {
+        h.extend(0u32.to_le_bytes());
+        h.extend(0x1234_5678u32.to_le_bytes());
+    }
+    h.extend(0x1234_5678u32.to_le_bytes());
+    let crc = crc32fast::hash(&h);
+    h.extend(crc.to_le_bytes());
+    h
+}
+
 /// A finished run of the binary.
 #[derive(Debug)]
 pub struct Run {

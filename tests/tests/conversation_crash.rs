@@ -17,7 +17,8 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
 use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::{NewConversation, Store};
+use jpstore_engine::log::Framing;
+use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::crash::{modes, options, parse, storage};
 use jpstore_tests::{events_of, ts};
 use serde_json::{json, Value};
@@ -193,8 +194,26 @@ fn check_recovered(sim: &SimStorage, acked: &Acked, what: &str) {
     );
 }
 
+/// The crash tests' options, creating logs of `framing`.
+fn options_of(framing: Framing) -> StoreOptions {
+    StoreOptions {
+        new_log_framing: framing,
+        ..options()
+    }
+}
+
 #[test]
 fn crash_at_every_sync_of_creating_and_appending() {
+    crash_at_every_sync_of_creating_and_appending_in(Framing::V2);
+}
+
+#[test]
+fn crash_at_every_sync_of_creating_and_appending_a_v1_log() {
+    crash_at_every_sync_of_creating_and_appending_in(Framing::V1);
+}
+
+fn crash_at_every_sync_of_creating_and_appending_in(framing: Framing) {
+    let options = || options_of(framing);
     // One clean run counts the syncs and checks the workload itself.
     let sim = SimStorage::new();
     let store = Store::init(storage(&sim), options()).expect("init");
@@ -214,7 +233,7 @@ fn crash_at_every_sync_of_creating_and_appending() {
     let mut runs = 0;
     for n in 1..=syncs {
         for mode in modes() {
-            let what = format!("crash at sync {n} of {syncs}, {mode:?}");
+            let what = format!("{framing:?}: crash at sync {n} of {syncs}, {mode:?}");
             let sim = SimStorage::new();
             let store = Store::init(storage(&sim), options()).expect("init");
             sim.crash_at_sync(n, mode);
@@ -476,4 +495,81 @@ fn crash_at_every_sync_of_cutting_a_torn_tail_and_appending() {
             check_recovered(&sim, &acked, &what);
         }
     }
+}
+
+/// The log's framing version on the simulated disk (as written).
+fn log_version(sim: &SimStorage) -> u16 {
+    let log = sim.read_file(&id().log_path()).expect("the log exists");
+    jpstore_tests::log_version(&log)
+}
+
+#[test]
+fn crash_at_every_sync_of_an_upgrade() {
+    // A version 1 conversation, every batch acknowledged.
+    let setup = |sim: &SimStorage| {
+        let store = Store::init(storage(sim), options_of(Framing::V1)).expect("init");
+        let acked = workload(&store);
+        assert!(acked.created && acked.in_flight.is_none(), "{acked:?}");
+        acked
+    };
+    let sim = SimStorage::new();
+    let acked = setup(&sim);
+    let store = Store::open(storage(&sim), options()).expect("open");
+    let start = sim.sync_count();
+    let report = store.upgrade_log(&id(), false).expect("upgrade");
+    assert!(report.upgraded, "{report:?}");
+    let syncs = sim.sync_count() - start;
+    assert_eq!(log_version(&sim), 2);
+    drop(store);
+    // The copy of the old log, the new log, its head: several sync points.
+    assert!(syncs >= 5, "only {syncs} syncs");
+    let mut seen = [false; 2];
+    for n in 1..=syncs {
+        for mode in modes() {
+            let what = format!("upgrade: crash at sync {n} of {syncs}, {mode:?}");
+            let sim = SimStorage::new();
+            setup(&sim);
+            let store = Store::open(storage(&sim), options()).expect("open");
+            sim.crash_at_sync(n, mode);
+            assert!(
+                store.upgrade_log(&id(), false).is_err(),
+                "{what}: the upgrade survived its crash"
+            );
+            drop(store);
+            assert!(sim.is_down(), "{what}: the crash did not happen");
+            sim.restart();
+            // The name holds the old log or the new one, whole: the same
+            // events, no damage, and appends work.
+            let version = log_version(&sim);
+            seen[usize::from(version == 2)] = true;
+            let store = Store::open(storage(&sim), options()).expect("open");
+            let report = store
+                .fsck(Default::default(), &mut |_| {})
+                .unwrap_or_else(|e| panic!("{what}: fsck failed: {e}"));
+            assert!(
+                report
+                    .findings
+                    .iter()
+                    .all(|f| f.severity != jpstore_engine::fsck::Severity::Damage),
+                "{what}: {:?}",
+                report.findings
+            );
+            drop(store);
+            check_recovered(&sim, &acked, &what);
+            // An upgrade after the crash completes (or finds it done).
+            let store = Store::open(storage(&sim), options()).expect("open");
+            store
+                .upgrade_log(&id(), false)
+                .unwrap_or_else(|e| panic!("{what}: upgrade after the crash failed: {e}"));
+            assert_eq!(log_version(&sim), 2, "{what}");
+            let mut want: Vec<Value> = acked.batches.iter().flatten().cloned().collect();
+            want.extend(after_batch());
+            assert_eq!(export_events(&store, &what), Some(want), "{what}");
+        }
+    }
+    assert_eq!(
+        seen,
+        [true, true],
+        "crashes left both the old and the new log"
+    );
 }

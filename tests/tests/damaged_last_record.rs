@@ -41,26 +41,25 @@ fn append(root: &Path, id: &str, n: u64) -> jpstore_tests::Run {
     run_jp_store(root, &["append", id], batch.to_string().as_bytes())
 }
 
-/// Flips one bit in the middle of the last record's payload.
+/// Flips one bit in the middle of the last record's content.
 fn flip_in_last_record(log: &Path, last_record: u64) {
     let mut bytes = fs::read(log).expect("read log");
-    let at = (last_record as usize + 12 + bytes.len()) / 2;
+    let header = jpstore_tests::record_spans(&bytes)
+        .last()
+        .expect("a record")
+        .header_len;
+    let at = (last_record as usize + header + bytes.len()) / 2;
     bytes[at] ^= 0x10;
     fs::write(log, bytes).expect("write log");
 }
 
-/// The offset of the last record (walking the framing: length at +0).
+/// The offset of the last record (walking the framing's length fields).
 fn last_record(log: &Path) -> u64 {
     let bytes = fs::read(log).expect("read log");
-    let mut off = 16usize;
-    let mut last = off;
-    while off + 12 <= bytes.len() {
-        let n = u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes")) as usize;
-        last = off;
-        off += 12 + n;
-    }
-    assert_eq!(off, bytes.len(), "the log ends at a record boundary");
-    last as u64
+    jpstore_tests::record_spans(&bytes)
+        .last()
+        .expect("a record")
+        .offset as u64
 }
 
 fn quarantined(root: &Path) -> Vec<PathBuf> {
@@ -270,17 +269,10 @@ fn ls_and_print_agree_about_the_events_of_a_damaged_log() {
                 append(&root, "c1", n).ok("append");
             }
             let log = log_path(&root, "c1");
-            let offsets = {
-                let bytes = fs::read(&log).expect("read log");
-                let mut offs = Vec::new();
-                let mut off = 16usize;
-                while off + 12 <= bytes.len() {
-                    offs.push(off as u64);
-                    let n = u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4"));
-                    off += 12 + n as usize;
-                }
-                offs
-            };
+            let offsets: Vec<u64> = jpstore_tests::record_spans(&fs::read(&log).expect("read log"))
+                .iter()
+                .map(|r| r.offset as u64)
+                .collect();
             // The listing writes the head now, so it covers every record.
             assert_eq!(listed_events(&root, "c1"), Some(10), "{what}");
             let at = if middle {

@@ -57,19 +57,13 @@ fn store_with_conversation(root: &Path) -> (BTreeSet<String>, String) {
     (referenced, orphan)
 }
 
-/// Offsets and lengths of the records of a whole log (walking the length
-/// fields, which are intact here).
-fn records(log: &Path) -> Vec<(usize, usize)> {
-    let bytes = fs::read(log).expect("read log");
-    let mut out = Vec::new();
-    let mut off = 16usize;
-    while off + 12 <= bytes.len() {
-        let n = u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes")) as usize;
-        out.push((off, 12 + n));
-        off += 12 + n;
-    }
-    assert_eq!(off, bytes.len(), "the log ends at a record boundary");
-    out
+/// Offsets, lengths and header lengths of the records of a whole log
+/// (walking the length fields, which are intact here).
+fn records(log: &Path) -> Vec<(usize, usize, usize)> {
+    jpstore_tests::record_spans(&fs::read(log).expect("read log"))
+        .iter()
+        .map(|r| (r.offset, r.len, r.header_len))
+        .collect()
 }
 
 fn flip(path: &Path, at: usize, mask: u8) {
@@ -135,10 +129,11 @@ fn damage_middle_record(root: &Path, damage: Damage) {
     let log = log_path(root, ID);
     let recs = records(&log);
     assert_eq!(recs.len() as u64, RECORDS + 1, "{recs:?}");
-    let (off, _) = recs[3];
+    let (off, _, header) = recs[3];
     match damage {
-        // Byte 4 of the payload: the low byte of its first entry's length.
-        Damage::Payload => flip(&log, off + 12 + 4, 0x04),
+        // Byte 4 of the content: the low byte of its first entry's length
+        // (version 1), of its aux length (version 2).
+        Damage::Payload => flip(&log, off + header + 4, 0x04),
         Damage::Header => flip(&log, off + 1, 0x02),
     }
 }
@@ -189,7 +184,7 @@ fn gc_keeps_the_blobs_of_a_cut_tail_copied_to_quarantine() {
     // Without a head nothing proves the last record whole; a flipped bit
     // then makes it look like an append that did not complete.
     fs::remove_file(root.join("conversations").join(ID).join("head")).expect("remove head");
-    let (last, len) = *records(&log).last().expect("records");
+    let (last, len, _) = *records(&log).last().expect("records");
     flip(&log, last + len - 1, 0x01);
     let batch = json!([{"type": "turn_start", "timestamp": ts(1000)}]);
     let out = run_jp_store(&root, &["append", ID], batch.to_string().as_bytes());

@@ -146,6 +146,14 @@ fn every_command_works_on_a_store_on_s3() {
     assert!(String::from_utf8_lossy(&gc.stderr).contains("gc cannot delete"));
     s.ok(&["gc", "--dry-run"], b"");
 
+    // Nor does upgrade replace logs there; its dry run reads and reports.
+    let upgrade = s.run(&["upgrade"], b"");
+    assert_eq!(upgrade.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&upgrade.stderr).contains("upgrade cannot rewrite the logs"));
+    let dry: Value = serde_json::from_str(&s.ok(&["upgrade", "--dry-run", "--json"], b""))
+        .expect("upgrade json");
+    assert_eq!(dry["logs_upgraded"], 0, "{dry}");
+
     s.ok(&["rm", &fork], b"");
     let after: Value = serde_json::from_str(&s.ok(&["ls", "--json"], b"")).expect("ls json");
     assert_eq!(after.as_array().expect("array").len(), 2);

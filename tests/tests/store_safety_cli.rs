@@ -376,16 +376,13 @@ fn a_record_header_claiming_4_gib_is_refused_without_allocating_it() {
     let f = Fixture::new();
     let log = log_path(&f.root, CONV);
     let offset = fs::metadata(&log).expect("log").len();
-    // A well-formed record header (format-spec.md 3): payload length
-    // 2^32 - 1, a payload crc, and a header crc that matches; then a few
-    // bytes of the payload it promises.
-    let mut record = Vec::new();
-    record.extend(u32::MAX.to_le_bytes());
-    record.extend(0x1234_5678u32.to_le_bytes());
-    let crc = crc32fast::hash(&record);
-    record.extend(crc.to_le_bytes());
-    record.extend(b"a few bytes of the promised payload");
+    // A well-formed record header of the log's framing (format-spec.md 3):
+    // a content length of 2^32 - 1, checksums, and a header crc that
+    // matches; then a few bytes of the content it promises.
     let mut bytes = fs::read(&log).expect("log");
+    let mut record =
+        jpstore_tests::forged_record_header(jpstore_tests::log_version(&bytes), u32::MAX);
+    record.extend(b"a few bytes of the promised payload");
     bytes.extend(&record);
     fs::write(&log, &bytes).expect("write the record");
     let before = tree_snapshot(&f.root);

@@ -279,13 +279,31 @@ impl<'s> AppendBench<'s> {
     }
 }
 
-/// Open + `view --refs`, as `jp-store view ID --refs` runs it: `Store::read`,
-/// `export::into_view`, and `export::render_view` in refs mode serialized
-/// as pretty JSON (into memory, where the command writes to stdout). No
-/// blob content is read. Returns the view's entries and the JSON, for the
-/// caller to drop outside the timing.
-pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> (Vec<Entry<Payload>>, Vec<u8>) {
-    open_and_view(store, id, ContentMode::Refs)
+/// Open + `view --refs`, as `jp-store view ID --refs` runs it:
+/// `Store::open_view` and `ConversationView::render` in refs mode, as
+/// pretty JSON (into memory, where the command writes to stdout). No blob
+/// content is read. Returns the JSON, for the caller to drop outside the
+/// timing.
+pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> Vec<u8> {
+    store
+        .open_view(id)
+        .expect("open the view")
+        .render(ContentMode::Refs)
+        .expect("render the view")
+}
+
+/// Open + `view --format anthropic` as the command runs it: the view
+/// opened, the Anthropic request body built (content read from the blob
+/// store) and written as pretty JSON into memory.
+pub fn open_and_view_anthropic(store: &Store, id: &ConversationId) -> Vec<u8> {
+    let view = store.open_view(id).expect("open the view");
+    let body = jpstore_integrations::provider::provider_request_view(
+        store,
+        view,
+        jpstore_integrations::provider::Provider::Anthropic,
+    )
+    .expect("the request body");
+    serde_json::to_vec_pretty(&body).expect("serialize the request body")
 }
 
 /// [`open_and_view_refs`] with content as `mode` says (`Inline` reads every

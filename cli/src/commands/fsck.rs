@@ -79,9 +79,19 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
         for r in &report.repairs {
             crate::outln!("repaired: {r}");
         }
+        if report.has_unsupported() {
+            crate::outln!(
+                "files of a newer format were found and left as they are; check them with a newer jp-store"
+            );
+        }
         if clean {
             crate::outln!("clean");
-        } else if !args.repair {
+        } else if report
+            .findings
+            .iter()
+            .any(|f| f.severity == jpstore_engine::fsck::Severity::Damage)
+            && !args.repair
+        {
             crate::outln!("damage found; `jp-store fsck --repair` moves it aside (never deletes)");
         }
     }

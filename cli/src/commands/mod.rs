@@ -17,6 +17,7 @@ mod new;
 mod print;
 mod rm;
 mod stats;
+mod upgrade;
 mod view;
 
 pub use append::*;
@@ -33,6 +34,7 @@ pub use new::*;
 pub use print::*;
 pub use rm::*;
 pub use stats::*;
+pub use upgrade::*;
 pub use view::*;
 
 use anyhow::{Context, Result};

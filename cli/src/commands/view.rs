@@ -3,7 +3,7 @@
 use super::{open_store, parse_id};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use jpstore_engine::export::{render_view, ContentMode};
+use jpstore_engine::export::ContentMode;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -25,7 +25,7 @@ pub fn view(
     refs: bool,
 ) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let conv = store.read(&parse_id(id)?)?;
+    let view = store.open_view(&parse_id(id)?)?;
     let mode = if refs {
         ContentMode::Refs
     } else {
@@ -39,19 +39,14 @@ pub fn view(
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match provider {
         None => {
-            let view = jpstore_engine::export::into_view(&store, conv)?;
-            let rendered = render_view(&store, &view, mode);
-            let written = serde_json::to_writer_pretty(&mut out, &rendered);
-            if let Some(e) = rendered.take_error() {
-                return Err(e.into());
-            }
-            written.context("writing to standard output")?;
+            let json = view.render(mode)?;
+            out.write_all(&json).context("writing to standard output")?;
         }
         Some(_) if refs => {
             bail!("--refs applies to --format json only: a provider request holds its content")
         }
         Some(p) => {
-            let doc = jpstore_integrations::provider::provider_request(&store, &conv, p)?;
+            let doc = jpstore_integrations::provider::provider_request_view(&store, view, p)?;
             serde_json::to_writer_pretty(&mut out, &doc).context("writing to standard output")?;
         }
     }

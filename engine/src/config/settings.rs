@@ -40,6 +40,12 @@ mod parse;
 /// config layer does not import the event model above it).
 type Object = serde_json::Map<String, Value>;
 
+/// The version of what [`Settings`] holds and of how a config is read into
+/// it: bumped with every change of either, so that settings cached by a
+/// build of another version (in a conversation's head cache,
+/// format-spec.md 4.6) are computed again rather than used.
+pub const SETTINGS_VERSION: u32 = 1;
+
 /// Longest `timeout_secs` of a summary table (a day), as the summarizer
 /// accepts.
 pub const MAX_SUMMARY_TIMEOUT_SECS: u64 = 86_400;

@@ -174,10 +174,10 @@ pub fn pack(entries: &[Vec<u8>]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// This thread's zstd contexts for packed entries.
-struct Zstd {
-    compressor: zstd::bulk::Compressor<'static>,
-    decompressor: zstd::bulk::Decompressor<'static>,
+/// This thread's zstd contexts for packed entries and version 2 sections.
+pub(crate) struct Zstd {
+    pub(crate) compressor: zstd::bulk::Compressor<'static>,
+    pub(crate) decompressor: zstd::bulk::Decompressor<'static>,
 }
 
 thread_local! {
@@ -189,7 +189,7 @@ thread_local! {
 
 /// Runs `f` with this thread's contexts (made on first use; dropped after
 /// an error, so a context that saw damaged input is never reused).
-fn with_zstd<T>(f: impl FnOnce(&mut Zstd) -> std::io::Result<T>) -> std::io::Result<T> {
+pub(crate) fn with_zstd<T>(f: impl FnOnce(&mut Zstd) -> std::io::Result<T>) -> std::io::Result<T> {
     ZSTD.with(|cell| {
         let mut slot = cell.borrow_mut();
         let zstd = match slot.as_mut() {

@@ -13,19 +13,25 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect};
+use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect, ObjectReader};
+use jpstore_blobstore::BlobId;
 use serde::{Deserialize, Serialize};
 
 use super::state::ConversationState;
 use super::ConversationId;
-use crate::log::{decode_record_header, FIRST_RECORD, RECORD_HEADER_LEN};
+use crate::log::{
+    check_file_header, decode_record_header, Framing, RecordHeader, FILE_HEADER_LEN, FIRST_RECORD,
+    RECORD_HEADER_LEN_V2,
+};
 
 /// Name of the head cache inside a conversation's directory.
 pub const HEAD_FILE: &str = "head";
 /// Magic of a head file.
 pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
-/// Version of the head file layout.
-pub const HEAD_VERSION: u16 = 1;
+/// Version of the head file layout (2: the settings cache; a head of
+/// version 1 is refused like any head that cannot be trusted, and written
+/// again).
+pub const HEAD_VERSION: u16 = 2;
 /// Length of the head file's header.
 pub const HEAD_HEADER_LEN: usize = 16;
 /// Largest head file read (the state holds metadata and the current turn's
@@ -40,14 +46,50 @@ pub struct Head {
     pub log_end: u64,
     /// Offset of the last record of the prefix (it ends at `log_end`).
     pub last_record: u64,
-    /// The payload CRC stored in that record's header.
+    /// That record's checksum as its header stores it
+    /// ([`RecordHeader::record_crc`]: version 1, the payload CRC; version 2,
+    /// the header CRC).
     pub last_record_crc: u32,
-    /// The payload CRC of the log's first record (the creation metadata,
-    /// which holds the creation time to the nanosecond): ties the head to
-    /// this conversation's log and no other.
+    /// The record checksum of the log's first record (the creation
+    /// metadata, which holds the creation time to the nanosecond): ties the
+    /// head to this conversation's log and no other.
     pub first_record_crc: u32,
     /// The state after folding the prefix.
     pub state: ConversationState,
+    /// The settings in effect at the start of the conversation, cached
+    /// (format-spec.md 4.6): valid only for the key it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsCache>,
+}
+
+/// What jp-store reads of a conversation's config at its start (the
+/// workspace config with the conversation's base config merged over it,
+/// checked), cached so that a view parses neither TOML nor JSON, and what
+/// it was made from. It is used only when its key matches: the SHA-256 of
+/// `config.toml` as the store read it, the base config blob the log names,
+/// and this build's [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION).
+/// Config deltas are never cached: they are merged from the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsCache {
+    /// SHA-256 of the bytes of `config.toml` (of no bytes when there is
+    /// none).
+    pub workspace: BlobId,
+    /// The base config blob (none: the conversation has none).
+    pub base_config: Option<BlobId>,
+    /// The settings version of the build that made it.
+    pub version: u32,
+    /// The settings.
+    pub settings: crate::config::Settings,
+}
+
+impl SettingsCache {
+    /// Whether it was made from `workspace`, `base_config` and this build.
+    pub fn matches(&self, workspace: &BlobId, base_config: Option<&BlobId>) -> bool {
+        self.version == crate::config::SETTINGS_VERSION
+            && self.workspace == *workspace
+            && self.base_config.as_ref() == base_config
+    }
 }
 
 /// Path of the head file of `id`, relative to the store root.
@@ -95,8 +137,34 @@ pub fn decode(bytes: &[u8]) -> Option<Head> {
 /// Reads the head cache of `id` and checks it against the log; `None` when
 /// there is none or it cannot be trusted.
 pub fn load(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+    let log = backend.open(&id.log_path()).ok()?;
+    load_with(backend, id, &*log)
+}
+
+/// [`load`], checked against the log file `log` (a handle the caller reads
+/// the log through, so that the head and what is read are of the same
+/// file even if the name was given to another meanwhile).
+pub fn load_with(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &dyn ObjectReader,
+) -> Option<Head> {
     let head = read(backend, id)?;
-    matches_log(backend, id, &head).then_some(head)
+    matches_log(log, &head).then_some(head)
+}
+
+/// The head file of `id` if it decodes and belongs to the log file `log`
+/// (its first record stores the head's `first_record_crc`): its `log_end`
+/// is the proven end ([`proven_end`]), and its settings cache may be used
+/// when its key matches. Not checked further against the log (see
+/// [`load`]).
+pub fn read_for_log(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &dyn ObjectReader,
+) -> Option<Head> {
+    let head = read(backend, id)?;
+    (log_first_record_crc(log) == Some(head.first_record_crc)).then_some(head)
 }
 
 /// The head file of `id` as it is, decoded; not checked against the log.
@@ -119,53 +187,76 @@ fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
 /// does not need the last covered record to be intact: that is what it
 /// judges.
 pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
-    match read(backend, id) {
-        Some(head) if first_record_crc(backend, id) == Some(head.first_record_crc) => head.log_end,
-        _ => 0,
+    match backend.open(&id.log_path()) {
+        Ok(log) => proven_end_with(backend, id, &*log),
+        Err(_) => 0,
     }
 }
 
-/// Whether the log of `id` has, at `head.last_record`, a valid record header
-/// with the cached payload CRC that ends at `head.log_end`.
-fn matches_log(backend: &dyn Backend, id: &ConversationId, head: &Head) -> bool {
+/// [`proven_end`] of the log file `log` (the caller's handle).
+pub fn proven_end_with(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> u64 {
+    read_for_log(backend, id, log).map_or(0, |h| h.log_end)
+}
+
+/// Whether the log file `log` has, at `head.last_record`, a valid record
+/// header with the cached record checksum that ends at `head.log_end`, and
+/// a valid record there.
+fn matches_log(log: &dyn ObjectReader, head: &Head) -> bool {
     if head.last_record < FIRST_RECORD || head.log_end <= head.last_record {
         return false;
     }
-    let Ok(log) = backend.open(&id.log_path()) else {
-        return false;
-    };
     match log.len() {
         Ok(len) if len >= head.log_end => {}
         _ => return false,
     }
-    let header_at = |offset: u64| {
-        let mut buf = [0u8; RECORD_HEADER_LEN as usize];
-        read_exact_at(&*log, &mut buf, offset).ok()?;
-        decode_record_header(&buf)
+    let Some(framing) = framing_of(log) else {
+        return false;
     };
-    let first_ok = header_at(FIRST_RECORD).is_some_and(|h| h.payload_crc == head.first_record_crc);
-    let last = header_at(head.last_record).filter(|h| {
-        h.payload_crc == head.last_record_crc && head.last_record + h.record_len() == head.log_end
+    let first_ok = header_at(log, framing, FIRST_RECORD)
+        .is_some_and(|h| h.record_crc() == head.first_record_crc);
+    let last = header_at(log, framing, head.last_record).filter(|h| {
+        h.record_crc() == head.last_record_crc && head.last_record + h.record_len() == head.log_end
     });
-    // The last covered record's payload is checked too: a cache trusted over
-    // a damaged last record would list events that reading the log refuses.
+    // The last covered record's content is checked too (every section): a
+    // cache trusted over a damaged last record would list events that
+    // reading the log refuses.
     first_ok
         && last.is_some_and(|h| {
-            let Ok(len) = usize::try_from(h.payload_len) else {
+            let Ok(len) = usize::try_from(h.content_len()) else {
                 return false;
             };
-            let mut payload = vec![0u8; len];
-            read_exact_at(&*log, &mut payload, head.last_record + RECORD_HEADER_LEN).is_ok()
-                && crc32fast::hash(&payload) == h.payload_crc
+            let mut content = vec![0u8; len];
+            read_exact_at(log, &mut content, head.last_record + h.header_len()).is_ok()
+                && crate::log::check_content_whole(&h, &content)
         })
 }
 
-/// The payload crc32 of the first record of the log of `id`, if readable.
+/// The framing of an open log, from its file header.
+fn framing_of(log: &dyn ObjectReader) -> Option<Framing> {
+    let mut buf = [0u8; FILE_HEADER_LEN as usize];
+    read_exact_at(log, &mut buf, 0).ok()?;
+    check_file_header(&buf).ok().map(|f| f.framing)
+}
+
+/// The record header at `offset` of an open log of `framing`, if valid.
+fn header_at(log: &dyn ObjectReader, framing: Framing, offset: u64) -> Option<RecordHeader> {
+    let mut buf = [0u8; RECORD_HEADER_LEN_V2 as usize];
+    let len = framing.record_header_len() as usize;
+    read_exact_at(log, &mut buf[..len], offset).ok()?;
+    decode_record_header(framing, &buf[..len])
+}
+
+/// The record checksum of the first record of the log of `id`, if
+/// readable.
 pub fn first_record_crc(backend: &dyn Backend, id: &ConversationId) -> Option<u32> {
     let log = backend.open(&id.log_path()).ok()?;
-    let mut buf = [0u8; RECORD_HEADER_LEN as usize];
-    read_exact_at(&*log, &mut buf, FIRST_RECORD).ok()?;
-    decode_record_header(&buf).map(|h| h.payload_crc)
+    log_first_record_crc(&*log)
+}
+
+/// The record checksum of the first record of the log file `log`.
+pub fn log_first_record_crc(log: &dyn ObjectReader) -> Option<u32> {
+    let framing = framing_of(log)?;
+    header_at(log, framing, FIRST_RECORD).map(|h| h.record_crc())
 }
 
 /// Replaces the head cache of `id`, best effort: the cache is an
@@ -231,12 +322,22 @@ mod tests {
         state
             .open_requests
             .insert("call_1".into(), "fs_read_file".into());
+        let mut settings = crate::config::Settings::default();
+        settings.conversation.deduplication.min_bytes = Some(7);
+        settings.assistant.system_prompt = Some("be brief".into());
+        settings.conversation.compaction.auto.trigger_ratio = Some(0.75);
         Head {
             log_end: 4096,
             last_record: 4000,
             last_record_crc: 0xdead_beef,
             first_record_crc: 0x1234_5678,
             state,
+            settings: Some(SettingsCache {
+                workspace: BlobId::of(b"config"),
+                base_config: Some(BlobId::of(b"{}")),
+                version: crate::config::SETTINGS_VERSION,
+                settings,
+            }),
         }
     }
 

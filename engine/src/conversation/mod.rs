@@ -1,8 +1,9 @@
 //! Conversations: one directory per conversation holding its log, the
-//! encoding of log entries ([`codec`]), metadata ([`meta`]), the head
-//! cache that spares reading whole logs ([`head`]), reading
-//! ([`read`]), the single writer with its append protocol ([`writer`]) and
-//! the state that validates appends ([`state`]).
+//! encoding of log entries ([`codec`] for version 1 logs, [`sections`] for
+//! the records of version 2 logs), metadata ([`meta`]), the head cache that
+//! spares reading whole logs ([`head`]), reading ([`read`]), the single
+//! writer with its append protocol ([`writer`]) and the state that
+//! validates appends ([`state`]).
 //!
 //! Layout (format-spec.md section 4.1):
 //!
@@ -18,8 +19,11 @@
 pub mod codec;
 #[doc(hidden)]
 pub mod head;
+pub mod image;
 pub mod meta;
 pub mod read;
+#[doc(hidden)]
+pub mod sections;
 pub mod state;
 pub mod writer;
 

@@ -8,7 +8,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::Entry;
-use crate::log::{LogOptions, LogReader, RecordRef, FIRST_RECORD};
+use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, FIRST_RECORD};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,7 @@ pub struct Conversation {
 pub struct FoldEnd {
     /// The offset after the last whole record.
     pub end: u64,
-    /// Offset and payload crc32 of the last record folded, if any.
+    /// Offset and record checksum of the last record folded, if any.
     pub last: Option<(u64, u32)>,
 }
 
@@ -50,12 +50,75 @@ pub fn fold_records(
         let record = record?;
         let decoded = decode_records(reader, &[record])?;
         apply_records(&[record], decoded, state, on_entry);
-        last = Some((record.offset, record.payload_crc));
+        last = Some((record.offset, record.record_crc));
     }
     Ok(FoldEnd {
         end: records.position(),
         last,
     })
+}
+
+/// Folds the records of `reader` from `from` (a record boundary) into
+/// `state`, as [`fold_records`] does, without decoding more than the fold
+/// reads: in a version 2 log the entry heads, and the body of a record only
+/// for its metadata patches.
+pub fn fold_state(reader: &LogReader, from: u64, state: &mut ConversationState) -> Result<FoldEnd> {
+    if reader.format().framing != Framing::V2 {
+        return fold_records(reader, from, state, &mut |_, _| {});
+    }
+    let max = reader.options().max_record_size;
+    let mut records = reader.records_from(from)?;
+    let mut last = None;
+    while let Some(record) = records.next_ref() {
+        let record = record?;
+        let corrupt = |found: String| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset: record.offset,
+            expected: "a record whose heads read".into(),
+            found,
+        };
+        let ContentRef::Split { heads, body, .. } = record.content else {
+            return Err(corrupt("a version 1 batch in a version 2 log".into()));
+        };
+        // The walk checked the body: a reader's walk checks every section.
+        fold_sections(heads, body, max, state).map_err(corrupt)?;
+        state.records += 1;
+        last = Some((record.offset, record.record_crc));
+    }
+    Ok(FoldEnd {
+        end: records.position(),
+        last,
+    })
+}
+
+/// Folds the entries of one version 2 record into `state`, from its heads
+/// (and its body for metadata patches).
+fn fold_sections(
+    heads: &[u8],
+    body: &[u8],
+    max: u32,
+    state: &mut ConversationState,
+) -> std::result::Result<(), String> {
+    use crate::event::binary::Kind;
+    use crate::event::head::EntryHead;
+    let body_len = u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
+    let open = super::sections::OpenHeads::open(heads, body_len, max)?;
+    let mut decoded: Option<std::borrow::Cow<'_, [u8]>> = None;
+    for i in 0..open.count() {
+        let raw = open.raw(i)?;
+        if raw.kind == Kind::MetaPatch {
+            if decoded.is_none() {
+                decoded = Some(super::sections::decode_body(&open.section, body, max)?);
+            }
+            let bytes = super::sections::entry_body(&raw, decoded.as_deref().unwrap_or_default())?;
+            state.apply(&LogEntry::Meta(super::sections::decode_meta(&raw, bytes)?));
+            continue;
+        }
+        // The fold reads no delta: its head stands in with an empty one.
+        let head = EntryHead::from_raw(&raw, &mut |_| Ok(crate::event::Object::new()))?;
+        state.apply_head(&head);
+    }
+    Ok(())
 }
 
 /// Folds decoded entries (`(record index, entry)`, in order) into `state`,
@@ -87,6 +150,9 @@ const PARALLEL_DECODE_MIN: usize = 256 * 1024;
 /// are decoded in contiguous runs of about equal bytes, so that one large
 /// packed record (an import) is shared out too.
 fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(usize, LogEntry)>> {
+    if reader.format().framing == Framing::V2 {
+        return decode_records_v2(reader, records);
+    }
     let max = reader.options().max_record_size;
     let corrupt = |record: &RecordRef<'_>, i: usize, found: String| Error::Corrupt {
         path: reader.path().to_path_buf(),
@@ -173,6 +239,70 @@ fn decode_records(reader: &LogReader, records: &[RecordRef<'_>]) -> Result<Vec<(
     Ok(all)
 }
 
+/// [`decode_records`] of a version 2 log: each record's sections decoded
+/// (its body checked first if the walk did not), on all cores when there is
+/// much to decode.
+fn decode_records_v2(
+    reader: &LogReader,
+    records: &[RecordRef<'_>],
+) -> Result<Vec<(usize, LogEntry)>> {
+    let max = reader.options().max_record_size;
+    let decode = |record: &RecordRef<'_>| -> Result<Vec<LogEntry>> {
+        let corrupt = |found: String| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset: record.offset,
+            expected: "a record whose heads and body decode".into(),
+            found,
+        };
+        match record.content {
+            ContentRef::Split {
+                heads,
+                body,
+                body_crc,
+                body_checked,
+            } => {
+                if !body_checked {
+                    check_body(reader.path(), record.offset, body, body_crc)?;
+                }
+                super::sections::decode_record(heads, body, max).map_err(corrupt)
+            }
+            ContentRef::Batch(_) => Err(corrupt("a version 1 batch in a version 2 log".into())),
+        }
+    };
+    let bytes: usize = records.iter().map(|r| r.len as usize).sum();
+    let decoded: Vec<Result<Vec<LogEntry>>> =
+        if crate::parallel::cores() < 2 || bytes < PARALLEL_DECODE_MIN || records.len() < 2 {
+            records.iter().map(decode).collect()
+        } else {
+            crate::parallel::map_ordered(records, decode)
+        };
+    let mut out = Vec::new();
+    for (r, entries) in decoded.into_iter().enumerate() {
+        out.extend(entries?.into_iter().map(|e| (r, e)));
+    }
+    Ok(out)
+}
+
+/// Checks the body section of the version 2 record at `offset` of the log
+/// `path` against its stored checksum (a walk that left it unchecked).
+pub(crate) fn check_body(
+    path: &std::path::Path,
+    offset: u64,
+    body: &[u8],
+    stored: u32,
+) -> Result<()> {
+    let computed = crc32fast::hash(body);
+    if computed == stored {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        expected: format!("a body section with checksum {stored:#010x}"),
+        found: format!("checksum {computed:#010x}: damage to a record the log held whole; run `jp-store fsck --repair`"),
+    })
+}
+
 /// The most [`read_conversation`] reserves for payloads before reading them.
 const PAYLOADS_RESERVE_MAX: u64 = 64 << 20;
 
@@ -185,33 +315,85 @@ pub fn read_conversation(
     options: LogOptions,
 ) -> Result<Conversation> {
     let reader = open_reader(backend, id, options)?;
+    if reader.format().framing == Framing::V2 {
+        // Read whole into memory, every body checked as it is decoded.
+        let image = super::image::LogImage::read(&reader, id)?;
+        let (entries, entry_records, state) = image.decode_all()?;
+        return Ok(Conversation {
+            id: id.clone(),
+            entries,
+            entry_records,
+            state,
+            log_end: image.log_end(),
+        });
+    }
     let mut walk = reader.records_from(FIRST_RECORD)?;
     // Every payload, back to back, and where each record's is.
     // Reserved for the whole file up to a bound (a file may claim to be huge
     // and still hold few records: the buffer then grows as they are read).
     let reserve = walk.limit().min(PAYLOADS_RESERVE_MAX);
     let mut payloads: Vec<u8> = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
-    let mut places: Vec<(u64, u64, u32, std::ops::Range<usize>)> = Vec::new();
+    // Per record: offset, length, checksum, where its content lies in
+    // `payloads`, and (version 2) its heads length, body checksum and
+    // whether the walk checked the body.
+    type Place = (
+        u64,
+        u64,
+        u32,
+        std::ops::Range<usize>,
+        Option<(usize, u32, bool)>,
+    );
+    let mut places: Vec<Place> = Vec::new();
     while let Some(record) = walk.next_ref() {
         let record = record?;
         let start = payloads.len();
-        payloads.extend_from_slice(record.payload);
+        let split = match record.content {
+            ContentRef::Batch(payload) => {
+                payloads.extend_from_slice(payload);
+                None
+            }
+            ContentRef::Split {
+                heads,
+                body,
+                body_crc,
+                body_checked,
+            } => {
+                payloads.extend_from_slice(heads);
+                payloads.extend_from_slice(body);
+                Some((heads.len(), body_crc, body_checked))
+            }
+        };
         places.push((
             record.offset,
             record.len,
-            record.payload_crc,
+            record.record_crc,
             start..payloads.len(),
+            split,
         ));
     }
     let log_end = walk.position();
     drop(walk);
     let records: Vec<RecordRef<'_>> = places
         .into_iter()
-        .map(|(offset, len, payload_crc, range)| RecordRef {
-            offset,
-            len,
-            payload_crc,
-            payload: &payloads[range],
+        .map(|(offset, len, record_crc, range, split)| {
+            let content = &payloads[range];
+            RecordRef {
+                offset,
+                len,
+                record_crc,
+                content: match split {
+                    None => ContentRef::Batch(content),
+                    Some((heads_len, body_crc, body_checked)) => {
+                        let (heads, body) = content.split_at(heads_len);
+                        ContentRef::Split {
+                            heads,
+                            body,
+                            body_crc,
+                            body_checked,
+                        }
+                    }
+                },
+            }
         })
         .collect();
     let decoded = decode_records(&reader, &records)?;
@@ -243,7 +425,7 @@ pub fn read_state(
     refresh: bool,
 ) -> Result<(ConversationState, u64)> {
     let reader = open_reader(backend, id, options)?;
-    let cached = head::load(backend, id);
+    let cached = head::load_with(backend, id, reader.file());
     let (mut state, from, mut last) = match cached.clone() {
         Some(h) => (h.state, h.log_end, Some((h.last_record, h.last_record_crc))),
         None => (ConversationState::default(), FIRST_RECORD, None),
@@ -252,13 +434,13 @@ pub fn read_state(
     // of damage among them: a listing must not count events that reading
     // the log refuses (format-spec.md 4.6).
     check_framing(&reader, from)?;
-    let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
+    let fold = fold_state(&reader, from, &mut state)?;
     last = fold.last.or(last);
     if refresh && (cached.is_none() || fold.end != from) {
         let first = cached
             .as_ref()
             .map(|h| h.first_record_crc)
-            .or_else(|| head::first_record_crc(backend, id));
+            .or_else(|| head::log_first_record_crc(reader.file()));
         // The head is evidence that the records it covers were whole
         // (`head::proven_end`): what this listing read may still be only in
         // the page cache (a writer that died before its sync), so it is made
@@ -276,6 +458,9 @@ pub fn read_state(
                     last_record_crc,
                     first_record_crc,
                     state: state.clone(),
+                    // The settings cache is keyed by what it was made from:
+                    // carried over as it is.
+                    settings: cached.and_then(|h| h.settings),
                 },
             );
         }
@@ -303,17 +488,34 @@ fn check_framing(reader: &LogReader, upto: u64) -> Result<()> {
     Ok(())
 }
 
-/// Opens the log of `id` for reading; a missing log is [`Error::NotFound`].
+/// Opens the log of `id` for reading, with the proven end its head cache
+/// gives; a missing log is [`Error::NotFound`].
 pub fn open_reader(
     backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<LogReader> {
+    let reader = open_reader_at(backend, id, options, 0)?;
+    // The evidence is checked against the file the reader reads, whatever
+    // is at the name by now.
+    let proven_end = head::proven_end_with(backend, id, reader.file());
+    Ok(reader.with_proven_end(proven_end))
+}
+
+/// Opens the log of `id` for reading with `proven_end` (the caller's
+/// evidence, such as a head it read: [`head::read_for_log`]); a missing log
+/// is [`Error::NotFound`].
+pub fn open_reader_at(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    options: LogOptions,
+    proven_end: u64,
+) -> Result<LogReader> {
     match LogReader::open(backend, &id.log_path(), options) {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }
-        Ok(reader) => Ok(reader.with_proven_end(head::proven_end(backend, id))),
+        Ok(reader) => Ok(reader.with_proven_end(proven_end)),
         other => other,
     }
 }

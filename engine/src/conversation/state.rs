@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use super::codec::LogEntry;
 use super::meta::Metadata;
+use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
 use crate::timestamp::Timestamp;
@@ -61,28 +62,33 @@ impl ConversationState {
 
     /// Folds one event entry in.
     pub fn apply_entry(&mut self, entry: &Entry) {
+        self.apply_head(&EntryHead::of(entry));
+    }
+
+    /// Folds one entry in from its head (all the fold reads).
+    pub fn apply_head(&mut self, head: &EntryHead<'_>) {
         self.entries += 1;
-        let step = self.turns.step(entry);
+        let step = self.turns.step_role(head.turn_role());
         if step.opened {
             self.open_requests.clear();
         }
-        entry.for_each_content(&mut |r| {
+        head.for_each_content(&mut |r| {
             self.blob_refs += 1;
             self.content_bytes = self.content_bytes.saturating_add(r.size);
         });
-        let Some(event) = entry.event() else {
+        if !head.is_event() {
             self.unknown_entries += 1;
             return;
-        };
+        }
         self.last_event = Some(match self.last_event {
-            Some(t) => t.max(event.timestamp),
-            None => event.timestamp,
+            Some(t) => t.max(head.timestamp),
+            None => head.timestamp,
         });
-        match &event.kind {
-            EventKind::ToolCallRequest(r) => {
-                self.open_requests.insert(r.id.clone(), r.name.clone());
+        match head.kind {
+            HeadKind::ToolCallRequest { id, name } => {
+                self.open_requests.insert(id.to_owned(), name.to_owned());
             }
-            EventKind::Compaction(_) => self.compactions += 1,
+            HeadKind::Compaction(_) => self.compactions += 1,
             _ => {}
         }
     }

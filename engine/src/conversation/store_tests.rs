@@ -21,6 +21,18 @@ fn store() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// A store whose new conversations have version 1 logs (as an earlier build
+/// wrote them).
+fn store_v1() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = StoreOptions {
+        new_log_framing: crate::log::Framing::V1,
+        ..StoreOptions::default()
+    };
+    let store = Store::init_dir(&dir.path().join("s"), options).expect("init");
+    (dir, store)
+}
+
 fn events(text: &str) -> Vec<Entry<Payload>> {
     parse_input(
         text,
@@ -332,8 +344,8 @@ fn forks_share_content_and_start_where_asked() {
 }
 
 #[test]
-fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
-    let (_dir, store) = store();
+fn v1_a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
+    let (_dir, store) = store_v1();
     let id = new_conv(&store, "long");
     {
         let mut w = store.writer(&id).expect("writer");
@@ -411,8 +423,8 @@ fn a_long_log_decodes_on_all_cores_in_order_and_names_an_undecodable_record() {
 }
 
 #[test]
-fn a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_together() {
-    let (dir, store) = store();
+fn v1_a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_together() {
+    let (dir, store) = store_v1();
     let id = new_conv(&store, "runs");
     let text: String = (0..9_000)
         .map(|i| {
@@ -496,8 +508,8 @@ fn a_batch_packed_in_runs_reads_back_and_runs_may_not_exceed_the_record_limit_to
 }
 
 #[test]
-fn new_logs_pack_large_batches_and_read_them_back() {
-    let (dir, store) = store();
+fn v1_new_logs_pack_large_batches_and_read_them_back() {
+    let (dir, store) = store_v1();
     let id = new_conv(&store, "packed");
     let answer = "The flaky test waits on a timer that the scheduler may delay; ".repeat(300);
     let small = "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"why?\"}\n";

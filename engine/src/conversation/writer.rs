@@ -16,12 +16,17 @@ use jpstore_blobstore::{BlobId, BlobStore};
 use super::codec::{self, LogEntry};
 use super::head::{self, Head};
 use super::meta::MetaPatch;
-use super::read::{fold_records, open_reader};
+use super::read::{fold_state, open_reader};
+use super::sections;
 use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
+use crate::event::binary::encode::RecordBuilder;
 use crate::event::{BlobRef, Entry, Payload};
-use crate::log::{payload_len, LogOptions, LogWriter, FIRST_RECORD, FLAG_PACKED};
+use crate::log::{
+    payload_len, FramedRecord, Framing, LogFormat, LogOptions, LogWriter, FIRST_RECORD,
+    FLAG_PACKED, HEADS_SECTION_HEADER_LEN,
+};
 
 /// Batches with more new blobs than this store them as one pack (four
 /// syncs) instead of loose objects (two syncs each).
@@ -32,7 +37,7 @@ pub const LOOSE_BLOBS_MAX: usize = 4;
 #[derive(Debug)]
 pub struct PreparedBatch {
     entries: Vec<Entry>,
-    record: Vec<Vec<u8>>,
+    record: FramedRecord,
 }
 
 /// What an append did (serialized as its fields, in this order).
@@ -61,6 +66,8 @@ pub struct ConversationWriter<'s> {
     options: LogOptions,
     /// End of the log prefix the head cache on disk covers (0: none).
     head_end: u64,
+    /// The settings cache of that head, written back with the next one.
+    settings: Option<head::SettingsCache>,
 }
 
 impl Drop for ConversationWriter<'_> {
@@ -86,6 +93,8 @@ impl Drop for ConversationWriter<'_> {
                     last_record_crc,
                     first_record_crc,
                     state: self.state.clone(),
+                    // Keyed by what it was made from: carried over as it is.
+                    settings: self.settings.take(),
                 },
             );
         }
@@ -104,60 +113,29 @@ impl<'s> ConversationWriter<'s> {
         first: MetaPatch,
         entries: &[Entry],
         options: LogOptions,
+        framing: Framing,
     ) -> Result<Self> {
         let backend = &**blobs.backend();
         // Records: the metadata alone, then the entries in batches that fit
         // the record size limit.
-        let meta = vec![codec::encode_meta(&first)];
-        codec::check_readable(&meta[0]).map_err(|found| Error::BadEntry {
-            index: 0,
-            field: "metadata".into(),
-            message: format!("the conversation's metadata would not read back: {found}"),
-        })?;
-        let mut batches: Vec<Vec<Vec<u8>>> = vec![meta];
-        let max = u64::from(options.max_record_size);
-        let mut current: Vec<Vec<u8>> = Vec::new();
-        let mut size = 4u64;
-        for (index, entry) in entries.iter().enumerate() {
-            let bytes = codec::encode_event(entry);
-            check_readable(&bytes, index)?;
-            let add = 4 + bytes.len() as u64;
-            if 4 + add > max {
-                return Err(Error::BadEntry {
-                    index,
-                    field: String::new(),
-                    message: format!(
-                        "the entry encodes to {} bytes, more than a record holds ({max} bytes)",
-                        bytes.len()
-                    ),
-                });
-            }
-            if size + add > max {
-                batches.push(std::mem::take(&mut current));
-                size = 4;
-            }
-            size += add;
-            current.push(bytes);
-        }
-        if !current.is_empty() {
-            batches.push(current);
-        }
+        let (format, records) = match framing {
+            Framing::V2 => (LogFormat::v2(), encode_new_log(&first, entries, options)?),
+            Framing::V1 => (
+                LogFormat::v1(FLAG_PACKED),
+                encode_new_log_v1(&first, entries, options)?,
+            ),
+        };
         // The new directory's entry must be durable before the log inside it
         // is acknowledged.
         backend
             .create_prefix(&id.dir())
             .map_err(|e| Error::from_backend(backend, e))?;
-        let batches: Vec<Vec<Vec<u8>>> = batches
-            .into_iter()
-            .map(|b| codec::pack_runs(&b).unwrap_or(b))
-            .collect();
-        let records: Vec<&[Vec<u8>]> = batches.iter().map(Vec::as_slice).collect();
         let mut state = ConversationState::default();
         state.apply(&LogEntry::Meta(first));
         for e in entries {
             state.apply_entry(e);
         }
-        state.records = batches.len() as u64;
+        state.records = records.len() as u64;
         // The head, synced before the log appears, records where the
         // published records end: they were synced whole before the name
         // existed, so none of them can ever be a torn tail (format-spec.md
@@ -176,6 +154,7 @@ impl<'s> ConversationWriter<'s> {
                         last_record_crc,
                         first_record_crc,
                         state: state.clone(),
+                        settings: None,
                     },
                 )?;
                 head_end = published.end;
@@ -186,7 +165,7 @@ impl<'s> ConversationWriter<'s> {
             backend,
             &id.log_path(),
             options,
-            FLAG_PACKED,
+            format,
             &records,
             &mut record_head,
         ) {
@@ -202,6 +181,7 @@ impl<'s> ConversationWriter<'s> {
             state,
             options,
             head_end,
+            settings: None,
         })
     }
 
@@ -219,21 +199,24 @@ impl<'s> ConversationWriter<'s> {
         // Check existence first so that a missing conversation is not
         // reported as a failure to create its lock file.
         open_reader(backend, &id, options)?;
+        let lock = super::writer_lock(backend, &id)?;
+        // Under the lock nobody replaces the log (a repair, an upgrade): the
+        // evidence read now is of the log the writer opens.
         let recovery = crate::log::Recovery {
             proven_end: head::proven_end(backend, &id),
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
-        let log = LogWriter::open_recovering(backend, &id.log_path(), options, &recovery)
+        let log = LogWriter::open_under_lock(backend, &id.log_path(), options, lock, &recovery)
             .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load(backend, &id);
         head::remove_stale_temps(backend, &id);
-        let (mut state, from) = match cached {
-            Some(h) if h.log_end <= log.end() => (h.state, h.log_end),
-            _ => (ConversationState::default(), FIRST_RECORD),
+        let (mut state, from, settings) = match cached {
+            Some(h) if h.log_end <= log.end() => (h.state, h.log_end, h.settings),
+            _ => (ConversationState::default(), FIRST_RECORD, None),
         };
         let reader = open_reader(backend, &id, options)?;
-        let fold = fold_records(&reader, from, &mut state, &mut |_, _| {})?;
+        let fold = fold_state(&reader, from, &mut state)?;
         if fold.end != log.end() {
             // We hold the lock, so nobody appended; a difference means the
             // file changed under us in a way the format does not allow.
@@ -251,6 +234,7 @@ impl<'s> ConversationWriter<'s> {
             state,
             options,
             head_end: from,
+            settings,
         })
     }
 
@@ -375,7 +359,7 @@ impl<'s> ConversationWriter<'s> {
 
     /// The references of `batch` checked, then `record` (its encoding)
     /// appended, under the shared gc lock.
-    fn append_stored_record(&mut self, batch: &[Entry], record: &[Vec<u8>]) -> Result<u64> {
+    fn append_stored_record(&mut self, batch: &[Entry], record: &FramedRecord) -> Result<u64> {
         let _gc = super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?;
         for (index, entry) in batch.iter().enumerate() {
             let mut result = Ok(());
@@ -389,25 +373,99 @@ impl<'s> ConversationWriter<'s> {
         self.write_record(record, batch)
     }
 
-    /// A batch as its record holds it: encoded, each entry checked to read
-    /// back, the batch checked against the record size limit, and packed if
-    /// the log packs (format-spec.md 4.2). Writes nothing.
-    fn encode_record(&self, batch: &[Entry]) -> Result<Vec<Vec<u8>>> {
-        let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
-        for (index, bytes) in encoded.iter().enumerate() {
-            check_readable(bytes, index)?;
+    /// The size of `batch` that the record size limit
+    /// ([`LogOptions::max_record_size`]) is checked against in this log:
+    /// version 1, the batch's payload before packing; version 2, the
+    /// sections decoded (heads section header, entry heads, aux and body).
+    pub fn batch_size(&self, batch: &[Entry]) -> Result<u64> {
+        match self.log.format().framing {
+            Framing::V1 => {
+                let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
+                Ok(payload_len(&encoded).unwrap_or(u64::MAX))
+            }
+            Framing::V2 => {
+                let mut record = RecordBuilder::new();
+                for (index, entry) in batch.iter().enumerate() {
+                    record
+                        .push_entry(entry)
+                        .map_err(|why| unreadable(index, &why))?;
+                }
+                Ok(u64::from(HEADS_SECTION_HEADER_LEN) + record.plain_len())
+            }
         }
-        self.check_size(&encoded)?;
-        Ok(match self.log.flags() & FLAG_PACKED {
-            0 => encoded,
-            _ => codec::pack_runs(&encoded).unwrap_or(encoded),
+    }
+
+    /// The format of the conversation's log (its framing and flags).
+    pub fn log_format(&self) -> LogFormat {
+        self.log.format()
+    }
+
+    /// A batch as its record holds it, framed for this log: encoded, each
+    /// entry checked to read back, the batch checked against the record
+    /// size limit, and compressed where the log's format says (format-spec.md
+    /// 4.2). Writes nothing.
+    fn encode_record(&self, batch: &[Entry]) -> Result<FramedRecord> {
+        match self.log.format().framing {
+            Framing::V1 => {
+                let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
+                for (index, bytes) in encoded.iter().enumerate() {
+                    check_readable(bytes, index)?;
+                }
+                self.check_size(&encoded)?;
+                let record = match self.log.flags() & FLAG_PACKED {
+                    0 => encoded,
+                    _ => codec::pack_runs(&encoded).unwrap_or(encoded),
+                };
+                self.framed(FramedRecord::batch(&record, self.options.max_record_size))
+            }
+            Framing::V2 => {
+                let mut record = RecordBuilder::new();
+                for (index, entry) in batch.iter().enumerate() {
+                    record
+                        .push_entry(entry)
+                        .map_err(|why| unreadable(index, &why))?;
+                }
+                self.check_plain(&record)?;
+                let sections = sections::finish(&record, true);
+                self.framed(FramedRecord::split(
+                    &sections.heads,
+                    &sections.body,
+                    self.options.max_record_size,
+                ))
+            }
+        }
+    }
+
+    /// The record `framed` made, or [`Error::RecordTooLarge`].
+    fn framed(&self, framed: std::result::Result<FramedRecord, u64>) -> Result<FramedRecord> {
+        framed.map_err(|size| Error::RecordTooLarge {
+            path: self.log.path().to_path_buf(),
+            offset: None,
+            size,
+            max: self.options.max_record_size.into(),
         })
+    }
+
+    /// Refuses a version 2 record whose decoded sections would exceed the
+    /// record size limit (readers refuse one).
+    fn check_plain(&self, record: &RecordBuilder) -> Result<()> {
+        let size = u64::from(HEADS_SECTION_HEADER_LEN) + record.plain_len();
+        let max = u64::from(self.options.max_record_size);
+        if size > max {
+            return Err(Error::RecordTooLarge {
+                path: self.log.path().to_path_buf(),
+                offset: None,
+                size,
+                max,
+            });
+        }
+        Ok(())
     }
 
     /// Appends a batch's record ([`encode_record`](Self::encode_record)) as
     /// one durable record and folds the batch's entries into the state.
-    fn write_record(&mut self, record: &[Vec<u8>], batch: &[Entry]) -> Result<u64> {
-        let offset = self.log.append(record)?;
+    fn write_record(&mut self, record: &FramedRecord, batch: &[Entry]) -> Result<u64> {
+        let offset = self.log.append_framed(record)?;
         self.state.records += 1;
         for e in batch {
             self.state.apply_entry(e);
@@ -421,13 +479,33 @@ impl<'s> ConversationWriter<'s> {
         if let Some(r) = &patch.base_config {
             check_reference(self.blobs, r, 0)?;
         }
-        let bytes = codec::encode_meta(&patch);
-        codec::check_readable(&bytes).map_err(|found| Error::BadEntry {
-            index: 0,
-            field: "metadata".into(),
-            message: format!("the metadata patch would not read back: {found}"),
-        })?;
-        let offset = self.log.append(&[bytes])?;
+        let record = match self.log.format().framing {
+            Framing::V1 => {
+                let bytes = codec::encode_meta(&patch);
+                codec::check_readable(&bytes).map_err(|found| Error::BadEntry {
+                    index: 0,
+                    field: "metadata".into(),
+                    message: format!("the metadata patch would not read back: {found}"),
+                })?;
+                self.framed(FramedRecord::batch(&[bytes], self.options.max_record_size))?
+            }
+            Framing::V2 => {
+                let mut record = RecordBuilder::new();
+                sections::push_meta(&mut record, &patch).map_err(|found| Error::BadEntry {
+                    index: 0,
+                    field: "metadata".into(),
+                    message: format!("the metadata patch would not read back: {found}"),
+                })?;
+                self.check_plain(&record)?;
+                let sections = sections::finish(&record, true);
+                self.framed(FramedRecord::split(
+                    &sections.heads,
+                    &sections.body,
+                    self.options.max_record_size,
+                ))?
+            }
+        };
+        let offset = self.log.append_framed(&record)?;
         self.state.records += 1;
         self.state.apply(&LogEntry::Meta(patch));
         Ok(offset)
@@ -499,6 +577,144 @@ pub(crate) fn put_new_blobs(
         totals.stored_bytes = out.pack_bytes;
     }
     Ok(totals)
+}
+
+/// The records a new (version 2) conversation's log is published with:
+/// its metadata alone, then its entries in records that fit the record
+/// size limit (each large one compressed).
+fn encode_new_log(
+    first: &MetaPatch,
+    entries: &[Entry],
+    options: LogOptions,
+) -> Result<Vec<FramedRecord>> {
+    let max = u64::from(options.max_record_size);
+    let fits = |r: &RecordBuilder| u64::from(HEADS_SECTION_HEADER_LEN) + r.plain_len() <= max;
+    let too_large = |size: u64| Error::RecordTooLarge {
+        path: std::path::PathBuf::from("a new conversation's log"),
+        offset: None,
+        size,
+        max,
+    };
+    let mut meta = RecordBuilder::new();
+    sections::push_meta(&mut meta, first).map_err(|found| Error::BadEntry {
+        index: 0,
+        field: "metadata".into(),
+        message: format!("the conversation's metadata would not read back: {found}"),
+    })?;
+    if !fits(&meta) {
+        return Err(too_large(meta.plain_len()));
+    }
+    let mut builders = vec![meta];
+    let mut current = RecordBuilder::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let mark = current.mark();
+        current
+            .push_entry(entry)
+            .map_err(|why| unreadable(index, &why))?;
+        if fits(&current) {
+            continue;
+        }
+        if current.count == 1 {
+            return Err(Error::BadEntry {
+                index,
+                field: String::new(),
+                message: format!(
+                    "the entry encodes to {} bytes, more than a record holds ({max} bytes)",
+                    current.plain_len()
+                ),
+            });
+        }
+        current.rewind(mark);
+        builders.push(std::mem::take(&mut current));
+        current
+            .push_entry(entry)
+            .map_err(|why| unreadable(index, &why))?;
+        if !fits(&current) {
+            return Err(Error::BadEntry {
+                index,
+                field: String::new(),
+                message: format!(
+                    "the entry encodes to {} bytes, more than a record holds ({max} bytes)",
+                    current.plain_len()
+                ),
+            });
+        }
+    }
+    if current.count > 0 {
+        builders.push(current);
+    }
+    // Large records (an import's, a fork's) are compressed on all cores.
+    let sections = crate::parallel::map_ordered(&builders, |b| sections::finish(b, true));
+    sections
+        .iter()
+        .map(|s| FramedRecord::split(&s.heads, &s.body, options.max_record_size).map_err(too_large))
+        .collect()
+}
+
+/// The records of a new version 1 log (for tests of older logs and their
+/// upgrade): its metadata alone, then its entries in batches that fit the
+/// record size limit, each packed where worth it.
+fn encode_new_log_v1(
+    first: &MetaPatch,
+    entries: &[Entry],
+    options: LogOptions,
+) -> Result<Vec<FramedRecord>> {
+    let meta = vec![codec::encode_meta(first)];
+    codec::check_readable(&meta[0]).map_err(|found| Error::BadEntry {
+        index: 0,
+        field: "metadata".into(),
+        message: format!("the conversation's metadata would not read back: {found}"),
+    })?;
+    let mut batches: Vec<Vec<Vec<u8>>> = vec![meta];
+    let max = u64::from(options.max_record_size);
+    let mut current: Vec<Vec<u8>> = Vec::new();
+    let mut size = 4u64;
+    for (index, entry) in entries.iter().enumerate() {
+        let bytes = codec::encode_event(entry);
+        check_readable(&bytes, index)?;
+        let add = 4 + bytes.len() as u64;
+        if 4 + add > max {
+            return Err(Error::BadEntry {
+                index,
+                field: String::new(),
+                message: format!(
+                    "the entry encodes to {} bytes, more than a record holds ({max} bytes)",
+                    bytes.len()
+                ),
+            });
+        }
+        if size + add > max {
+            batches.push(std::mem::take(&mut current));
+            size = 4;
+        }
+        size += add;
+        current.push(bytes);
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
+        .into_iter()
+        .map(|b| {
+            let b = codec::pack_runs(&b).unwrap_or(b);
+            FramedRecord::batch(&b, options.max_record_size).map_err(|size| Error::RecordTooLarge {
+                path: std::path::PathBuf::from("a new conversation's log"),
+                offset: None,
+                size,
+                max,
+            })
+        })
+        .collect()
+}
+
+/// The error of an entry the binary form refuses (a value nested deeper
+/// than readers accept).
+fn unreadable(index: usize, why: &str) -> Error {
+    Error::BadEntry {
+        index,
+        field: String::new(),
+        message: format!("the entry would not read back: {why}"),
+    }
 }
 
 /// Refuses an entry whose encoding would not decode again.

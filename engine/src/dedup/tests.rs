@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::event::json::{parse_entry, ParseMode};
-use crate::event::{BlobRef, ChatRequest};
+use crate::event::{BlobRef, Block, ChatRequest, Entry, EventKind, Payload};
 use crate::projection::{view, view_traced, view_with_config};
 use crate::timestamp::Timestamp;
 

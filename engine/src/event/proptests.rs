@@ -1,6 +1,7 @@
 //! Property tests of the event codecs: any entry in canonical JSON form goes
-//! through parse, content extraction, the MessagePack log encoding, decode
-//! and render, and comes back equal.
+//! through parse, content extraction, the log encodings (MessagePack of
+//! version 1, the binary form of version 2), decode and render, and comes
+//! back equal; its head read from version 2 bytes is the head of the entry.
 
 use std::collections::HashMap;
 
@@ -8,9 +9,12 @@ use jpstore_blobstore::BlobId;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
+use super::binary::encode::RecordBuilder;
+use super::head::EntryHead;
 use super::json::{parse_entry, payload_json, render_entry, ParseMode};
 use super::{BlobRef, Entry, Payload};
 use crate::conversation::codec::{decode, encode_event, LogEntry};
+use crate::conversation::sections::{decode_body, decode_record, entry_body, finish, OpenHeads};
 use crate::timestamp::Timestamp;
 
 fn text() -> impl Strategy<Value = String> {
@@ -30,6 +34,11 @@ fn leaf() -> impl Strategy<Value = Value> {
         any::<u64>().prop_map(Value::from),
         (-1e12f64..1e12).prop_map(Value::from),
         text().prop_map(Value::String),
+        // A thinking signature: canonical base64, stored as its bytes.
+        prop::collection::vec(any::<u8>(), 40..120).prop_map(|b| {
+            use base64::Engine as _;
+            Value::String(base64::engine::general_purpose::STANDARD.encode(b))
+        }),
     ]
 }
 
@@ -220,6 +229,63 @@ proptest! {
         })
         .expect("render");
         prop_assert_eq!(rendered, v);
+    }
+
+    #[test]
+    fn entries_survive_the_binary_encoding(vs in prop::collection::vec(entry(), 1..6), compress in any::<bool>()) {
+        let now = Timestamp::from_unix(0, 0).expect("epoch");
+        let stored: Vec<Entry> = vs
+            .iter()
+            .map(|v| {
+                parse_entry(v, ParseMode::Strict { now })
+                    .expect("generated entries are valid")
+                    .hashed()
+            })
+            .collect();
+        let mut record = RecordBuilder::new();
+        for e in &stored {
+            record.push_entry(e).expect("encode");
+        }
+        // Large enough to be compressed when asked: the same entries again.
+        if compress {
+            while record.plain_len() < 40_000 {
+                for e in &stored {
+                    record.push_entry(e).expect("encode");
+                }
+            }
+        }
+        let sections = finish(&record, compress);
+        let back = decode_record(&sections.heads, &sections.body, u32::MAX).expect("decode");
+        let expected: Vec<LogEntry> = stored.iter().cycle().take(back.len()).cloned().map(LogEntry::Event).collect();
+        prop_assert_eq!(&back, &expected);
+        // The heads read from the bytes are the heads of the entries.
+        let open = OpenHeads::open(&sections.heads, sections.body.len() as u32, u32::MAX).expect("open");
+        let body = decode_body(&open.section, &sections.body, u32::MAX).expect("body");
+        for (i, e) in stored.iter().enumerate() {
+            let raw = open.raw(i).expect("head");
+            let head = EntryHead::from_raw(&raw, &mut |raw| {
+                let bytes = entry_body(raw, &body)?;
+                super::binary::decode::BodyParts::new(raw, bytes)?.object(super::binary::Part::Delta)
+            })
+            .expect("head");
+            prop_assert_eq!(head, EntryHead::of(e));
+        }
+    }
+
+    #[test]
+    fn binary_records_never_panic(heads in prop::collection::vec(any::<u8>(), 0..300), body in prop::collection::vec(any::<u8>(), 0..100)) {
+        let _ = decode_record(&heads, &body, 1 << 20);
+        let mut with_header = crate::log::HeadsSection {
+            count: 2,
+            aux_len: heads.len().saturating_sub(64) as u32,
+            body_raw_len: body.len() as u32,
+            heads_codec: 0,
+            body_codec: 0,
+        }
+        .encode()
+        .to_vec();
+        with_header.extend_from_slice(&heads);
+        let _ = decode_record(&with_header, &body, 1 << 20);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `config_delta`, `compaction` and unknown entries belong to the current
 //! turn and never open one. An empty stream has no turns.
 
+use super::head::TurnRole;
 use super::model::{Entry, EventKind};
 
 /// Assigns turn indices to entries one at a time.
@@ -34,9 +35,15 @@ impl TurnCounter {
 
     /// Counts one entry and returns the turn it belongs to.
     pub fn step<C>(&mut self, entry: &Entry<C>) -> Step {
-        let kind = entry.event().map(|e| &e.kind);
-        match kind {
-            Some(EventKind::TurnStart) => match self.current {
+        self.step_role(role_of(entry))
+    }
+
+    /// Counts one entry of `role` (an entry head's
+    /// [`turn_role`](super::head::EntryHead::turn_role)) and returns the turn
+    /// it belongs to.
+    pub fn step_role(&mut self, role: TurnRole) -> Step {
+        match role {
+            TurnRole::TurnStart => match self.current {
                 None => self.open(0),
                 Some(t) if self.has_event => self.open(t + 1),
                 Some(t) => Step {
@@ -44,7 +51,7 @@ impl TurnCounter {
                     opened: false,
                 },
             },
-            Some(k) if k.is_conversation_event() => {
+            TurnRole::Event => {
                 let step = match self.current {
                     None => self.open(0),
                     Some(t) => Step {
@@ -56,7 +63,7 @@ impl TurnCounter {
                 step
             }
             // Config deltas, compactions and unknown entries never open a turn.
-            _ => Step {
+            TurnRole::Other => Step {
                 turn: self.current.unwrap_or(0),
                 opened: false,
             },
@@ -77,6 +84,15 @@ impl TurnCounter {
     /// Index of the current (last) turn, if any.
     pub fn current(&self) -> Option<u64> {
         self.current
+    }
+}
+
+/// How an entry counts for turn numbering.
+pub fn role_of<C>(entry: &Entry<C>) -> TurnRole {
+    match entry.event().map(|e| &e.kind) {
+        Some(EventKind::TurnStart) => TurnRole::TurnStart,
+        Some(k) if k.is_conversation_event() => TurnRole::Event,
+        _ => TurnRole::Other,
     }
 }
 

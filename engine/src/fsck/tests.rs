@@ -520,3 +520,45 @@ fn an_interrupt_stops_fsck_between_conversations_and_blob_checks() {
         .expect("a run never interrupted");
     assert_eq!(r.conversations, 5);
 }
+
+/// A log of a newer format version (a valid header this build does not
+/// know) is reported as unsupported, not as damage: fsck fails, and repair
+/// leaves it where it is, byte for byte; the other conversations are
+/// checked as usual.
+#[test]
+fn a_log_of_a_newer_version_is_unsupported_not_damage_and_repair_leaves_it() {
+    let f = fixture();
+    conv(&f, "newer", 2, &|i| format!("n{i}"));
+    conv(&f, "current", 1, &|i| format!("c{i}"));
+    let log = f.root.join("conversations/newer/events.log");
+    let mut bytes = std::fs::read(&log).expect("read");
+    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..12]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&log, &bytes).expect("write");
+
+    for repair in [false, true] {
+        let r = run(&f, true, repair);
+        assert!(damage(&r).is_empty(), "{:?}", r.findings);
+        let found = of_kind(&r, "unsupported-version");
+        assert_eq!(found.len(), 1, "{:?}", r.findings);
+        assert_eq!(found[0].severity, Severity::Unsupported);
+        assert_eq!(found[0].conversation.as_deref(), Some("newer"));
+        assert!(
+            found[0].message.contains("version 3"),
+            "{}",
+            found[0].message
+        );
+        assert!(!r.is_clean() && r.has_unsupported());
+        assert!(r.repairs.is_empty(), "{:?}", r.repairs);
+        assert_eq!(std::fs::read(&log).expect("read"), bytes, "repair {repair}");
+    }
+    assert!(
+        !f.root.join("quarantine/conversations").exists()
+            || std::fs::read_dir(f.root.join("quarantine/conversations"))
+                .expect("list")
+                .next()
+                .is_none()
+    );
+    readable(&f, "current");
+}

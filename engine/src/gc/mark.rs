@@ -16,8 +16,12 @@ use jpstore_blobstore::backend::Backend;
 use jpstore_blobstore::BlobId;
 
 use crate::conversation::codec::{self, LogEntry};
+use crate::conversation::sections::OpenHeads;
 use crate::error::Result;
-use crate::log::{salvage_bytes, salvage_log, walk_batch_lossy, LogOptions, Piece, Salvage};
+use crate::event::binary::decode::{AuxFields, BlockFields};
+use crate::log::{
+    salvage_bytes, salvage_log, walk_batch_lossy, Framing, LogOptions, Piece, Salvage,
+};
 
 /// Entries of one log decoded on all cores from this many on.
 const PARALLEL_ENTRIES: usize = 512;
@@ -41,12 +45,15 @@ pub(crate) fn mark_log(
 
 /// Marks into `live` every blob the bytes of part of a log (a tail copied
 /// into quarantine, from a record boundary and without a file header) may
-/// reference.
+/// reference. Nothing says which framing the log had: the bytes are walked
+/// as records of both.
 pub(crate) fn mark_bytes(bytes: &[u8], options: LogOptions, live: &mut HashSet<BlobId>) {
     let mut entries = Vec::new();
-    salvage_bytes(bytes, 0, options, &mut |piece| {
-        collect(piece, options.max_record_size, &mut entries, live)
-    });
+    for framing in [Framing::V1, Framing::V2] {
+        salvage_bytes(bytes, 0, framing, options, &mut |piece| {
+            collect(piece, options.max_record_size, &mut entries, live)
+        });
+    }
     mark_entries(&entries, options.max_record_size, live);
 }
 
@@ -55,9 +62,12 @@ pub(crate) fn mark_bytes(bytes: &[u8], options: LogOptions, live: &mut HashSet<B
 fn collect(piece: Piece<'_>, max: u32, entries: &mut Vec<Vec<u8>>, live: &mut HashSet<BlobId>) {
     match piece {
         Piece::Entry { bytes, .. } => entries.push(bytes.to_vec()),
+        Piece::Sections { heads, body, .. } => mark_heads(heads, body.len(), max, live),
         Piece::Damaged { bytes, .. } => {
-            // Plain entries hold their ids as they are.
+            // Plain entries and plain heads hold their ids as they are;
+            // compressed heads and packed entries are zstd frames.
             mark_id_shapes(bytes, live);
+            mark_in_frames(bytes, max, live);
             // Packed entries must be decompressed first: the region read
             // as a record (it starts at a record boundary), as far as its
             // structure holds.
@@ -69,6 +79,70 @@ fn collect(piece: Piece<'_>, max: u32, entries: &mut Vec<Vec<u8>>, live: &mut Ha
                 });
             }
         }
+    }
+}
+
+/// Marks the references of a valid version 2 record, from its heads
+/// section alone (every blob reference is in aux): read exactly, or, where
+/// the section does not read, searched like damage.
+fn mark_heads(heads: &[u8], body_len: usize, max: u32, live: &mut HashSet<BlobId>) {
+    let exact = (|| -> std::result::Result<Vec<BlobId>, String> {
+        let body_len = u32::try_from(body_len).map_err(|_| "a huge body".to_string())?;
+        let open = OpenHeads::open(heads, body_len, max)?;
+        let mut ids = Vec::new();
+        for i in 0..open.count() {
+            let raw = open.raw(i)?;
+            match AuxFields::read(raw.kind, raw.aux)? {
+                AuxFields::ChatRequest { resources, .. } => {
+                    for r in resources.resources() {
+                        ids.push(r.content.id);
+                        ids.extend(r.formatted.map(|f| f.id));
+                    }
+                }
+                AuxFields::ToolCallResponse { blocks, .. } => {
+                    for b in blocks.blocks() {
+                        match b {
+                            BlockFields::Text { text, .. } => ids.push(text.id),
+                            BlockFields::Resource { resource, .. } => {
+                                ids.push(resource.content.id);
+                                ids.extend(resource.formatted.map(|f| f.id));
+                            }
+                            BlockFields::Other(_) => {}
+                        }
+                    }
+                }
+                AuxFields::MetaPatch { base_config } => ids.extend(base_config.map(|b| b.id)),
+                _ => {}
+            }
+        }
+        Ok(ids)
+    })();
+    match exact {
+        Ok(ids) => live.extend(ids),
+        Err(_) => {
+            mark_id_shapes(heads, live);
+            mark_in_frames(heads, max, live);
+        }
+    }
+}
+
+/// The first bytes of a zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Marks what the zstd frames found in damaged bytes still give (each
+/// decompressed as far as it goes, at most `max` bytes): the compressed
+/// heads of version 2 records and packed entries of version 1 ones.
+fn mark_in_frames(bytes: &[u8], max: u32, live: &mut HashSet<BlobId>) {
+    let mut at = 0;
+    while let Some(p) = bytes[at..]
+        .windows(ZSTD_MAGIC.len())
+        .position(|w| w == ZSTD_MAGIC)
+    {
+        let start = at + p;
+        let mut entry = vec![codec::KIND_PACKED];
+        entry.extend_from_slice(&bytes[start..]);
+        mark_id_shapes(&codec::unpack_lossy(&entry, max), live);
+        at = start + 1;
     }
 }
 

@@ -1,9 +1,12 @@
 //! The framing layer of a conversation log: an append-only file of
-//! checksummed records, each holding one batch of opaque entries.
+//! checksummed records. In a version 1 log a record holds one batch of
+//! opaque entries; in a version 2 log, a heads section and a body section,
+//! each under its own checksum.
 //!
-//! What the entries mean is decided above this module; here an entry is a
-//! byte string. The byte layout, the append protocol, recovery and the
-//! crash-point analysis are in `format-spec.md` (section 3).
+//! What the entries (version 1) and the sections (version 2, beyond their
+//! 16-byte section header) mean is decided above this module. The byte
+//! layout, the append protocol, recovery and the crash-point analysis are
+//! in `format-spec.md` (section 3).
 //!
 //! # Invariants
 //!
@@ -17,9 +20,11 @@
 //! 3. **Batches are atomic.** One batch is one record with one checksum:
 //!    readers and recovery see all of its entries or none.
 //! 4. **Nothing unchecked is used.** No field of a record header is used
-//!    before the header checksum matched, no payload before its checksum
-//!    matched; a length over [`LogOptions::max_record_size`] is refused
-//!    before anything is allocated.
+//!    before the header checksum matched, no payload or section before its
+//!    checksum matched; a length over [`LogOptions::max_record_size`] is
+//!    refused before anything is allocated. A version 2 body left unchecked
+//!    by a walk ([`ContentRef::Split`]'s `body_checked`) is checked by
+//!    whoever uses it.
 //! 5. **Damage is never skipped or cut.** Only the prefix of the one record
 //!    a writer can have had in flight (a *torn tail*) is cut, and the writer
 //!    reports it ([`LogWriter::cut_tail`]). Any other bad record is an error
@@ -47,14 +52,19 @@ use std::path::Path;
 
 use jpstore_blobstore::backend::Backend;
 
-pub use reader::{LogReader, RecordRef, Records};
+pub use reader::{ContentRef, LogReader, RecordRef, Records};
 pub use record::{
-    decode_record_header, encode_batch, payload_len, walk_batch, RecordHeader, FILE_HEADER_LEN,
-    FLAG_PACKED, FORMAT_VERSION, MAGIC, RECORD_HEADER_LEN,
+    check_content_whole, check_file_header, decode_record_header, encode_batch, encode_file_header,
+    encode_record_v2, payload_len, walk_batch, FramedRecord, Framing, HeadsSection, LogFormat,
+    RecordHeader, Section, CODEC_PLAIN, CODEC_ZSTD, ENTRY_HEAD_LEN, FILE_HEADER_LEN, FLAG_PACKED,
+    FORMAT_VERSION, HEADS_SECTION_HEADER_LEN, MAGIC, RECORD_HEADER_LEN, RECORD_HEADER_LEN_V2,
+    VERSION_1, VERSION_2,
 };
 pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piece, Salvage};
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
+
+pub(crate) use scan::{Step, Walker};
 
 use crate::error::Result;
 
@@ -67,10 +77,12 @@ pub const DEFAULT_MAX_RECORD_SIZE: u32 = 64 << 20;
 /// Settings of readers and writers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogOptions {
-    /// Largest payload (the length field of a record) that is written or
-    /// read. A batch encoding to more is refused by `append`; a record on
-    /// disk claiming more is reported as [`Damage::TooLarge`] without
-    /// allocating. Readers must allow at least what writers write.
+    /// Largest content of a record that is written or read: the payload
+    /// (version 1), or the heads and body sections together and, again,
+    /// what they decode to (version 2). A batch encoding to more is refused
+    /// by `append`; a record on disk claiming more is reported as
+    /// [`Damage::TooLarge`] without allocating. Readers must allow at least
+    /// what writers write.
     pub max_record_size: u32,
 }
 
@@ -82,23 +94,46 @@ impl Default for LogOptions {
     }
 }
 
-/// One record of a log: a batch of entries and where it lies.
+/// One record of a log: its content and where it lies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// Offset of the record in the file.
     pub offset: u64,
-    /// Bytes of the record on disk (header and payload).
+    /// Bytes of the record on disk (header and content).
     pub len: u64,
-    /// The payload's crc32, as stored in (and checked against) the header.
-    pub payload_crc: u32,
-    /// The entries of the batch, in append order.
-    pub entries: Vec<Vec<u8>>,
+    /// The record's checksum, as stored in (and checked against) the header
+    /// ([`RecordHeader::record_crc`]).
+    pub record_crc: u32,
+    /// What it holds.
+    pub content: RecordContent,
+}
+
+/// What a record holds, copied out of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordContent {
+    /// Version 1: the entries of the batch, in append order.
+    Batch(Vec<Vec<u8>>),
+    /// Version 2: the heads section and the body section (both checked).
+    Split {
+        /// The heads section.
+        heads: Vec<u8>,
+        /// The body section, as stored.
+        body: Vec<u8>,
+    },
 }
 
 impl Record {
     /// Offset just after the record: where the next one starts.
     pub fn end(&self) -> u64 {
         self.offset + self.len
+    }
+
+    /// The entries of a version 1 batch (none for a version 2 record).
+    pub fn entries(&self) -> &[Vec<u8>] {
+        match &self.content {
+            RecordContent::Batch(entries) => entries,
+            RecordContent::Split { .. } => &[],
+        }
     }
 }
 

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use jpstore_blobstore::backend::{Backend, ObjectReader};
 
 use super::record::{
-    check_file_header, decode_batch, walk_batch, HeaderProblem, FILE_HEADER_LEN, RECORD_HEADER_LEN,
+    check_file_header, decode_batch, walk_batch, HeaderProblem, LogFormat, RecordHeader,
+    FILE_HEADER_LEN,
 };
 use super::scan::{LogEnd, Step, Walker};
-use super::{LogOptions, Record};
+use super::{LogOptions, Record, RecordContent};
 use crate::error::{Error, Result};
 
 /// A read-only handle on a log. Takes no lock: a writer may append while it
@@ -18,6 +19,7 @@ use crate::error::{Error, Result};
 pub struct LogReader {
     file: Box<dyn ObjectReader>,
     path: PathBuf,
+    format: LogFormat,
     options: LogOptions,
     proven_end: u64,
 }
@@ -31,10 +33,11 @@ impl LogReader {
             path: display.clone(),
             source,
         })?;
-        check_header(&*file, &display)?;
+        let format = check_header(&*file, &display)?;
         Ok(LogReader {
             file,
             path: display,
+            format,
             options,
             proven_end: 0,
         })
@@ -60,9 +63,46 @@ impl LogReader {
         &self.path
     }
 
+    /// The open file this reader reads (to check other evidence, such as a
+    /// head cache, against the same file).
+    pub fn file(&self) -> &dyn ObjectReader {
+        &*self.file
+    }
+
     /// The settings it reads with.
     pub fn options(&self) -> LogOptions {
         self.options
+    }
+
+    /// The log's format, from its file header.
+    pub fn format(&self) -> LogFormat {
+        self.format
+    }
+
+    /// The whole file as it is now, read into memory (for readers that walk
+    /// it there: the view of a version 2 log).
+    pub fn read_file(&self) -> Result<Vec<u8>> {
+        let len = self.file.len().map_err(|source| self.io("stat", source))?;
+        let len = usize::try_from(len).map_err(|_| {
+            self.io(
+                "read",
+                io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"),
+            )
+        })?;
+        let mut bytes = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            match self.file.read_at(&mut bytes[done..], done as u64) {
+                // Shrank since the stat (a writer cut a torn tail): what is
+                // left is the file.
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.io("read", source)),
+            }
+        }
+        bytes.truncate(done);
+        Ok(bytes)
     }
 
     /// All records, from the first.
@@ -94,8 +134,13 @@ impl LogReader {
         }
         Ok(Records {
             reader: self,
-            walker: Walker::new(&*self.file, len, self.options.max_record_size)
-                .with_proven_end(self.proven_end),
+            walker: Walker::new(
+                &*self.file,
+                self.format.framing,
+                len,
+                self.options.max_record_size,
+            )
+            .with_proven_end(self.proven_end),
             position: offset,
             end: None,
             done: false,
@@ -122,8 +167,8 @@ fn shrunk(path: &Path, offset: u64, len: u64) -> Error {
     }
 }
 
-/// Checks the file header of an open log; returns its flags.
-pub(crate) fn check_header(file: &dyn ObjectReader, display: &Path) -> Result<u16> {
+/// Checks the file header of an open log; returns its format.
+pub(crate) fn check_header(file: &dyn ObjectReader, display: &Path) -> Result<LogFormat> {
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     let mut got = 0;
     while got < header.len() {
@@ -140,7 +185,12 @@ pub(crate) fn check_header(file: &dyn ObjectReader, display: &Path) -> Result<u1
             }
         }
     }
-    check_file_header(&header[..got]).map_err(|p| match p {
+    check_file_header(&header[..got]).map_err(|p| header_error(p, display))
+}
+
+/// The error that reports a bad file header of the log `display`.
+pub(crate) fn header_error(problem: HeaderProblem, display: &Path) -> Error {
+    match problem {
         HeaderProblem::Damaged(offset, expected, found) => Error::Corrupt {
             path: display.to_path_buf(),
             offset,
@@ -153,7 +203,7 @@ pub(crate) fn check_header(file: &dyn ObjectReader, display: &Path) -> Result<u1
             flags,
             supported: super::FORMAT_VERSION,
         },
-    })
+    }
 }
 
 /// An iterator over the records of a log, one record in memory at a time.
@@ -192,26 +242,76 @@ impl Records<'_> {
 }
 
 /// A record as [`Records::next_ref`] hands it out: its place and checksum,
-/// and its payload (one batch, format-spec.md section 3) borrowed from the
-/// walk's buffer instead of copied.
+/// and its content borrowed from the walk's buffer instead of copied.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordRef<'a> {
     /// Offset of the record in the file.
     pub offset: u64,
-    /// Bytes of the record on disk (header and payload).
+    /// Bytes of the record on disk (header and content).
     pub len: u64,
-    /// The payload's crc32, as stored in (and checked against) the header.
-    pub payload_crc: u32,
-    /// The payload: its checksum matched and its batch structure is sound.
-    pub payload: &'a [u8],
+    /// The record's checksum ([`RecordHeader::record_crc`]: version 1, the
+    /// payload crc; version 2, the header crc), as stored and checked.
+    pub record_crc: u32,
+    /// Its content: every checksum matched and its structure is sound.
+    pub content: ContentRef<'a>,
+}
+
+/// The content of a record, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub enum ContentRef<'a> {
+    /// Version 1: the payload, one batch (format-spec.md section 3).
+    Batch(&'a [u8]),
+    /// Version 2: the heads section and the body section.
+    Split {
+        /// The heads section.
+        heads: &'a [u8],
+        /// The body section, as stored.
+        body: &'a [u8],
+        /// The body's checksum, as stored in the record header.
+        body_crc: u32,
+        /// Whether the walk checked the body against it (else whoever uses
+        /// the body must).
+        body_checked: bool,
+    },
 }
 
 impl<'a> RecordRef<'a> {
-    /// Hands each entry of the batch to `each`, in order (the structure was
-    /// checked when the record was read; an error here means the bytes
-    /// changed in memory, and is reported as damage all the same).
+    /// Hands each entry of a version 1 batch to `each`, in order (the
+    /// structure was checked when the record was read; an error here means
+    /// the bytes changed in memory, and is reported as damage all the
+    /// same). A version 2 record has no batch: an error.
     pub fn each_entry(&self, each: impl FnMut(&'a [u8])) -> Result<(), String> {
-        walk_batch(self.payload, each).map(|_| ())
+        match self.content {
+            ContentRef::Batch(payload) => walk_batch(payload, each).map(|_| ()),
+            ContentRef::Split { .. } => {
+                Err("a version 2 record (heads and body), not a batch of entries".into())
+            }
+        }
+    }
+}
+
+/// The content of the record whose header is `header`, from its bytes after
+/// the header.
+pub(crate) fn content_ref<'a>(
+    header: &RecordHeader,
+    content: &'a [u8],
+    body_checked: bool,
+) -> ContentRef<'a> {
+    match *header {
+        RecordHeader::V1 { .. } => ContentRef::Batch(content),
+        RecordHeader::V2 {
+            heads_len,
+            body_crc,
+            ..
+        } => {
+            let (heads, body) = content.split_at((heads_len as usize).min(content.len()));
+            ContentRef::Split {
+                heads,
+                body,
+                body_crc,
+                body_checked,
+            }
+        }
     }
 }
 
@@ -220,21 +320,22 @@ impl Records<'_> {
     /// [`Iterator::next`] without copying each entry into a vector of its
     /// own (for readers that decode every entry of a log at once).
     pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>>> {
-        let (offset, len, payload_crc) = match self.step_record()? {
+        let (offset, header, body_checked) = match self.step_record()? {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
+        let len = header.record_len();
         // `step_record` has just read and checked these bytes: they are in
         // the walker's buffer, so this is no second read.
         match self
             .walker
-            .get(offset + RECORD_HEADER_LEN, len - RECORD_HEADER_LEN)
+            .get(offset + header.header_len(), header.content_len())
         {
-            Ok(Some(payload)) => Some(Ok(RecordRef {
+            Ok(Some(content)) => Some(Ok(RecordRef {
                 offset,
                 len,
-                payload_crc,
-                payload,
+                record_crc: header.record_crc(),
+                content: content_ref(&header, content, body_checked),
             })),
             Ok(None) => {
                 self.done = true;
@@ -248,17 +349,21 @@ impl Records<'_> {
     }
 
     /// Reads and checks the record at the current position and moves past
-    /// it; returns its offset, length and payload checksum.
-    fn step_record(&mut self) -> Option<Result<(u64, u64, u32)>> {
+    /// it; returns its offset, header and whether its body was checked.
+    fn step_record(&mut self) -> Option<Result<(u64, RecordHeader, bool)>> {
         if self.done {
             return None;
         }
         let offset = self.position;
         let path = &self.reader.path;
         match self.walker.step(offset) {
-            Ok(Step::Record { len, payload_crc }) => {
-                self.position += len;
-                Some(Ok((offset, len, payload_crc)))
+            Ok(Step::Record {
+                header,
+                body_checked,
+                ..
+            }) => {
+                self.position += header.record_len();
+                Some(Ok((offset, header, body_checked)))
             }
             Ok(Step::End(LogEnd::Damaged { .. })) if !self.rechecked => {
                 // Confirm damage with a fresh look before reporting it: if a
@@ -269,8 +374,13 @@ impl Records<'_> {
                 let file = &*self.reader.file;
                 match file.len() {
                     Ok(len) if len >= offset => {
-                        self.walker = Walker::new(file, len, self.reader.options.max_record_size)
-                            .with_proven_end(self.reader.proven_end);
+                        self.walker = Walker::new(
+                            file,
+                            self.reader.format.framing,
+                            len,
+                            self.reader.options.max_record_size,
+                        )
+                        .with_proven_end(self.reader.proven_end);
                         self.step_record()
                     }
                     Ok(len) => {
@@ -312,16 +422,27 @@ impl Iterator for Records<'_> {
     type Item = Result<Record>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (offset, len, payload_crc, entries) = match self.next_ref()? {
-            Ok(r) => (r.offset, r.len, r.payload_crc, decode_batch(r.payload)),
+        let (offset, len, record_crc, content) = match self.next_ref()? {
+            Ok(r) => (
+                r.offset,
+                r.len,
+                r.record_crc,
+                match r.content {
+                    ContentRef::Batch(payload) => decode_batch(payload).map(RecordContent::Batch),
+                    ContentRef::Split { heads, body, .. } => Ok(RecordContent::Split {
+                        heads: heads.to_vec(),
+                        body: body.to_vec(),
+                    }),
+                },
+            ),
             Err(e) => return Some(Err(e)),
         };
-        match entries {
-            Ok(entries) => Some(Ok(Record {
+        match content {
+            Ok(content) => Some(Ok(Record {
                 offset,
                 len,
-                payload_crc,
-                entries,
+                record_crc,
+                content,
             })),
             Err(found) => {
                 // `step` checked the structure; this cannot happen, but

@@ -3,12 +3,13 @@
 //! 4.7), not only what a reader may use.
 //!
 //! Unlike [`scan`](super::scan), it does not stop at damage: a damaged file
-//! header is skipped (the records after it are walked as usual), and after a
-//! bad record the walk resynchronizes on the next offset where a whole valid
-//! record starts (a header whose checksum matches, a payload within the
-//! limit whose checksum matches, and that payload a batch: the same test
-//! as the search after a bad header in section 3). The bytes in between are
-//! handed over as a damaged region, for best-effort use.
+//! header is skipped (the records after it are walked as usual, in the
+//! framings a damaged header leaves possible), and after a bad record the
+//! walk resynchronizes on the next offset where a whole valid record starts
+//! (a header whose checksum matches, a content within the limit whose
+//! checksums match and whose structure is sound: the same test as the
+//! search after a bad header in section 3). The bytes in between are handed
+//! over as a damaged region, for best-effort use.
 //!
 //! What it hands over must never be shown as the conversation's content: a
 //! record after a lost one may depend on it. It is only ever a reason to
@@ -20,22 +21,32 @@ use std::path::Path;
 use jpstore_blobstore::backend::Backend;
 
 use super::record::{
-    check_batch, check_file_header, decode_record_header, walk_batch, HeaderProblem,
-    FILE_HEADER_LEN, RECORD_HEADER_LEN,
+    check_file_header, decode_record_header, walk_batch, Framing, HeaderProblem, FILE_HEADER_LEN,
 };
+use super::scan::valid_record_len;
 use super::LogOptions;
 use crate::error::{Error, Result};
 
 /// One piece of a tolerant walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Piece<'a> {
-    /// An entry of a whole, valid record (both checksums match and the
-    /// payload is a batch), at `offset` (the record's).
+    /// An entry of a whole, valid version 1 record (both checksums match
+    /// and the payload is a batch), at `offset` (the record's).
     Entry {
         /// Offset of the record holding it.
         offset: u64,
         /// The entry's bytes.
         bytes: &'a [u8],
+    },
+    /// The sections of a whole, valid version 2 record (every checksum
+    /// matches and the heads section header is consistent), at `offset`.
+    Sections {
+        /// Offset of the record.
+        offset: u64,
+        /// The heads section.
+        heads: &'a [u8],
+        /// The body section, as stored.
+        body: &'a [u8],
     },
     /// Bytes that are not a valid record (damage, or a torn tail), from
     /// `offset` up to the next valid record or the end of the file.
@@ -72,9 +83,19 @@ pub fn salvage_log(
     each: &mut dyn FnMut(Piece<'_>),
 ) -> Result<Salvage> {
     let bytes = read_whole(backend, path)?;
-    let bad_header = match check_file_header(&bytes) {
-        Ok(_) => false,
-        Err(HeaderProblem::Damaged(..)) => true,
+    let start = FILE_HEADER_LEN.min(bytes.len() as u64);
+    let out = match check_file_header(&bytes) {
+        Ok(format) => salvage_bytes(&bytes, start, format.framing, options, each),
+        // Whatever the version was, its records are walked in both
+        // framings: marking more only keeps blobs longer.
+        Err(HeaderProblem::Damaged(..)) => {
+            let mut out = salvage_bytes(&bytes, start, Framing::V1, options, each);
+            let v2 = salvage_bytes(&bytes, start, Framing::V2, options, each);
+            out.records += v2.records;
+            out.damaged += v2.damaged;
+            out.bad_header = true;
+            out
+        }
         Err(HeaderProblem::Unsupported { version, flags }) => {
             return Err(Error::Unsupported {
                 path: backend.display(path),
@@ -84,9 +105,6 @@ pub fn salvage_log(
             })
         }
     };
-    let start = FILE_HEADER_LEN.min(bytes.len() as u64);
-    let mut out = salvage_bytes(&bytes, start, options, each);
-    out.bad_header = bad_header;
     Ok(out)
 }
 
@@ -123,10 +141,12 @@ pub fn read_whole(backend: &dyn Backend, path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Walks `bytes` (a log, or a copy of part of one) from `start` tolerantly,
-/// handing every piece to `each`. Offsets are positions in `bytes`.
+/// as records of `framing`, handing every piece to `each`. Offsets are
+/// positions in `bytes`.
 pub fn salvage_bytes(
     bytes: &[u8],
     start: u64,
+    framing: Framing,
     options: LogOptions,
     each: &mut dyn FnMut(Piece<'_>),
 ) -> Salvage {
@@ -146,7 +166,7 @@ pub fn salvage_bytes(
     };
     let mut records = Vec::new();
     while off < bytes.len() {
-        match valid_record_len(&bytes[off..], options.max_record_size) {
+        match valid_record_len(framing, &bytes[off..], options.max_record_size) {
             Some(len) => {
                 flush(&mut damaged_from, off, &mut out);
                 records.push((off, len));
@@ -162,31 +182,30 @@ pub fn salvage_bytes(
         }
     }
     flush(&mut damaged_from, bytes.len(), &mut out);
+    let header_len = framing.record_header_len() as usize;
     for (off, len) in records {
-        let payload = &bytes[off + RECORD_HEADER_LEN as usize..off + len];
-        // Checked to be a batch by `valid_record_len`.
-        let _ = walk_batch(payload, |e| {
-            each(Piece::Entry {
-                offset: off as u64,
-                bytes: e,
-            })
-        });
+        let content = &bytes[off + header_len..off + len];
+        match decode_record_header(framing, &bytes[off..]) {
+            Some(super::RecordHeader::V2 { heads_len, .. }) => {
+                let (heads, body) = content.split_at((heads_len as usize).min(content.len()));
+                each(Piece::Sections {
+                    offset: off as u64,
+                    heads,
+                    body,
+                });
+            }
+            // Checked to be a batch by `valid_record_len`.
+            _ => {
+                let _ = walk_batch(content, |e| {
+                    each(Piece::Entry {
+                        offset: off as u64,
+                        bytes: e,
+                    })
+                });
+            }
+        }
     }
     out
-}
-
-/// The length of the whole valid record `bytes` starts with, if it does.
-fn valid_record_len(bytes: &[u8], max: u32) -> Option<usize> {
-    let h: &[u8; RECORD_HEADER_LEN as usize] =
-        bytes.get(..RECORD_HEADER_LEN as usize)?.try_into().ok()?;
-    let header = decode_record_header(h)?;
-    if header.payload_len > max {
-        return None;
-    }
-    let start = RECORD_HEADER_LEN as usize;
-    let end = start.checked_add(header.payload_len as usize)?;
-    let payload = bytes.get(start..end)?;
-    (crc32fast::hash(payload) == header.payload_crc && check_batch(payload).is_ok()).then_some(end)
 }
 
 /// Hands each entry of what may be a batch to `each`, as far as its
@@ -212,10 +231,10 @@ pub fn walk_batch_lossy<'a>(payload: &'a [u8], mut each: impl FnMut(&'a [u8])) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::record::{encode_file_header, encode_record};
+    use crate::log::record::{encode_file_header, encode_record, LogFormat};
 
     fn log_of(batches: &[&[&[u8]]]) -> (Vec<u8>, Vec<usize>) {
-        let mut bytes = encode_file_header(0).to_vec();
+        let mut bytes = encode_file_header(LogFormat::v1(0)).to_vec();
         let mut offsets = Vec::new();
         for b in batches {
             offsets.push(bytes.len());
@@ -226,10 +245,17 @@ mod tests {
 
     fn pieces(bytes: &[u8], start: u64) -> (Vec<Vec<u8>>, Vec<u64>, Salvage) {
         let (mut entries, mut damaged) = (Vec::new(), Vec::new());
-        let s = salvage_bytes(bytes, start, LogOptions::default(), &mut |p| match p {
-            Piece::Entry { bytes, .. } => entries.push(bytes.to_vec()),
-            Piece::Damaged { offset, .. } => damaged.push(offset),
-        });
+        let s = salvage_bytes(
+            bytes,
+            start,
+            Framing::V1,
+            LogOptions::default(),
+            &mut |p| match p {
+                Piece::Entry { bytes, .. } => entries.push(bytes.to_vec()),
+                Piece::Sections { .. } => panic!("a version 2 record in a version 1 log"),
+                Piece::Damaged { offset, .. } => damaged.push(offset),
+            },
+        );
         (entries, damaged, s)
     }
 

@@ -2,15 +2,21 @@
 //!
 //! Shared by the reader (which stops at the end), the writer's recovery (which
 //! cuts a torn tail) and `scan` (which reports everything). The rules are those
-//! of "Recovery" in `format-spec.md` (section 3):
+//! of "Recovery" in `format-spec.md` (section 3), for both framings:
 //!
 //! - a record is *valid* when its header checksum matches, its length is within
-//!   the limit, all its bytes lie before the end, its payload checksum matches
-//!   and the payload is a well-formed batch;
+//!   the limit, all its bytes lie before the end, the checksum of every section
+//!   matches (version 1: the payload; version 2: heads and body) and the content
+//!   has its framing's shape (a batch; a consistent heads section header);
 //! - what follows the last valid record is a *torn tail* when it can be the
 //!   prefix of the one record a writer had in flight: nothing valid after it and
 //!   no more bytes than one record can hold;
 //! - anything else is *damage*, reported at the offset of the first bad record.
+//!
+//! A walk may leave the body sections of version 2 records before the proven
+//! end unchecked ([`Walker::with_lazy_bodies`]): those records were whole once,
+//! and a reader that uses a body checks it when it reads it (format-spec.md 3,
+//! "What the checksums cover").
 
 use std::io;
 use std::path::Path;
@@ -18,7 +24,8 @@ use std::path::Path;
 use jpstore_blobstore::backend::ObjectReader;
 
 use super::record::{
-    check_batch, decode_record_header, RecordHeader, MIN_PAYLOAD_LEN, RECORD_HEADER_LEN,
+    check_content, check_min_len, decode_record_header, ContentFault, Framing, HeadsSection,
+    RecordHeader, Section,
 };
 use crate::error::Error;
 
@@ -77,6 +84,16 @@ pub enum Damage {
         /// The checksum of the payload as read.
         computed: u32,
     },
+    /// A section checksum of a version 2 record does not match, and more
+    /// bytes follow the record.
+    SectionChecksum {
+        /// The section: heads or body.
+        section: Section,
+        /// The checksum in the record header.
+        stored: u32,
+        /// The checksum of the section as read.
+        computed: u32,
+    },
     /// The header (checksum valid) claims a payload larger than the limit.
     TooLarge {
         /// Claimed payload length.
@@ -124,6 +141,14 @@ impl Damage {
                 format!("a payload with checksum {stored:#010x}"),
                 format!("checksum {computed:#010x}, and more records after it"),
             ),
+            Damage::SectionChecksum {
+                section,
+                stored,
+                computed,
+            } => (
+                format!("a {} with checksum {stored:#010x}", section.name()),
+                format!("checksum {computed:#010x}, and more records after it"),
+            ),
             Damage::TooLarge { size, max } => {
                 return Error::RecordTooLarge {
                     path: path.to_path_buf(),
@@ -132,9 +157,10 @@ impl Damage {
                     max: *max,
                 }
             }
-            Damage::Malformed(found) => {
-                ("a batch of length-prefixed entries".into(), found.clone())
-            }
+            Damage::Malformed(found) => (
+                "a record content of its framing's shape (a batch of length-prefixed entries, or a heads section consistent with its header)".into(),
+                found.clone(),
+            ),
             Damage::ProvenWhole { proven_end, len } => (
                 format!("whole records up to offset {proven_end} (they were acknowledged or published whole)"),
                 format!("{len} bytes that are not a valid record: damage to a complete record, not a write cut short; run `jp-store fsck --repair`"),
@@ -155,9 +181,16 @@ impl Damage {
 
 /// One step of a walk.
 pub(crate) enum Step {
-    /// A valid record: its length on disk and its payload's (checked)
-    /// checksum. The payload is in the walker's buffer ([`Walker::get`]).
-    Record { len: u64, payload_crc: u32 },
+    /// A valid record: its header (checked) and whether its body section
+    /// was checked too (always, except for version 2 records before the
+    /// proven end of a walk with lazy bodies). Its bytes are in the
+    /// walker's buffer ([`Walker::get`]).
+    Record {
+        header: RecordHeader,
+        body_checked: bool,
+        /// The heads section header (version 2), checked.
+        section: Option<HeadsSection>,
+    },
     /// The walk is over.
     End(LogEnd),
 }
@@ -180,13 +213,24 @@ fn read_up_to(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Resul
 /// Bytes read ahead when the next record is small.
 const READ_AHEAD: usize = 64 * 1024;
 
+/// Where a walk reads from.
+enum Source<'f> {
+    /// A file, read in chunks into the walker's buffer.
+    File(&'f dyn ObjectReader),
+    /// The bytes of a whole file, already in memory (offsets are positions
+    /// in it).
+    Memory(&'f [u8]),
+}
+
 /// A buffered, bounded view of a file: reads only below `limit` (the length
 /// observed when the walk started), in chunks, one record in memory at most.
 pub(crate) struct Walker<'f> {
-    file: &'f dyn ObjectReader,
+    source: Source<'f>,
+    framing: Framing,
     limit: u64,
     max_payload: u32,
     proven_end: u64,
+    lazy_bodies: bool,
     buf: Vec<u8>,
     buf_start: u64,
 }
@@ -194,6 +238,7 @@ pub(crate) struct Walker<'f> {
 impl std::fmt::Debug for Walker<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Walker")
+            .field("framing", &self.framing)
             .field("limit", &self.limit)
             .field(
                 "buffered",
@@ -204,12 +249,35 @@ impl std::fmt::Debug for Walker<'_> {
 }
 
 impl<'f> Walker<'f> {
-    pub(crate) fn new(file: &'f dyn ObjectReader, limit: u64, max_payload: u32) -> Self {
+    /// A walk of the records of `framing` in `file`, below `limit`.
+    pub(crate) fn new(
+        file: &'f dyn ObjectReader,
+        framing: Framing,
+        limit: u64,
+        max_payload: u32,
+    ) -> Self {
         Walker {
-            file,
+            source: Source::File(file),
+            framing,
             limit,
             max_payload,
             proven_end: 0,
+            lazy_bodies: false,
+            buf: Vec::new(),
+            buf_start: 0,
+        }
+    }
+
+    /// A walk of the records of `framing` in `bytes`, the whole file as
+    /// read into memory (its length is the limit).
+    pub(crate) fn in_memory(bytes: &'f [u8], framing: Framing, max_payload: u32) -> Self {
+        Walker {
+            source: Source::Memory(bytes),
+            framing,
+            limit: bytes.len() as u64,
+            max_payload,
+            proven_end: 0,
+            lazy_bodies: false,
             buf: Vec::new(),
             buf_start: 0,
         }
@@ -224,6 +292,15 @@ impl<'f> Walker<'f> {
         self
     }
 
+    /// Leaves the body sections of version 2 records that end at or before
+    /// the proven end unchecked: whoever uses such a body checks it first
+    /// (format-spec.md 3, "Reading"). Records from the proven end on, and
+    /// every record of a version 1 log, are checked whole.
+    pub(crate) fn with_lazy_bodies(mut self) -> Self {
+        self.lazy_bodies = true;
+        self
+    }
+
     /// The length the walk is bounded by.
     pub(crate) fn limit(&self) -> u64 {
         self.limit
@@ -234,6 +311,13 @@ impl<'f> Walker<'f> {
     pub(crate) fn get(&mut self, off: u64, n: u64) -> io::Result<Option<&[u8]>> {
         let Some(end) = off.checked_add(n).filter(|&e| e <= self.limit) else {
             return Ok(None);
+        };
+        let file = match self.source {
+            Source::Memory(bytes) => {
+                // Below the limit, which is the length of `bytes`.
+                return Ok(bytes.get(off as usize..end as usize));
+            }
+            Source::File(file) => file,
         };
         let buf_end = self.buf_start + self.buf.len() as u64;
         if off < self.buf_start || end > buf_end {
@@ -249,7 +333,7 @@ impl<'f> Walker<'f> {
             // since the walk started (a writer cut a torn tail). Bytes below
             // the cut are whole records and must still be seen, so a short
             // read is only a miss if it does not cover `[off, end)`.
-            let got = match read_up_to(self.file, &mut self.buf, off) {
+            let got = match read_up_to(file, &mut self.buf, off) {
                 Ok(got) => got,
                 Err(e) => {
                     self.buf.clear();
@@ -263,9 +347,10 @@ impl<'f> Walker<'f> {
                 return Ok(None);
             }
         }
-        let from = usize::try_from(off - self.buf_start).expect("inside the buffer");
-        let to = usize::try_from(end - self.buf_start).expect("inside the buffer");
-        Ok(Some(&self.buf[from..to]))
+        // Inside the buffer: `buf_start <= off` and `end <= buf_end`.
+        let from = (off - self.buf_start) as usize;
+        let to = (end - self.buf_start) as usize;
+        Ok(self.buf.get(from..to))
     }
 
     /// Reads the record at `off` (a record boundary) or classifies the end.
@@ -308,54 +393,60 @@ impl<'f> Walker<'f> {
                 damage,
             })
         };
-        let Some(bytes) = self.get(off, RECORD_HEADER_LEN)? else {
+        let framing = self.framing;
+        let header_len = framing.record_header_len();
+        let Some(bytes) = self.get(off, header_len)? else {
             return Ok(torn);
         };
-        let bytes: &[u8; RECORD_HEADER_LEN as usize] =
-            bytes.try_into().expect("get returns the requested length");
-        let Some(header) = decode_record_header(bytes) else {
+        let Some(header) = decode_record_header(framing, bytes) else {
             return self.after_bad_header(off);
         };
-        if header.payload_len > self.max_payload {
+        if header.content_len() > u64::from(self.max_payload) {
             return Ok(damaged(Damage::TooLarge {
-                size: header.payload_len.into(),
+                size: header.content_len(),
                 max: self.max_payload.into(),
             }));
         }
-        if header.payload_len < MIN_PAYLOAD_LEN {
-            return Ok(damaged(Damage::Malformed(format!(
-                "a payload length of {}, too short for a batch count",
-                header.payload_len
-            ))));
+        if let Err(found) = check_min_len(&header) {
+            return Ok(damaged(Damage::Malformed(found)));
         }
         let rec_end = off + header.record_len();
         if rec_end > limit {
             return Ok(torn);
         }
-        let Some(payload) = self.get(off + RECORD_HEADER_LEN, header.payload_len.into())? else {
+        // A version 2 record that ends at or before the proven end was whole
+        // once: with lazy bodies, its body is checked by whoever uses it.
+        let check_body = !(self.lazy_bodies && rec_end <= self.proven_end);
+        let max = self.max_payload;
+        let Some(content) = self.get(off + header_len, header.content_len())? else {
             return Ok(torn);
         };
-        let computed = crc32fast::hash(payload);
-        if computed != header.payload_crc {
+        match check_content(&header, content, max, check_body) {
+            Ok(section) => Ok(Step::Record {
+                header,
+                body_checked: check_body || matches!(header, RecordHeader::V1 { .. }),
+                section,
+            }),
             // A torn record ends the file: its header was written whole but
-            // some payload pages were not. Anything after it was appended
-            // after it was complete, so then the record is damaged.
-            return Ok(if rec_end == limit {
-                torn
-            } else {
-                damaged(Damage::PayloadChecksum {
-                    stored: header.payload_crc,
-                    computed,
-                })
-            });
+            // some of its other pages were not. Anything after it was
+            // appended after it was complete, so then the record is damaged.
+            Err(ContentFault::Checksum { .. }) if rec_end == limit => Ok(torn),
+            Err(ContentFault::Checksum {
+                section: Section::Payload,
+                stored,
+                computed,
+            }) => Ok(damaged(Damage::PayloadChecksum { stored, computed })),
+            Err(ContentFault::Checksum {
+                section,
+                stored,
+                computed,
+            }) => Ok(damaged(Damage::SectionChecksum {
+                section,
+                stored,
+                computed,
+            })),
+            Err(ContentFault::Malformed(found)) => Ok(damaged(Damage::Malformed(found))),
         }
-        if let Err(found) = check_batch(payload) {
-            return Ok(damaged(Damage::Malformed(found)));
-        }
-        Ok(Step::Record {
-            len: header.record_len(),
-            payload_crc: header.payload_crc,
-        })
     }
 
     /// The header at `off` is not valid: torn (a prefix of the record in
@@ -363,7 +454,8 @@ impl<'f> Walker<'f> {
     fn after_bad_header(&mut self, off: u64) -> io::Result<Step> {
         let remaining = self.limit - off;
         let max = self.max_payload;
-        if remaining > RECORD_HEADER_LEN + u64::from(max) {
+        let framing = self.framing;
+        if remaining > framing.record_header_len() + u64::from(max) {
             return Ok(Step::End(LogEnd::Damaged {
                 offset: off,
                 damage: Damage::HeaderChecksum {
@@ -377,7 +469,8 @@ impl<'f> Walker<'f> {
                 len: remaining,
             }));
         };
-        let found = (1..region.len()).find(|&p| valid_record_in(&region[p..], max));
+        let found =
+            (1..region.len()).find(|&p| valid_record_len(framing, &region[p..], max).is_some());
         Ok(Step::End(match found {
             Some(p) => LogEnd::Damaged {
                 offset: off,
@@ -393,24 +486,16 @@ impl<'f> Walker<'f> {
     }
 }
 
-/// Whether `bytes` starts with a whole valid record.
-fn valid_record_in(bytes: &[u8], max: u32) -> bool {
-    let Some(h) = bytes.get(..RECORD_HEADER_LEN as usize) else {
-        return false;
-    };
-    let h: &[u8; RECORD_HEADER_LEN as usize] = h.try_into().expect("sliced to length");
-    let Some(RecordHeader {
-        payload_len,
-        payload_crc,
-    }) = decode_record_header(h)
-    else {
-        return false;
-    };
-    if payload_len > max {
-        return false;
+/// The length of the whole valid record of `framing` that `bytes` starts
+/// with (every checksum and the structure checked), if it does.
+pub(crate) fn valid_record_len(framing: Framing, bytes: &[u8], max: u32) -> Option<usize> {
+    let header = decode_record_header(framing, bytes)?;
+    if header.content_len() > u64::from(max) || check_min_len(&header).is_err() {
+        return None;
     }
-    let start = RECORD_HEADER_LEN as usize;
-    bytes
-        .get(start..start + payload_len as usize)
-        .is_some_and(|p| crc32fast::hash(p) == payload_crc && check_batch(p).is_ok())
+    let start = framing.record_header_len() as usize;
+    let end = start.checked_add(usize::try_from(header.content_len()).ok()?)?;
+    let content = bytes.get(start..end)?;
+    check_content(&header, content, max, true).ok()?;
+    Some(end)
 }

@@ -13,6 +13,7 @@ use jpstore_blobstore::storage::{
     DirEntry, FileId, LocalStorage, LockKind, Mapping, Metadata, OpenMode, Storage, StorageFile,
 };
 
+use super::record::{self, encode_batch};
 use super::*;
 use crate::error::Error;
 
@@ -47,17 +48,78 @@ fn scan_ok(storage: &dyn Backend, name: &str) -> Scan {
     scan(storage, Path::new(name), LogOptions::default()).expect("scan")
 }
 
-fn entries_of(scan: &Scan) -> Vec<Vec<Vec<u8>>> {
-    scan.records.iter().map(|r| r.entries.clone()).collect()
+/// Both framings: the framing tests run in each.
+const FRAMINGS: [Framing; 2] = [Framing::V1, Framing::V2];
+
+/// A new empty log of `framing`.
+fn create(storage: &dyn Backend, name: &str, framing: Framing, options: LogOptions) -> LogWriter {
+    let format = match framing {
+        Framing::V1 => LogFormat::v1(0),
+        Framing::V2 => LogFormat::v2(),
+    };
+    LogWriter::create_published(storage, Path::new(name), options, format, &[], &mut |_| {
+        Ok(())
+    })
+    .expect("create")
 }
 
-/// A small log of five batches; returns its bytes and record boundaries.
-fn small_log(dir: &Path, storage: &dyn Backend) -> (Vec<u8>, Vec<u64>, Vec<Vec<Vec<u8>>>) {
-    let mut w = LogWriter::create(storage, Path::new(LOG), LogOptions::default()).expect("create");
+/// A test batch as the sections of a version 2 record: a heads section of
+/// no entry whose aux is the batch's version 1 encoding, and a body of the
+/// entries back to back in reverse order (so a torn or mixed-up body shows).
+fn split_of(batch: &[Vec<u8>]) -> (Vec<u8>, Vec<u8>) {
+    let aux = encode_batch(batch);
+    let body: Vec<u8> = batch.iter().rev().flatten().copied().collect();
+    let section = HeadsSection {
+        count: 0,
+        aux_len: aux.len() as u32,
+        body_raw_len: body.len() as u32,
+        heads_codec: CODEC_PLAIN,
+        body_codec: CODEC_PLAIN,
+    };
+    let mut heads = section.encode().to_vec();
+    heads.extend_from_slice(&aux);
+    (heads, body)
+}
+
+/// Appends `batch` in the log's framing.
+fn append(w: &mut LogWriter, batch: &[Vec<u8>]) -> Result<u64, Error> {
+    match w.format().framing {
+        Framing::V1 => w.append(batch),
+        Framing::V2 => {
+            let (heads, body) = split_of(batch);
+            w.append_split(&heads, &body)
+        }
+    }
+}
+
+/// The test batch a record holds (either framing).
+fn batch_of(record: &Record) -> Vec<Vec<u8>> {
+    match &record.content {
+        RecordContent::Batch(entries) => entries.clone(),
+        RecordContent::Split { heads, body } => {
+            let batch = record::decode_batch(&heads[16..]).expect("a test batch in aux");
+            assert_eq!(split_of(&batch).1, *body, "the body of a test batch");
+            batch
+        }
+    }
+}
+
+fn entries_of(scan: &Scan) -> Vec<Vec<Vec<u8>>> {
+    scan.records.iter().map(batch_of).collect()
+}
+
+/// A small log of five batches in `framing`; returns its bytes and record
+/// boundaries.
+fn small_log_of(
+    dir: &Path,
+    storage: &dyn Backend,
+    framing: Framing,
+) -> (Vec<u8>, Vec<u64>, Vec<Vec<Vec<u8>>>) {
+    let mut w = create(storage, LOG, framing, LogOptions::default());
     let batches: Vec<_> = (0..5).map(|i| batch(1, i, false)).collect();
     let mut bounds = vec![FIRST_RECORD];
     for b in &batches {
-        let off = w.append(b).expect("append");
+        let off = append(&mut w, b).expect("append");
         assert_eq!(off, *bounds.last().expect("nonempty"));
         bounds.push(w.end());
     }
@@ -69,40 +131,41 @@ fn small_log(dir: &Path, storage: &dyn Backend) -> (Vec<u8>, Vec<u64>, Vec<Vec<V
 
 #[test]
 fn append_then_read_back_across_reopen() {
-    let (_dir, storage) = store();
-    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
-    assert_eq!(w.end(), FIRST_RECORD);
-    assert_eq!(w.cut_tail(), None);
-    let first: Vec<_> = (0..4).map(|i| batch(1, i, true)).collect();
-    for b in &first {
-        w.append(b).expect("append");
-    }
-    let end = w.end();
-    drop(w);
+    for framing in FRAMINGS {
+        let (_dir, storage) = store();
+        let mut w = create(&storage, LOG, framing, LogOptions::default());
+        assert_eq!(w.end(), FIRST_RECORD);
+        assert_eq!(w.cut_tail(), None);
+        let first: Vec<_> = (0..4).map(|i| batch(1, i, true)).collect();
+        for b in &first {
+            append(&mut w, b).expect("append");
+        }
+        let end = w.end();
+        drop(w);
 
-    let s = scan_ok(&storage, LOG);
-    assert_eq!(entries_of(&s), first);
-    assert_eq!(s.end, LogEnd::Clean { offset: end });
+        let s = scan_ok(&storage, LOG);
+        assert_eq!(entries_of(&s), first);
+        assert_eq!(s.end, LogEnd::Clean { offset: end });
 
-    let mut w = open_writer(&storage, LOG);
-    assert_eq!(w.end(), end);
-    assert_eq!(w.cut_tail(), None);
-    let second: Vec<_> = (4..9).map(|i| batch(1, i, true)).collect();
-    for b in &second {
-        w.append(b).expect("append");
-    }
-    // Slices of byte slices are batches too.
-    let borrowed: [&[u8]; 2] = [b"a", b""];
-    w.append(&borrowed).expect("append slices");
-    drop(w);
+        let mut w = open_writer(&storage, LOG);
+        assert_eq!(w.end(), end);
+        assert_eq!(w.cut_tail(), None);
+        let second: Vec<_> = (4..9).map(|i| batch(1, i, true)).collect();
+        for b in &second {
+            append(&mut w, b).expect("append");
+        }
+        // Slices of byte slices are batches too.
+        append(&mut w, &[b"a".to_vec(), Vec::new()]).expect("append slices");
+        drop(w);
 
-    let mut all = first;
-    all.extend(second);
-    all.push(vec![b"a".to_vec(), Vec::new()]);
-    let s = scan_ok(&storage, LOG);
-    assert_eq!(entries_of(&s), all);
-    for pair in s.records.windows(2) {
-        assert_eq!(pair[0].end(), pair[1].offset);
+        let mut all = first;
+        all.extend(second);
+        all.push(vec![b"a".to_vec(), Vec::new()]);
+        let s = scan_ok(&storage, LOG);
+        assert_eq!(entries_of(&s), all);
+        for pair in s.records.windows(2) {
+            assert_eq!(pair[0].end(), pair[1].offset);
+        }
     }
 }
 
@@ -145,222 +208,250 @@ fn empty_batch_is_refused() {
 
 #[test]
 fn truncation_at_every_offset_keeps_exactly_the_complete_batches() {
-    let (dir, storage) = store();
-    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let extra = vec![b"after recovery".to_vec()];
-    for cut in 0..=bytes.len() {
-        let name = format!("cut{cut}.log");
-        fs::write(dir.path().join(&name), &bytes[..cut]).expect("write");
-        let cut = cut as u64;
-        if cut < FILE_HEADER_LEN {
-            let err = LogReader::open(&storage, Path::new(&name), LogOptions::default())
-                .expect_err("short header accepted");
-            assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
-            let err = LogWriter::open(&storage, Path::new(&name), LogOptions::default())
-                .expect_err("short header accepted");
-            assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
-            continue;
-        }
-        let complete = bounds.iter().filter(|&&b| b <= cut).count() - 1;
-        let valid_end = bounds[complete];
-        let expected_end = if valid_end == cut {
-            LogEnd::Clean { offset: cut }
-        } else {
-            LogEnd::TornTail {
-                offset: valid_end,
-                len: cut - valid_end,
+    for framing in FRAMINGS {
+        let (dir, storage) = store();
+        let (bytes, bounds, batches) = small_log_of(dir.path(), &storage, framing);
+        let extra = vec![b"after recovery".to_vec()];
+        for cut in 0..=bytes.len() {
+            let name = format!("cut{cut}.log");
+            fs::write(dir.path().join(&name), &bytes[..cut]).expect("write");
+            let cut = cut as u64;
+            if cut < FILE_HEADER_LEN {
+                let err = LogReader::open(&storage, Path::new(&name), LogOptions::default())
+                    .expect_err("short header accepted");
+                assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
+                let err = LogWriter::open(&storage, Path::new(&name), LogOptions::default())
+                    .expect_err("short header accepted");
+                assert!(matches!(err, Error::Corrupt { offset: 0, .. }), "{err}");
+                continue;
             }
-        };
+            let complete = bounds.iter().filter(|&&b| b <= cut).count() - 1;
+            let valid_end = bounds[complete];
+            let expected_end = if valid_end == cut {
+                LogEnd::Clean { offset: cut }
+            } else {
+                LogEnd::TornTail {
+                    offset: valid_end,
+                    len: cut - valid_end,
+                }
+            };
 
-        // A reader sees the complete batches and does not touch the file.
-        let s = scan_ok(&storage, &name);
-        assert_eq!(entries_of(&s), &batches[..complete], "cut at {cut}");
-        assert_eq!(s.end, expected_end, "cut at {cut}");
-        assert_eq!(
-            fs::metadata(dir.path().join(&name)).expect("stat").len(),
-            cut
-        );
+            // A reader sees the complete batches and does not touch the file.
+            let s = scan_ok(&storage, &name);
+            assert_eq!(entries_of(&s), &batches[..complete], "cut at {cut}");
+            assert_eq!(s.end, expected_end, "cut at {cut}");
+            assert_eq!(
+                fs::metadata(dir.path().join(&name)).expect("stat").len(),
+                cut
+            );
 
-        // A writer cuts the torn tail, says so, and appends after it.
-        let mut w = open_writer(&storage, &name);
-        assert_eq!(w.end(), valid_end, "cut at {cut}");
-        let expected_cut = (valid_end != cut).then_some((valid_end, cut - valid_end));
-        assert_eq!(
-            w.cut_tail().map(|c| (c.offset, c.len)),
-            expected_cut,
-            "cut at {cut}"
-        );
-        // Nothing is cut without a synced copy of its bytes.
-        if let Some(c) = w.cut_tail() {
-            let copy = fs::read(dir.path().join(&c.copy)).expect("the copy of the cut tail");
-            assert_eq!(copy.len() as u64, c.len, "cut at {cut}");
+            // A writer cuts the torn tail, says so, and appends after it.
+            let mut w = open_writer(&storage, &name);
+            assert_eq!(w.end(), valid_end, "cut at {cut}");
+            let expected_cut = (valid_end != cut).then_some((valid_end, cut - valid_end));
+            assert_eq!(
+                w.cut_tail().map(|c| (c.offset, c.len)),
+                expected_cut,
+                "cut at {cut}"
+            );
+            // Nothing is cut without a synced copy of its bytes.
+            if let Some(c) = w.cut_tail() {
+                let copy = fs::read(dir.path().join(&c.copy)).expect("the copy of the cut tail");
+                assert_eq!(copy.len() as u64, c.len, "cut at {cut}");
+            }
+            assert_eq!(
+                fs::metadata(dir.path().join(&name)).expect("stat").len(),
+                valid_end
+            );
+            append(&mut w, &extra).expect("append");
+            drop(w);
+            let s = scan_ok(&storage, &name);
+            let mut want = batches[..complete].to_vec();
+            want.push(extra.clone());
+            assert_eq!(entries_of(&s), want, "cut at {cut}");
+            assert!(matches!(s.end, LogEnd::Clean { .. }));
+            fs::remove_file(dir.path().join(&name)).expect("rm");
         }
-        assert_eq!(
-            fs::metadata(dir.path().join(&name)).expect("stat").len(),
-            valid_end
-        );
-        w.append(&extra).expect("append");
-        drop(w);
-        let s = scan_ok(&storage, &name);
-        let mut want = batches[..complete].to_vec();
-        want.push(extra.clone());
-        assert_eq!(entries_of(&s), want, "cut at {cut}");
-        assert!(matches!(s.end, LogEnd::Clean { .. }));
-        fs::remove_file(dir.path().join(&name)).expect("rm");
     }
 }
 
 #[test]
 fn zero_filled_tail_is_torn_unless_longer_than_a_record() {
-    let (dir, storage) = store();
-    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let end = *bounds.last().expect("nonempty");
-    let small = LogOptions {
-        max_record_size: 100,
-    };
-    for zeros in [1usize, 11, 12, 13, 50, 112] {
-        let name = format!("z{zeros}.log");
+    for framing in FRAMINGS {
+        let (dir, storage) = store();
+        let (bytes, bounds, batches) = small_log_of(dir.path(), &storage, framing);
+        let end = *bounds.last().expect("nonempty");
+        let max = match framing {
+            Framing::V1 => 100,
+            Framing::V2 => 200,
+        };
+        let small = LogOptions {
+            max_record_size: max,
+        };
+        let header = framing.record_header_len() as usize;
+        for zeros in [
+            1usize,
+            header - 1,
+            header,
+            header + 1,
+            50,
+            header + max as usize,
+        ] {
+            let name = format!("z{zeros}.log");
+            let mut b = bytes.clone();
+            b.resize(b.len() + zeros, 0);
+            fs::write(dir.path().join(&name), &b).expect("write");
+            let s = scan(&storage, Path::new(&name), small).expect("scan");
+            assert_eq!(entries_of(&s), batches);
+            assert_eq!(
+                s.end,
+                LogEnd::TornTail {
+                    offset: end,
+                    len: zeros as u64
+                }
+            );
+            let w = LogWriter::open(&storage, Path::new(&name), small).expect("open");
+            assert_eq!(w.end(), end);
+        }
+        // More zeros than one record can hold cannot be a torn record.
+        let name = "zmany.log";
         let mut b = bytes.clone();
-        b.resize(b.len() + zeros, 0);
-        fs::write(dir.path().join(&name), &b).expect("write");
-        let s = scan(&storage, Path::new(&name), small).expect("scan");
-        assert_eq!(entries_of(&s), batches);
+        b.resize(b.len() + header + max as usize + 1, 0);
+        fs::write(dir.path().join(name), &b).expect("write");
+        let s = scan(&storage, Path::new(name), small).expect("scan");
         assert_eq!(
             s.end,
-            LogEnd::TornTail {
+            LogEnd::Damaged {
                 offset: end,
-                len: zeros as u64
+                damage: Damage::HeaderChecksum {
+                    valid_record_at: None
+                }
             }
         );
-        let w = LogWriter::open(&storage, Path::new(&name), small).expect("open");
-        assert_eq!(w.end(), end);
+        let err = LogWriter::open(&storage, Path::new(name), small).expect_err("cut damage");
+        assert!(
+            matches!(err, Error::Corrupt { offset, .. } if offset == end),
+            "{err}"
+        );
+        assert_eq!(fs::read(dir.path().join(name)).expect("read"), b);
     }
-    // More zeros than one record can hold cannot be a torn record.
-    let name = "zmany.log";
-    let mut b = bytes.clone();
-    b.resize(b.len() + 113, 0);
-    fs::write(dir.path().join(name), &b).expect("write");
-    let s = scan(&storage, Path::new(name), small).expect("scan");
-    assert_eq!(
-        s.end,
-        LogEnd::Damaged {
-            offset: end,
-            damage: Damage::HeaderChecksum {
-                valid_record_at: None
-            }
-        }
-    );
-    let err = LogWriter::open(&storage, Path::new(name), small).expect_err("cut damage");
-    assert!(
-        matches!(err, Error::Corrupt { offset, .. } if offset == end),
-        "{err}"
-    );
-    assert_eq!(fs::read(dir.path().join(name)).expect("read"), b);
 }
 
 #[test]
 fn flipped_byte_in_an_earlier_record_is_damage_at_its_offset() {
-    let (dir, storage) = store();
-    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let shown = storage.display(Path::new("flip.log"));
-    // Every byte of every record but the last.
-    for rec in 0..bounds.len() - 2 {
-        for pos in bounds[rec]..bounds[rec + 1] {
-            let mut b = bytes.clone();
-            b[pos as usize] ^= 0x01;
-            fs::write(dir.path().join("flip.log"), &b).expect("write");
-            let at = bounds[rec];
+    for framing in FRAMINGS {
+        let (dir, storage) = store();
+        let (bytes, bounds, batches) = small_log_of(dir.path(), &storage, framing);
+        let shown = storage.display(Path::new("flip.log"));
+        // Every byte of every record but the last.
+        for rec in 0..bounds.len() - 2 {
+            for pos in bounds[rec]..bounds[rec + 1] {
+                let mut b = bytes.clone();
+                b[pos as usize] ^= 0x01;
+                fs::write(dir.path().join("flip.log"), &b).expect("write");
+                let at = bounds[rec];
 
-            let s = scan_ok(&storage, "flip.log");
-            assert_eq!(entries_of(&s), &batches[..rec], "flip at {pos}");
-            assert!(
-                matches!(s.end, LogEnd::Damaged { offset, .. } if offset == at),
-                "flip at {pos}: {:?}",
-                s.end
-            );
+                let s = scan_ok(&storage, "flip.log");
+                assert_eq!(entries_of(&s), &batches[..rec], "flip at {pos}");
+                assert!(
+                    matches!(s.end, LogEnd::Damaged { offset, .. } if offset == at),
+                    "flip at {pos}: {:?}",
+                    s.end
+                );
 
-            // The reader yields the records before it, then the damage.
-            let reader = LogReader::open(&storage, Path::new("flip.log"), LogOptions::default())
-                .expect("open");
-            let items: Vec<_> = reader.records().expect("walk").collect();
-            assert_eq!(items.len(), rec + 1);
-            let err = items
-                .into_iter()
-                .last()
-                .expect("item")
-                .expect_err("damage skipped");
-            assert!(
-                matches!(err, Error::Corrupt { offset, .. } if offset == at),
-                "{err}"
-            );
+                // The reader yields the records before it, then the damage.
+                let reader =
+                    LogReader::open(&storage, Path::new("flip.log"), LogOptions::default())
+                        .expect("open");
+                let items: Vec<_> = reader.records().expect("walk").collect();
+                assert_eq!(items.len(), rec + 1);
+                let err = items
+                    .into_iter()
+                    .last()
+                    .expect("item")
+                    .expect_err("damage skipped");
+                assert!(
+                    matches!(err, Error::Corrupt { offset, .. } if offset == at),
+                    "{err}"
+                );
 
-            // The writer refuses, names file and offset, and cuts nothing.
-            let err = LogWriter::open(&storage, Path::new("flip.log"), LogOptions::default())
-                .expect_err("writer accepted damage");
-            let msg = err.to_string();
-            assert!(err.is_corruption(), "{msg}");
-            assert!(msg.contains(&shown.display().to_string()), "{msg}");
-            assert!(msg.contains(&format!("offset {at}")), "{msg}");
-            assert_eq!(fs::read(dir.path().join("flip.log")).expect("read"), b);
+                // The writer refuses, names file and offset, and cuts nothing.
+                let err = LogWriter::open(&storage, Path::new("flip.log"), LogOptions::default())
+                    .expect_err("writer accepted damage");
+                let msg = err.to_string();
+                assert!(err.is_corruption(), "{msg}");
+                assert!(msg.contains(&shown.display().to_string()), "{msg}");
+                assert!(msg.contains(&format!("offset {at}")), "{msg}");
+                assert_eq!(fs::read(dir.path().join("flip.log")).expect("read"), b);
+            }
         }
     }
 }
 
 #[test]
 fn flipped_byte_in_the_last_record_reads_as_a_torn_tail() {
-    // Documented ambiguity: a damaged last record looks like a torn write.
-    let (dir, storage) = store();
-    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let last = bounds[bounds.len() - 2];
-    for pos in last..bytes.len() as u64 {
-        let mut b = bytes.clone();
-        b[pos as usize] ^= 0x80;
-        fs::write(dir.path().join("flip.log"), &b).expect("write");
-        let s = scan_ok(&storage, "flip.log");
-        assert_eq!(entries_of(&s), &batches[..batches.len() - 1]);
-        assert_eq!(
-            s.end,
-            LogEnd::TornTail {
-                offset: last,
-                len: bytes.len() as u64 - last
-            },
-            "flip at {pos}"
-        );
-        let w = open_writer(&storage, "flip.log");
-        assert_eq!(w.cut_tail().map(|c| c.offset), Some(last));
+    for framing in FRAMINGS {
+        // Documented ambiguity: a damaged last record looks like a torn write.
+        let (dir, storage) = store();
+        let (bytes, bounds, batches) = small_log_of(dir.path(), &storage, framing);
+        let last = bounds[bounds.len() - 2];
+        for pos in last..bytes.len() as u64 {
+            let mut b = bytes.clone();
+            b[pos as usize] ^= 0x80;
+            fs::write(dir.path().join("flip.log"), &b).expect("write");
+            let s = scan_ok(&storage, "flip.log");
+            assert_eq!(entries_of(&s), &batches[..batches.len() - 1]);
+            assert_eq!(
+                s.end,
+                LogEnd::TornTail {
+                    offset: last,
+                    len: bytes.len() as u64 - last
+                },
+                "flip at {pos}"
+            );
+            let w = open_writer(&storage, "flip.log");
+            assert_eq!(w.cut_tail().map(|c| c.offset), Some(last));
+        }
     }
 }
 
 #[test]
 fn damaged_file_header_is_refused() {
-    let (dir, storage) = store();
-    let (bytes, _, _) = small_log(dir.path(), &storage);
-    for pos in 0..16 {
+    for framing in FRAMINGS {
+        let (dir, storage) = store();
+        let (bytes, _, _) = small_log_of(dir.path(), &storage, framing);
+        for pos in 0..16 {
+            let mut b = bytes.clone();
+            b[pos] ^= 0x04;
+            fs::write(dir.path().join("h.log"), &b).expect("write");
+            let err =
+                scan(&storage, Path::new("h.log"), LogOptions::default()).expect_err("accepted");
+            assert!(err.is_corruption(), "{err}");
+            assert!(LogWriter::open(&storage, Path::new("h.log"), LogOptions::default()).is_err());
+            assert_eq!(fs::read(dir.path().join("h.log")).expect("read"), b);
+        }
         let mut b = bytes.clone();
-        b[pos] ^= 0x04;
-        fs::write(dir.path().join("h.log"), &b).expect("write");
-        let err = scan(&storage, Path::new("h.log"), LogOptions::default()).expect_err("accepted");
-        assert!(err.is_corruption(), "{err}");
-        assert!(LogWriter::open(&storage, Path::new("h.log"), LogOptions::default()).is_err());
-        assert_eq!(fs::read(dir.path().join("h.log")).expect("read"), b);
+        b[8] = 3;
+        let crc = crc32fast::hash(&b[..12]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        fs::write(dir.path().join("v3.log"), &b).expect("write");
+        let err = scan(&storage, Path::new("v3.log"), LogOptions::default()).expect_err("accepted");
+        assert!(
+            matches!(err, Error::Unsupported { version: 3, .. }),
+            "{err}"
+        );
     }
-    let mut b = bytes.clone();
-    b[8] = 2;
-    let crc = crc32fast::hash(&b[..12]);
-    b[12..16].copy_from_slice(&crc.to_le_bytes());
-    fs::write(dir.path().join("v2.log"), &b).expect("write");
-    let err = scan(&storage, Path::new("v2.log"), LogOptions::default()).expect_err("accepted");
-    assert!(
-        matches!(err, Error::Unsupported { version: 2, .. }),
-        "{err}"
-    );
 }
 
-/// A record header with a valid checksum claiming `len` payload bytes.
-fn header_claiming(len: u32) -> Vec<u8> {
+/// A record header of `framing` with a valid checksum claiming `len`
+/// payload (version 2: heads) bytes.
+fn header_claiming(framing: Framing, len: u32) -> Vec<u8> {
     let mut h = Vec::new();
     h.extend_from_slice(&len.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
+    if framing == Framing::V2 {
+        h.extend_from_slice(&[0u8; 8]);
+    }
     let crc = crc32fast::hash(&h);
     h.extend_from_slice(&crc.to_le_bytes());
     h
@@ -368,33 +459,35 @@ fn header_claiming(len: u32) -> Vec<u8> {
 
 #[test]
 fn record_claiming_a_huge_length_is_refused_without_reading_it() {
-    let (dir, storage) = store();
-    let (bytes, bounds, batches) = small_log(dir.path(), &storage);
-    let end = *bounds.last().expect("nonempty");
-    for claim in [u32::MAX, u32::MAX - 3, DEFAULT_MAX_RECORD_SIZE + 1] {
-        let mut b = bytes.clone();
-        b.extend_from_slice(&header_claiming(claim));
-        b.extend_from_slice(b"some bytes");
-        fs::write(dir.path().join("huge.log"), &b).expect("write");
-        let s = scan_ok(&storage, "huge.log");
-        assert_eq!(entries_of(&s), batches);
-        assert_eq!(
-            s.end,
-            LogEnd::Damaged {
-                offset: end,
-                damage: Damage::TooLarge {
-                    size: claim.into(),
-                    max: DEFAULT_MAX_RECORD_SIZE.into()
+    for framing in FRAMINGS {
+        let (dir, storage) = store();
+        let (bytes, bounds, batches) = small_log_of(dir.path(), &storage, framing);
+        let end = *bounds.last().expect("nonempty");
+        for claim in [u32::MAX, u32::MAX - 3, DEFAULT_MAX_RECORD_SIZE + 1] {
+            let mut b = bytes.clone();
+            b.extend_from_slice(&header_claiming(framing, claim));
+            b.extend_from_slice(b"some bytes");
+            fs::write(dir.path().join("huge.log"), &b).expect("write");
+            let s = scan_ok(&storage, "huge.log");
+            assert_eq!(entries_of(&s), batches);
+            assert_eq!(
+                s.end,
+                LogEnd::Damaged {
+                    offset: end,
+                    damage: Damage::TooLarge {
+                        size: claim.into(),
+                        max: DEFAULT_MAX_RECORD_SIZE.into()
+                    }
                 }
-            }
-        );
-        let err = LogWriter::open(&storage, Path::new("huge.log"), LogOptions::default())
-            .expect_err("accepted");
-        assert!(
-            matches!(err, Error::RecordTooLarge { offset: Some(o), size, .. } if o == end && size == u64::from(claim)),
-            "{err}"
-        );
-        assert_eq!(fs::read(dir.path().join("huge.log")).expect("read"), b);
+            );
+            let err = LogWriter::open(&storage, Path::new("huge.log"), LogOptions::default())
+                .expect_err("accepted");
+            assert!(
+                matches!(err, Error::RecordTooLarge { offset: Some(o), size, .. } if o == end && size == u64::from(claim)),
+                "{err}"
+            );
+            assert_eq!(fs::read(dir.path().join("huge.log")).expect("read"), b);
+        }
     }
 }
 
@@ -443,28 +536,34 @@ fn batch_over_the_limit_is_refused_on_append() {
 
 #[test]
 fn incremental_reads_return_only_what_was_appended_since() {
-    let (_dir, storage) = store();
-    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
-    let reader = LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
-    let mut pos = FIRST_RECORD;
-    let mut seen = Vec::new();
-    for round in 0..4u32 {
-        for i in 0..round {
-            w.append(&batch(2, round * 10 + i, false)).expect("append");
+    for framing in FRAMINGS {
+        let (_dir, storage) = store();
+        let mut w = create(&storage, LOG, framing, LogOptions::default());
+        let reader =
+            LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+        let mut pos = FIRST_RECORD;
+        let mut seen = Vec::new();
+        for round in 0..4u32 {
+            for i in 0..round {
+                append(&mut w, &batch(2, round * 10 + i, false)).expect("append");
+            }
+            let mut walk = reader.records_from(pos).expect("walk");
+            let new: Vec<_> = walk
+                .by_ref()
+                .map(|r| batch_of(&r.expect("record")))
+                .collect();
+            assert_eq!(new.len() as u32, round);
+            assert_eq!(walk.end(), Some(&LogEnd::Clean { offset: w.end() }));
+            pos = walk.position();
+            assert_eq!(pos, w.end());
+            seen.extend(new);
         }
-        let mut walk = reader.records_from(pos).expect("walk");
-        let new: Vec<_> = walk.by_ref().map(|r| r.expect("record").entries).collect();
-        assert_eq!(new.len() as u32, round);
-        assert_eq!(walk.end(), Some(&LogEnd::Clean { offset: w.end() }));
-        pos = walk.position();
-        assert_eq!(pos, w.end());
-        seen.extend(new);
+        assert_eq!(entries_of(&scan_ok(&storage, LOG)), seen);
+        // An offset beyond the end is not silently accepted.
+        let err = reader.records_from(w.end() + 1).expect_err("beyond end");
+        assert!(err.is_corruption(), "{err}");
+        assert!(reader.records_from(3).is_err());
     }
-    assert_eq!(entries_of(&scan_ok(&storage, LOG)), seen);
-    // An offset beyond the end is not silently accepted.
-    let err = reader.records_from(w.end() + 1).expect_err("beyond end");
-    assert!(err.is_corruption(), "{err}");
-    assert!(reader.records_from(3).is_err());
 }
 
 #[test]
@@ -482,10 +581,11 @@ fn try_open_does_not_wait_for_a_held_lock() {
 fn assert_each_batch_once(scan: &Scan, expected: &[(u8, u32)], big: bool) {
     let mut seen = BTreeSet::new();
     for r in &scan.records {
-        let name = String::from_utf8(r.entries[0].clone()).expect("utf8");
+        let entries = batch_of(r);
+        let name = String::from_utf8(entries[0].clone()).expect("utf8");
         let (tag, i) = name.split_once(':').expect("tag:i");
         let (tag, i): (u8, u32) = (tag.parse().expect("tag"), i.parse().expect("i"));
-        assert_eq!(r.entries, batch(tag, i, big), "batch {name} not whole");
+        assert_eq!(entries, batch(tag, i, big), "batch {name} not whole");
         assert!(seen.insert((tag, i)), "batch {name} twice");
     }
     let want: BTreeSet<_> = expected.iter().copied().collect();
@@ -562,44 +662,46 @@ fn writers_in_processes_append_every_batch_once() {
 
 #[test]
 fn reader_concurrent_with_a_writer_sees_only_whole_batches() {
-    let (_dir, storage) = store();
-    let mut w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");
-    let n = 120u32;
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            for i in 0..n {
-                w.append(&batch(5, i, true)).expect("append");
+    for framing in FRAMINGS {
+        let (_dir, storage) = store();
+        let mut w = create(&storage, LOG, framing, LogOptions::default());
+        let n = 120u32;
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..n {
+                    append(&mut w, &batch(5, i, true)).expect("append");
+                }
+                done.store(true, Ordering::Release);
+            });
+            let reader =
+                LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+            let mut pos = FIRST_RECORD;
+            let mut next = 0u32;
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                let mut walk = reader.records_from(pos).expect("walk");
+                for r in walk.by_ref() {
+                    let r = r.expect("a reader saw damage while a writer appended");
+                    assert_eq!(batch_of(&r), batch(5, next, true), "batch {next} not whole");
+                    next += 1;
+                }
+                assert!(
+                    matches!(
+                        walk.end(),
+                        Some(LogEnd::Clean { .. } | LogEnd::TornTail { .. })
+                    ),
+                    "{:?}",
+                    walk.end()
+                );
+                pos = walk.position();
+                if finished {
+                    break;
+                }
             }
-            done.store(true, Ordering::Release);
+            assert_eq!(next, n);
         });
-        let reader =
-            LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
-        let mut pos = FIRST_RECORD;
-        let mut next = 0u32;
-        loop {
-            let finished = done.load(Ordering::Acquire);
-            let mut walk = reader.records_from(pos).expect("walk");
-            for r in walk.by_ref() {
-                let r = r.expect("a reader saw damage while a writer appended");
-                assert_eq!(r.entries, batch(5, next, true), "batch {next} not whole");
-                next += 1;
-            }
-            assert!(
-                matches!(
-                    walk.end(),
-                    Some(LogEnd::Clean { .. } | LogEnd::TornTail { .. })
-                ),
-                "{:?}",
-                walk.end()
-            );
-            pos = walk.position();
-            if finished {
-                break;
-            }
-        }
-        assert_eq!(next, n);
-    });
+    }
 }
 
 /// A [`LocalStorage`] whose `sync_data` fails while `fail` is set, and whose
@@ -745,28 +847,31 @@ fn failed_sync_poisons_the_writer_for_good() {
 
 #[test]
 fn reader_confirms_damage_before_reporting_it() {
-    let (dir, inner) = store();
-    let (_, _, batches) = small_log(dir.path(), &inner);
-    let faults = Arc::new(Faults::default());
-    let storage = FileBackend::new(Arc::new(FailingSync {
-        inner: LocalStorage::open(dir.path()).expect("storage"),
-        faults: faults.clone(),
-    }));
-    let reader = LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
-    // The first look at the records is garbled, as when a writer cut a torn
-    // tail and appended over it during the read: not reported as damage.
-    faults.garble.store(1, Ordering::SeqCst);
-    let mut walk = reader.records().expect("walk");
-    let got: Vec<_> = walk
-        .by_ref()
-        .map(|r| r.expect("transient damage reported").entries)
-        .collect();
-    assert_eq!(got, batches);
-    assert!(matches!(walk.end(), Some(LogEnd::Clean { .. })));
-    // Damage that is still there on the second look is reported.
-    faults.garble.store(2, Ordering::SeqCst);
-    let items: Vec<_> = reader.records().expect("walk").collect();
-    assert!(items
-        .iter()
-        .any(|r| r.as_ref().is_err_and(Error::is_corruption)));
+    for framing in FRAMINGS {
+        let (dir, inner) = store();
+        let (_, _, batches) = small_log_of(dir.path(), &inner, framing);
+        let faults = Arc::new(Faults::default());
+        let storage = FileBackend::new(Arc::new(FailingSync {
+            inner: LocalStorage::open(dir.path()).expect("storage"),
+            faults: faults.clone(),
+        }));
+        let reader =
+            LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+        // The first look at the records is garbled, as when a writer cut a torn
+        // tail and appended over it during the read: not reported as damage.
+        faults.garble.store(1, Ordering::SeqCst);
+        let mut walk = reader.records().expect("walk");
+        let got: Vec<_> = walk
+            .by_ref()
+            .map(|r| batch_of(&r.expect("transient damage reported")))
+            .collect();
+        assert_eq!(got, batches);
+        assert!(matches!(walk.end(), Some(LogEnd::Clean { .. })));
+        // Damage that is still there on the second look is reported.
+        faults.garble.store(2, Ordering::SeqCst);
+        let items: Vec<_> = reader.records().expect("walk").collect();
+        assert!(items
+            .iter()
+            .any(|r| r.as_ref().is_err_and(Error::is_corruption)));
+    }
 }

@@ -10,13 +10,14 @@ use jpstore_blobstore::backend::{
 };
 
 use super::reader::check_header;
-use super::record::{encode_file_header, encode_record, payload_len, FILE_HEADER_LEN};
+use super::record::{encode_file_header, FramedRecord, LogFormat, FILE_HEADER_LEN};
 use super::scan::{LogEnd, Step, Walker};
 use super::LogOptions;
 use crate::error::{Error, Result};
 
-/// A torn tail the writer cut off when it opened the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A torn tail the writer cut off when it opened the log (serialized as
+/// its fields, the path as its lossy UTF-8 form).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CutTail {
     /// Where the cut bytes started (the new end of the log).
     pub offset: u64,
@@ -24,7 +25,16 @@ pub struct CutTail {
     pub len: u64,
     /// Where a synced copy of the cut bytes was kept (relative to the
     /// storage root), with a note beside it (`<copy>.note`).
+    #[serde(serialize_with = "lossy_path")]
     pub copy: PathBuf,
+}
+
+/// A path as its lossy UTF-8 form.
+fn lossy_path<S: serde::Serializer>(
+    path: &Path,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
 }
 
 /// What a writer knows when it recovers a log it opens: how far the log is
@@ -69,7 +79,7 @@ pub struct LogWriter {
     path: PathBuf,
     end: u64,
     max_record_size: u32,
-    flags: u16,
+    format: LogFormat,
     poisoned: bool,
     cut: Option<CutTail>,
     last: Option<(u64, u32)>,
@@ -85,16 +95,20 @@ pub struct LogWriter {
 pub struct Published {
     /// The end of the last record: the length of the new log.
     pub end: u64,
-    /// Offset and payload crc32 of the last record (`None`: no record).
+    /// Offset and record checksum ([`RecordHeader::record_crc`]) of the
+    /// last record (`None`: no record).
+    ///
+    /// [`RecordHeader::record_crc`]: super::RecordHeader::record_crc
     pub last: Option<(u64, u32)>,
-    /// Payload crc32 of the first record.
+    /// Record checksum of the first record.
     pub first_crc: Option<u32>,
 }
 
 impl LogWriter {
-    /// Creates a new log at `path` (its directory must exist) and opens it
-    /// for writing. The log appears whole (a synced, valid header) or not at
-    /// all. Fails with [`Error::AlreadyExists`] if the name is taken.
+    /// Creates a new version 1 log at `path` (its directory must exist)
+    /// and opens it for writing. The log appears whole (a synced, valid
+    /// header) or not at all. Fails with [`Error::AlreadyExists`] if the
+    /// name is taken.
     pub fn create(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
         Self::create_with::<&[u8]>(backend, path, options, &[])
     }
@@ -124,9 +138,9 @@ impl LogWriter {
         Self::create_flagged(backend, path, options, 0, records)
     }
 
-    /// Like [`LogWriter::create_with_records`], with header `flags` (such as
-    /// [`FLAG_PACKED`](super::FLAG_PACKED): the entries layer decides what
-    /// its records may hold).
+    /// Like [`LogWriter::create_with_records`], with version 1 header
+    /// `flags` (such as [`FLAG_PACKED`](super::FLAG_PACKED): the entries
+    /// layer decides what its records may hold).
     pub fn create_flagged<E: AsRef<[u8]>>(
         backend: &dyn Backend,
         path: &Path,
@@ -134,47 +148,60 @@ impl LogWriter {
         flags: u16,
         records: &[&[E]],
     ) -> Result<Self> {
-        Self::create_published(backend, path, options, flags, records, &mut |_| Ok(()))
-    }
-
-    /// Like [`LogWriter::create_flagged`]; holding the lock, once it is
-    /// known that the log does not exist yet, and before it is published,
-    /// calls `before_publish` with where its records lie (an error there
-    /// stops the creation; nothing is published).
-    pub fn create_published<E: AsRef<[u8]>>(
-        backend: &dyn Backend,
-        path: &Path,
-        options: LogOptions,
-        flags: u16,
-        records: &[&[E]],
-        before_publish: &mut dyn FnMut(&Published) -> Result<()>,
-    ) -> Result<Self> {
-        let mut bytes = encode_file_header(flags).to_vec();
-        let mut published = Published {
-            end: 0,
-            last: None,
-            first_crc: None,
-        };
+        let mut framed = Vec::with_capacity(records.len());
         for batch in records {
             if batch.is_empty() {
                 return Err(Error::EmptyBatch {
                     path: backend.display(path),
                 });
             }
-            let size = payload_len(batch).unwrap_or(u64::MAX);
-            if size > u64::from(options.max_record_size) {
-                return Err(Error::RecordTooLarge {
+            framed.push(frame_checked(
+                backend.display(path),
+                FramedRecord::batch(batch, options.max_record_size),
+                options,
+            )?);
+        }
+        Self::create_published(
+            backend,
+            path,
+            options,
+            LogFormat::v1(flags),
+            &framed,
+            &mut |_| Ok(()),
+        )
+    }
+
+    /// Creates a new log of `format` holding `records` (each framed for
+    /// that format: [`FramedRecord::batch`] or [`FramedRecord::split`]), as
+    /// [`LogWriter::create_with_records`] does; holding the lock, once it
+    /// is known that the log does not exist yet, and before it is
+    /// published, calls `before_publish` with where its records lie (an
+    /// error there stops the creation; nothing is published).
+    pub fn create_published(
+        backend: &dyn Backend,
+        path: &Path,
+        options: LogOptions,
+        format: LogFormat,
+        records: &[FramedRecord],
+        before_publish: &mut dyn FnMut(&Published) -> Result<()>,
+    ) -> Result<Self> {
+        let mut bytes = encode_file_header(format).to_vec();
+        let mut published = Published {
+            end: 0,
+            last: None,
+            first_crc: None,
+        };
+        for record in records {
+            if record.framing != format.framing {
+                return Err(Error::WrongFraming {
                     path: backend.display(path),
-                    offset: None,
-                    size,
-                    max: options.max_record_size.into(),
+                    log: format.framing.version(),
+                    record: record.framing.version(),
                 });
             }
-            let record = encode_record(batch);
-            let crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
-            published.last = Some((bytes.len() as u64, crc));
-            published.first_crc.get_or_insert(crc);
-            bytes.extend_from_slice(&record);
+            published.last = Some((bytes.len() as u64, record.record_crc));
+            published.first_crc.get_or_insert(record.record_crc);
+            bytes.extend_from_slice(&record.bytes);
         }
         published.end = bytes.len() as u64;
         // A lock file removed while we waited (its log's directory removed
@@ -240,6 +267,20 @@ impl LogWriter {
         Self::open_locked(backend, path, options, lock, recovery)
     }
 
+    /// Like [`LogWriter::open_recovering`], with the writer lock `lock` the
+    /// caller took ([`lock_waiting`]) and `recovery` it computed holding it
+    /// (so that its evidence is of the log the writer opens: nobody
+    /// replaces the name while the lock is held).
+    pub fn open_under_lock(
+        backend: &dyn Backend,
+        path: &Path,
+        options: LogOptions,
+        lock: Box<dyn LockGuard>,
+        recovery: &Recovery,
+    ) -> Result<Self> {
+        Self::open_locked(backend, path, options, lock, recovery)
+    }
+
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
     /// writer holds the lock.
     pub fn try_open(
@@ -272,17 +313,22 @@ impl LogWriter {
             source,
         };
         let file = backend.open_log(path).map_err(|e| io("open", e))?;
-        let flags = check_header(file.as_reader(), &display)?;
+        let format = check_header(file.as_reader(), &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
-        let mut walker = Walker::new(file.as_reader(), len, options.max_record_size)
-            .with_proven_end(recovery.proven_end);
+        let mut walker = Walker::new(
+            file.as_reader(),
+            format.framing,
+            len,
+            options.max_record_size,
+        )
+        .with_proven_end(recovery.proven_end);
         let mut pos = FILE_HEADER_LEN;
         let mut last = None;
         let end = loop {
             match walker.step(pos).map_err(|e| io("read", e))? {
-                Step::Record { len, payload_crc } => {
-                    last = Some((pos, payload_crc));
-                    pos += len;
+                Step::Record { header, .. } => {
+                    last = Some((pos, header.record_crc()));
+                    pos += header.record_len();
                 }
                 Step::End(end) => break end,
             }
@@ -309,7 +355,7 @@ impl LogWriter {
             path: display,
             end: pos,
             max_record_size: options.max_record_size,
-            flags,
+            format,
             poisoned: false,
             cut,
             last,
@@ -317,44 +363,80 @@ impl LogWriter {
         })
     }
 
-    /// The flags of the log's header.
-    pub fn flags(&self) -> u16 {
-        self.flags
+    /// The format of the log's header (framing and flags).
+    pub fn format(&self) -> LogFormat {
+        self.format
     }
 
-    /// Appends one batch as one record and makes it durable (one
+    /// The flags of the log's header (version 1; 0 in version 2).
+    pub fn flags(&self) -> u16 {
+        self.format.flags
+    }
+
+    /// The most content a record of this writer may hold
+    /// ([`LogOptions::max_record_size`]).
+    pub fn max_record_size(&self) -> u32 {
+        self.max_record_size
+    }
+
+    /// Appends one batch as one version 1 record and makes it durable (one
     /// `sync_data`). Returns the offset of the record. When this returns
     /// `Ok`, the batch is durable; when it returns an error, the batch is
     /// either absent after recovery or (if the bytes reached the disk despite
     /// the error) present whole, never partly.
     ///
     /// A batch larger than the record size limit, or an empty one, is refused
-    /// before anything is written (the writer stays usable).
+    /// before anything is written (the writer stays usable), and so is any
+    /// batch to a version 2 log ([`Error::WrongFraming`]:
+    /// [`LogWriter::append_split`] appends there).
     pub fn append<E: AsRef<[u8]>>(&mut self, entries: &[E]) -> Result<u64> {
-        if self.poisoned {
-            return Err(Error::Poisoned {
-                path: self.path.clone(),
-            });
-        }
+        self.check_usable()?;
         if entries.is_empty() {
             return Err(Error::EmptyBatch {
                 path: self.path.clone(),
             });
         }
-        let size = payload_len(entries).unwrap_or(u64::MAX);
-        if size > u64::from(self.max_record_size) {
-            return Err(Error::RecordTooLarge {
+        let record = frame_checked(
+            self.path.clone(),
+            FramedRecord::batch(entries, self.max_record_size),
+            LogOptions {
+                max_record_size: self.max_record_size,
+            },
+        )?;
+        self.append_framed(&record)
+    }
+
+    /// Appends one version 2 record of a heads section and a body section
+    /// and makes it durable (one `sync_data`), as [`LogWriter::append`]
+    /// does: refused before anything is written if the sections together
+    /// exceed the record size limit or the log is of version 1.
+    pub fn append_split(&mut self, heads: &[u8], body: &[u8]) -> Result<u64> {
+        self.check_usable()?;
+        let record = frame_checked(
+            self.path.clone(),
+            FramedRecord::split(heads, body, self.max_record_size),
+            LogOptions {
+                max_record_size: self.max_record_size,
+            },
+        )?;
+        self.append_framed(&record)
+    }
+
+    /// Appends a record framed ahead ([`FramedRecord::batch`] or
+    /// [`FramedRecord::split`] of this log's framing) and makes it durable.
+    pub fn append_framed(&mut self, record: &FramedRecord) -> Result<u64> {
+        self.check_usable()?;
+        if record.framing != self.format.framing {
+            return Err(Error::WrongFraming {
                 path: self.path.clone(),
-                offset: None,
-                size,
-                max: self.max_record_size.into(),
+                log: self.format.framing.version(),
+                record: record.framing.version(),
             });
         }
-        let record = encode_record(entries);
         // From here on a failure leaves the file in an unknown state (part of
         // the record written, or dirty pages dropped by a failed sync):
         // poison, never retry. Reopening recovers from what is on disk.
-        match self.file.append(self.end, &record) {
+        match self.file.append(self.end, &record.bytes) {
             Ok(()) => {}
             Err(BackendError::Io { op, source, .. }) => {
                 self.poisoned = true;
@@ -373,14 +455,23 @@ impl LogWriter {
             }
         }
         let offset = self.end;
-        let payload_crc = u32::from_le_bytes([record[4], record[5], record[6], record[7]]);
-        self.last = Some((offset, payload_crc));
-        self.end += record.len() as u64;
+        self.last = Some((offset, record.record_crc));
+        self.end += record.bytes.len() as u64;
         self.synced_end = self.end;
         Ok(offset)
     }
 
-    /// The offset and payload crc32 of the last record this writer read
+    /// An error if an earlier failure poisoned this writer.
+    fn check_usable(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(Error::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The offset and record checksum of the last record this writer read
     /// when it opened the log (from its resume point on) or appended.
     pub fn last_record(&self) -> Option<(u64, u32)> {
         self.last
@@ -412,6 +503,21 @@ impl LogWriter {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The record `framed` produced, or [`Error::RecordTooLarge`] for the size
+/// it refused.
+fn frame_checked(
+    path: PathBuf,
+    framed: std::result::Result<FramedRecord, u64>,
+    options: LogOptions,
+) -> Result<FramedRecord> {
+    framed.map_err(|size| Error::RecordTooLarge {
+        path,
+        offset: None,
+        size,
+        max: options.max_record_size.into(),
+    })
 }
 
 /// Copies the bytes `[offset, offset + len)` of the log `file` (at `path`)

@@ -315,3 +315,141 @@ fn a_workspace_config_that_fails_to_read_is_read_again() {
         Some(5)
     );
 }
+
+#[test]
+fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_version_changes() {
+    let (counting, store, ids) = counted_store();
+    let id = &ids[0];
+    let base_blob = |store: &Store| {
+        store
+            .read(id)
+            .expect("read")
+            .state
+            .metadata
+            .base_config
+            .expect("a base config")
+            .id
+            .to_string()
+    };
+    let blob = base_blob(&store);
+    let is_base = move |p: &Path| {
+        p.starts_with("blobs") && p.to_string_lossy().replace('/', "").ends_with(&blob)
+    };
+    // (config.toml opens, base config opens) of a view by a fresh store.
+    let view = |settle: &dyn Fn(&Store)| {
+        let store = Store::open(
+            FileBackend::shared(counting.clone()),
+            StoreOptions::default(),
+        )
+        .expect("open");
+        counting.reset();
+        let v = store.open_view(id).expect("view");
+        let settings = v.settings().clone();
+        v.render(crate::export::ContentMode::Refs).expect("render");
+        let opens = (
+            counting.opens_of(is_config_toml),
+            counting.opens_of(&is_base),
+        );
+        settle(&store);
+        // What is cached is what is computed.
+        let conv = store.read(id).expect("read");
+        assert_eq!(
+            settings,
+            store.conversation_settings(&conv).expect("settings"),
+            "cached settings"
+        );
+        opens
+    };
+    // The first view computes the settings and caches them in the head.
+    assert_eq!(view(&|_| {}), (1, 1));
+    assert!(crate::conversation::head::load(&**store.backend(), id)
+        .and_then(|h| h.settings)
+        .is_some());
+    // Later views parse neither config.toml nor the base config (the file
+    // is read once, for its hash).
+    assert_eq!(view(&|_| {}), (1, 0));
+    assert_eq!(view(&|_| {}), (1, 0));
+
+    // config.toml changes: computed again once, then cached again.
+    write_config_toml(
+        &*counting.inner,
+        "[conversation.deduplication]\nmin_bytes = 7\n",
+    );
+    assert_eq!(view(&|_| {}), (1, 1));
+    assert_eq!(view(&|_| {}), (1, 0));
+
+    // A config delta is merged from the log: the cache stays valid.
+    let mut w = store.writer(id).expect("writer");
+    let delta = parse_input(
+        r#"{"type":"config_delta","delta":{"assistant":{"system_prompt":"be brief"}}}"#,
+        ParseMode::Strict { now: now() },
+    )
+    .expect("input");
+    w.append(delta.entries).expect("append a delta");
+    drop(w);
+    assert_eq!(
+        view(&|s| {
+            let v = s.open_view(id).expect("view");
+            assert_eq!(
+                v.settings().end.assistant.system_prompt.as_deref(),
+                Some("be brief")
+            );
+        }),
+        (1, 0)
+    );
+
+    // A new base config: computed again (the new blob read), then cached.
+    let new_base = store
+        .put_config(&object(
+            json!({"conversation": {"deduplication": {"enabled": false}}}),
+        ))
+        .expect("put");
+    let mut w = store.writer(id).expect("writer");
+    w.set_metadata(crate::conversation::meta::MetaPatch {
+        base_config: Some(new_base),
+        fields: Object::new(),
+    })
+    .expect("new base config");
+    drop(w);
+    let is_new = move |p: &Path| {
+        p.starts_with("blobs")
+            && p.to_string_lossy()
+                .replace('/', "")
+                .ends_with(&new_base.id.to_string())
+    };
+    let fresh = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    counting.reset();
+    let v = fresh.open_view(id).expect("view");
+    assert_eq!(
+        v.settings().base.conversation.deduplication.enabled,
+        Some(false)
+    );
+    assert_eq!(counting.opens_of(is_new), 1);
+    drop(v);
+    counting.reset();
+    fresh.open_view(id).expect("view");
+    assert_eq!(counting.opens_of(is_new), 0, "cached again");
+
+    // A cache of another settings version is not used.
+    let mut head = crate::conversation::head::load(&**store.backend(), id).expect("head");
+    if let Some(cache) = &mut head.settings {
+        cache.version += 1;
+        cache.settings.conversation.deduplication.enabled = Some(true);
+    }
+    crate::conversation::head::store(&**store.backend(), id, &head);
+    counting.reset();
+    let v = fresh.open_view(id).expect("view");
+    assert_eq!(
+        v.settings().base.conversation.deduplication.enabled,
+        Some(false)
+    );
+    assert_eq!(
+        counting.opens_of(is_new),
+        1,
+        "another version is computed again"
+    );
+}

@@ -9,6 +9,7 @@ mod commands;
 mod demo;
 mod interrupt;
 mod output;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -166,6 +167,12 @@ enum Command {
     /// Low-level access to the blob store (plumbing).
     #[command(subcommand)]
     Blob(commands::blob::BlobCommand),
+    /// Serve a read-only web view of the store: the conversations (sorted,
+    /// searched by title), each one as logged or as the model is sent it,
+    /// statistics with their plots, and blob contents. Listens on a
+    /// loopback address (port 7420 unless --addr says otherwise), prints
+    /// its URL, writes nothing to the store, and stops on Ctrl-C.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -192,6 +199,7 @@ fn main() -> ExitCode {
         Command::Attach(args) => commands::attach(dir, args),
         Command::Resolve { uri } => commands::resolve(&uri),
         Command::Blob(cmd) => commands::blob::run(dir, cmd),
+        Command::Serve(args) => serve::run(dir, args),
     };
     match result {
         Ok(code) => code,

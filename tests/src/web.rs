@@ -425,9 +425,7 @@ pub fn request_with_body(
         .write_all(head.as_bytes())
         .and_then(|()| stream.write_all(body))
         .unwrap_or_else(|e| panic!("sending {method} {target}: {e}"));
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
+    let raw = read_response(&mut stream, method == "HEAD")
         .unwrap_or_else(|e| panic!("reading the response to {method} {target}: {e}"));
     parse_response(&raw, method == "HEAD").unwrap_or_else(|why| {
         panic!(
@@ -435,6 +433,47 @@ pub fn request_with_body(
             String::from_utf8_lossy(&raw)
         )
     })
+}
+
+/// Reads one response: up to the end of its body as its headers give it
+/// (`Content-Length`, or the last chunk), or to the end of the stream when
+/// they give none. A server that keeps the connection open after the
+/// response (as ChromeDriver does) is not waited for.
+fn read_response(stream: &mut TcpStream, head_only: bool) -> std::io::Result<Vec<u8>> {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 64 << 10];
+    let mut body_start = None;
+    loop {
+        if let Some(start) = body_start {
+            let head = String::from_utf8_lossy(&raw[..start]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let chunked = head
+                .lines()
+                .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
+            let body = &raw[start..];
+            let complete = if head_only {
+                true
+            } else if chunked {
+                body.ends_with(b"0\r\n\r\n")
+            } else {
+                length.is_some_and(|n| body.len() >= n)
+            };
+            if complete {
+                return Ok(raw);
+            }
+        }
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(raw);
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if body_start.is_none() {
+            body_start = raw.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+        }
+    }
 }
 
 fn parse_response(raw: &[u8], head_only: bool) -> Result<HttpResponse, String> {
@@ -580,4 +619,184 @@ pub fn screenshot(browser: &Path, url: &str, path: &Path, width: u32, height: u3
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// ChromeDriver (`$CHROMEDRIVER`, else `/usr/bin/chromedriver`), when it
+/// is installed; otherwise why the tests that drive a page are skipped.
+pub fn chromedriver() -> Result<PathBuf, String> {
+    let path = std::env::var_os("CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromedriver"));
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is not installed (Debian: apt-get install chromium-driver; .ci/run does it)",
+            path.display()
+        ))
+    }
+}
+
+/// A Chromium session driven through ChromeDriver's WebDriver API (its
+/// own process on a free loopback port), ended when dropped.
+pub struct Driver {
+    child: Child,
+    addr: SocketAddr,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Driver {
+    /// Starts ChromeDriver on a port it picks and opens a session of
+    /// headless `browser` with the console logged.
+    pub fn start(driver: &Path, browser: &Path) -> Driver {
+        let mut child = Command::new(driver)
+            .arg("--port=0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("running {}: {e}", driver.display()));
+        let stdout = child.stdout.take().expect("stdout of chromedriver");
+        let mut lines = BufReader::new(stdout).lines();
+        // Blocks until it says where it listens, or exits (end of output).
+        let port = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| {
+                line.split("started successfully on port ")
+                    .nth(1)
+                    .and_then(|p| p.trim_end_matches('.').parse::<u16>().ok())
+            })
+            .unwrap_or_else(|| panic!("chromedriver did not say its port"));
+        // Its later output is not read: drained so it never blocks on it.
+        std::thread::spawn(move || lines.for_each(drop));
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let profile = tempfile::tempdir().expect("a profile directory");
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": browser.to_string_lossy(),
+                "args": chromium_args(profile.path()).into_iter()
+                    .chain(["--window-size=1200,900".to_owned()]).collect::<Vec<_>>(),
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        }}});
+        let mut driver = Driver {
+            child,
+            addr,
+            session: String::new(),
+            _profile: profile,
+        };
+        let created = driver.call("POST", "/session", Some(&capabilities));
+        driver.session = created["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session id in {created}"))
+            .to_owned();
+        driver
+    }
+
+    /// A WebDriver command; its `value`. Panics on an error of the driver.
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let r = request_with_body(
+            self.addr,
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        let value: Value = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.text()));
+        assert_eq!(r.status, 200, "{method} {path}: {value}");
+        value["value"].clone()
+    }
+
+    fn session_path(&self, rest: &str) -> String {
+        format!("/session/{}{rest}", self.session)
+    }
+
+    /// Loads `url` (returns once it has loaded).
+    pub fn open(&self, url: &str) {
+        self.call(
+            "POST",
+            &self.session_path("/url"),
+            Some(&json!({"url": url})),
+        );
+    }
+
+    /// Runs `script` (a function body) in the page; what it returns.
+    pub fn run(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &self.session_path("/execute/sync"),
+            Some(&json!({"script": script, "args": []})),
+        )
+    }
+
+    /// Runs `script`, which calls `arguments[0]` with its result when done
+    /// (ChromeDriver's script timeout bounds the wait).
+    pub fn run_async(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &self.session_path("/execute/async"),
+            Some(&json!({"script": script, "args": []})),
+        )
+    }
+
+    /// Clicks the first element `css` selects, as a user does.
+    pub fn click(&self, css: &str) {
+        let found = self.call(
+            "POST",
+            &self.session_path("/element"),
+            Some(&json!({"using": "css selector", "value": css})),
+        );
+        let element = found
+            .as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_owned();
+        self.call(
+            "POST",
+            &self.session_path(&format!("/element/{element}/click")),
+            Some(&json!({})),
+        );
+    }
+
+    /// The browser console's messages since the last call (level and
+    /// text).
+    pub fn console(&self) -> Vec<(String, String)> {
+        let logs = self.call(
+            "POST",
+            &self.session_path("/se/log"),
+            Some(&json!({"type": "browser"})),
+        );
+        logs.as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["level"].as_str().unwrap_or("").to_owned(),
+                            e["message"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let path = format!("/session/{}", self.session);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                request(self.addr, "DELETE", &path, &[])
+            }));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

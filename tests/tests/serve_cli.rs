@@ -127,6 +127,7 @@ fn every_page_answers_with_its_type_and_the_security_headers() {
         ),
         ("/static/style.css", "text/css; charset=utf-8"),
         ("/static/app.js", "text/javascript; charset=utf-8"),
+        ("/static/favicon.svg", "image/svg+xml"),
     ];
     for (target, content_type) in pages {
         let r = server.get(target);

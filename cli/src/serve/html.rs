@@ -159,8 +159,6 @@ pub enum Attr<'a> {
     Width(u32),
     /// `height`.
     Height(u32),
-    /// `loading` (`lazy`).
-    Loading(&'static str),
     /// `datetime` of a `<time>`.
     DateTime(&'a str),
     /// `method` of a form.
@@ -195,7 +193,6 @@ impl Attr<'_> {
             Attr::Alt(v) => ("alt", Some(Text(v))),
             Attr::Width(n) => ("width", Some(Number(n))),
             Attr::Height(n) => ("height", Some(Number(n))),
-            Attr::Loading(v) => ("loading", Some(Text(v))),
             Attr::DateTime(v) => ("datetime", Some(Text(v))),
             Attr::Method(v) => ("method", Some(Text(v))),
             Attr::AriaLabel(v) => ("aria-label", Some(Text(v))),

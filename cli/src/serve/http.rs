@@ -125,6 +125,10 @@ pub fn answer(site: &Site, asked: &Asked) -> Reply {
             ContentType::JavaScript,
             include_bytes!("static/app.js").to_vec(),
         ),
+        Route::Static(StaticFile::Icon) => Reply::file(
+            ContentType::Svg,
+            include_bytes!("static/favicon.svg").to_vec(),
+        ),
     }
 }
 

@@ -35,6 +35,7 @@ pub fn page(title: &str, section: Section, body: impl FnOnce(&mut Html)) -> Stri
                 Void::Link,
                 &[Attr::Rel("stylesheet"), Attr::Href(&Link::stylesheet())],
             );
+            h.void(Void::Link, &[Attr::Rel("icon"), Attr::Href(&Link::icon())]);
             h.script_src(&Link::script());
         });
         h.el(Tag::Body, &[], |h| {

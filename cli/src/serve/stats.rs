@@ -127,7 +127,6 @@ fn plot(h: &mut Html, id: &ConversationId) {
                 Attr::Alt(&format!("{id}: estimated tokens per turn, logged and sent")),
                 Attr::Width(900),
                 Attr::Height(460),
-                Attr::Loading("lazy"),
             ],
         );
     });

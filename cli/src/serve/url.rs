@@ -83,6 +83,11 @@ impl Link {
     pub fn script() -> Link {
         Link(format!("/static/{}", StaticFile::Script.name()))
     }
+
+    /// The pages' icon.
+    pub fn icon() -> Link {
+        Link(format!("/static/{}", StaticFile::Icon.name()))
+    }
 }
 
 fn with_query(mut path: String, pairs: &[(&str, String)]) -> String {
@@ -380,6 +385,9 @@ pub enum StaticFile {
     Stylesheet,
     /// `app.js`: fetches a folded blob's content when it is unfolded.
     Script,
+    /// `favicon.svg`: the pages' icon (so that a browser does not ask for
+    /// `/favicon.ico`).
+    Icon,
 }
 
 impl StaticFile {
@@ -388,6 +396,7 @@ impl StaticFile {
         match self {
             StaticFile::Stylesheet => "style.css",
             StaticFile::Script => "app.js",
+            StaticFile::Icon => "favicon.svg",
         }
     }
 }
@@ -464,7 +473,7 @@ pub fn route(target: &str) -> Result<Route, NotFound> {
             },
         ),
         ["blobs", id, "preview"] => Route::BlobPreview(blob(id)?),
-        ["static", name] => match [StaticFile::Stylesheet, StaticFile::Script]
+        ["static", name] => match [StaticFile::Stylesheet, StaticFile::Script, StaticFile::Icon]
             .into_iter()
             .find(|f| f.name() == *name)
         {

@@ -7,8 +7,9 @@
 //!   durable append), as `jp-store attach ID DIR` does.
 //! - `attach/collect_only`: the directory walk alone.
 //! - `attach/floor_sha256_zstd3_all_cores`: SHA-256 of every file and zstd
-//!   level 3 of every distinct content, from memory, on all cores: the CPU
-//!   work an attach cannot avoid.
+//!   level 3 of every distinct content in the groups of 256 KiB of packs of
+//!   version 2 (`floor::hash_and_compress_grouped`), from memory, on all
+//!   cores: the CPU work an attach cannot avoid.
 //! - `attach/floor_read_sha256_zstd3_all_cores`: the same, reading each file
 //!   from the (page-cached) tree first.
 //!
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use jpstore_benches::bench_dir::{bench_dir, file_system_of};
-use jpstore_benches::floor::{cores, hash_and_compress};
+use jpstore_benches::floor::{batch_settings, cores, hash_and_compress_grouped};
 use jpstore_benches::setup::attach::{
     collect_and_attach, paths, store_with_conversation, write_tree,
 };
@@ -94,10 +95,24 @@ fn benches(c: &mut Criterion) {
         });
     });
     g.bench_function("floor_sha256_zstd3_all_cores", |b| {
-        b.iter(|| black_box(hash_and_compress(files.len(), cores, &from_memory)));
+        b.iter(|| {
+            black_box(hash_and_compress_grouped(
+                files.len(),
+                cores,
+                batch_settings(),
+                &from_memory,
+            ))
+        });
     });
     g.bench_function("floor_read_sha256_zstd3_all_cores", |b| {
-        b.iter(|| black_box(hash_and_compress(files.len(), cores, &from_disk)));
+        b.iter(|| {
+            black_box(hash_and_compress_grouped(
+                files.len(),
+                cores,
+                batch_settings(),
+                &from_disk,
+            ))
+        });
     });
     g.finish();
 
@@ -111,7 +126,12 @@ fn benches(c: &mut Criterion) {
         attach_t.push(t.elapsed());
         drop((store, tmp));
         let t = Instant::now();
-        black_box(hash_and_compress(files.len(), cores, &from_memory));
+        black_box(hash_and_compress_grouped(
+            files.len(),
+            cores,
+            batch_settings(),
+            &from_memory,
+        ));
         floor_t.push(t.elapsed());
         last = Some(out);
     }

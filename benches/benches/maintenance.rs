@@ -14,10 +14,13 @@
 //! - `maintenance/fsck_read_data`: the same plus decompressing and hashing
 //!   every blob.
 //! - `maintenance/floor_sha256_all_blobs`: SHA-256 of every blob's raw bytes.
-//! - `maintenance/floor_decompress_sha256_all_blobs`: zstd decompression of
-//!   every blob's zstd-3 frame (from memory) and SHA-256 of the result, on
-//!   all cores: the work `--read-data` cannot avoid (brief: fsck
-//!   `--read-data` within 1.3x of it).
+//! - `maintenance/floor_decompress_groups_sha256_all_blobs`: zstd
+//!   decompression of the blobs in groups of 256 KiB at level 3 (as batch
+//!   puts store them in packs of version 2), each group once, from memory,
+//!   and SHA-256 of every blob, on all cores: the work `--read-data` cannot
+//!   avoid (brief: fsck `--read-data` within 1.2x of it).
+//! - `maintenance/floor_decompress_sha256_all_blobs`: the same with every
+//!   blob a zstd-3 frame of its own (the floor of packs of version 1).
 //!
 //! Run: `cargo bench -p jpstore-benches --bench maintenance -- --warm-up-time 1 --measurement-time 5`
 
@@ -26,7 +29,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use jpstore_benches::bench_dir::bench_dir;
-use jpstore_benches::floor::{compress_all, cores, decompress_and_hash, sha256_all};
+use jpstore_benches::floor::{
+    batch_settings, compress_all, compress_grouped, cores, decompress_and_hash,
+    decompress_and_hash_groups, sha256_all,
+};
 use jpstore_benches::setup::maintenance::{build, fsck, gc_dry_run, MaintenanceShape};
 use jpstore_engine::gc::GcOptions;
 
@@ -60,6 +66,10 @@ fn benches(c: &mut Criterion) {
     g.bench_function("fsck_read_data", |b| b.iter(|| fsck(&store, true)));
     g.bench_function("floor_sha256_all_blobs", |b| {
         b.iter(|| sha256_all(&all, cores()));
+    });
+    let grouped = compress_grouped(&all, batch_settings(), cores());
+    g.bench_function("floor_decompress_groups_sha256_all_blobs", |b| {
+        b.iter(|| decompress_and_hash_groups(&grouped, cores()));
     });
     let compressed = compress_all(&all, cores());
     g.bench_function("floor_decompress_sha256_all_blobs", |b| {

@@ -15,16 +15,23 @@
 //!   project, render as pretty JSON into memory), beside JP's open of the
 //!   same conversation (read its `events.json`, parse it with serde_json
 //!   and undo JP's base64, as JP does on load);
-//! - import: 24 JP conversations of 1,000 events into a fresh store, beside
-//!   reading and parsing their files; store bytes beside JP's bytes;
+//! - import: 24 JP conversations of 1,000 events into a fresh store (with
+//!   the default import compression, `max`), beside reading and parsing
+//!   their files; store bytes beside JP's bytes, and beside the plain-JSON
+//!   floor (every conversation's `export --format json` as one zstd -19
+//!   stream, `setup::import::plain_json_zstd19`);
 //! - attach: collect + attach of a 1,000-file generated source tree into a
-//!   fresh store, beside SHA-256 + zstd-3 of the same bytes (from memory, on
-//!   all cores);
+//!   fresh store, beside SHA-256 + zstd-3 of the same bytes in the groups of
+//!   256 KiB the store's packs use (from memory, on all cores), and beside
+//!   the same with each file compressed alone (the floor of packs of
+//!   version 1);
 //! - maintenance, on 100,000 blobs in 100 conversations (+200 unreferenced
-//!   loose objects): `fsck --read-data` beside zstd decompression + SHA-256
-//!   of every blob (from memory, all cores); `gc --dry-run` in seconds (the
-//!   brief's target) and beside reading every log and pack index and
-//!   stat-ing every other file of the store (gc's metadata floor).
+//!   loose objects): `fsck --read-data` beside zstd decompression of every
+//!   group (the store's grouping) + SHA-256 of every blob (from memory, all
+//!   cores), and beside decompressing every blob alone (version 1's floor);
+//!   `gc --dry-run` in seconds (the brief's target) and beside reading every
+//!   log and pack index and stat-ing every other file of the store (gc's
+//!   metadata floor).
 //!
 //! Output: one human-readable line per comparison on stdout, then, as the
 //! last line of stdout, one JSON object. Each key `A_vs_B` is A's time (or
@@ -44,13 +51,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jpstore_benches::bench_dir::{describe, fresh_run_dir};
-use jpstore_benches::floor::{compress_all, cores, decompress_and_hash, hash_and_compress};
+use jpstore_benches::floor::{
+    batch_settings, compress_all, compress_grouped, cores, decompress_and_hash,
+    decompress_and_hash_groups, hash_and_compress, hash_and_compress_grouped,
+};
 use jpstore_benches::setup::attach::{collect_and_attach, store_with_conversation, write_tree};
 use jpstore_benches::setup::conversation::{
     jp_parse, open_and_view_refs, store_with, write_jp_events, AppendBench,
 };
 use jpstore_benches::setup::du;
-use jpstore_benches::setup::import::{import_all, read_and_parse_jp_files, write_workspace};
+use jpstore_benches::setup::import::{
+    import_all, plain_json_zstd19, read_and_parse_jp_files, write_workspace,
+};
 use jpstore_benches::setup::maintenance::{self, read_metadata, MaintenanceShape};
 use jpstore_benches::timing::{human, interleaved, three_digits, timed, Timings};
 use jpstore_benches::ConversationShape;
@@ -294,8 +306,9 @@ fn import(run: &Path, report: &mut Report) {
         spent
     };
     let mut parse_op = || timed(|| assert_eq!(read_and_parse_jp_files(&workspace), conversations));
+    // Two rounds at least: an import at level 19 takes seconds.
     let t = interleaved(
-        3,
+        2,
         5,
         Duration::from_secs(4),
         &mut [
@@ -306,18 +319,34 @@ fn import(run: &Path, report: &mut Report) {
     let dir = sized.expect("one import store kept");
     let (blobs, logs) = (du(&dir.join("blobs")), du(&dir.join("conversations")));
     let store_bytes = blobs + logs;
+    let (json_bytes, floor_bytes) = setup("zstd -19 of the conversations' plain JSON", || {
+        let store = Store::open_dir(&dir, StoreOptions::default()).expect("open");
+        plain_json_zstd19(&store)
+    });
     let _ = std::fs::remove_dir_all(&dir);
     let bytes = report.figure(
         "import_store_bytes_vs_jp_bytes",
         store_bytes as f64 / jp_bytes as f64,
-        at_most("store_at_most_a_fifth_of_jp", 0.2),
+        at_most("store_at_most_0_18_of_jp", 0.18),
+    );
+    let vs_floor = report.figure(
+        "import_store_bytes_vs_zstd19_floor",
+        store_bytes as f64 / floor_bytes as f64,
+        at_most("store_at_most_zstd19_of_plain_json", 1.0),
+    );
+    let floor = report.figure(
+        "zstd19_floor_bytes_vs_jp_bytes",
+        floor_bytes as f64 / jp_bytes as f64,
+        None,
     );
     println!(
-        "import of {conversations} JP conversations x {events} events: store {:.1} MB (blobs {:.1} MB, logs {:.1} MB), JP files {:.1} MB; {bytes}",
+        "import of {conversations} JP conversations x {events} events: store {:.2} MB (blobs {:.2} MB, logs {:.2} MB), JP files {:.1} MB, plain JSON {:.1} MB as one zstd -19 stream {:.2} MB; {bytes}, {vs_floor}, {floor}",
         store_bytes as f64 / 1e6,
         blobs as f64 / 1e6,
         logs as f64 / 1e6,
         jp_bytes as f64 / 1e6,
+        json_bytes as f64 / 1e6,
+        floor_bytes as f64 / 1e6,
     );
     report.timings(
         &format!("import of {conversations} JP conversations, time"),
@@ -340,7 +369,18 @@ fn attach(run: &Path, report: &mut Report) {
         drop((store, tmp));
         spent
     };
+    let settings = batch_settings();
     let mut floor_op = || {
+        timed(|| {
+            black_box(hash_and_compress_grouped(
+                files.len(),
+                cores,
+                settings,
+                &|i| files[i].bytes.clone(),
+            ));
+        })
+    };
+    let mut each_op = || {
         timed(|| {
             black_box(hash_and_compress(files.len(), cores, &|i| {
                 files[i].bytes.clone()
@@ -353,21 +393,25 @@ fn attach(run: &Path, report: &mut Report) {
         Duration::from_secs(3),
         &mut [
             ("attach", &mut attach_op),
-            ("SHA-256 + zstd-3 floor", &mut floor_op),
+            ("SHA-256 + zstd-3 in groups floor", &mut floor_op),
+            ("SHA-256 + zstd-3 of each file", &mut each_op),
         ],
     );
     report.timings(
         &format!(
-            "attach of {FILES} files ({:.1} MB), floor on {cores} cores",
+            "attach of {FILES} files ({:.1} MB), floors on {cores} cores",
             raw as f64 / 1e6
         ),
         &t,
-        &[(
-            "attach_1k_files_vs_hash_zstd_floor",
-            0,
-            1,
-            at_most("attach_within_1_5x_of_hash_zstd", 1.5),
-        )],
+        &[
+            (
+                "attach_1k_files_vs_hash_zstd_floor",
+                0,
+                1,
+                at_most("attach_within_1_3x_of_hash_zstd", 1.3),
+            ),
+            ("attach_1k_files_vs_hash_zstd_each_file", 0, 2, None),
+        ],
     );
 }
 
@@ -377,36 +421,47 @@ fn maintenance(run: &Path, report: &mut Report) {
     let (store, all) = setup("build the 100,000-blob store", || {
         maintenance::build(&dir, MAINTENANCE)
     });
-    let compressed = setup("compress the floor's blobs", || compress_all(&all, cores()));
+    let (grouped, compressed) = setup("compress the floors' blobs", || {
+        (
+            compress_grouped(&all, batch_settings(), cores()),
+            compress_all(&all, cores()),
+        )
+    });
     let raw: usize = all.iter().map(Vec::len).sum();
     drop(all);
     let cores = cores();
     let mut fsck_op = || timed(|| drop(maintenance::fsck(&store, true)));
-    let mut floor_op = || timed(|| decompress_and_hash(&compressed, cores));
+    let mut floor_op = || timed(|| decompress_and_hash_groups(&grouped, cores));
+    let mut each_op = || timed(|| decompress_and_hash(&compressed, cores));
     let t = interleaved(
         5,
         5,
         Duration::ZERO,
         &mut [
             ("fsck --read-data", &mut fsck_op),
-            ("decompress + SHA-256 floor", &mut floor_op),
+            ("decompress groups + SHA-256 floor", &mut floor_op),
+            ("decompress each blob + SHA-256", &mut each_op),
         ],
     );
     report.timings(
         &format!(
-            "fsck --read-data of {} blobs ({:.1} MB raw)",
+            "fsck --read-data of {} blobs ({:.1} MB raw, {} groups)",
             compressed.len(),
-            raw as f64 / 1e6
+            raw as f64 / 1e6,
+            grouped.len()
         ),
         &t,
-        &[(
-            "fsck_read_data_vs_decompress_hash_floor",
-            0,
-            1,
-            at_most("fsck_read_data_within_1_3x_of_decompress_hash", 1.3),
-        )],
+        &[
+            (
+                "fsck_read_data_vs_decompress_hash_floor",
+                0,
+                1,
+                at_most("fsck_read_data_within_1_2x_of_decompress_hash", 1.2),
+            ),
+            ("fsck_read_data_vs_decompress_hash_each_blob", 0, 2, None),
+        ],
     );
-    drop(compressed);
+    drop((grouped, compressed));
 
     let mut gc_op = || {
         timed(|| {

@@ -19,7 +19,8 @@
 //!   `events.json` + undo JP's base64).
 //! - attach: collect + attach of generated source trees of 100, 1,000 and
 //!   10,000 files into a fresh store, beside SHA-256 + zstd-3 of the same
-//!   bytes from memory on all cores.
+//!   bytes from memory on all cores, in the groups of 256 KiB of packs of
+//!   version 2.
 //!
 //! Flush, view and attach run one size after another (each size's pair
 //! interleaved): after a large operation the allocator and the page cache
@@ -49,7 +50,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jpstore_benches::bench_dir::{describe, fresh_run_dir};
-use jpstore_benches::floor::{append_file, cores, fdatasync_write, hash_and_compress};
+use jpstore_benches::floor::{
+    append_file, batch_settings, cores, fdatasync_write, hash_and_compress_grouped,
+};
 use jpstore_benches::setup::attach::{collect_and_attach, store_with_conversation, write_tree};
 use jpstore_benches::setup::conversation::{
     jp_parse, open_and_view_refs, small_event, store_with, timed_append, write_jp_events, Rolling,
@@ -356,9 +359,12 @@ fn attach(run: &Path, out: &mut Map<String, Value>) {
     let floor = &mut |i: usize| {
         let files = &trees[i].2;
         timed(|| {
-            black_box(hash_and_compress(files.len(), cores, &|k| {
-                files[k].bytes.clone()
-            }));
+            black_box(hash_and_compress_grouped(
+                files.len(),
+                cores,
+                batch_settings(),
+                &|k| files[k].bytes.clone(),
+            ));
         })
     };
     let t = per_size(

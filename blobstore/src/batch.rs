@@ -1,9 +1,12 @@
 //! Batch writes: the parallel hash-and-compress pipeline and the pack writer.
 //!
-//! Worker threads read, hash and compress items, each into segments of about
-//! [`SEGMENT_BYTES`] of encoded objects; the calling thread appends each
-//! segment to one temp pack file with one write, then writes the index, syncs
-//! both once and publishes them (format-spec.md, "Writing a pack").
+//! Worker threads read and hash items, gather the new ones in groups of
+//! about the group target of the batch's [`Compression`] and compress each
+//! group when it is full, into segments of about [`SEGMENT_BYTES`] of
+//! encoded groups; the calling thread appends each segment to one temp pack
+//! file with one write, then writes the index, syncs both once and
+//! publishes them (format-spec.md 2.5 and 2.12). Each worker fills groups
+//! of its own, so the batch is compressed on every core.
 
 use std::collections::HashSet;
 use std::io;
@@ -12,9 +15,9 @@ use std::sync::Mutex;
 
 use crate::backend::Upload;
 use crate::error::{Error, Result};
+use crate::group::{self, Compression, GroupSettings};
 use crate::id::BlobId;
-use crate::object;
-use crate::pack::{self, PackEntry};
+use crate::pack::{self, GroupEntry, GroupedEntry, PackEntry};
 use crate::parallel::{self, Sink};
 use crate::store::{BatchOutcome, BatchProgress, BlobStore};
 
@@ -23,7 +26,9 @@ impl BlobStore {
     /// Stores many blobs as one pack: hashes and compresses on
     /// [`Options::threads`](crate::Options::threads) threads, writes one pack file and one index, and
     /// syncs each once. Content already in the store (or repeated within the
-    /// batch) is not stored again.
+    /// batch) is not stored again. Objects are grouped and compressed as
+    /// [`Options::batch_compression`](crate::Options::batch_compression)
+    /// says.
     ///
     /// `read(i)` produces the content of item `i` for `i in 0..count`; it is
     /// called from worker threads. Returns the ids in input order. On any error
@@ -61,7 +66,33 @@ impl BlobStore {
     where
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
     {
-        put_batch(self, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+        let settings = self.options().batch_compression.settings();
+        put_batch(self, settings, count, &read, progress, |_, _| ()).map(|(o, ())| o)
+    }
+
+    /// [`BlobStore::put_batch_buffered`] with objects grouped and compressed
+    /// as `compression` says rather than as
+    /// [`Options::batch_compression`](crate::Options::batch_compression)
+    /// (an import, say, with [`Options::import_compression`](crate::Options::import_compression)).
+    pub fn put_batch_compressed<F>(
+        &self,
+        compression: Compression,
+        count: usize,
+        read: F,
+        progress: &mut dyn FnMut(BatchProgress),
+    ) -> Result<BatchOutcome>
+    where
+        F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
+    {
+        put_batch(
+            self,
+            compression.settings(),
+            count,
+            &read,
+            progress,
+            |_, _| (),
+        )
+        .map(|(o, ())| o)
     }
 
     /// [`BlobStore::put_batch_buffered`] that runs `meanwhile(ids, sizes)`
@@ -83,7 +114,8 @@ impl BlobStore {
         F: Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync,
         M: FnOnce(&[BlobId], &[u64]) -> T,
     {
-        put_batch(self, count, &read, progress, meanwhile)
+        let settings = self.options().batch_compression.settings();
+        put_batch(self, settings, count, &read, progress, meanwhile)
     }
 }
 
@@ -105,6 +137,19 @@ const WRITE_BUFFER: usize = 1 << 20;
 /// not grow with the pack.
 const SYNC_EVERY: u64 = 1 << 20;
 
+/// What a pack writer records for its index, by the pack's version.
+enum IndexParts {
+    /// Version 1 (rewrites of packs of version 1 only): each object's
+    /// encoding.
+    V1(Vec<PackEntry>),
+    /// Version 2: each object's place in its group, and each group's in
+    /// the pack.
+    V2 {
+        objects: Vec<GroupedEntry>,
+        groups: Vec<GroupEntry>,
+    },
+}
+
 /// Writes one pack under a temp name; [`PackWriter::finish`] publishes it.
 /// Dropping an unfinished writer removes its temp file.
 pub(crate) struct PackWriter<'a> {
@@ -115,28 +160,48 @@ pub(crate) struct PackWriter<'a> {
     synced: u64,
     buffer: Vec<u8>,
     hasher: blake3::Hasher,
-    entries: Vec<PackEntry>,
+    index: IndexParts,
 }
 
 impl<'a> PackWriter<'a> {
-    pub(crate) fn create(store: &'a BlobStore) -> Result<Self> {
+    /// A writer of a pack of version 2 whose groups are compressed with
+    /// `settings` (recorded in its header).
+    pub(crate) fn create(store: &'a BlobStore, settings: GroupSettings) -> Result<Self> {
+        let mut w = Self::start(
+            store,
+            IndexParts::V2 {
+                objects: Vec::new(),
+                groups: Vec::new(),
+            },
+        )?;
+        w.append(&pack::pack_header_v2(settings))?;
+        Ok(w)
+    }
+
+    /// A writer of a pack of version 1: for rewriting a pack of version 1
+    /// (gc), which stays in its version until it is upgraded.
+    pub(crate) fn create_v1(store: &'a BlobStore) -> Result<Self> {
+        let mut w = Self::start(store, IndexParts::V1(Vec::new()))?;
+        w.append(&pack::pack_header())?;
+        Ok(w)
+    }
+
+    fn start(store: &'a BlobStore, index: IndexParts) -> Result<Self> {
         store.ensure_writable()?;
         let tmp_path = store.new_tmp_path("pack");
         let upload = store
             .backend()
             .upload(&tmp_path)
             .map_err(|e| store.backend_error(e))?;
-        let mut w = Self {
+        Ok(Self {
             store,
             upload,
             offset: 0,
             synced: 0,
             buffer: Vec::with_capacity(WRITE_BUFFER),
             hasher: blake3::Hasher::new(),
-            entries: Vec::new(),
-        };
-        w.append(&pack::pack_header())?;
-        Ok(w)
+            index,
+        })
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
@@ -170,31 +235,65 @@ impl<'a> PackWriter<'a> {
         Ok(())
     }
 
-    /// Appends one encoded object (header and payload).
+    /// Appends one encoded object (header and payload) to a pack of
+    /// version 1.
     pub(crate) fn add(&mut self, id: BlobId, raw_len: u64, stored: &[u8]) -> Result<()> {
         let offset = self.offset;
         self.append(stored)?;
-        self.entries.push(PackEntry {
-            id,
-            offset,
-            stored_len: stored.len() as u64,
-            raw_len,
-        });
+        match &mut self.index {
+            IndexParts::V1(entries) => entries.push(PackEntry {
+                id,
+                offset,
+                stored_len: stored.len() as u64,
+                raw_len,
+            }),
+            IndexParts::V2 { .. } => unreachable!("an object encoding in a pack of version 2"),
+        }
         Ok(())
     }
 
-    /// Appends a segment of encoded objects laid back to back; `objects`
-    /// gives each one's id, raw length, and offset and length inside
-    /// `bytes`.
-    fn add_segment(&mut self, bytes: &[u8], objects: impl Iterator<Item = Stored>) -> Result<()> {
+    /// Appends encoded groups laid back to back in `bytes` to a pack of
+    /// version 2: `groups` gives each one's place in `bytes` and its
+    /// objects (id, offset in the group's raw content, raw length), which
+    /// it indexes. Syncs the temp file early once enough is written.
+    pub(crate) fn add_groups<'g>(
+        &mut self,
+        bytes: &[u8],
+        groups: impl IntoIterator<Item = (usize, usize, &'g [Member])>,
+    ) -> Result<()> {
         let base = self.offset;
         self.append(bytes)?;
-        self.entries.extend(objects.map(|o| PackEntry {
-            id: o.id,
-            offset: base + o.at as u64,
-            stored_len: o.len as u64,
-            raw_len: o.raw_len,
-        }));
+        let IndexParts::V2 {
+            objects,
+            groups: table,
+        } = &mut self.index
+        else {
+            unreachable!("a group in a pack of version 1")
+        };
+        for (at, len, members) in groups {
+            let stored = &bytes[at..at + len];
+            // Encoded by this process (`group::encode_group`) or checked
+            // (`pack::check_stored_group`): the header is whole.
+            let header = group::GroupHeader::decode(stored).map_err(|d| {
+                self.store.io_error(
+                    "append a group",
+                    self.store.base(),
+                    io::Error::new(io::ErrorKind::InvalidData, d.expected),
+                )
+            })?;
+            let number = table.len() as u32;
+            table.push(GroupEntry {
+                offset: base + at as u64,
+                payload_len: header.payload_len,
+                raw_len: header.raw_len,
+            });
+            objects.extend(members.iter().map(|m| GroupedEntry {
+                id: m.id,
+                group: number,
+                offset: m.offset,
+                raw_len: m.raw_len,
+            }));
+        }
         self.sync_early()
     }
 
@@ -217,7 +316,18 @@ impl<'a> PackWriter<'a> {
 
     /// Number of objects added so far.
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        match &self.index {
+            IndexParts::V1(entries) => entries.len(),
+            IndexParts::V2 { objects, .. } => objects.len(),
+        }
+    }
+
+    /// Groups added so far (0 for a pack of version 1).
+    pub(crate) fn groups(&self) -> usize {
+        match &self.index {
+            IndexParts::V1(_) => 0,
+            IndexParts::V2 { groups, .. } => groups.len(),
+        }
     }
 
     /// Writes the trailer and the index, syncs both, publishes them. Returns the
@@ -234,11 +344,16 @@ impl<'a> PackWriter<'a> {
         // another thread while the index is built, written and synced; both
         // are durable before either is published.
         let (store, upload) = (self.store, &self.upload);
-        let entries = &mut self.entries;
+        let parts = &mut self.index;
         let index_upload = std::thread::scope(|s| {
             let pack_synced = s.spawn(move || upload.sync_all());
             let index_synced = (|| {
-                let index = pack::build_index(entries, &checksum);
+                let index = match parts {
+                    IndexParts::V1(entries) => pack::build_index(entries, &checksum),
+                    IndexParts::V2 { objects, groups } => {
+                        pack::v2::build_index(objects, groups, &checksum)
+                    }
+                };
                 let up = store
                     .backend()
                     .upload(&index_tmp)
@@ -261,36 +376,169 @@ impl<'a> PackWriter<'a> {
     }
 }
 
+/// An object of a group being written: its id and where it lies in the
+/// group's raw content.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Member {
+    pub(crate) id: BlobId,
+    pub(crate) offset: u32,
+    pub(crate) raw_len: u32,
+}
+
+/// Encoded groups laid back to back, with the objects of each: what a
+/// worker (or a repack) hands to the pack writer.
+#[derive(Default)]
+pub(crate) struct Groups {
+    /// The groups' encodings (header and payload), back to back.
+    pub(crate) bytes: Vec<u8>,
+    /// Per group: its place in `bytes` and its members.
+    pub(crate) groups: Vec<(usize, usize, Vec<Member>)>,
+}
+
+impl Groups {
+    /// Whether no group is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Appends the encoding of a group of raw content `raw` holding
+    /// `members`, compressed at `level`.
+    pub(crate) fn encode(
+        &mut self,
+        raw: &[u8],
+        members: Vec<Member>,
+        level: i32,
+        scratch: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let at = self.bytes.len();
+        group::encode_group(raw, level, &mut self.bytes, scratch)?;
+        self.groups.push((at, self.bytes.len() - at, members));
+        Ok(())
+    }
+
+    /// Appends a stored group (header and payload, checked) unchanged.
+    pub(crate) fn copy(&mut self, stored: &[u8], members: Vec<Member>) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(stored);
+        self.groups.push((at, stored.len(), members));
+    }
+
+    /// Appends them to `writer`, which takes the bytes in one write.
+    pub(crate) fn write_to(&self, writer: &mut PackWriter<'_>) -> Result<()> {
+        writer.add_groups(
+            &self.bytes,
+            self.groups
+                .iter()
+                .map(|(at, len, members)| (*at, *len, members.as_slice())),
+        )
+    }
+}
+
+/// Where [`OpenGroup`] puts the groups it closes.
+pub(crate) trait GroupSink {
+    /// Takes a closed group: its raw content and its members.
+    fn take(&mut self, raw: &[u8], members: Vec<Member>) -> io::Result<()>;
+}
+
+/// A [`GroupSink`] that compresses each group at once into `out` (a batch
+/// worker: the batch is parallel across workers).
+pub(crate) struct Encode<'a> {
+    pub(crate) out: &'a mut Groups,
+    pub(crate) level: i32,
+    pub(crate) scratch: &'a mut Vec<u8>,
+}
+
+impl GroupSink for Encode<'_> {
+    fn take(&mut self, raw: &[u8], members: Vec<Member>) -> io::Result<()> {
+        self.out.encode(raw, members, self.level, self.scratch)
+    }
+}
+
+/// The raw content of a group being gathered, and its members.
+#[derive(Default)]
+pub(crate) struct OpenGroup {
+    raw: Vec<u8>,
+    members: Vec<Member>,
+}
+
+impl OpenGroup {
+    /// Adds an object of less than `target` bytes to the group, first
+    /// closing the group into `sink` if the object would take it over
+    /// `target`; an object of `target` bytes or more is a group of its own,
+    /// handed to `sink` at once (format-spec.md 2.12, "Grouping").
+    pub(crate) fn add(
+        &mut self,
+        id: BlobId,
+        data: &[u8],
+        target: u32,
+        sink: &mut dyn GroupSink,
+    ) -> io::Result<()> {
+        let raw_len = u32::try_from(data.len()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an object of 4 GiB or more in a group",
+            )
+        })?;
+        if raw_len >= target {
+            let member = Member {
+                id,
+                offset: 0,
+                raw_len,
+            };
+            return sink.take(data, vec![member]);
+        }
+        if self.raw.len() + data.len() > target as usize {
+            self.seal(sink)?;
+        }
+        self.members.push(Member {
+            id,
+            // Below the target, which fits a u32.
+            offset: self.raw.len() as u32,
+            raw_len,
+        });
+        self.raw.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Closes the group (if it holds anything) into `sink` and starts a new
+    /// one.
+    pub(crate) fn seal(&mut self, sink: &mut dyn GroupSink) -> io::Result<()> {
+        if self.members.is_empty() {
+            return Ok(());
+        }
+        let members = std::mem::take(&mut self.members);
+        sink.take(&self.raw, members)?;
+        self.raw.clear();
+        if self.raw.capacity() > KEEP_BUFFER {
+            self.raw = Vec::new();
+        }
+        Ok(())
+    }
+}
+
 /// One item of a batch, as a worker found it.
 struct Item {
     index: usize,
     id: BlobId,
     raw_len: u64,
-    /// Where its encoding is in the segment's bytes, if it is new.
-    stored: Option<(usize, usize)>,
 }
 
-/// An object in a segment: its place in the segment's bytes.
-struct Stored {
-    id: BlobId,
-    raw_len: u64,
-    at: usize,
-    len: usize,
-}
-
-/// What a worker hands to the pack writer: items and the encodings of the
-/// new ones, back to back.
+/// What a worker hands to the pack writer: the items it has read and
+/// hashed, and the groups it has sealed (holding new items of this
+/// segment or of earlier ones).
 #[derive(Default)]
 struct Segment {
     items: Vec<Item>,
-    bytes: Vec<u8>,
+    groups: Groups,
 }
 
-/// The batch put: `meanwhile(ids, sizes)` runs on the calling thread, once
-/// every item is hashed, while another thread syncs and publishes the pack;
-/// the batch returns once both are done (the pack durable and visible).
+/// The batch put, its objects grouped and compressed with `settings`:
+/// `meanwhile(ids, sizes)` runs on the calling thread, once every item is
+/// hashed, while another thread syncs and publishes the pack; the batch
+/// returns once both are done (the pack durable and visible).
 pub(crate) fn put_batch<T>(
     store: &BlobStore,
+    settings: GroupSettings,
     count: usize,
     read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
     progress: &mut dyn FnMut(BatchProgress),
@@ -308,22 +556,14 @@ pub(crate) fn put_batch<T>(
     parallel::workers(
         store.options().threads.min(count),
         2,
-        |sink| work(store, count, read, &next, &claimed, sink),
+        |sink| work(store, settings, count, read, &next, &claimed, sink),
         |segment: Segment| {
-            let new = segment.items.iter().filter_map(|item| {
-                item.stored.map(|(at, len)| Stored {
-                    id: item.id,
-                    raw_len: item.raw_len,
-                    at,
-                    len,
-                })
-            });
-            if !segment.bytes.is_empty() {
+            if !segment.groups.is_empty() {
                 let w = match writer.as_mut() {
                     Some(w) => w,
-                    None => writer.insert(PackWriter::create(store)?),
+                    None => writer.insert(PackWriter::create(store, settings)?),
                 };
-                w.add_segment(&segment.bytes, new)?;
+                segment.groups.write_to(w)?;
             }
             for item in &segment.items {
                 ids[item.index] = Some(item.id);
@@ -378,20 +618,23 @@ pub(crate) fn put_batch<T>(
     Ok((outcome, t))
 }
 
-/// A worker: takes items until none is left (or the caller stops), reads,
-/// hashes and, when new, encodes each into its current segment, and sends
-/// the segment when it is full and at the end.
+/// A worker: takes items until none is left (or the caller stops), reads
+/// and hashes each, gathers the new ones in its open group (sealing it into
+/// its current segment when full), and sends the segment when it holds
+/// enough and at the end.
 fn work(
     store: &BlobStore,
+    settings: GroupSettings,
     count: usize,
     read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
     next: &AtomicUsize,
     claimed: &Mutex<HashSet<BlobId>>,
     sink: &Sink<'_, Segment>,
 ) -> Result<()> {
-    let level = store.options().compression_level;
     let (mut data, mut scratch) = (Vec::new(), Vec::new());
+    let mut open = OpenGroup::default();
     let mut segment = Segment::default();
+    let compress = |e| store.io_error("compress", store.base(), e);
     while !sink.stopped() {
         let index = next.fetch_add(1, Ordering::Relaxed);
         if index >= count {
@@ -406,32 +649,42 @@ fn work(
         let id = BlobId::of(&data);
         let new = !store.exists_cached(&id)?
             && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
-        let stored = if new {
-            let at = segment.bytes.len();
-            object::encode_into(&data, level, &mut segment.bytes, &mut scratch)
-                .map_err(|e| store.io_error("compress", store.base(), e))?;
-            Some((at, segment.bytes.len() - at))
-        } else {
-            None
-        };
+        if new && u32::try_from(data.len()).is_err() {
+            // No group holds 4 GiB (format-spec.md 2.12): such an object
+            // (under a raised size limit) is stored loose, durable now.
+            store.put(&data)?;
+        } else if new {
+            let mut sink = Encode {
+                out: &mut segment.groups,
+                level: settings.level,
+                scratch: &mut scratch,
+            };
+            open.add(id, &data, settings.group_bytes, &mut sink)
+                .map_err(compress)?;
+        }
         segment.items.push(Item {
             index,
             id,
             raw_len: data.len() as u64,
-            stored,
         });
         for buf in [&mut data, &mut scratch] {
             if buf.capacity() > KEEP_BUFFER {
                 *buf = Vec::new();
             }
         }
-        if (segment.bytes.len() >= SEGMENT_BYTES || segment.items.len() >= SEGMENT_ITEMS)
+        if (segment.groups.bytes.len() >= SEGMENT_BYTES || segment.items.len() >= SEGMENT_ITEMS)
             && !sink.send(std::mem::take(&mut segment))
         {
             return Ok(());
         }
     }
-    if !segment.items.is_empty() {
+    open.seal(&mut Encode {
+        out: &mut segment.groups,
+        level: settings.level,
+        scratch: &mut scratch,
+    })
+    .map_err(compress)?;
+    if !segment.items.is_empty() || !segment.groups.is_empty() {
         sink.send(segment);
     }
     Ok(())

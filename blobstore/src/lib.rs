@@ -16,7 +16,9 @@
 
 pub mod backend;
 mod batch;
+mod cache;
 pub mod error;
+pub mod group;
 pub mod id;
 pub mod merge;
 mod mmap;
@@ -28,10 +30,15 @@ mod store;
 mod stream;
 mod verify;
 
+#[cfg(test)]
+mod v2_tests;
+
+pub use cache::GroupCacheStats;
 pub use error::{Error, Result};
+pub use group::{Compression, GroupSettings};
 pub use id::BlobId;
 pub use id::IdError;
-pub use merge::MergeOutcome;
+pub use merge::{MergeOutcome, UpgradeOutcome, UpgradeProgress};
 pub use store::{
     BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,
     RewriteOutcome, SweepOutcome, OBJECTS_DIR, OPEN_PACK_FILES, PACKS_DIR, TMP_DIR,

@@ -279,7 +279,7 @@ thread_local! {
 
 /// Runs `f` with this thread's compressor for `level` (created on first
 /// use). The output is the same as a fresh context's.
-fn with_compressor<T>(
+pub(crate) fn with_compressor<T>(
     level: i32,
     f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
@@ -304,7 +304,7 @@ fn with_compressor<T>(
 /// long: the frame must decode to exactly that many bytes, never more (the
 /// output buffer is `raw_len` bytes long, so a frame that would expand
 /// further fails).
-fn decompress_bounded(
+pub(crate) fn decompress_bounded(
     payload: &[u8],
     raw_len: usize,
     out: &mut Vec<u8>,

@@ -10,10 +10,12 @@ use std::time::{Duration, SystemTime};
 use crate::backend::{
     read_exact_at, Backend, BackendError, FileKind, ListedEntry, ObjectReader, Put, Upload,
 };
+use crate::cache::{GroupCache, GroupCacheStats};
 use crate::error::{Error, Result};
+use crate::group::{self, Compression, MAX_GROUP_TARGET};
 use crate::id::BlobId;
 use crate::object::{self, Header, HEADER_LEN};
-use crate::pack::{self, Pack, PackEntry};
+use crate::pack::{self, Found, GroupedEntry, Pack, PackEntry};
 use crate::storage::{not_regular_error, parent_dir, symlink_error};
 
 /// Directory of loose objects, below the store's base directory.
@@ -36,8 +38,25 @@ pub const OPEN_PACK_FILES: usize = 8;
 /// Tunables of a [`BlobStore`].
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// zstd compression level for new objects (1-22; default 3).
+    /// zstd compression level of loose objects (1-22; default 3).
     pub compression_level: i32,
+    /// How batch puts group and compress objects in their packs
+    /// ([`BlobStore::put_batch`]: attach, appends with many new blobs), and
+    /// how a writer's merge of small packs re-encodes the groups it does
+    /// not copy (default [`Compression::Fast`]).
+    pub batch_compression: Compression,
+    /// How imports group and compress (`jpstore_engine::Store::import`
+    /// passes it to [`BlobStore::put_batch_compressed`]; default
+    /// [`Compression::Max`]: an import is written once and read for
+    /// years; format-spec.md 2.12 and BENCHMARKS.md give the costs).
+    pub import_compression: Compression,
+    /// How gc's merges and pack rewrites re-encode the groups they do not
+    /// copy (default [`Compression::Balanced`]).
+    pub repack_compression: Compression,
+    /// Bound of the group cache, in bytes: decompressed groups of packs
+    /// of version 2 kept for reads (default 32 MiB; 0 keeps none). A group
+    /// larger than a quarter of it is never kept.
+    pub group_cache_bytes: u64,
     /// Largest raw blob the store accepts or decodes, in bytes. Objects whose
     /// header claims more are refused before any allocation (default 1 GiB).
     pub max_blob_len: u64,
@@ -54,6 +73,10 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             compression_level: 3,
+            batch_compression: Compression::Fast,
+            import_compression: Compression::Max,
+            repack_compression: Compression::Balanced,
+            group_cache_bytes: 32 << 20,
             max_blob_len: 1 << 30,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             small_pack_bytes: 8 << 20,
@@ -70,7 +93,8 @@ pub enum Location {
     Packed {
         /// The pack's name.
         pack: String,
-        /// Offset of the object inside the pack file.
+        /// Offset inside the pack file of the object (a pack of version 1)
+        /// or of the group that holds it (version 2).
         offset: u64,
     },
 }
@@ -108,6 +132,10 @@ pub struct PackInfo {
     pub pack_bytes: u64,
     /// Last modification of the index (publication or freshening).
     pub modified: SystemTime,
+    /// Its format version (1: objects one by one; 2: in groups).
+    pub version: u8,
+    /// Groups of a pack of version 2 (0 for version 1).
+    pub groups: usize,
 }
 
 /// The content-addressable blob store. See the crate documentation.
@@ -129,6 +157,8 @@ pub struct BlobStore {
     broken: RwLock<HashSet<String>>,
     poisoned: Mutex<Option<PathBuf>>,
     tmp_counter: AtomicU64,
+    /// Decompressed groups of packs of version 2, for reads.
+    groups: GroupCache,
 }
 
 impl BlobStore {
@@ -143,6 +173,7 @@ impl BlobStore {
         let store = Self {
             backend,
             base,
+            groups: GroupCache::new(options.group_cache_bytes),
             options,
             packs: RwLock::new(HashMap::new()),
             pack_files: Mutex::new(Vec::new()),
@@ -327,7 +358,13 @@ impl BlobStore {
             return Ok(());
         }
         let mut packs = self.packs.write().unwrap_or_else(|e| e.into_inner());
-        packs.retain(|k, _| names.contains(k));
+        packs.retain(|k, p| {
+            let kept = names.contains(k);
+            if !kept {
+                self.groups.forget_pack(p.serial());
+            }
+            kept
+        });
         for p in loaded {
             packs.insert(p.name.clone(), Arc::new(p));
         }
@@ -429,7 +466,7 @@ impl BlobStore {
         })
     }
 
-    fn find_in_packs(&self, id: &BlobId) -> Option<(Arc<Pack>, PackEntry)> {
+    fn find_in_packs(&self, id: &BlobId) -> Option<(Arc<Pack>, Found)> {
         let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
         packs
             .values()
@@ -455,6 +492,8 @@ impl BlobStore {
                 objects: p.len(),
                 pack_bytes: p.pack_len,
                 modified,
+                version: p.version(),
+                groups: p.group_count(),
             });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -464,7 +503,7 @@ impl BlobStore {
     /// The ids in one pack.
     pub fn pack_ids(&self, name: &str) -> Result<Vec<BlobId>> {
         let pack = self.pack_by_name(name)?;
-        Ok(pack.entries().map(|e| e.id).collect())
+        Ok(pack.ids().collect())
     }
 
     pub(crate) fn pack_by_name(&self, name: &str) -> Result<Arc<Pack>> {
@@ -480,10 +519,19 @@ impl BlobStore {
     /// Where `id` is stored, refreshing the pack list once on a miss.
     pub fn locate(&self, id: &BlobId) -> Result<Option<Location>> {
         for attempt in 0..2 {
-            if let Some((p, e)) = self.find_in_packs(id) {
+            if let Some((p, found)) = self.find_in_packs(id) {
+                let offset = match found {
+                    Found::Object(e) => e.offset,
+                    // Within the index's bounds: the index is checksummed;
+                    // a group out of range is reported by a read.
+                    Found::Grouped(e) if (e.group as usize) < p.group_count() => {
+                        p.group(e.group as usize).offset
+                    }
+                    Found::Grouped(_) => 0,
+                };
                 return Ok(Some(Location::Packed {
                     pack: p.name.clone(),
-                    offset: e.offset,
+                    offset,
                 }));
             }
             let path = self.loose_path(id);
@@ -536,12 +584,12 @@ impl BlobStore {
     pub fn size(&self, id: &BlobId) -> Result<u64> {
         // The index has the raw length: look there first, once.
         if let Some((_, e)) = self.find_in_packs(id) {
-            return Ok(e.raw_len);
+            return Ok(e.raw_len());
         }
         match self.locate(id)? {
             None => Err(Error::NotFound(*id)),
             Some(Location::Packed { .. }) => match self.find_in_packs(id) {
-                Some((_, e)) => Ok(e.raw_len),
+                Some((_, e)) => Ok(e.raw_len()),
                 None => Err(Error::NotFound(*id)),
             },
             Some(Location::Loose(path)) => {
@@ -581,8 +629,12 @@ impl BlobStore {
         // that follow one another while the read runs.
         const ATTEMPTS: usize = 4;
         for attempt in 0..ATTEMPTS {
-            if let Some((p, e)) = self.find_in_packs(id) {
-                match self.read_packed(&p, &e) {
+            if let Some((p, found)) = self.find_in_packs(id) {
+                let read = match found {
+                    Found::Object(e) => self.read_packed(&p, &e),
+                    Found::Grouped(e) => self.read_grouped(&p, &e),
+                };
+                match read {
                     Ok(data) => return Ok(data),
                     // The pack was removed by a concurrent rewrite after we
                     // looked it up; retry with a fresh pack list.
@@ -662,6 +714,146 @@ impl BlobStore {
             .map_err(|err| self.pack_read_error(p, e, err))?;
         object::decode(&stored, &e.id, self.options.max_blob_len)
             .map_err(|d| self.packed_decode_error(p, e, d))
+    }
+
+    /// The largest raw length of a group this store reads: the larger of
+    /// the blob size limit (a group of one object is as large as its
+    /// object) and [`MAX_GROUP_TARGET`] (groups of several objects).
+    pub(crate) fn max_group_raw(&self) -> u64 {
+        self.options
+            .max_blob_len
+            .max(u64::from(MAX_GROUP_TARGET))
+            .min(u64::from(u32::MAX))
+    }
+
+    /// Reads an object of a pack of version 2: its group's content from the
+    /// group cache, or read, checked and decompressed (and kept in the
+    /// cache); then the object's bytes, checked against its id.
+    pub(crate) fn read_grouped(&self, p: &Pack, e: &GroupedEntry) -> Result<Vec<u8>> {
+        let content = match self.groups.get((p.serial(), e.group)) {
+            Some(content) => content,
+            None => {
+                // Opened first, as a read of version 1 does: a pack file
+                // removed since (a merge) sends the read elsewhere, and one
+                // that is not a regular file is named as such.
+                let file = self
+                    .pack_file(p)
+                    .map_err(|err| self.io("open", &p.pack_path, err))?;
+                let max = self.max_group_raw();
+                let g = p
+                    .check_grouped_bounds(e, max)
+                    .map_err(|msg| self.grouped_bounds_error(p, e, msg))?;
+                let mut stored = Vec::new();
+                let (_, header) = p
+                    .read_group(&*file, e.group as usize, max, &mut stored)
+                    .map_err(|err| self.group_read_error(p, e.group, &g, err))?;
+                let mut raw = Vec::new();
+                group::group_content(&stored, &header, max, &mut raw)
+                    .map_err(|d| self.group_decode_error(p, e.group, &g, d))?;
+                let content = match header.codec {
+                    group::GroupCodec::Raw => {
+                        // The payload is the content: keep the buffer.
+                        stored.drain(..group::GROUP_HEADER_LEN);
+                        stored
+                    }
+                    group::GroupCodec::Zstd => raw,
+                };
+                let content = Arc::new(content);
+                self.groups
+                    .insert((p.serial(), e.group), Arc::clone(&content));
+                content
+            }
+        };
+        // Inside the group (checked against the index before the group was
+        // read, and here against what was read).
+        let bytes = content
+            .get(e.offset as usize..e.end() as usize)
+            .ok_or_else(|| self.grouped_bounds_error(p, e, "outside its group".into()))?;
+        let actual = BlobId::of(bytes);
+        if actual != e.id {
+            let group_offset = p.group(e.group as usize).offset;
+            return Err(self.corrupt(
+                &p.pack_path,
+                Some(group_offset + group::GROUP_HEADER_LEN as u64),
+                format!(
+                    "object {} (bytes {}..{} of group {}) with that SHA-256",
+                    e.id,
+                    e.offset,
+                    e.end(),
+                    e.group
+                ),
+                format!("content with SHA-256 {actual}"),
+            ));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// What the group cache holds and has done.
+    pub fn group_cache_stats(&self) -> GroupCacheStats {
+        self.groups.stats()
+    }
+
+    /// The error for an object of version 2 that does not lie inside its
+    /// group, or a group outside its pack: damage of the index.
+    pub(crate) fn grouped_bounds_error(&self, p: &Pack, e: &GroupedEntry, msg: String) -> Error {
+        let at = p.position(&e.id).map(|i| p.entry_offset_in_index(i));
+        self.corrupt(
+            &p.index_path,
+            at,
+            format!("entry for {} inside its group and pack", e.id),
+            msg,
+        )
+    }
+
+    /// The error for group `g` (at `entry`) whose stored bytes could not be
+    /// read or fail a check.
+    pub(crate) fn group_read_error(
+        &self,
+        p: &Pack,
+        g: u32,
+        entry: &pack::GroupEntry,
+        err: pack::ReadError,
+    ) -> Error {
+        match err {
+            pack::ReadError::Bounds(msg) => self.corrupt(
+                &p.index_path,
+                Some(p.group_offset_in_index(g as usize)),
+                format!("group {g} inside the pack"),
+                msg,
+            ),
+            pack::ReadError::TooLarge(size) => Error::TooLarge {
+                id: None,
+                path: self.shown(&p.pack_path),
+                size,
+                max: self.max_group_raw(),
+            },
+            pack::ReadError::Object(d) => self.group_decode_error(p, g, entry, d),
+            pack::ReadError::Io(source) if source.kind() == io::ErrorKind::UnexpectedEof => self
+                .corrupt(
+                    &p.pack_path,
+                    Some(entry.offset),
+                    format!("{} bytes of group {g}", entry.stored_len()),
+                    "end of file".into(),
+                ),
+            pack::ReadError::Io(source) => self.io("read", &p.pack_path, source),
+        }
+    }
+
+    /// The error for group `g` whose stored bytes fail a check (`d.offset`
+    /// relative to the group).
+    pub(crate) fn group_decode_error(
+        &self,
+        p: &Pack,
+        g: u32,
+        entry: &pack::GroupEntry,
+        d: object::DecodeError,
+    ) -> Error {
+        self.corrupt(
+            &p.pack_path,
+            Some(entry.offset + d.offset),
+            format!("group {g}: {}", d.expected),
+            d.found,
+        )
     }
 
     /// The error for a packed object whose content fails a check.
@@ -866,7 +1058,7 @@ impl BlobStore {
         {
             let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
             for p in packs.values() {
-                ids.extend(p.entries().map(|e| e.id));
+                ids.extend(p.ids());
             }
         }
         ids.sort();
@@ -899,7 +1091,7 @@ impl BlobStore {
         let mut out =
             Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
         for p in packs {
-            out.extend(p.entries().map(|e| (e.id, Some(e.raw_len))));
+            out.extend(p.id_sizes().map(|(id, size)| (id, Some(size))));
         }
         out.extend(loose.into_iter().map(|o| (o.id, None)));
         Ok(out)
@@ -1067,4 +1259,9 @@ pub struct RewriteOutcome {
     pub new_pack: Option<String>,
     /// Size of the new pack.
     pub new_bytes: u64,
+    /// Groups of a pack of version 2 copied unchanged into the new pack.
+    pub groups_copied: usize,
+    /// Groups of the new pack compressed anew from the kept objects of the
+    /// old pack's other groups.
+    pub groups_encoded: usize,
 }

@@ -22,8 +22,10 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{read_exact_at, ObjectReader};
 use crate::error::{Error, Result};
+use crate::group::{GroupCodec, GroupHeader, GROUP_HEADER_LEN};
 use crate::id::BlobId;
 use crate::object::{Codec, Header, HEADER_LEN};
+use crate::pack::{Found, GroupedEntry, Pack};
 use crate::store::{BlobStore, Location};
 
 /// Bytes read from the object file at a time.
@@ -45,6 +47,9 @@ pub struct BlobStream {
     /// The object's file as shown in errors, and the object's offset in it.
     path: PathBuf,
     object_offset: u64,
+    /// What the header at `object_offset` heads, in errors: an object, or
+    /// the group of one object that holds it in a pack of version 2.
+    unit: &'static str,
     state: State,
 }
 
@@ -63,6 +68,11 @@ enum Decoder {
     Raw(Payload),
     /// One zstd frame, decompressed as it is read.
     Zstd(Box<zstd::stream::read::Decoder<'static, BufReader<Payload>>>),
+    /// An object of a group of several in a pack of version 2: the group
+    /// was read, checked and decompressed whole (at most the group target
+    /// of the writer, 64 MiB), the object taken out and checked against its
+    /// id, as [`BlobStore::get`] does.
+    Memory(io::Cursor<Vec<u8>>),
 }
 
 /// The payload of the object: its bytes in the object file, read in order,
@@ -127,6 +137,13 @@ impl BlobStream {
         self.raw_len == 0
     }
 
+    /// Whether the content was read whole when the stream was opened (an
+    /// object of a group of several), rather than as it is read.
+    #[cfg(test)]
+    fn read_whole(&self) -> bool {
+        matches!(self.decoder, Decoder::Memory(_))
+    }
+
     /// Reads the stream to its end, keeping nothing, and returns the first
     /// failed check or read as the store's error. `Ok` means the object was
     /// whole when it was read: a second stream of the same id then reads
@@ -176,7 +193,8 @@ impl BlobStream {
     /// The checks at the end of the content, once the decoder returned 0.
     fn finish(&mut self) -> io::Result<()> {
         let payload = match &mut self.decoder {
-            Decoder::Raw(payload) => payload,
+            Decoder::Memory(_) => None,
+            Decoder::Raw(payload) => Some(payload),
             Decoder::Zstd(decoder) => {
                 // What follows the frame in the payload is damage (the
                 // frame ended early, or the payload holds more than one).
@@ -190,18 +208,18 @@ impl BlobStream {
                         format!("{left} or more bytes more"),
                     ));
                 }
-                decoder.get_mut().get_mut()
+                Some(decoder.get_mut().get_mut())
             }
         };
-        let payload_end = payload.end;
-        let payload_position = payload.position;
-        let found_crc = payload.crc.clone().finalize();
-        if payload_position != payload_end {
-            return Err(self.damage(
-                payload_position - self.object_offset,
-                format!("{} payload bytes", payload_end - self.object_offset),
-                format!("content ending at {payload_position}"),
-            ));
+        let read = payload.map(|p| (p.end, p.position, p.crc.clone().finalize()));
+        if let Some((payload_end, payload_position, _)) = read {
+            if payload_position != payload_end {
+                return Err(self.damage(
+                    payload_position - self.object_offset,
+                    format!("{} payload bytes", payload_end - self.object_offset),
+                    format!("content ending at {payload_position}"),
+                ));
+            }
         }
         if self.produced != self.raw_len {
             return Err(self.damage(
@@ -210,12 +228,14 @@ impl BlobStream {
                 format!("{} bytes", self.produced),
             ));
         }
-        if found_crc != self.expected_crc {
-            return Err(self.damage(
-                16,
-                format!("object CRC-32 {:08x}", self.expected_crc),
-                format!("bytes with CRC-32 {found_crc:08x}"),
-            ));
+        if let Some((_, _, found_crc)) = read {
+            if found_crc != self.expected_crc {
+                return Err(self.damage(
+                    16,
+                    format!("{} CRC-32 {:08x}", self.unit, self.expected_crc),
+                    format!("bytes with CRC-32 {found_crc:08x}"),
+                ));
+            }
         }
         let actual = BlobId::from_bytes(self.hasher.clone().finalize().into());
         if actual != self.id {
@@ -232,6 +252,7 @@ impl BlobStream {
         let read = match &mut self.decoder {
             Decoder::Raw(payload) => payload.read(buf),
             Decoder::Zstd(decoder) => decoder.read(buf),
+            Decoder::Memory(content) => content.read(buf),
         };
         let n = match read {
             Ok(n) => n,
@@ -348,8 +369,10 @@ impl BlobStore {
         let Ok(pack) = self.pack_by_name(name) else {
             return Ok(None);
         };
-        let Some(entry) = pack.find(id) else {
-            return Ok(None);
+        let entry = match pack.find(id) {
+            None => return Ok(None),
+            Some(Found::Object(entry)) => entry,
+            Some(Found::Grouped(entry)) => return self.open_grouped_stream(&pack, &entry),
         };
         pack.check_entry_bounds(&entry)
             .map_err(|found| Error::Corrupt {
@@ -358,16 +381,8 @@ impl BlobStore {
                 expected: format!("entry for {id} inside the pack"),
                 found,
             })?;
-        let file = match self.pack_file(&pack) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(Error::Io {
-                    op: "open",
-                    path: self.backend().display(&pack.pack_path),
-                    source,
-                })
-            }
+        let Some(file) = self.open_pack_file(&pack)? else {
+            return Ok(None);
         };
         stream_object(
             self,
@@ -379,6 +394,133 @@ impl BlobStore {
         )
         .map(Some)
     }
+
+    /// The pack's file; `None` if it is gone.
+    fn open_pack_file(&self, pack: &Pack) -> Result<Option<Arc<dyn ObjectReader>>> {
+        match self.pack_file(pack) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::Io {
+                op: "open",
+                path: self.backend().display(&pack.pack_path),
+                source,
+            }),
+        }
+    }
+
+    /// A stream of an object of a pack of version 2. The group of one
+    /// object (as a large blob is stored) is streamed as an object is: its
+    /// header read and checked, its payload decompressed as it is read, its
+    /// CRC-32 and the content's SHA-256 checked at the end. An object of a
+    /// group of several (at most the writer's group target) is read as
+    /// [`BlobStore::get`] reads it, through the group cache.
+    fn open_grouped_stream(&self, pack: &Pack, e: &GroupedEntry) -> Result<Option<BlobStream>> {
+        let max = self.max_group_raw();
+        let g = pack
+            .check_grouped_bounds(e, max)
+            .map_err(|msg| self.grouped_bounds_error(pack, e, msg))?;
+        if e.offset != 0 || e.raw_len != g.raw_len {
+            let content = match self.read_grouped(pack, e) {
+                Ok(content) => content,
+                Err(Error::Io { ref source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                    return Ok(None)
+                }
+                Err(err) => return Err(err),
+            };
+            return Ok(Some(BlobStream {
+                id: e.id,
+                raw_len: content.len() as u64,
+                decoder: Decoder::Memory(io::Cursor::new(content)),
+                produced: 0,
+                hasher: Sha256::new(),
+                expected_crc: 0,
+                path: self.backend().display(&pack.pack_path),
+                object_offset: g.offset,
+                unit: "group",
+                state: State::Reading,
+            }));
+        }
+        let Some(file) = self.open_pack_file(pack)? else {
+            return Ok(None);
+        };
+        let shown = self.backend().display(&pack.pack_path);
+        let mut head = [0u8; GROUP_HEADER_LEN];
+        read_header(&*file, &mut head, g.offset, &shown)?;
+        let header = GroupHeader::decode(&head).map_err(|d| Error::Corrupt {
+            path: shown.clone(),
+            offset: Some(g.offset + d.offset),
+            expected: d.expected,
+            found: d.found,
+        })?;
+        if header.raw_len != g.raw_len || header.payload_len != g.payload_len {
+            return Err(Error::Corrupt {
+                path: shown,
+                offset: Some(g.offset + 8),
+                expected: format!(
+                    "raw length {} and payload length {} as recorded in the index",
+                    g.raw_len, g.payload_len
+                ),
+                found: format!("{} and {}", header.raw_len, header.payload_len),
+            });
+        }
+        let codec = match header.codec {
+            GroupCodec::Raw => Codec::Raw,
+            GroupCodec::Zstd => Codec::Zstd,
+        };
+        stream_payload(
+            self,
+            Opened {
+                id: e.id,
+                file,
+                shown,
+                offset: g.offset,
+                stored_len: g.stored_len(),
+                head,
+                codec,
+                raw_len: u64::from(header.raw_len),
+                unit: "group",
+            },
+        )
+        .map(Some)
+    }
+}
+
+/// Reads the 20-byte header at `offset` of `file` (`shown` in errors).
+fn read_header(
+    file: &dyn ObjectReader,
+    head: &mut [u8; HEADER_LEN],
+    offset: u64,
+    shown: &Path,
+) -> Result<()> {
+    read_exact_at(file, head, offset).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            Error::Corrupt {
+                path: shown.to_path_buf(),
+                offset: Some(offset),
+                expected: format!("a {HEADER_LEN}-byte header"),
+                found: "the end of the file".into(),
+            }
+        } else {
+            Error::Io {
+                op: "read",
+                path: shown.to_path_buf(),
+                source: e,
+            }
+        }
+    })
+}
+
+/// An object (or a group of one) whose header was read and decoded.
+struct Opened {
+    id: BlobId,
+    file: Arc<dyn ObjectReader>,
+    shown: PathBuf,
+    offset: u64,
+    stored_len: u64,
+    head: [u8; HEADER_LEN],
+    codec: Codec,
+    raw_len: u64,
+    unit: &'static str,
 }
 
 /// A stream of the object of `stored_len` bytes at `offset` of `file`
@@ -392,52 +534,70 @@ fn stream_object(
     stored_len: u64,
 ) -> Result<BlobStream> {
     let shown = store.backend().display(path);
-    let corrupt = |at: u64, expected: String, found: String| Error::Corrupt {
-        path: shown.clone(),
-        offset: Some(offset + at),
-        expected,
-        found,
-    };
     if stored_len < HEADER_LEN as u64 {
-        return Err(corrupt(
-            0,
-            format!("a {HEADER_LEN}-byte object header"),
-            format!("an object of {stored_len} bytes"),
-        ));
+        return Err(Error::Corrupt {
+            path: shown,
+            offset: Some(offset),
+            expected: format!("a {HEADER_LEN}-byte object header"),
+            found: format!("an object of {stored_len} bytes"),
+        });
     }
     let mut head = [0u8; HEADER_LEN];
-    read_exact_at(&*file, &mut head, offset).map_err(|e| {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            corrupt(
-                0,
-                format!("a {HEADER_LEN}-byte object header"),
-                "the end of the file".into(),
-            )
-        } else {
-            Error::Io {
-                op: "read",
-                path: shown.clone(),
-                source: e,
-            }
-        }
+    read_header(&*file, &mut head, offset, &shown)?;
+    let header = Header::decode(&head).map_err(|d| Error::Corrupt {
+        path: shown.clone(),
+        offset: Some(offset + d.offset),
+        expected: d.expected,
+        found: d.found,
     })?;
-    let header = Header::decode(&head).map_err(|d| corrupt(d.offset, d.expected, d.found))?;
+    stream_payload(
+        store,
+        Opened {
+            id: *id,
+            file,
+            shown,
+            offset,
+            stored_len,
+            head,
+            codec: header.codec,
+            raw_len: header.raw_len,
+            unit: "object",
+        },
+    )
+}
+
+/// The stream of an object (or group of one) whose header was read: the
+/// raw length checked against the configured maximum, the payload not yet
+/// read.
+fn stream_payload(store: &BlobStore, o: Opened) -> Result<BlobStream> {
+    let Opened {
+        id,
+        file,
+        shown,
+        offset,
+        stored_len,
+        head,
+        codec,
+        raw_len,
+        unit,
+    } = o;
     let max = store.options().max_blob_len;
-    if header.raw_len > max {
+    if raw_len > max {
         return Err(Error::TooLarge {
-            id: Some(*id),
-            path: shown.clone(),
-            size: header.raw_len,
+            id: Some(id),
+            path: shown,
+            size: raw_len,
             max,
         });
     }
     let payload_len = stored_len - HEADER_LEN as u64;
-    if header.codec == Codec::Raw && payload_len != header.raw_len {
-        return Err(corrupt(
-            HEADER_LEN as u64,
-            format!("{} payload bytes", header.raw_len),
-            format!("{payload_len} bytes"),
-        ));
+    if codec == Codec::Raw && payload_len != raw_len {
+        return Err(Error::Corrupt {
+            path: shown,
+            offset: Some(offset + HEADER_LEN as u64),
+            expected: format!("{raw_len} payload bytes"),
+            found: format!("{payload_len} bytes"),
+        });
     }
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head[..16]);
@@ -449,7 +609,7 @@ fn stream_object(
         end: offset + stored_len,
         crc,
     };
-    let decoder = match header.codec {
+    let decoder = match codec {
         Codec::Raw => Decoder::Raw(payload),
         Codec::Zstd => {
             let buffered = BufReader::with_capacity(READ_CHUNK, payload);
@@ -464,14 +624,15 @@ fn stream_object(
         }
     };
     Ok(BlobStream {
-        id: *id,
-        raw_len: header.raw_len,
+        id,
+        raw_len,
         decoder,
         produced: 0,
         hasher: Sha256::new(),
         expected_crc: u32::from_le_bytes(want),
         path: shown,
         object_offset: offset,
+        unit,
         state: State::Reading,
     })
 }

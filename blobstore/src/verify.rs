@@ -1,5 +1,9 @@
 //! Verifying every object of a store: decompress, hash, and check pack files
 //! against their indexes. Runs on [`Options::threads`](crate::Options) threads.
+//!
+//! Packs of version 2 are verified group by group: each group's CRC, then
+//! its content decompressed once and every object in it hashed, as the best
+//! possible reader of the format would (format-spec.md 2.12).
 
 use std::io;
 use std::path::PathBuf;
@@ -8,9 +12,13 @@ use std::sync::Arc;
 
 use crate::backend::{read_exact_at, Mapping};
 use crate::error::{Error, Result};
+use crate::group::{self, GROUP_HEADER_LEN};
 use crate::id::BlobId;
 use crate::object::{self, HEADER_LEN};
-use crate::pack::{self, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN};
+use crate::pack::{
+    self, GroupEntry, GroupedEntry, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN,
+    PACK_VERSION_1,
+};
 use crate::parallel;
 use crate::store::{BlobStore, PACKS_DIR};
 
@@ -127,9 +135,25 @@ enum Job {
     /// read (or taken from the pack's map), then each decompressed and
     /// hashed.
     Packed(Arc<Pack>, Option<Arc<Mapping>>, Vec<PackEntry>),
+    /// Consecutive groups of a pack of version 2 (at most
+    /// [`PACK_RUN_BYTES`] of stored bytes, unless it is a single group),
+    /// each with its objects: read with one read (or taken from the map),
+    /// then each group checked and decompressed once and its objects
+    /// hashed.
+    Groups(Arc<Pack>, Option<Arc<Mapping>>, Vec<GroupRun>),
     /// The loose objects of one fanout directory: listed by the worker,
     /// then each read, decompressed and hashed.
     LooseDir(String),
+}
+
+/// A group of a pack of version 2 to verify: its number, its entry in the
+/// index (inside the pack, checked while planning), and its objects (inside
+/// it, likewise).
+#[derive(Clone, Debug)]
+struct GroupRun {
+    number: u32,
+    entry: GroupEntry,
+    objects: Vec<GroupedEntry>,
 }
 
 impl Job {
@@ -141,6 +165,10 @@ impl Job {
             Job::Packed(_, _, entries) => {
                 (entries.len(), entries.iter().map(|e| e.stored_len).sum())
             }
+            Job::Groups(_, _, groups) => (
+                groups.iter().map(|g| g.objects.len()).sum(),
+                groups.iter().map(|g| g.entry.stored_len()).sum(),
+            ),
             Job::LooseDir(_) => (0, 0),
         }
     }
@@ -165,6 +193,41 @@ struct Buffers {
     stored: Vec<u8>,
     /// Decompressed content.
     content: Vec<u8>,
+}
+
+/// A copy of a damage error (the same damage reported for each object of a
+/// damaged group).
+fn dup_error(e: &Error) -> Error {
+    match e {
+        Error::Corrupt {
+            path,
+            offset,
+            expected,
+            found,
+        } => Error::Corrupt {
+            path: path.clone(),
+            offset: *offset,
+            expected: expected.clone(),
+            found: found.clone(),
+        },
+        Error::TooLarge {
+            id,
+            path,
+            size,
+            max,
+        } => Error::TooLarge {
+            id: *id,
+            path: path.clone(),
+            size: *size,
+            max: *max,
+        },
+        other => Error::Corrupt {
+            path: PathBuf::new(),
+            offset: None,
+            expected: "a readable group".into(),
+            found: other.to_string(),
+        },
+    }
 }
 
 /// `Ok(Some)` for damage, `Ok(None)` for none; other errors (e.g. a read
@@ -323,6 +386,128 @@ impl BlobStore {
         Ok((report, jobs, p))
     }
 
+    /// Splits a pack's groups into [`Job::Groups`] runs; objects that lie
+    /// outside their group, and groups that lie outside the pack or exceed
+    /// the size limit (each of their objects), are problems at once.
+    /// Returns how many objects those were.
+    fn plan_grouped_pack(
+        &self,
+        p: &Arc<Pack>,
+        map: &Option<Arc<Mapping>>,
+        jobs: &mut Vec<Job>,
+        problems: &mut Vec<Problem>,
+    ) -> usize {
+        let max = self.max_group_raw();
+        let members = p.group_members();
+        let mut unreadable = 0;
+        for (_, e) in &members.stray {
+            problems.push(Problem {
+                blob: Some(e.id),
+                error: self.grouped_bounds_error(
+                    p,
+                    e,
+                    format!("group {} of a pack of {} groups", e.group, p.group_count()),
+                ),
+            });
+            unreadable += 1;
+        }
+        // The index's objects in their groups: each group holds one, none
+        // overlaps another (damage of the index, reported once per pack;
+        // the objects are still read and hashed).
+        let index_error = |offset: u64, expected: String, found: String| Problem {
+            blob: None,
+            error: Error::Corrupt {
+                path: self.display(&p.index_path),
+                offset: Some(offset),
+                expected,
+                found,
+            },
+        };
+        let shape = members.groups.iter().enumerate().find_map(|(g, objects)| {
+            if objects.is_empty() {
+                return Some(index_error(
+                    p.group_offset_in_index(g),
+                    format!("at least one object in group {g}"),
+                    "none".into(),
+                ));
+            }
+            objects.windows(2).find_map(|w| {
+                let ((_, a), (i, b)) = (&w[0], &w[1]);
+                (u64::from(b.offset) < a.end()).then(|| {
+                    index_error(
+                        p.entry_offset_in_index(*i),
+                        format!(
+                            "{} in group {g} after the object before it, which ends at {}",
+                            b.id,
+                            a.end()
+                        ),
+                        format!("bytes {}..{}", b.offset, b.end()),
+                    )
+                })
+            })
+        });
+        problems.extend(shape);
+        let mut run: Vec<GroupRun> = Vec::new();
+        let mut run_bytes = 0u64;
+        for (g, objects) in members.groups.into_iter().enumerate() {
+            if objects.is_empty() {
+                continue;
+            }
+            let objects: Vec<GroupedEntry> = objects.into_iter().map(|(_, e)| e).collect();
+            let entry = match p.check_group_bounds(g, max) {
+                Ok(entry) => entry,
+                Err(msg) => {
+                    for o in &objects {
+                        problems.push(Problem {
+                            blob: Some(o.id),
+                            error: self.grouped_bounds_error(p, o, msg.clone()),
+                        });
+                    }
+                    unreadable += objects.len();
+                    continue;
+                }
+            };
+            let (inside, outside): (Vec<GroupedEntry>, Vec<GroupedEntry>) = objects
+                .into_iter()
+                .partition(|o| o.end() <= u64::from(entry.raw_len));
+            for o in &outside {
+                problems.push(Problem {
+                    blob: Some(o.id),
+                    error: self.grouped_bounds_error(
+                        p,
+                        o,
+                        format!(
+                            "object at {}+{} outside the {} raw bytes of group {g}",
+                            o.offset, o.raw_len, entry.raw_len
+                        ),
+                    ),
+                });
+            }
+            unreadable += outside.len();
+            if inside.is_empty() {
+                continue;
+            }
+            if !run.is_empty() && run_bytes + entry.stored_len() > PACK_RUN_BYTES {
+                jobs.push(Job::Groups(
+                    Arc::clone(p),
+                    map.clone(),
+                    std::mem::take(&mut run),
+                ));
+                run_bytes = 0;
+            }
+            run_bytes += entry.stored_len();
+            run.push(GroupRun {
+                number: g as u32,
+                entry,
+                objects: inside,
+            });
+        }
+        if !run.is_empty() {
+            jobs.push(Job::Groups(Arc::clone(p), map.clone(), run));
+        }
+        unreadable
+    }
+
     /// Splits a pack's entries into [`Job::Packed`] runs; entries that lie
     /// outside the pack or exceed the size limit are problems at once.
     /// Returns how many entries those were.
@@ -333,6 +518,9 @@ impl BlobStore {
         jobs: &mut Vec<Job>,
         problems: &mut Vec<Problem>,
     ) -> usize {
+        if p.version() != PACK_VERSION_1 {
+            return self.plan_grouped_pack(p, map, jobs, problems);
+        }
         let max = self
             .options()
             .max_blob_len
@@ -406,6 +594,12 @@ impl BlobStore {
                 p,
                 map.as_deref(),
                 entries,
+                buffers,
+            )?)),
+            Job::Groups(p, map, groups) => Ok(planned(self.verify_group_run(
+                p,
+                map.as_deref(),
+                groups,
                 buffers,
             )?)),
             Job::LooseDir(dir) => {
@@ -511,6 +705,116 @@ impl BlobStore {
         Ok(problems)
     }
 
+    /// Verifies a run of consecutive groups of a pack of version 2 (inside
+    /// the pack, none over the size limit, each object inside its group)
+    /// read with one read: each group's header and CRC against the index,
+    /// its content decompressed once, each object hashed. Damage of a group
+    /// is a problem of each of its objects (none can be read).
+    fn verify_group_run(
+        &self,
+        p: &Pack,
+        map: Option<&Mapping>,
+        groups: &[GroupRun],
+        buffers: &mut Buffers,
+    ) -> Result<Vec<Problem>> {
+        let (Some(start), Some(end)) = (
+            groups.iter().map(|g| g.entry.offset).min(),
+            groups.iter().map(|g| g.entry.end()).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let Buffers { stored, content } = buffers;
+        let mapped =
+            map.and_then(|m| m.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?));
+        let run: &[u8] = match mapped {
+            Some(run) => run,
+            None => {
+                // Planned: at most PACK_RUN_BYTES, or one group within the
+                // size limit, which the caller chose to fit in memory.
+                object::set_len(stored, (end - start) as usize);
+                let file = match self.pack_file(p) {
+                    Ok(file) => file,
+                    // Removed since the jobs were planned (merged or swept).
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(self.io_error("open", &p.pack_path, e)),
+                };
+                match read_exact_at(&*file, stored, start) {
+                    Ok(()) => {}
+                    // The pack is shorter than when it was opened: every
+                    // object of the run is unreadable, named by its group.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        let mut problems = Vec::new();
+                        for g in groups {
+                            for o in &g.objects {
+                                problems.push(Problem {
+                                    blob: Some(o.id),
+                                    error: self.group_read_error(
+                                        p,
+                                        g.number,
+                                        &g.entry,
+                                        ReadError::Io(io::Error::from(
+                                            io::ErrorKind::UnexpectedEof,
+                                        )),
+                                    ),
+                                });
+                            }
+                        }
+                        return Ok(problems);
+                    }
+                    Err(e) => return Err(self.io_error("read", &p.pack_path, e)),
+                }
+                stored
+            }
+        };
+        let max = self.max_group_raw();
+        let mut problems = Vec::new();
+        for g in groups {
+            let at = (g.entry.offset - start) as usize;
+            let bytes = &run[at..at + g.entry.stored_len() as usize];
+            let decoded = match pack::check_stored_group(&g.entry, bytes) {
+                Ok(header) => group::group_content(bytes, &header, max, content)
+                    .map_err(|d| self.group_decode_error(p, g.number, &g.entry, d)),
+                Err(ReadError::Object(d)) => Err(self.group_decode_error(p, g.number, &g.entry, d)),
+                Err(other) => Err(self.group_read_error(p, g.number, &g.entry, other)),
+            };
+            let raw = match decoded {
+                Ok(raw) => raw,
+                Err(e) => {
+                    // The same damage for each object of the group.
+                    problems.extend(g.objects.iter().map(|o| Problem {
+                        blob: Some(o.id),
+                        error: dup_error(&e),
+                    }));
+                    continue;
+                }
+            };
+            for o in &g.objects {
+                // Inside the group (checked while planning), whose raw
+                // length the header matched.
+                let bytes = &raw[o.offset as usize..o.end() as usize];
+                let actual = BlobId::of(bytes);
+                if actual != o.id {
+                    problems.push(Problem {
+                        blob: Some(o.id),
+                        error: Error::Corrupt {
+                            path: self.display(&p.pack_path),
+                            offset: Some(g.entry.offset + GROUP_HEADER_LEN as u64),
+                            expected: format!(
+                                "object {} (bytes {}..{} of group {}) with that SHA-256",
+                                o.id,
+                                o.offset,
+                                o.end(),
+                                g.number
+                            ),
+                            found: format!("content with SHA-256 {actual}"),
+                        },
+                    });
+                }
+            }
+        }
+        Ok(problems)
+    }
+
     fn verify_pack_file(&self, p: &Pack, map: Option<&Mapping>, buf: &mut Vec<u8>) -> Result<()> {
         let corrupt = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
             path: self.display(&p.pack_path),
@@ -562,7 +866,15 @@ impl BlobStore {
         };
         let mut header = [0u8; PACK_HEADER_LEN as usize];
         read(&mut header, 0)?;
-        pack::check_pack_header(&header).map_err(|(o, e, f)| corrupt(Some(o), e, f))?;
+        let header =
+            pack::check_pack_header(&header).map_err(|(o, e, f)| corrupt(Some(o), e, f))?;
+        if header.version != p.version() {
+            return Err(corrupt(
+                Some(4),
+                format!("pack format version {}, as its index", p.version()),
+                format!("version {}", header.version),
+            ));
+        }
         let body_len = p.pack_len - PACK_TRAILER_LEN;
         let mut hasher = blake3::Hasher::new();
         match map.and_then(|m| m.get(..usize::try_from(body_len).ok()?)) {
@@ -601,30 +913,80 @@ impl BlobStore {
                 ),
             });
         }
-        // Entries are sorted by id (strictly: no duplicates) and lie inside the pack.
+        // Ids are sorted (strictly: no duplicates).
+        let index_error = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
+            path: self.display(&p.index_path),
+            offset,
+            expected,
+            found,
+        };
         let mut prev: Option<BlobId> = None;
         for i in 0..p.len() {
-            let e = p.entry(i);
-            if prev.is_some_and(|prev| prev >= e.id) {
-                return Err(Error::Corrupt {
-                    path: self.display(&p.index_path),
-                    offset: Some(p.entry_offset_in_index(i)),
-                    expected: "ids in strictly increasing order".into(),
-                    found: format!(
+            let id = p.id(i);
+            if prev.is_some_and(|prev| prev >= id) {
+                return Err(index_error(
+                    Some(p.entry_offset_in_index(i)),
+                    "ids in strictly increasing order".into(),
+                    format!(
                         "{} after {}",
-                        e.id,
+                        id,
                         prev.map(|p| p.to_string()).unwrap_or_default()
                     ),
-                });
+                ));
             }
-            prev = Some(e.id);
-            p.check_entry_bounds(&e).map_err(|msg| Error::Corrupt {
-                path: self.display(&p.index_path),
-                offset: Some(p.entry_offset_in_index(i)),
-                expected: format!("entry for {} inside the pack", e.id),
-                found: msg,
+            prev = Some(id);
+        }
+        if p.version() != PACK_VERSION_1 {
+            return self.verify_group_table(p, &index_error);
+        }
+        // Entries lie inside the pack.
+        for i in 0..p.len() {
+            let e = p.entry(i);
+            p.check_entry_bounds(&e).map_err(|msg| {
+                index_error(
+                    Some(p.entry_offset_in_index(i)),
+                    format!("entry for {} inside the pack", e.id),
+                    msg,
+                )
             })?;
         }
+        Ok(())
+    }
+
+    /// The group table of the index of a pack of version 2: groups back to
+    /// back from the pack header to the trailer, each within the size
+    /// limit and no longer stored than raw.
+    fn verify_group_table(
+        &self,
+        p: &Pack,
+        index_error: &dyn Fn(Option<u64>, String, String) -> Error,
+    ) -> Result<()> {
+        let max = self.max_group_raw();
+        let mut expected = PACK_HEADER_LEN;
+        for g in 0..p.group_count() {
+            let e = p.group(g);
+            let at = Some(p.group_offset_in_index(g));
+            if e.offset != expected {
+                return Err(index_error(
+                    at,
+                    format!("group {g} at offset {expected}, right after the one before"),
+                    format!("offset {}", e.offset),
+                ));
+            }
+            p.check_group_bounds(g, max)
+                .map_err(|msg| index_error(at, format!("group {g} inside the pack"), msg))?;
+            expected = e.end();
+        }
+        let trailer = p.pack_len - PACK_TRAILER_LEN;
+        if expected != trailer {
+            return Err(index_error(
+                None,
+                format!("groups up to the pack trailer at offset {trailer}"),
+                format!("groups ending at offset {expected}"),
+            ));
+        }
+        // The objects in their groups are checked while planning (their
+        // membership is computed there once).
         Ok(())
     }
 
@@ -721,6 +1083,11 @@ mod tests {
                     Arc::clone(p),
                     map.clone().filter(|_| mapped),
                     entries.clone(),
+                ),
+                super::Job::Groups(p, map, groups) => super::Job::Groups(
+                    Arc::clone(p),
+                    map.clone().filter(|_| mapped),
+                    groups.clone(),
                 ),
                 super::Job::LooseDir(d) => super::Job::LooseDir(d.clone()),
             };

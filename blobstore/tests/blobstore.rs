@@ -321,11 +321,19 @@ fn a_flipped_bit_in_a_loose_object_is_detected_and_named() {
     assert_eq!(report.problems[0].blob, Some(id));
 }
 
+/// The offset of the group holding `id` (a pack of version 2).
+fn group_of(store: &BlobStore, id: &BlobId) -> u64 {
+    match store.locate(id).expect("locate") {
+        Some(Location::Packed { offset, .. }) => offset,
+        other => panic!("{id} is not packed: {other:?}"),
+    }
+}
+
 #[test]
 fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
-    let items: Vec<Vec<u8>> = (0..50u64).map(|i| source_like(i + 100, 2000)).collect();
+    let items: Vec<Vec<u8>> = (0..500u64).map(|i| source_like(i + 100, 2000)).collect();
     let batch = store
         .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
         .expect("batch");
@@ -345,15 +353,37 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
             damaged.push(*id);
         }
     }
+    // Exactly the objects of the group holding the byte: a group is
+    // decompressed whole, and its CRC covers every byte of it.
+    let group = group_of(&store, &damaged[0]);
+    let mut in_group: Vec<BlobId> = batch
+        .ids
+        .iter()
+        .filter(|id| group_of(&store, id) == group)
+        .copied()
+        .collect();
+    assert!(group <= at as u64, "the group at {group} holds byte {at}");
+    damaged.sort();
+    in_group.sort();
     assert_eq!(
-        damaged.len(),
-        1,
-        "exactly the object holding byte {at} is damaged"
+        damaged, in_group,
+        "the objects of the group holding byte {at}"
+    );
+    assert!(
+        in_group.len() < batch.ids.len(),
+        "the batch has several groups"
     );
     let report = store.verify_all(&mut |_| {}).expect("verify");
-    // The damaged object and the pack checksum.
-    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
-    assert!(report.problems.iter().any(|p| p.blob == Some(damaged[0])));
+    // The damaged objects and the pack checksum.
+    let mut reported: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
+    reported.sort();
+    assert_eq!(reported, damaged, "{:?}", report.problems);
+    assert_eq!(
+        report.problems.len(),
+        damaged.len() + 1,
+        "{:?}",
+        report.problems
+    );
     assert!(report
         .problems
         .iter()
@@ -363,32 +393,33 @@ fn a_flipped_bit_in_a_pack_is_detected_with_its_offset() {
 #[test]
 fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = open(dir.path());
-    // 40 incompressible objects of 100 KiB: a 4 MB pack, verified in runs
-    // of about 1 MiB.
+    // One worker: the objects fill groups in order.
+    let store = open_with(dir.path(), 32 << 20);
+    // 40 incompressible objects of 100 KiB: a 4 MB pack of groups of two
+    // objects (the groups of 256 KiB of `Compression::Fast`), verified in
+    // runs of about 256 KiB.
     let items: Vec<Vec<u8>> = (0..40u64)
         .map(|i| random_bytes(2 * i + 1, 100 << 10))
         .collect();
     let batch = store
         .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
         .expect("batch");
-    let offset_of = |id: &BlobId| match store.locate(id).expect("locate") {
-        Some(Location::Packed { offset, .. }) => offset,
-        other => panic!("{id} is not packed: {other:?}"),
-    };
-    let mut by_offset: Vec<(u64, BlobId)> =
-        batch.ids.iter().map(|id| (offset_of(id), *id)).collect();
-    by_offset.sort();
-    // The first and the last object of the pack: different runs.
-    let (first, last) = (by_offset[0], by_offset[by_offset.len() - 1]);
+    let mut by_group: Vec<(u64, BlobId)> = batch
+        .ids
+        .iter()
+        .map(|id| (group_of(&store, id), *id))
+        .collect();
+    by_group.sort();
+    // The first and the last group of the pack: different runs.
+    let (first, last) = (by_group[0].0, by_group[by_group.len() - 1].0);
     let (pack, _) = only_pack_files(dir.path());
     let mut bytes = std::fs::read(&pack).expect("read pack");
-    for (offset, _) in [first, last] {
-        // A payload byte (after the 20-byte object header).
+    for offset in [first, last] {
+        // A payload byte (after the 20-byte group header).
         bytes[offset as usize + 100] ^= 0x10;
     }
     std::fs::write(&pack, &bytes).expect("write pack");
-    let store = open(dir.path());
+    let store = open_with(dir.path(), 32 << 20);
     let mut last_progress = None;
     let report = store
         .verify_all(&mut |p| last_progress = Some(p))
@@ -396,15 +427,20 @@ fn verify_names_each_damaged_object_of_a_pack_read_in_several_runs() {
     assert_eq!(report.packed_objects, 40);
     let mut damaged: Vec<BlobId> = report.problems.iter().filter_map(|p| p.blob).collect();
     damaged.sort();
-    let mut expected = vec![first.1, last.1];
+    let mut expected: Vec<BlobId> = by_group
+        .iter()
+        .filter(|(g, _)| *g == first || *g == last)
+        .map(|(_, id)| *id)
+        .collect();
     expected.sort();
+    assert_eq!(expected.len(), 4, "two groups of two objects");
     assert_eq!(damaged, expected, "{:?}", report.problems);
     for p in report.problems.iter().filter(|p| p.blob.is_some()) {
         let msg = p.error.to_string();
         assert!(msg.contains(".pack") && msg.contains("at offset"), "{msg}");
     }
     // And the pack checksum, nothing else.
-    assert_eq!(report.problems.len(), 3, "{:?}", report.problems);
+    assert_eq!(report.problems.len(), 5, "{:?}", report.problems);
     let last_progress = last_progress.expect("progress was reported");
     assert_eq!(last_progress.total, 40 + 1, "40 objects and one pack file");
     assert_eq!(last_progress.done, last_progress.total);
@@ -855,4 +891,190 @@ fn an_index_whose_pack_is_missing_is_damage_and_a_pack_without_index_is_not() {
         msg.contains(".idx") && msg.contains("no such file"),
         "{msg}"
     );
+}
+
+/// A store of one worker thread (groups filled in item order) and a group
+/// cache of `cache` bytes.
+fn open_with(dir: &Path, cache: u64) -> BlobStore {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).expect("storage"));
+    BlobStore::open(
+        jpstore_blobstore::backend::FileBackend::shared(storage),
+        "blobs",
+        Options {
+            threads: 1,
+            group_cache_bytes: cache,
+            ..Options::default()
+        },
+    )
+    .expect("open store")
+}
+
+#[test]
+fn objects_round_trip_across_group_boundaries_of_every_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open_with(dir.path(), 32 << 20);
+    let target = jpstore_blobstore::Compression::Fast.settings().group_bytes as usize;
+    // Empty, tiny, just under, exactly and just over a group, larger than
+    // a group; objects that fill a group exactly; runs that cross group
+    // boundaries.
+    let mut items: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"x".to_vec(),
+        source_like(1, target - 1),
+        source_like(2, target),
+        source_like(3, target + 1),
+        random_bytes(4, target),
+        source_like(5, 3 * target + 17),
+    ];
+    items.extend((0..4u64).map(|i| source_like(10 + i, target / 4)));
+    items.extend((0..300u64).map(|i| source_like(100 + i, 1000 + (i as usize * 13) % 3000)));
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let reader = open_with(dir.path(), 32 << 20);
+    for (id, data) in batch.ids.iter().zip(&items) {
+        assert_eq!(&reader.get(id).expect("get"), data);
+        assert_eq!(reader.size(id).expect("size"), data.len() as u64);
+    }
+    // Objects of a group's size or more are alone in theirs; the four
+    // quarters share one.
+    let group = |i: usize| group_of(&reader, &batch.ids[i]);
+    for (i, item) in items.iter().enumerate().take(7).skip(3) {
+        let alone = batch
+            .ids
+            .iter()
+            .filter(|id| group_of(&reader, id) == group(i))
+            .count();
+        assert_eq!(alone, 1, "item {i} of {} bytes", item.len());
+    }
+    // Empty, tiny and one byte under a group fill one exactly, and so do
+    // the four quarters.
+    assert!(group(1) == group(0) && group(2) == group(0));
+    assert!(
+        (8..11).all(|i| group(i) == group(7)),
+        "four quarters of a group"
+    );
+    assert_ne!(group(7), group(0));
+    let packs = reader.packs().expect("packs");
+    assert_eq!((packs.len(), packs[0].version), (1, 2));
+    // Four objects alone, two full groups, and the 300 small ones (750 KB)
+    // in groups of 256 KiB.
+    assert!(
+        (9..=10).contains(&packs[0].groups),
+        "{} groups",
+        packs[0].groups
+    );
+    let report = reader.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_cold_read_decompresses_one_group_and_the_cache_stays_within_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bound = 1u64 << 20;
+    let store = open_with(dir.path(), bound);
+    // 4 MB of small objects: sixteen groups or so, four times the cache.
+    let items: Vec<Vec<u8>> = (0..2000u64).map(|i| source_like(i + 7, 2000)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let reader = open_with(dir.path(), bound);
+    assert_eq!(reader.get(&batch.ids[0]).expect("get"), items[0]);
+    let stats = reader.group_cache_stats();
+    assert_eq!((stats.decompressed, stats.groups), (1, 1), "{stats:?}");
+    // Another object of the same group: no decompression.
+    let same = (1..items.len())
+        .find(|&i| group_of(&reader, &batch.ids[i]) == group_of(&reader, &batch.ids[0]))
+        .expect("a neighbour in the group");
+    assert_eq!(reader.get(&batch.ids[same]).expect("get"), items[same]);
+    let stats = reader.group_cache_stats();
+    assert_eq!((stats.decompressed, stats.hits), (1, 1), "{stats:?}");
+    // Everything, twice: the bound holds throughout.
+    for _ in 0..2 {
+        for (id, data) in batch.ids.iter().zip(&items) {
+            assert_eq!(&reader.get(id).expect("get"), data);
+            let stats = reader.group_cache_stats();
+            assert!(stats.bytes <= bound, "{stats:?}");
+        }
+    }
+    let stats = reader.group_cache_stats();
+    assert!(stats.groups >= 2, "the cache holds groups: {stats:?}");
+    // No cache: every read decompresses its group, and still reads right.
+    let uncached = open_with(dir.path(), 0);
+    for (id, data) in batch.ids.iter().zip(&items).take(50) {
+        assert_eq!(&uncached.get(id).expect("get"), data);
+    }
+    let stats = uncached.group_cache_stats();
+    assert_eq!((stats.decompressed, stats.groups, stats.hits), (50, 0, 0));
+}
+
+#[test]
+fn gc_rewrites_copy_mostly_live_groups_and_recompress_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // gc re-encodes with the batches' settings here, so that full groups
+    // of the batch are large enough to copy.
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+    let store = BlobStore::open(
+        jpstore_blobstore::backend::FileBackend::shared(storage),
+        "blobs",
+        Options {
+            threads: 1,
+            repack_compression: jpstore_blobstore::Compression::Fast,
+            ..Options::default()
+        },
+    )
+    .expect("open store");
+    let items: Vec<Vec<u8>> = (0..600u64).map(|i| source_like(i + 900, 1500)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    // The first half of the objects all kept (their groups copied), every
+    // fourth of the second half (their groups compressed anew).
+    let keep: std::collections::HashSet<BlobId> = batch
+        .ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 300 || i % 4 == 0)
+        .map(|(_, id)| *id)
+        .collect();
+    let name = batch.pack.clone().expect("pack");
+    let out = store
+        .rewrite_pack(&name, &|id| keep.contains(id))
+        .expect("rewrite");
+    assert_eq!(out.kept_objects, keep.len());
+    assert!(
+        out.groups_copied > 0 && out.groups_encoded > 0,
+        "copied {} groups, encoded {}",
+        out.groups_copied,
+        out.groups_encoded
+    );
+    assert!(out.new_bytes < out.old_bytes);
+    let reader = open_with(dir.path(), 32 << 20);
+    for (id, data) in batch.ids.iter().zip(&items) {
+        match reader.get(id) {
+            Ok(got) => {
+                assert!(keep.contains(id), "{id} was dropped");
+                assert_eq!(&got, data);
+            }
+            Err(Error::NotFound(_)) => assert!(!keep.contains(id), "{id} was kept"),
+            Err(e) => panic!("{id}: {e}"),
+        }
+    }
+    let report = reader.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    // A second rewrite keeping everything left changes nothing.
+    let packs = reader.packs().expect("packs");
+    let again = reader
+        .rewrite_pack(&packs[0].name, &|_| true)
+        .expect("rewrite");
+    assert_eq!(again.new_pack.as_deref(), Some(packs[0].name.as_str()));
+    // With the default repack settings (groups of 1 MiB), the groups of
+    // 256 KiB are too small to copy: all are compressed anew, bigger.
+    let out = reader
+        .rewrite_pack(&packs[0].name, &|id| *id != batch.ids[0])
+        .expect("rewrite");
+    assert_eq!(out.groups_copied, 0);
+    assert!(out.groups_encoded > 0);
+    let report = reader.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
 }

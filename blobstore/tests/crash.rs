@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
 use jpstore_blobstore::storage::Storage;
-use jpstore_blobstore::{BlobId, BlobStore, Error, Options};
+use jpstore_blobstore::{BlobId, BlobStore, Compression, Error, Options};
 
 fn options() -> Options {
     Options {
@@ -26,11 +26,15 @@ fn options() -> Options {
 }
 
 fn open(sim: &SimStorage) -> Result<BlobStore, Error> {
+    open_with(sim, options())
+}
+
+fn open_with(sim: &SimStorage, options: Options) -> Result<BlobStore, Error> {
     let storage: Arc<dyn Storage> = Arc::new(sim.clone());
     BlobStore::open(
         jpstore_blobstore::backend::FileBackend::shared(storage.clone()),
         "blobs",
-        options(),
+        options,
     )
 }
 
@@ -139,6 +143,80 @@ fn merges(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
     let _ = store.merge_packs(false);
 }
 
+/// Packs of version 2 repacked: a batch of groups large enough to copy
+/// (the store re-encodes with the batches' settings), gc's rewrite keeping
+/// all of some groups (copied) and a few objects of others (compressed
+/// anew), then a second batch and gc's merge of the two packs.
+fn repacks(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
+    let items: Vec<Vec<u8>> = (0..600u64).map(|i| content(500 + i, 1500)).collect();
+    let Ok(batch) = store.put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {}) else {
+        return;
+    };
+    let keep: HashMap<BlobId, Vec<u8>> = batch
+        .ids
+        .iter()
+        .zip(&items)
+        .enumerate()
+        .filter(|(i, _)| *i < 300 || i % 5 == 0)
+        .map(|(_, (id, data))| (*id, data.clone()))
+        .collect();
+    acked.extend(keep.iter().map(|(id, data)| (*id, data.clone())));
+    let Some(pack) = batch.pack else { return };
+    match store.rewrite_pack(&pack, &|id| keep.contains_key(id)) {
+        // The first groups of each worker mostly kept, the last ones not.
+        Ok(out) => assert!(
+            out.groups_copied > 0 && out.groups_encoded > 0,
+            "copied {}, encoded {}",
+            out.groups_copied,
+            out.groups_encoded
+        ),
+        Err(_) => return,
+    }
+    let more: Vec<Vec<u8>> = (0..40u64).map(|i| content(900 + i, 700)).collect();
+    let Ok(out) = store.put_batch(more.len(), |i| Ok(more[i].clone()), &mut |_| {}) else {
+        return;
+    };
+    acked.extend(out.ids.into_iter().zip(more));
+    let _ = store.merge_packs(false);
+}
+
+/// The committed pack of version 1 (`tests/fixtures/v1-pack`), published
+/// in the store, then upgraded to version 2.
+fn upgrade(store: &BlobStore, acked: &mut HashMap<BlobId, Vec<u8>>) {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1-pack/blobs/packs");
+    let mut files: Vec<_> = std::fs::read_dir(&fixture)
+        .expect("the fixture")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    // The pack before its index, as a writer publishes them.
+    files.sort_by_key(|p| p.extension().is_some_and(|x| x == "idx"));
+    for (n, file) in files.iter().enumerate() {
+        let bytes = std::fs::read(file).expect("read the fixture");
+        let name = file.file_name().expect("a name");
+        let key = std::path::Path::new("blobs/packs").join(name);
+        let scratch = std::path::PathBuf::from(format!("blobs/tmp/fixture-{n}"));
+        if store
+            .backend()
+            .put_if_absent(&key, &bytes, &scratch)
+            .is_err()
+        {
+            return;
+        }
+    }
+    // Published: its objects are the store's.
+    if store.refresh_packs().is_err() {
+        return;
+    }
+    for id in store.ids().unwrap_or_default() {
+        if let Ok(data) = store.get(&id) {
+            acked.insert(id, data);
+        }
+    }
+    assert_eq!(acked.len(), 5, "the fixture's objects");
+    let _ = store.upgrade_packs(false, Compression::Fast, &mut |_| {});
+}
+
 fn modes() -> Vec<CrashMode> {
     let mut m = vec![CrashMode::DropUnsynced];
     for seed in 0..6 {
@@ -151,6 +229,10 @@ fn modes() -> Vec<CrashMode> {
 fn check_after_restart(sim: &SimStorage, acked: &HashMap<BlobId, Vec<u8>>, what: &str) {
     sim.restart();
     let store = open(sim).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    check_store(&store, acked, what);
+}
+
+fn check_store(store: &BlobStore, acked: &HashMap<BlobId, Vec<u8>>, what: &str) {
     for (id, data) in acked {
         let got = store
             .get(id)
@@ -179,9 +261,13 @@ fn check_after_restart(sim: &SimStorage, acked: &HashMap<BlobId, Vec<u8>>, what:
 }
 
 fn crash_at_every_sync(name: &str, workload: Workload) {
+    crash_at_every_sync_with(name, options(), workload);
+}
+
+fn crash_at_every_sync_with(name: &str, options: Options, workload: Workload) {
     // Count the syncs of one clean run.
     let sim = SimStorage::new();
-    let store = open(&sim).expect("open");
+    let store = open_with(&sim, options.clone()).expect("open");
     let before = sim.sync_count();
     let mut acked = HashMap::new();
     workload(&store, &mut acked);
@@ -192,7 +278,7 @@ fn crash_at_every_sync(name: &str, workload: Workload) {
         for mode in modes() {
             let what = format!("{name}: crash at sync {n} of {syncs}, {mode:?}");
             let sim = SimStorage::new();
-            let store = open(&sim).expect("open");
+            let store = open_with(&sim, options.clone()).expect("open");
             sim.crash_at_sync(n, mode);
             let mut acked = HashMap::new();
             workload(&store, &mut acked);
@@ -265,6 +351,35 @@ fn crash_at_every_sync_of_merges() {
     let packs = store.packs().expect("packs").len();
     assert!(packs <= 2, "four batches merged into {packs} packs");
     crash_at_every_sync("merges", merges);
+}
+
+#[test]
+fn crash_at_every_sync_of_repacks_of_groups() {
+    let options = Options {
+        repack_compression: Compression::Fast,
+        ..options()
+    };
+    // A clean run copies groups and compresses others anew.
+    let sim = SimStorage::new();
+    let store = open_with(&sim, options.clone()).expect("open");
+    let mut acked = HashMap::new();
+    repacks(&store, &mut acked);
+    check_store(&store, &acked, "repacks, no crash");
+    assert!(store.packs().expect("packs").iter().all(|p| p.version == 2));
+    crash_at_every_sync_with("repacks", options, repacks);
+}
+
+#[test]
+fn crash_at_every_sync_of_an_upgrade_of_a_version_1_pack() {
+    let sim = SimStorage::new();
+    let store = open(&sim).expect("open");
+    let mut acked = HashMap::new();
+    upgrade(&store, &mut acked);
+    let packs = store.packs().expect("packs");
+    assert_eq!(packs.len(), 1);
+    assert_eq!(packs[0].version, 2, "upgraded");
+    check_store(&store, &acked, "upgrade, no crash");
+    crash_at_every_sync("upgrade", upgrade);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use jpstore_blobstore::backend::{Backend, MemoryBackend};
-use jpstore_blobstore::{BlobId, BlobStore, Location, Options};
+use jpstore_blobstore::{BlobId, BlobStore, Compression, Location, Options};
 
 fn open(backend: &MemoryBackend) -> BlobStore {
     let shared: Arc<dyn Backend> = Arc::new(backend.clone());
@@ -148,4 +148,120 @@ fn freshen_moves_an_objects_time_forward() {
     assert!(!store
         .freshen(&BlobId::of(b"never stored"))
         .expect("freshen"));
+}
+
+/// Publishes the committed pack of version 1 (`tests/fixtures/v1-pack`)
+/// in `backend`, pack first; returns its objects' ids.
+fn publish_v1_fixture(backend: &MemoryBackend) {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1-pack/blobs/packs");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the fixture")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort_by_key(|p| p.extension().is_some_and(|x| x == "idx"));
+    for (n, file) in files.iter().enumerate() {
+        let key = std::path::Path::new("blobs/packs").join(file.file_name().expect("name"));
+        let scratch = std::path::PathBuf::from(format!("blobs/tmp/fixture-{n}"));
+        backend
+            .put_if_absent(&key, &std::fs::read(file).expect("read"), &scratch)
+            .expect("publish");
+    }
+}
+
+#[test]
+fn groups_repacks_and_upgrades_work_on_objects() {
+    let backend = MemoryBackend::new();
+    let shared: Arc<dyn Backend> = Arc::new(backend.clone());
+    let options = Options {
+        threads: 1,
+        group_cache_bytes: 1 << 20,
+        repack_compression: Compression::Fast,
+        ..Options::default()
+    };
+    let store = BlobStore::open(Arc::clone(&shared), "blobs", options.clone()).expect("open");
+    // 1.5 MB of small objects: several groups of 256 KiB.
+    let items: Vec<Vec<u8>> = (0..1500u64).map(|i| text(20_000 + i, 1000)).collect();
+    let batch = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let packs = store.packs().expect("packs");
+    assert_eq!(packs[0].version, 2);
+    assert!(packs[0].groups >= 5, "{:?}", packs[0]);
+    // A cold read decompresses one group; everything reads within the
+    // cache's bound.
+    let reader = BlobStore::open(Arc::clone(&shared), "blobs", options.clone()).expect("open");
+    assert_eq!(reader.get(&batch.ids[0]).expect("get"), items[0]);
+    assert_eq!(reader.group_cache_stats().decompressed, 1);
+    for (id, data) in batch.ids.iter().zip(&items) {
+        assert_eq!(&reader.get(id).expect("get"), data);
+        assert!(reader.group_cache_stats().bytes <= 1 << 20);
+    }
+    // gc's rewrite: groups of kept objects copied, the rest compressed anew.
+    let keep: HashSet<BlobId> = batch
+        .ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 750 || i % 4 == 0)
+        .map(|(_, id)| *id)
+        .collect();
+    let out = store
+        .rewrite_pack(&packs[0].name, &|id| keep.contains(id))
+        .expect("rewrite");
+    assert!(out.groups_copied > 0 && out.groups_encoded > 0, "{out:?}");
+    // A pack of version 1 beside them, read, then upgraded.
+    publish_v1_fixture(&backend);
+    store.refresh_packs().expect("refresh");
+    let versions = |s: &BlobStore| {
+        let mut v: Vec<u8> = s
+            .packs()
+            .expect("packs")
+            .iter()
+            .map(|p| p.version)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(versions(&store), vec![1, 2]);
+    let v1_ids = store
+        .pack_ids(
+            &store
+                .packs()
+                .expect("packs")
+                .iter()
+                .find(|p| p.version == 1)
+                .expect("the pack of version 1")
+                .name,
+        )
+        .expect("ids");
+    let v1_data: Vec<Vec<u8>> = v1_ids
+        .iter()
+        .map(|id| store.get(id).expect("get"))
+        .collect();
+    let upgraded = store
+        .upgrade_packs(false, Compression::Balanced, &mut |_| {})
+        .expect("upgrade");
+    assert_eq!((upgraded.packs, upgraded.objects), (1, 5));
+    assert_eq!(versions(&store), vec![2, 2]);
+    // Merges of many small batches, then gc's merge.
+    for i in 0..12u64 {
+        let data = text(30_000 + i, 800);
+        store
+            .put_batch(1, |_| Ok(data.clone()), &mut |_| {})
+            .expect("batch");
+    }
+    store.merge_packs(false).expect("merge");
+    let after = BlobStore::open(Arc::clone(&shared), "blobs", options).expect("open");
+    for (id, data) in batch.ids.iter().zip(&items) {
+        if keep.contains(id) {
+            assert_eq!(&after.get(id).expect("kept"), data);
+        } else {
+            assert!(!after.exists(id).expect("exists"));
+        }
+    }
+    for (id, data) in v1_ids.iter().zip(&v1_data) {
+        assert_eq!(&after.get(id).expect("upgraded"), data);
+    }
+    let report = after.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
 }

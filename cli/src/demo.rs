@@ -1,7 +1,7 @@
 //! `jp-store demo`: the main job on the embedded sample JP workspace: create
-//! a store, import the workspace's conversation, print it, append a turn,
-//! and export it back to JP's format, checking that the exported files equal
-//! the originals as JSON values.
+//! a store, import the workspace's conversation, print it, export it back to
+//! JP's format, checking that the exported files are the originals byte for
+//! byte, and append a turn.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,16 +52,17 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
     }
     let store = Store::init_dir(&store_dir, StoreOptions::default())?;
-    println!("store: {}", store_dir.display());
+    crate::outln!("store: {}", store_dir.display());
 
     // 1. Import the JP workspace.
     let report = import_paths(&store, std::slice::from_ref(&workspace), false, &mut |_| {})?;
     if let Some(failed) = report.failed.first() {
         bail!("{}: {}", failed.path.display(), failed.reason);
     }
-    println!(
+    crate::outln!(
         "imported {} JP conversation(s): {} blobs stored\n",
-        report.imported, report.new_blobs
+        report.imported,
+        report.new_blobs
     );
 
     // 2. Print it.
@@ -69,12 +70,17 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     let conv = store.read(&id)?;
     print_conversation(&mut std::io::stdout().lock(), &conv, None)?;
 
-    // 3. Export it back: equal to the original files as JSON values.
+    // 3. Export it back: the original files, byte for byte.
     let files = jp_files(&store, &conv)?;
     let original_dir = workspace.join(SAMPLE_CONVERSATION);
-    check_equal(&original_dir.join("events.json"), &files.events)?;
-    check_equal(&original_dir.join("metadata.json"), &files.metadata)?;
-    println!("\nexport --format jp gives back the imported files (equal as JSON)");
+    check_identical(&original_dir.join("events.json"), &files.events)?;
+    check_identical(&original_dir.join("metadata.json"), &files.metadata)?;
+    ensure!(
+        files.base_config.is_none() && files.lossy.is_empty(),
+        "the export of the sample is not the sample's files: {:?}",
+        files.lossy
+    );
+    crate::outln!("\nexport --format jp gives back the imported files byte for byte");
 
     // 4. Append a turn, as an agent would: one durable batch.
     let parsed = parse_input(
@@ -88,7 +94,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     let outcome = writer.append(parsed.entries)?;
     drop(writer);
     let conv = store.read(&id)?;
-    println!(
+    crate::outln!(
         "appended {} events as one record at offset {}; the conversation now has {} turns",
         outcome.entries,
         outcome.offset,
@@ -97,14 +103,21 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn check_equal(original: &Path, exported: &serde_json::Value) -> Result<()> {
-    let text = std::fs::read_to_string(original)
-        .with_context(|| format!("reading {}", original.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text)?;
-    ensure!(
-        &value == exported,
-        "the export of {} differs from the original",
-        original.display()
-    );
+fn check_identical(original: &Path, exported: &[u8]) -> Result<()> {
+    let bytes =
+        std::fs::read(original).with_context(|| format!("reading {}", original.display()))?;
+    if bytes != exported {
+        let at = bytes
+            .iter()
+            .zip(exported)
+            .position(|(a, b)| a != b)
+            .unwrap_or(bytes.len().min(exported.len()));
+        anyhow::bail!(
+            "the export of {} differs from the original at byte {at} ({} bytes exported, {} in the file)",
+            original.display(),
+            exported.len(),
+            bytes.len()
+        );
+    }
     Ok(())
 }

@@ -14,7 +14,7 @@ mod serve;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArgs};
 
@@ -25,9 +25,27 @@ use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArg
 #[derive(Parser, Debug)]
 #[command(name = "jp-store", version, about, long_about)]
 struct Cli {
-    /// The store directory.
-    #[arg(long, global = true, env = "JP_STORE_DIR", default_value = ".jp-store")]
+    /// The store: a directory (or a file:// URL of one). A URL of another
+    /// kind (s3://...) names a store this build cannot open, and is refused
+    /// rather than taken for a directory name.
+    #[arg(
+        long,
+        global = true,
+        env = "JP_STORE_DIR",
+        default_value = ".jp-store",
+        value_name = "DIR",
+        value_parser = parse_store_location
+    )]
     store: PathBuf,
+
+    /// Print no progress and no notes: only results, warnings and errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+
+    /// Print notes of what is being done, and progress as lines when
+    /// standard error is not a terminal.
+    #[arg(short, long, global = true)]
+    verbose: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -173,10 +191,96 @@ enum Command {
     /// loopback address (port 7420 unless --addr says otherwise), prints
     /// its URL, writes nothing to the store, and stops on Ctrl-C.
     Serve(serve::ServeArgs),
+    /// Print a shell completion script. For example, for bash:
+    /// `jp-store completions bash > ~/.local/share/bash-completion/completions/jp-store`;
+    /// for zsh, into a directory of `$fpath` as `_jp-store`; for fish:
+    /// `jp-store completions fish > ~/.config/fish/completions/jp-store.fish`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of jp-store, or with --dir write one
+    /// page per command into a directory (jp-store.1, jp-store-append.1,
+    /// ...). Read it with `jp-store man | man -l -`.
+    Man {
+        /// Write every page into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+impl Command {
+    /// Whether the command prints its result as JSON (no progress then).
+    fn json(&self) -> bool {
+        match self {
+            Command::Import(a) => a.json,
+            Command::New(a) => a.json,
+            Command::Append { json, .. } | Command::Ls { json } | Command::Stats { json, .. } => {
+                *json
+            }
+            Command::Compact(a) => a.json,
+            Command::Fork(a) => a.json,
+            Command::Gc(a) => a.json,
+            Command::Fsck(a) => a.json,
+            Command::Attach(a) => a.json,
+            Command::Blob(b) => b.json(),
+            Command::Init
+            | Command::Print { .. }
+            | Command::View { .. }
+            | Command::Export(_)
+            | Command::Rm { .. }
+            | Command::Demo { .. }
+            | Command::Resolve { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Serve(_) => false,
+        }
+    }
+}
+
+/// The directory of the `--store` argument: a path, or a `file://` URL of
+/// one. Any other URL is refused: this build keeps stores in directories
+/// only, and `s3://bucket/prefix` must not become a directory named `s3:`.
+fn parse_store_location(text: &str) -> Result<PathBuf, String> {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return Ok(PathBuf::from(text));
+    };
+    let is_scheme = scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !is_scheme {
+        return Ok(PathBuf::from(text));
+    }
+    if scheme.eq_ignore_ascii_case("file") {
+        return url::Url::parse(text)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .ok_or_else(|| {
+                format!(
+                    "{text:?} is not a file:// URL of a local directory (file:///path/to/store)"
+                )
+            });
+    }
+    let _ = rest;
+    Err(format!(
+        "{scheme}:// stores are not supported by this build of jp-store; \
+         --store takes a directory (or a file:// URL of one)"
+    ))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let verbosity = match (cli.quiet, cli.verbose) {
+        (true, _) => output::Verbosity::Quiet,
+        (_, true) => output::Verbosity::Verbose,
+        _ => output::Verbosity::Normal,
+    };
+    output::configure(verbosity, cli.command.json());
     let dir = &cli.store;
     let result = match cli.command {
         Command::Init => commands::init(dir),
@@ -200,14 +304,63 @@ fn main() -> ExitCode {
         Command::Resolve { uri } => commands::resolve(&uri),
         Command::Blob(cmd) => commands::blob::run(dir, cmd),
         Command::Serve(args) => serve::run(dir, args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     };
     match result {
         Ok(code) => code,
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("jp-store: error: {}", message(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether the command failed writing its output to a reader that went
+/// away (`jp-store view ID | head`): not a failure of the command.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let kind = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) => Some(io.kind()),
+            None => cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `jp-store completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "jp-store", &mut out);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)
+        .unwrap_or_else(|e| output::exit_on_write_error(&e));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `jp-store man [--dir DIR]`.
+fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let command = Cli::command();
+    match dir {
+        None => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(command)
+                .render(&mut out)
+                .context("rendering the manual page")?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &out)
+                .unwrap_or_else(|e| output::exit_on_write_error(&e));
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir)
+                .with_context(|| format!("writing manual pages into {}", dir.display()))?;
+            output::detail(&format!("manual pages written into {}", dir.display()));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The error and its causes, joined by `: `. The library errors already

@@ -622,23 +622,23 @@ pub fn plan(
 ) -> Result<CompactOutcome, CompactionError> {
     let compaction = &settings.conversation.compaction;
     let profile = Profile::from_settings(compaction, request.profile.as_deref())?;
-    if profile.summary.is_none() && request.summary.is_some() {
-        return Err(CompactionError::Config(format!(
-            "profile {:?} does not summarize; --summary needs a profile with a summary table",
-            profile.name
-        )));
-    }
     let keep_last = request.keep_last.or(compaction.keep_last).unwrap_or(0);
     let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
-    let (from, to, summary) = match &profile.summary {
-        None => (requested.0, requested.1, None),
-        Some(table) => {
+    // A summary text given with the request replaces the range whatever the
+    // profile does: the caller said what it wants. Otherwise a profile with
+    // a summary table has its summary made; any other strips.
+    let (from, to, summary) = match (&request.summary, &profile.summary) {
+        (Some(text), _) => {
             let (from, to) = extend_over_summaries(entries, requested.0, requested.1);
-            let text = match (&request.summary, request.dry_run) {
-                (Some(t), _) => t.clone(),
-                (None, true) => String::new(),
-                (None, false) => summarize(table, &raw_range(entries, from, to))
-                    .map_err(CompactionError::Summary)?,
+            (from, to, Some(text.clone()))
+        }
+        (None, None) => (requested.0, requested.1, None),
+        (None, Some(table)) => {
+            let (from, to) = extend_over_summaries(entries, requested.0, requested.1);
+            let text = if request.dry_run {
+                String::new()
+            } else {
+                summarize(table, &raw_range(entries, from, to)).map_err(CompactionError::Summary)?
             };
             (from, to, Some(text))
         }

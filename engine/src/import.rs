@@ -6,9 +6,8 @@
 //! turned into a [`Prepared`] by the importer of that format
 //! (`jpstore_integrations::jp::import::prepare` for JP's).
 
-use std::collections::HashMap;
-
-use jpstore_blobstore::BlobId;
+use indexmap::IndexMap;
+use jpstore_blobstore::{BlobId, BlobStore};
 
 use crate::config;
 use crate::conversation::meta::MetaPatch;
@@ -29,6 +28,12 @@ pub struct Prepared {
     pub fields: Object,
     /// The base config, if any.
     pub base_config: Option<Object>,
+    /// The bytes to store as the base config blob instead of the config's
+    /// canonical bytes, when the importer keeps the config's own text (JP's
+    /// import: the file's JSON without whitespace, so its key order,
+    /// escapes and number forms come back; format-spec.md 4.5). They must
+    /// hold `base_config`; they are checked to read back as a JSON object.
+    pub base_config_text: Option<Vec<u8>>,
     /// The entries, content inline.
     pub entries: Vec<Entry<Payload>>,
     /// Bytes of the files it was read from (for the report).
@@ -83,7 +88,9 @@ impl Store {
             }
         }
         // 1. Every payload of every conversation, durable first.
-        let mut payloads: HashMap<BlobId, Vec<u8>> = HashMap::new();
+        // In the order met: a conversation's content stays together, so
+        // that the pack's groups compress what it shares.
+        let mut payloads: IndexMap<BlobId, Vec<u8>> = IndexMap::new();
         let mut stored = Vec::with_capacity(todo.len());
         for (slot, p, exists) in todo {
             let mut add = |bytes: Vec<u8>| {
@@ -94,10 +101,16 @@ impl Store {
                 payloads.entry(r.id).or_insert(bytes);
                 r
             };
-            let base = p
-                .base_config
-                .as_ref()
-                .map(|c| add(config::canonical_bytes(c)));
+            let base = match (&p.base_config, p.base_config_text) {
+                (None, _) => None,
+                (Some(c), None) => Some(add(config::canonical_bytes(c))),
+                (Some(_), Some(text)) => {
+                    // What is stored must read back, as `Store::put_config`
+                    // checks (serde_json refuses nesting deeper than 128).
+                    config::parse_config_json(&text, &format!("the base config of {}", p.id))?;
+                    Some(add(text))
+                }
+            };
             let entries: Vec<Entry> = p
                 .entries
                 .into_iter()
@@ -111,7 +124,7 @@ impl Store {
                 .collect();
             stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
         }
-        let totals = crate::conversation::writer::put_new_blobs(self.blobs(), payloads, progress)?;
+        let totals = put_import_blobs(self.blobs(), payloads, progress)?;
         // 2. The logs.
         for (slot, id, fields, base, entries, source_bytes, exists) in stored {
             if exists {
@@ -144,4 +157,51 @@ impl Store {
         results.sort_by_key(|(slot, _)| *slot);
         Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
     }
+}
+
+/// Stores the payloads of an import that the store does not hold yet, as
+/// `put_new_blobs` does (loose objects for a few, else one pack) but in the
+/// order given and, for a pack, compressed as
+/// [`jpstore_blobstore::Options::import_compression`] says.
+fn put_import_blobs(
+    blobs: &BlobStore,
+    payloads: IndexMap<BlobId, Vec<u8>>,
+    progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+) -> Result<BlobTotals> {
+    let mut totals = BlobTotals {
+        payloads: payloads.len(),
+        ..Default::default()
+    };
+    let mut missing = Vec::new();
+    for (id, bytes) in payloads {
+        if !blobs.exists_cached(&id)? {
+            missing.push(bytes);
+        }
+    }
+    if missing.len() <= crate::conversation::writer::LOOSE_BLOBS_MAX {
+        for data in &missing {
+            let out = blobs.put(data)?;
+            if out.stored {
+                totals.new_blobs += 1;
+                totals.raw_bytes += data.len() as u64;
+                totals.stored_bytes += out.stored_len;
+            }
+        }
+    } else {
+        let out = blobs.put_batch_compressed(
+            blobs.options().import_compression,
+            missing.len(),
+            |i, buf| {
+                buf.extend_from_slice(&missing[i]);
+                Ok(())
+            },
+            progress,
+        )?;
+        // Every item was missing a moment ago; one stored meanwhile by
+        // another process is counted here too.
+        totals.new_blobs = out.new_objects;
+        totals.raw_bytes = out.raw_bytes;
+        totals.stored_bytes = out.pack_bytes;
+    }
+    Ok(totals)
 }

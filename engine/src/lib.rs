@@ -9,7 +9,8 @@
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
 //! - [`export`]: the plain JSON form of a conversation; [`import`]: whole
-//!   conversations stored in bulk (one pack, then each log published whole).
+//!   conversations stored in bulk (one pack, then each log published whole);
+//!   [`stream`]: a store as one NDJSON stream, a conversation a line.
 //! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
 //! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
 //!   blobs safely while others write.
@@ -111,6 +112,7 @@ mod parallel;
 pub mod projection;
 pub mod stats;
 pub mod store;
+pub mod stream;
 pub mod timestamp;
 
 pub use append::{AppendReport, AutoCompaction};

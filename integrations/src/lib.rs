@@ -18,6 +18,8 @@
 //! - [`jp`]: JP's conversation files: finding, reading and importing them
 //!   (the whole pipeline: batches of one pack each, with progress and a
 //!   report), and writing them back.
+//! - [`stream`]: importing NDJSON streams of conversations (the lines
+//!   `export --format ndjson` writes), with the same report as a JP import.
 //! - [`user_file`]: reading the files and streams a user names, bounded and
 //!   type-checked (never blocking on a FIFO, never reading a device).
 //!
@@ -76,5 +78,6 @@ pub mod attach;
 pub mod blob_files;
 pub mod jp;
 pub mod provider;
+pub mod stream;
 pub mod summarizer;
 pub mod user_file;

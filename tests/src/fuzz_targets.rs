@@ -7,8 +7,9 @@
 
 use std::path::Path;
 
-use jpstore_blobstore::backend::{Backend, MemoryBackend};
-use jpstore_blobstore::{object, pack, BlobId};
+use jpstore_blobstore::backend::{Backend, Mapping, MemoryBackend};
+use jpstore_blobstore::pack::Found;
+use jpstore_blobstore::{group, object, pack, BlobId};
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::log::{scan, LogOptions, LogReader};
@@ -21,12 +22,14 @@ pub type Target = fn(&[u8]);
 pub const TARGETS: &[(&str, Target)] = &[
     ("blob_object", blob_object),
     ("pack_index", pack_index),
+    ("pack_v2", pack_v2),
     ("log_file", log_file),
     ("log_entry", log_entry),
     ("head_file", head_file),
     ("config_toml", config_toml),
     ("config_json", config_json),
     ("json_events", json_events),
+    ("jp_files", jp_files),
 ];
 
 /// A stored blob object (header, CRC, bounded zstd, SHA-256).
@@ -46,6 +49,45 @@ pub fn blob_object(data: &[u8]) {
 pub fn pack_index(data: &[u8]) {
     let _ = pack::check_index(data);
     let _ = pack::check_pack_header(data);
+}
+
+/// A pack index of version 2 and a group of a pack of version 2 (format
+/// 2.12): the input checked as an index and, when it passes, every object
+/// and group checked against the bounds of a pack a little longer than the
+/// input (as a reader does before it reads); the input also read as a
+/// stored group (header, CRC, then decompression bounded to 1 MiB), and,
+/// past its CRC, its payload decoded as the header says.
+pub fn pack_v2(data: &[u8]) {
+    const MAX: u64 = 1 << 20;
+    if pack::check_index(data).is_ok() {
+        if let Ok(p) = pack::Pack::new(
+            "n".into(),
+            "n.pack".into(),
+            "n.idx".into(),
+            Mapping::Owned(data.to_vec()),
+            data.len() as u64 + 4096,
+        ) {
+            for i in 0..p.len() {
+                match p.found(i) {
+                    Found::Grouped(e) => drop(p.check_grouped_bounds(&e, MAX)),
+                    Found::Object(e) => drop(p.check_entry_bounds(&e)),
+                }
+            }
+            for g in 0..p.group_count() {
+                let _ = p.check_group_bounds(g, MAX);
+            }
+            if p.version() == 2 {
+                let _ = p.group_members();
+            }
+        }
+    }
+    let mut buf = Vec::new();
+    if let Ok(h) = group::check_group(data) {
+        let _ = group::group_content(data, &h, MAX, &mut buf);
+    }
+    if let Ok(h) = group::GroupHeader::decode(data) {
+        let _ = group::group_content(data, &h, MAX, &mut buf);
+    }
 }
 
 /// A whole log file: read by a scan (as fsck does) and by a reader walk.
@@ -104,5 +146,42 @@ pub fn json_events(data: &[u8]) {
         let now = Timestamp::from_unix(1_800_000_000, 0).unwrap_or_else(Timestamp::now);
         let _ = parse_input(text, ParseMode::Strict { now });
         let _ = parse_input(text, ParseMode::Lenient);
+    }
+}
+
+/// A JP conversation's files: the input is `events.json`, then (after a
+/// byte 0xFF, which UTF-8 never holds) `metadata.json`, then (after
+/// another) `base_config.json`. Import's byte check, and when it says the
+/// files will come back byte for byte, the files rendered from what import
+/// prepared must be those bytes (a difference panics: the fuzzer found a
+/// file the check let through wrongly).
+pub fn jp_files(data: &[u8]) {
+    use jpstore_integrations::jp::export::prepared_files;
+    use jpstore_integrations::jp::import::{
+        prepare_checked, source_from_bytes, ByteCheck, JpFileBytes,
+    };
+    let mut parts = data.splitn(3, |b| *b == 0xff);
+    let files = JpFileBytes {
+        events: parts.next().unwrap_or_default().to_vec(),
+        metadata: parts.next().map(<[u8]>::to_vec),
+        base_config: parts.next().map(<[u8]>::to_vec),
+    };
+    let Ok(source) = source_from_bytes(Path::new("17738399400-fuzz"), files.clone()) else {
+        return;
+    };
+    let (prepared, check) = prepare_checked(source);
+    if let ByteCheck::Identical { .. } = check {
+        match prepared_files(&prepared) {
+            Ok(out) => {
+                assert!(out.events == files.events, "events.json comes back");
+                if let Some(m) = &files.metadata {
+                    assert!(&out.metadata == m, "metadata.json comes back");
+                }
+                if let (Some(b), Some(out)) = (&files.base_config, &out.base_config) {
+                    assert!(b == out, "base_config.json comes back");
+                }
+            }
+            Err(e) => panic!("a prepared conversation renders: {e}"),
+        }
     }
 }

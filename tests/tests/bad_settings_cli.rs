@@ -209,6 +209,7 @@ fn store_with_bad_settings(root: &Path) -> std::path::PathBuf {
         id: ConversationId::parse(id).expect("id"),
         fields: Object::new(),
         base_config: base.map(object),
+        base_config_text: None,
         entries: vec![request()],
         source_bytes: 0,
     };

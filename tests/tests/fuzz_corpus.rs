@@ -163,6 +163,7 @@ fn write_seed_corpus() {
         .find(|p| p.extension().is_some_and(|x| x == "idx"))
         .expect("an index");
     write("pack_index", "index", &std::fs::read(idx).expect("idx"));
+    write_pack_v2_seeds();
     write(
         "config_toml",
         "template.toml",
@@ -178,4 +179,86 @@ fn write_seed_corpus() {
         "config.json",
         br#"{"assistant":{"model":{"id":"anthropic/claude"}},"list":[1,2.5,null,true]}"#,
     );
+    // JP files: a few conversations of the fixture workspace, each as
+    // events.json, 0xFF, metadata.json[, 0xFF, base_config.json].
+    let fixtures =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jp-workspace/.jp/conversations");
+    for name in [
+        "17738399401-base-config-file",
+        "17738399402-first-config-delta",
+        "17738399407-unknown-entries",
+        "17738399421-hand-escapes",
+        "17738399425-hand-tabs-crlf",
+        "17738399428-hand-odd-whitespace",
+    ] {
+        let dir = fixtures.join(name);
+        let mut data = std::fs::read(dir.join("events.json")).expect("read");
+        data.push(0xff);
+        data.extend(std::fs::read(dir.join("metadata.json")).expect("read"));
+        if let Ok(base) = std::fs::read(dir.join("base_config.json")) {
+            data.push(0xff);
+            data.extend(base);
+        }
+        write("jp_files", &format!("{name}.bin"), &data);
+    }
+}
+
+/// Writes the seeds of the `pack_v2` target alone (an index of version 2
+/// of several groups, a zstd group and a raw group): `cargo test -p
+/// jpstore-tests --test fuzz_corpus -- --ignored write_pack_v2_seed_corpus`.
+#[test]
+#[ignore = "writes the seed corpus into the source tree"]
+fn write_pack_v2_seed_corpus() {
+    write_pack_v2_seeds();
+}
+
+fn write_pack_v2_seeds() {
+    use jpstore_blobstore::backend::FileBackend;
+    use jpstore_blobstore::storage::{LocalStorage, Storage};
+    use jpstore_blobstore::{group, BlobStore, Options};
+
+    let write = |name: &str, data: &[u8]| {
+        let dir = fuzz_dir().join("corpus").join("pack_v2");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(name), data).expect("write seed");
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage: std::sync::Arc<dyn Storage> =
+        std::sync::Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+    let store = BlobStore::open(
+        FileBackend::shared(storage),
+        "blobs",
+        Options {
+            threads: 1,
+            ..Options::default()
+        },
+    )
+    .expect("open");
+    // Small objects sharing groups, one alone in its own (over 256 KiB).
+    let mut items: Vec<Vec<u8>> = (0..12u32)
+        .map(|i| format!("seed object {i}: ").repeat(20).into_bytes())
+        .collect();
+    items.push(b"fn main() {}\n".repeat(30_000));
+    store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let idx = std::fs::read_dir(dir.path().join("blobs/packs"))
+        .expect("packs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .expect("an index");
+    write("index", &std::fs::read(idx).expect("idx"));
+    let mut zstd = Vec::new();
+    group::encode_group(
+        &b"grouped, grouped, grouped objects\n".repeat(40),
+        3,
+        &mut zstd,
+        &mut Vec::new(),
+    )
+    .expect("encode");
+    write("group_zstd", &zstd);
+    let mut raw = Vec::new();
+    group::encode_group(b"xyz", 3, &mut raw, &mut Vec::new()).expect("encode");
+    write("group_raw", &raw);
 }

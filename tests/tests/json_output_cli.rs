@@ -171,12 +171,13 @@ fn import_append_ls_stats_dry_run_and_attach() {
   "imported": 1,
   "skipped": 0,
   "failed": [],
+  "not_byte_identical": [],
   "events": 11,
   "bytes_read": 2886,
-  "bytes_stored": 2314,
-  "blob_bytes_stored": 423,
+  "bytes_stored": 2320,
+  "blob_bytes_stored": 422,
   "new_blobs": 3,
-  "log_bytes": 1891
+  "log_bytes": 1898
 }"#,
     );
     let out = s.run(&["import", &sample(), "--json"], b"");
@@ -187,6 +188,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
   "imported": 0,
   "skipped": 1,
   "failed": [],
+  "not_byte_identical": [],
   "events": 0,
   "bytes_read": 0,
   "bytes_stored": 0,
@@ -209,6 +211,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
       "reason": "cannot open <dir>/missing: No such file or directory (os error 2)"
     }
   ],
+  "not_byte_identical": [],
   "events": 0,
   "bytes_read": 0,
   "bytes_stored": 0,
@@ -222,7 +225,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
     check(
         &s.pinned(&out, 0, "append", &[]),
         r#"
-{"id":"17738399468","auto_compaction":null,"offset":1891,"entries":5,"payloads":1,"new_blobs":1,"new_blob_bytes":12}"#,
+{"id":"17738399468","auto_compaction":null,"offset":1898,"entries":5,"payloads":1,"new_blobs":1,"new_blob_bytes":12}"#,
     );
 
     let out = s.run(&["ls", "--json"], b"");
@@ -240,7 +243,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
     },
     "turns": 3,
     "events": 16,
-    "log_bytes": 2324
+    "log_bytes": 2331
   }
 ]"#,
     );
@@ -272,7 +275,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
     check(
         &s.pinned(&out, 0, "attach", &["pack"]),
         r#"
-{"id":"17738399468","offset":2324,"turn":3,"files":3,"text_files":2,"bytes":19,"new_blobs":3,"pack_bytes":127,"pack":"<string>","skipped":[{"path":"<dir>/files/out","error":"a symbolic link to <dir>/outside.txt, outside the attached directory <dir>/files: not followed"}]}"#,
+{"id":"17738399468","offset":2331,"turn":3,"files":3,"text_files":2,"bytes":19,"new_blobs":3,"pack_bytes":87,"pack":"<string>","skipped":[{"path":"<dir>/files/out","error":"a symbolic link to <dir>/outside.txt, outside the attached directory <dir>/files: not followed"}]}"#,
     );
 
     let resolve_uri = format!("file://{}", s.path("files/a.txt").display());
@@ -302,7 +305,7 @@ const STATS_STORE: &str = r#"
     "turn_start": 3
   },
   "records": 3,
-  "log_bytes": 2324,
+  "log_bytes": 2331,
   "content_references": 3,
   "content_bytes_referenced": 335,
   "distinct_blobs_referenced": 4,
@@ -326,7 +329,7 @@ const STATS_STORE: &str = r#"
   },
   "blob_store": {
     "loose_objects": 4,
-    "loose_bytes": 455,
+    "loose_bytes": 454,
     "packs": 0,
     "packed_objects": 0,
     "pack_bytes": 0
@@ -346,7 +349,7 @@ const STATS_ONE: &str = r#"
     "turn_start": 3
   },
   "records": 3,
-  "log_bytes": 2324,
+  "log_bytes": 2331,
   "content_references": 3,
   "content_bytes_referenced": 335,
   "distinct_blobs_referenced": 4,
@@ -464,7 +467,7 @@ fn new_compact_undo_and_fork() {
   ],
   "estimated_tokens_before": 248,
   "estimated_tokens_after": 142,
-  "offset": 2324
+  "offset": 2331
 }"#,
     );
     let out = s.run(
@@ -509,7 +512,7 @@ fn new_compact_undo_and_fork() {
   ],
   "estimated_tokens_before": 142,
   "estimated_tokens_after": 60,
-  "offset": 2481
+  "offset": 2488
 }"#,
     );
     let out = s.run(&["compact", SAMPLE_ID, "--undo", "--json"], b"");
@@ -638,7 +641,7 @@ fn append_with_an_automatic_compaction() {
     check(
         &s.pinned(&out, 0, "append", &[]),
         r#"
-{"id":"17738399468","auto_compaction":{"from_turn":0,"to_turn":2,"profile":"default"},"offset":1891,"entries":5,"payloads":1,"new_blobs":1,"new_blob_bytes":12}"#,
+{"id":"17738399468","auto_compaction":{"from_turn":0,"to_turn":2,"profile":"default"},"offset":1898,"entries":5,"payloads":1,"new_blobs":1,"new_blob_bytes":12}"#,
     );
 }
 
@@ -700,8 +703,8 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
 [
   "27dd8ed44a83ff94d557f9fd0412ed5a8cbca69ea04922d88c01184a07300a5a",
   "2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806",
+  "5c6d17c3bb7ce948c7274c14d4ecc6fec68eed5cf446824def106881e48e29fd",
   "a33e9f904e1426bd967fae14d71cbd81d3248c6b461c7a661987f0ec51c0d089",
-  "c7fb89fdfe57d43cfe402ca88453df919749a8cebd18c26b1b5a317461ccf3df",
   "ec28d3df07afbfe83c3f33c421608752a3a10977f7759270a3ba105a92c95c72",
   "f6936912184481f5edd4c304ce27c5a1a827804fc7f329f43d273b8621870776"
 ]"#,
@@ -715,7 +718,7 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "loose_objects": 4,
   "packs": 1,
   "packed_objects": 2,
-  "bytes": 595,
+  "bytes": 554,
   "problems": [],
   "unindexed_packs": []
 }"#,
@@ -757,7 +760,7 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "entries": 11,
   "references": 3,
   "blobs_read": 6,
-  "bytes_read": 595,
+  "bytes_read": 554,
   "findings": [
     {
       "severity": "info",
@@ -781,13 +784,13 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "conversations": 1,
   "referenced_blobs": 3,
   "objects_freed": 3,
-  "bytes_freed": 122,
+  "bytes_freed": 102,
   "loose_removed": 1,
   "loose_bytes": 24,
   "packs_rewritten": 0,
   "packs_removed": 1,
   "packed_removed": 2,
-  "pack_bytes": 98,
+  "pack_bytes": 78,
   "kept_unreferenced": 0,
   "temp_removed": 0,
   "packs_merged": 0
@@ -802,13 +805,13 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "conversations": 1,
   "referenced_blobs": 3,
   "objects_freed": 3,
-  "bytes_freed": 122,
+  "bytes_freed": 102,
   "loose_removed": 1,
   "loose_bytes": 24,
   "packs_rewritten": 0,
   "packs_removed": 1,
   "packed_removed": 2,
-  "pack_bytes": 98,
+  "pack_bytes": 78,
   "kept_unreferenced": 0,
   "temp_removed": 0,
   "packs_merged": 0
@@ -870,9 +873,9 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
       "kind": "missing-blob",
       "conversation": "17738399468",
       "path": "<dir>/store/conversations/17738399468/events.log",
-      "offset": 366,
+      "offset": 373,
       "blob": "ec28d3df07afbfe83c3f33c421608752a3a10977f7759270a3ba105a92c95c72",
-      "message": "blob ec28d3df07afbfe83c3f33c421608752a3a10977f7759270a3ba105a92c95c72 (64 bytes), referenced by the record at offset 366, is not in the store"
+      "message": "blob ec28d3df07afbfe83c3f33c421608752a3a10977f7759270a3ba105a92c95c72 (64 bytes), referenced by the record at offset 373, is not in the store"
     }
   ],
   "repairs": []
@@ -900,7 +903,7 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
   "entries": 0,
   "references": 0,
   "blobs_read": 2,
-  "bytes_read": 339,
+  "bytes_read": 338,
   "findings": [
     {
       "severity": "damage",
@@ -909,7 +912,7 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
       "path": "<dir>/store/conversations/17738399468/events.log",
       "offset": 16,
       "blob": null,
-      "message": "corrupt <dir>/store/conversations/17738399468/events.log at offset 16: expected a payload with checksum 0x613e9b2e, found checksum 0x69635126, and more records after it"
+      "message": "corrupt <dir>/store/conversations/17738399468/events.log at offset 16: expected a payload with checksum 0xee81e287, found checksum 0x682ab2a7, and more records after it"
     },
     {
       "severity": "damage",
@@ -942,7 +945,7 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
   "loose_objects": 2,
   "packs": 0,
   "packed_objects": 0,
-  "bytes": 339,
+  "bytes": 338,
   "problems": [
     {
       "blob": "a33e9f904e1426bd967fae14d71cbd81d3248c6b461c7a661987f0ec51c0d089",
@@ -986,7 +989,7 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
   },
   "blob_store": {
     "loose_objects": 2,
-    "loose_bytes": 339,
+    "loose_bytes": 338,
     "packs": 0,
     "packed_objects": 0,
     "pack_bytes": 0
@@ -1013,7 +1016,7 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
       "path": "<dir>/store/conversations/17738399468/events.log",
       "offset": 16,
       "blob": null,
-      "message": "corrupt <dir>/store/conversations/17738399468/events.log at offset 16: expected a payload with checksum 0x613e9b2e, found checksum 0x69635126, and more records after it"
+      "message": "corrupt <dir>/store/conversations/17738399468/events.log at offset 16: expected a payload with checksum 0xee81e287, found checksum 0x682ab2a7, and more records after it"
     },
     {
       "severity": "info",

@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gc",
             "import",
             "stats",
+            "stream",
         ],
     ),
 ];

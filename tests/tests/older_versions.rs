@@ -75,6 +75,38 @@ fn a_version_1_store_reads_the_same_passes_fsck_and_takes_appends() {
     let fsck = run_jp_store(&store, &["fsck", "--read-data"], b"");
     fsck.ok("fsck of the old store");
 
+    // Its JP conversation exports to JP's files: equal to the imported
+    // sample as JSON, metadata.json byte for byte, but the base config's
+    // keys sorted (such a store kept only its canonical bytes:
+    // format-spec.md 4.5; `import --force` of the files keeps them).
+    let out = dir.path().join("jp");
+    run_jp_store(
+        &store,
+        &[
+            "export",
+            IDS[0],
+            "--format",
+            "jp",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+    .ok("export of the JP conversation to JP's files");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/samples/jp-workspace/.jp/conversations/17738399468-fix-the-flaky-test");
+    let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let exported = out.join("17738399468-fix-the-flaky-test");
+    assert_eq!(
+        read(&exported.join("metadata.json")),
+        read(&sample.join("metadata.json"))
+    );
+    let as_json = |b: Vec<u8>| serde_json::from_slice::<Value>(&b).expect("json");
+    assert_eq!(
+        as_json(read(&exported.join("events.json"))),
+        as_json(read(&sample.join("events.json")))
+    );
+
     // An append to an old log: it reads back after the old entries, and the
     // log stays readable by the build that wrote it (plain entries only: the
     // header still has no flags).

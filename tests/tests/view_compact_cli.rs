@@ -164,7 +164,7 @@ fn import_view_compact_undo_and_export_back() {
         .expect_code(1, "refs with a provider");
 
     // Export to JP: the compaction is in the events; undo it, and the export
-    // equals the original files as JSON again.
+    // is the original files again.
     let out1 = s.work.join("out1");
     let o = s.run(
         &[
@@ -178,9 +178,10 @@ fn import_view_compact_undo_and_export_back() {
         b"",
     );
     o.ok("export jp");
-    let exported: Value =
-        serde_json::from_slice(&std::fs::read(out1.join("events.json")).expect("read"))
-            .expect("json");
+    let exported: Value = serde_json::from_slice(
+        &std::fs::read(out1.join("17738399468-t/events.json")).expect("read"),
+    )
+    .expect("json");
     assert_eq!(exported.as_array().map(Vec::len), Some(26));
     s.run(&["compact", id, "--undo"], b"").ok("undo");
     let out2 = s.work.join("out2");
@@ -200,10 +201,15 @@ fn import_view_compact_undo_and_export_back() {
         "undone compactions are reported: {}",
         o.stderr
     );
-    let exported: Value =
-        serde_json::from_slice(&std::fs::read(out2.join("events.json")).expect("read"))
-            .expect("json");
-    assert_eq!(exported, original);
+    let exported = std::fs::read(out2.join("17738399468-t/events.json")).expect("read");
+    let exported_value: Value = serde_json::from_slice(&exported).expect("json");
+    assert_eq!(exported_value, original);
+    // Byte for byte: the file as it was written (without a final line
+    // break, as `to_string_pretty` wrote it).
+    assert_eq!(
+        exported,
+        std::fs::read(src.join("events.json")).expect("read")
+    );
     s.run(&["compact", id, "--undo"], b"")
         .expect_code(1, "nothing left to undo");
 }
@@ -381,7 +387,10 @@ fn an_export_to_a_directory_holding_one_of_its_files_writes_none() {
     jp_conversation(&src, 1);
     s.run(&["import", src.to_str().expect("utf-8")], b"")
         .ok("import");
-    let out_dir = s.work.join("out");
+    // `--out` is the conversations directory; the conversation's own is
+    // made in it, under its imported name.
+    let conversations = s.work.join("out");
+    let out_dir = conversations.join("17738399470-x");
     std::fs::create_dir_all(&out_dir).expect("mkdir");
     std::fs::write(out_dir.join("metadata.json"), "{}").expect("write");
     let out = s.run(
@@ -391,7 +400,7 @@ fn an_export_to_a_directory_holding_one_of_its_files_writes_none() {
             "--format",
             "jp",
             "--out",
-            out_dir.to_str().expect("utf-8"),
+            conversations.to_str().expect("utf-8"),
         ],
         b"",
     );

@@ -91,3 +91,23 @@ pub fn read_and_parse_jp_files(workspace: &Path) -> usize {
     }
     count
 }
+
+/// The plain-JSON floor of an import's size (format-v2 memo 1.1): every
+/// conversation of `store` as `export --format json` prints it (content
+/// inline, pretty, a newline after each), concatenated in id order, and
+/// compressed as one stream with the bulk zstd API at level 19. Returns the
+/// bytes of the JSON and of the stream.
+pub fn plain_json_zstd19(store: &Store) -> (u64, u64) {
+    use jpstore_engine::export::{conversation_json, ContentMode};
+    let mut all = Vec::new();
+    let mut ids = store.ids().expect("list the conversations");
+    ids.sort();
+    for id in ids {
+        let conversation = store.read(&id).expect("read a conversation");
+        let doc = conversation_json(store, &conversation, ContentMode::Inline).expect("export");
+        serde_json::to_writer_pretty(&mut all, &doc).expect("render");
+        all.push(b'\n');
+    }
+    let compressed = zstd::bulk::compress(&all, 19).expect("zstd -19");
+    (all.len() as u64, compressed.len() as u64)
+}

@@ -33,12 +33,12 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
     let mut on_cut = |cut: &jpstore_engine::CutTail| {
-        eprintln!(
-            "jp-store: note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
+        crate::output::note(&format!(
+            "note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
             cut.offset,
             store.display(&cut.copy).display()
-        );
+        ));
     };
     let mut summarize = jpstore_integrations::summarizer::profile_summarizer(&store);
     let report =
@@ -65,26 +65,29 @@ pub fn append(dir: &Path, id: &str, json_out: bool) -> Result<ExitCode> {
     // Automatic compaction (D17) after a completed turn; the append itself
     // is durable already, so a failure there is reported, not fatal.
     match &report.auto_compaction {
-        AutoCompaction::Made(out) => eprintln!(
-            "jp-store: automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
+        AutoCompaction::Made(out) => crate::output::note(&format!(
+            "automatic compaction of turns {}..={} with profile {} (estimated tokens {} -> {})",
             out.compaction.from_turn,
             out.compaction.to_turn,
             out.profile,
             out.tokens_before,
             out.tokens_after
-        ),
+        )),
         AutoCompaction::NotDue => {}
         AutoCompaction::Failed(e) => {
             eprintln!("jp-store: warning: automatic compaction failed: {e}")
         }
     }
     if json_out {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
         let outcome = &report.append;
-        println!(
+        crate::outln!(
             "appended {} entries to {id} ({} payloads, {} new blobs of {} bytes)",
-            outcome.entries, outcome.payloads, outcome.new_blobs, outcome.new_blob_bytes
+            outcome.entries,
+            outcome.payloads,
+            outcome.new_blobs,
+            outcome.new_blob_bytes
         );
     }
     Ok(ExitCode::SUCCESS)

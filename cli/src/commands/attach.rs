@@ -30,7 +30,7 @@ pub struct AttachArgs {
     follow_links: bool,
     /// Print the outcome as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// `attach`: one request whose resources are snapshots of the files. Files
@@ -84,9 +84,9 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if args.json {
-        println!("{}", serde_json::to_string(&outcome)?);
+        crate::outln!("{}", serde_json::to_string(&outcome)?);
     } else {
-        println!(
+        crate::outln!(
             "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
             outcome.files,
             size(outcome.bytes),
@@ -109,6 +109,6 @@ pub fn attach(dir: &Path, args: AttachArgs) -> Result<ExitCode> {
 pub fn resolve(uri: &str) -> Result<ExitCode> {
     let cwd = std::env::current_dir().context("finding the current directory")?;
     let resource = jpstore_integrations::attach::resolve(uri, &cwd)?;
-    println!("{}", serde_json::to_string_pretty(&resource)?);
+    crate::outln!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

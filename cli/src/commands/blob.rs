@@ -47,6 +47,18 @@ pub enum BlobCommand {
     },
 }
 
+impl BlobCommand {
+    /// Whether the command prints its result as JSON.
+    pub fn json(&self) -> bool {
+        match self {
+            BlobCommand::Put { json, .. }
+            | BlobCommand::Ls { json }
+            | BlobCommand::Verify { json } => *json,
+            BlobCommand::Cat { .. } => false,
+        }
+    }
+}
+
 pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
     match cmd {
         BlobCommand::Put { files, json } => {
@@ -62,10 +74,10 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             }
             let stored = stored?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&stored)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&stored)?);
             } else {
                 for f in &stored {
-                    println!("{}  {}", f.id, f.path.display());
+                    crate::outln!("{}  {}", f.id, f.path.display());
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -86,10 +98,10 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
             let store = store.blobs();
             let ids = store.ids()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&ids)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&ids)?);
             } else {
                 for id in ids {
-                    println!("{id}");
+                    crate::outln!("{id}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -111,23 +123,26 @@ pub fn run(dir: &Path, cmd: BlobCommand) -> Result<ExitCode> {
                 other => other?,
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                println!(
+                crate::outln!(
                     "checked {} loose objects, {} packs with {} objects, {} bytes",
-                    report.loose_objects, report.packs, report.packed_objects, report.bytes
+                    report.loose_objects,
+                    report.packs,
+                    report.packed_objects,
+                    report.bytes
                 );
                 for p in &report.unindexed_packs {
-                    println!(
+                    crate::outln!(
                         "note: {} has no index (left by an interrupted write; gc removes it)",
                         p.display()
                     );
                 }
                 for p in &report.problems {
-                    println!("damage: {}", p.error);
+                    crate::outln!("damage: {}", p.error);
                 }
                 if report.is_clean() {
-                    println!("clean");
+                    crate::outln!("clean");
                 }
             }
             Ok(if report.is_clean() {

@@ -42,7 +42,9 @@ pub struct CompactArgs {
     /// before and after; write nothing.
     #[arg(long)]
     dry_run: bool,
-    /// The summary text, for a profile that summarizes.
+    /// Replace the range with this summary text, whatever the profile does
+    /// (a profile's own summarizer, command or endpoint, is then not run;
+    /// the range grows over summaries it intersects, as for any summary).
     #[arg(long, conflicts_with = "summary_file")]
     summary: Option<String>,
     /// Read the summary text (UTF-8) from a file: a regular file no larger
@@ -55,7 +57,7 @@ pub struct CompactArgs {
     undo: Option<u64>,
     /// Print the outcome as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
@@ -69,9 +71,9 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
         let n = (n > 0).then_some(n);
         let undone = store.undo_compaction(&id, n, Timestamp::now())?;
         if args.json {
-            println!("{}", serde_json::to_string(&UndoReport { id, undone })?);
+            crate::outln!("{}", serde_json::to_string(&UndoReport { id, undone })?);
         } else {
-            println!("undid compaction {undone} of {id}");
+            crate::outln!("undid compaction {undone} of {id}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -105,7 +107,7 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
     let report = CompactReport::new(id, out);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if report.dry_run {
@@ -121,9 +123,12 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     } else {
         String::new()
     };
-    println!(
+    crate::outln!(
         "{verb} turns {}..={} of {} with profile {}{grown}",
-        report.from_turn, report.to_turn, report.id, report.profile
+        report.from_turn,
+        report.to_turn,
+        report.id,
+        report.profile
     );
     for t in &report.turns {
         let what = if t.summarized {
@@ -145,10 +150,10 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
                 parts.join(", ")
             }
         };
-        println!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
+        crate::outln!("  turn {:>4}: {:>3} events, {what}", t.turn, t.events);
     }
     if report.dry_run && report.summary.as_deref() == Some("") {
-        println!("  (the summary is generated only when the compaction is made)");
+        crate::outln!("  (the summary is generated only when the compaction is made)");
     }
     let (before, after) = (
         report.estimated_tokens_before,
@@ -159,6 +164,8 @@ pub fn compact(dir: &Path, args: CompactArgs) -> Result<ExitCode> {
     } else {
         0.0
     };
-    println!("estimated tokens of the view (characters / 4): {before} -> {after} ({pct:.0}% less)");
+    crate::outln!(
+        "estimated tokens of the view (characters / 4): {before} -> {after} ({pct:.0}% less)"
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,7 @@ pub struct ForkArgs {
     id_new: Option<String>,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
@@ -50,9 +50,9 @@ pub fn fork(dir: &Path, args: ForkArgs) -> Result<ExitCode> {
     let report = ForkReport::new(&id, &writer, compacted.as_ref());
     drop(writer);
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("{}", report.id);
+        crate::outln!("{}", report.id);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,7 +19,7 @@ pub struct FsckArgs {
     repair: bool,
     /// Print the report as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
@@ -47,9 +47,9 @@ pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
     };
     let clean = report.is_clean();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
+        crate::outln!(
             "checked {} conversations ({} records, {} entries, {} blob references){}",
             report.conversations,
             report.records,
@@ -75,15 +75,15 @@ pub fn fsck(dir: &Path, args: FsckArgs) -> Result<ExitCode> {
             if let Some(b) = f.blob {
                 at.push_str(&format!(" blob {b}"));
             }
-            println!("{}: {}{at}: {}", f.severity.as_str(), f.kind, f.message);
+            crate::outln!("{}: {}{at}: {}", f.severity.as_str(), f.kind, f.message);
         }
         for r in &report.repairs {
-            println!("repaired: {r}");
+            crate::outln!("repaired: {r}");
         }
         if clean {
-            println!("clean");
+            crate::outln!("clean");
         } else if !args.repair {
-            println!("damage found; `jp-store fsck --repair` moves it aside (never deletes)");
+            crate::outln!("damage found; `jp-store fsck --repair` moves it aside (never deletes)");
         }
     }
     Ok(if clean {

@@ -19,7 +19,7 @@ pub struct GcArgs {
     grace: Duration,
     /// Print the report as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
@@ -35,14 +35,14 @@ pub fn gc(dir: &Path, args: GcArgs) -> Result<ExitCode> {
     )?;
     progress.finish();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let verb = if report.dry_run {
             "would free"
         } else {
             "freed"
         };
-        println!(
+        crate::outln!(
             "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
              {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
              {} packs {}",

@@ -1,8 +1,11 @@
-//! `jp-store import`: JP conversations into the store, in batches.
+//! `jp-store import`: JP conversations, or NDJSON streams of conversations,
+//! into the store, in batches.
 
-use super::{open_store, size};
+use super::size;
 use anyhow::Result;
 use clap::Args;
+use jpstore_blobstore::Compression;
+use jpstore_engine::{Store, StoreOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,7 +13,8 @@ use std::process::ExitCode;
 pub struct ImportArgs {
     /// JP conversation directories, or directories holding them (a
     /// workspace's `.jp/conversations`, including `.archive/`, or the
-    /// workspace itself).
+    /// workspace itself); or NDJSON files of conversations, one a line, as
+    /// `export --format ndjson` writes them (`-` reads standard input).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Replace conversations that are already in the store (default: skip
@@ -19,29 +23,58 @@ pub struct ImportArgs {
     force: bool,
     /// Print the summary as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// How the imported content is compressed: `fast` (zstd 3 in groups
+    /// of 256 KiB), `balanced` (zstd 9, 1 MiB) or `max` (zstd 19, 8 MiB:
+    /// the smallest store, at about 1 MB/s per core). Default: max.
+    #[arg(long, value_name = "fast|balanced|max")]
+    compression: Option<Compression>,
 }
 
 pub fn import(dir: &Path, args: ImportArgs) -> Result<ExitCode> {
     use jpstore_integrations::jp::import::{import_paths, ImportProgress};
-    let store = open_store(dir)?;
+    use jpstore_integrations::stream::{import_streams, is_stream, merge_reports, StreamSource};
+    let mut options = StoreOptions::default();
+    if let Some(c) = args.compression {
+        options.blobs.import_compression = c;
+    }
+    crate::output::detail(&format!("store {}", dir.display()));
+    let store = Store::open_dir(dir, options)?;
+    let (streams, dirs): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        args.paths.iter().partition(|p| is_stream(p));
+    let sources: Vec<StreamSource> = streams
+        .iter()
+        .map(|p| match p.as_os_str() == "-" {
+            true => StreamSource::Stdin,
+            false => StreamSource::File((*p).clone()),
+        })
+        .collect();
+    let dirs: Vec<PathBuf> = dirs.into_iter().cloned().collect();
     let mut progress = crate::output::Progress::new("importing");
-    let report = import_paths(&store, &args.paths, args.force, &mut |p| match p {
+    let mut on_progress = |p: ImportProgress<'_>| match p {
         ImportProgress::Bytes { done, total } => progress.update(done, total),
         ImportProgress::Replaced(id) => progress.println(&format!("replaced {id}")),
         ImportProgress::Skipped(id) => progress.println(&format!(
             "skipped {id}: already in the store (--force replaces it)"
         )),
         ImportProgress::Failed(f) => progress.println(&format!("failed: {}", f.reason)),
-    })?;
+    };
+    let mut report = import_paths(&store, &dirs, args.force, &mut on_progress)?;
+    if !sources.is_empty() {
+        let streamed = import_streams(&store, &sources, args.force, &mut on_progress)?;
+        report = merge_reports(report, streamed);
+    }
     progress.finish();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in &report.failed {
             eprintln!("jp-store: {}: {}", f.path.display(), f.reason);
         }
-        println!(
+        for f in &report.not_byte_identical {
+            eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
+        }
+        crate::outln!(
             "imported {} conversations ({} events), skipped {}, failed {}; \
              read {}, stored {} ({} in {} new blobs, {} of logs)",
             report.imported,

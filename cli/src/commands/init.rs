@@ -8,11 +8,11 @@ use std::process::ExitCode;
 pub fn init(dir: &Path) -> Result<ExitCode> {
     let (_, created) = Store::init_new_dir(dir, StoreOptions::default())?;
     if !created {
-        eprintln!(
-            "jp-store: {} is already a jp-store store; left as it is",
+        crate::output::note(&format!(
+            "{} is already a jp-store store; left as it is",
             dir.display()
-        );
+        ));
     }
-    println!("{}", dir.display());
+    crate::outln!("{}", dir.display());
     Ok(ExitCode::SUCCESS)
 }

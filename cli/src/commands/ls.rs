@@ -24,16 +24,19 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
         ExitCode::from(1)
     };
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(code);
     }
     if list.is_empty() {
-        println!("no conversations");
+        crate::outln!("no conversations");
         return Ok(code);
     }
-    println!(
+    crate::outln!(
         "{:<20} {:>5} {:>7}  {:<21}  TITLE",
-        "ID", "TURNS", "EVENTS", "LAST ACTIVITY"
+        "ID",
+        "TURNS",
+        "EVENTS",
+        "LAST ACTIVITY"
     );
     for l in &list {
         let last = l
@@ -41,7 +44,7 @@ pub fn ls(dir: &Path, json_out: bool) -> Result<ExitCode> {
             .last_activity()
             .map(|t| short_time(&t))
             .unwrap_or_else(|| "-".into());
-        println!(
+        crate::outln!(
             "{:<20} {:>5} {:>7}  {:<21}  {}",
             l.id,
             l.state.turns.turns(),

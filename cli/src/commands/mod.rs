@@ -44,6 +44,7 @@ use std::path::Path;
 
 /// Opens the store at `dir`.
 pub(crate) fn open_store(dir: &Path) -> Result<Store> {
+    crate::output::detail(&format!("store {}", dir.display()));
     Ok(Store::open_dir(dir, StoreOptions::default())?)
 }
 
@@ -84,14 +85,33 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
 }
 
 pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_file_atomically_with(path, &mut |out| {
+        out.write_all(bytes)
+            .with_context(|| format!("writing {}", path.display()))
+    })
+}
+
+/// Writes `path` with what `write` writes, atomically: into a temp file
+/// beside it, synced, then renamed over it (a reader sees the old file or
+/// the whole new one; a failure leaves the old file as it was).
+pub(crate) fn write_file_atomically_with(
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    let tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("creating a temp file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
+    let mut out = std::io::BufWriter::new(tmp);
+    write(&mut out)?;
+    let tmp = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.as_file()
+        .sync_all()
         .with_context(|| format!("writing {}", path.display()))?;
     tmp.persist(path)
         .with_context(|| format!("replacing {}", path.display()))?;

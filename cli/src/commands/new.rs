@@ -21,7 +21,7 @@ pub struct NewArgs {
     labels: Vec<(String, String)>,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// A `--label` value: `KEY=VALUE` with a non-empty key (a usage error
@@ -46,9 +46,9 @@ pub fn new(dir: &Path, args: NewArgs) -> Result<ExitCode> {
         let report = CreateReport {
             id: writer.id().clone(),
         };
-        println!("{}", serde_json::to_string(&report)?);
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("{}", writer.id());
+        crate::outln!("{}", writer.id());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,6 @@ pub fn rm(dir: &Path, id: &str) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
     store.remove(&id)?;
-    println!("removed {id} (its blobs stay until gc)");
+    crate::outln!("removed {id} (its blobs stay until gc)");
     Ok(ExitCode::SUCCESS)
 }

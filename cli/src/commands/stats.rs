@@ -38,29 +38,29 @@ pub fn stats(
         stats.blob_store = Some(store.blob_store_stats()?);
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&stats)?);
         return Ok(code);
     }
     let context = &stats.context;
-    println!("conversations: {}", stats.conversations.len());
-    println!("turns:         {}", stats.turns);
-    println!(
+    crate::outln!("conversations: {}", stats.conversations.len());
+    crate::outln!("turns:         {}", stats.turns);
+    crate::outln!(
         "entries:       {} in {} records, log {}",
         stats.entries,
         stats.records,
         size(stats.log_bytes)
     );
     for (t, n) in &stats.entries_by_type {
-        println!("  {t:<26} {n}");
+        crate::outln!("  {t:<26} {n}");
     }
-    println!(
+    crate::outln!(
         "content:       {} references to {} ({} distinct blobs, {})",
         stats.content_references,
         size(stats.content_bytes_referenced),
         stats.distinct_blobs_referenced,
         size(stats.distinct_blob_bytes_referenced)
     );
-    println!(
+    crate::outln!(
         "context:       raw {} B (~{} tokens), view {} B (~{} tokens), estimated as characters / 4",
         context.raw,
         tokens(context.raw),
@@ -68,20 +68,23 @@ pub fn stats(
         tokens(context.view)
     );
     let compaction = context.saved_by_compaction();
-    println!(
+    crate::outln!(
         "  saved by compaction:    {} B (~{} tokens)",
-        compaction.bytes, compaction.tokens
+        compaction.bytes,
+        compaction.tokens
     );
     let dedup = context.saved_by_deduplication();
-    println!(
+    crate::outln!(
         "  saved by deduplication: {} B (~{} tokens), {} resources replaced by references",
-        dedup.bytes, dedup.tokens, context.replaced
+        dedup.bytes,
+        dedup.tokens,
+        context.replaced
     );
     if let Some(path) = plot {
-        println!("plot:          {}", path.display());
+        crate::outln!("plot:          {}", path.display());
     }
     if let Some(b) = &stats.blob_store {
-        println!(
+        crate::outln!(
             "blob store:    {} loose objects ({}), {} packs with {} objects ({})",
             b.loose_objects,
             size(b.loose_bytes),

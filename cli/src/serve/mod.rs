@@ -43,6 +43,7 @@ use clap::Args;
 
 use crate::commands::open_store;
 use crate::interrupt::INTERRUPTED_STATUS;
+use crate::output;
 
 /// The address `serve` listens on by default.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
@@ -123,10 +124,10 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode> {
             .and_then(|()| out.flush())
             .context("writing to standard output")?;
     }
-    eprintln!(
-        "jp-store: serving {} read-only at {url} (Ctrl-C stops)",
+    output::note(&format!(
+        "serving {} read-only at {url} (Ctrl-C stops)",
         dir.display()
-    );
+    ));
     let _ = signals.forever().next();
     stopping.store(true, Ordering::SeqCst);
     for _ in 0..WORKERS {
@@ -141,7 +142,7 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode> {
             break;
         }
     }
-    eprintln!("jp-store: stopped serving");
+    output::note("stopped serving");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -461,21 +461,42 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
         "the view is as if no compaction had been made"
     );
     assert!(store.undo_compaction(&id, None, Timestamp::now()).is_err());
-    // `--summary` with a profile that does not summarize is refused.
-    let wrong = CompactRequest {
-        summary: Some("x".into()),
+    // A summary text given with the request replaces the range even under
+    // a profile that only strips: the summarizer is never asked.
+    let given = CompactRequest {
+        summary: Some("what happened so far".into()),
         ..Default::default()
     };
-    assert!(store
-        .compact(&id, &wrong, Timestamp::now(), &mut |_: &SummaryTable,
+    let out = store
+        .compact(&id, &given, Timestamp::now(), &mut |_: &SummaryTable,
                                                       _: &[Entry]|
          -> Result<
             String,
             SummaryFailure,
         > {
-            Ok(String::new())
+            panic!("a given summary needs no summarizer")
         })
-        .is_err());
+        .expect("a given summary under a stripping profile");
+    assert_eq!(
+        out.compaction.summary.as_deref(),
+        Some("what happened so far")
+    );
+    assert!(!out.compaction.strip_reasoning && out.compaction.tool_calls.is_none());
+    let view = crate::projection::view(&store.read(&id).expect("read").entries);
+    let texts: Vec<String> = view
+        .iter()
+        .filter_map(|e| match e.event().map(|e| &e.kind) {
+            Some(EventKind::ChatRequest(r)) => Some(r.content.clone()),
+            Some(EventKind::ChatResponse(crate::event::ChatResponse::Message(m))) => {
+                Some(m.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("what happened so far")),
+        "the summary is in the view: {texts:?}"
+    );
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! Writing a conversation as a JP conversation directory.
 //!
-//! For a conversation imported from JP, the files are equal as JSON values to
-//! the ones imported: the same entries in the same order, base64 applied
-//! exactly where JP applies it (and not to the leaves that were not base64 in
-//! the original), the same config layout. Content JP's format cannot express
+//! For a conversation imported from JP, the files are the bytes imported
+//! (format-spec.md 4.3): the entries in their order with their keys in the
+//! recorded order, base64 applied exactly where JP applies it (and not to
+//! the leaves that were not base64 in the original), the same config
+//! layout, the base config's own text, each file's layout and what import
+//! kept of hand-edited text. Entries appended since the import are written
+//! in the same layout and key order. Content JP's format cannot express
 //! (typed blocks other than one text block, resources on a request) is
 //! written in the closest form JP reads and reported as lossy.
 
@@ -12,126 +15,241 @@ use std::path::{Path, PathBuf};
 use jpstore_blobstore::storage::{publish_new_file, LocalStorage, Storage};
 use serde_json::{Map, Value};
 
-use super::base64::{encode, encode_leaves};
-use super::{ConfigLayout, JpInfo, JP_FIELD};
+use super::render::{self, FileKind};
+use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
+use jpstore_engine::config::canonical_bytes;
+use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::{Entry, EventKind};
-use jpstore_engine::export::{entry_json, ContentMode};
+use jpstore_engine::event::json::{payload_json, PayloadKind};
+use jpstore_engine::event::{BlobRef, Entry, Object, Payload};
+use jpstore_engine::import::Prepared;
 use jpstore_engine::store::Store;
 
-/// The three files of a JP conversation, as JSON values.
+/// Why a conversation could not be written as JP's files.
+#[derive(Debug, thiserror::Error)]
+pub enum JpExportError {
+    /// The store failed (I/O, a damaged blob, a base config that is not a
+    /// JSON object).
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The conversation's `jp` metadata field is not what this build reads
+    /// (written by a newer build, or damaged).
+    #[error("conversation {id} ({}): its `jp` metadata field is not what this build reads: expected {expected}; found: {found}", log.display())]
+    Info {
+        /// The conversation.
+        id: String,
+        /// Its log.
+        log: PathBuf,
+        /// What this build reads there.
+        expected: &'static str,
+        /// What is wrong with it.
+        found: String,
+    },
+}
+
+/// The files of a JP conversation, as the bytes to write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JpFiles {
     /// The directory name JP would use (`<id>-<slug>`, or the imported one).
     pub dir_name: String,
+    /// Whether JP keeps it under `.archive/` (it was imported from there).
+    pub archived: bool,
     /// `events.json`.
-    pub events: Value,
+    pub events: Vec<u8>,
     /// `metadata.json`.
-    pub metadata: Value,
+    pub metadata: Vec<u8>,
     /// `base_config.json`, when the layout has one.
-    pub base_config: Option<Value>,
-    /// What could not be expressed exactly (empty when the export is exact).
+    pub base_config: Option<Vec<u8>>,
+    /// What could not be written exactly (empty when the export is exact).
     pub lossy: Vec<String>,
+}
+
+impl JpFiles {
+    /// The directory JP keeps the conversation in, inside a conversations
+    /// directory (`.jp/conversations`): `<dir_name>`, or
+    /// `.archive/<dir_name>` for an archived one.
+    pub fn dir_in(&self, conversations: &Path) -> PathBuf {
+        if self.archived {
+            conversations.join(".archive").join(&self.dir_name)
+        } else {
+            conversations.join(&self.dir_name)
+        }
+    }
 }
 
 /// The keys of JP's `metadata.json`, for conversations not imported from JP.
 const JP_METADATA_KEYS: [&str; 5] = ["title", "pinned_at", "archived_at", "expires_at", "labels"];
 
-/// Builds the JP files of a conversation (reads its content blobs).
-pub fn jp_files(store: &Store, conv: &Conversation) -> Result<JpFiles> {
+/// Builds the JP files of a conversation (reads its content blobs and its
+/// base config).
+pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFiles, JpExportError> {
     let fields = &conv.state.metadata.fields;
-    let info = JpInfo::from_metadata(fields);
-    let mut lossy = Vec::new();
-    let mut events = Vec::with_capacity(conv.entries.len() + 1);
-    let base = match conv.state.metadata.base_config {
-        Some(_) => Some(store.base_config(conv)?),
-        None => None,
-    };
-    let layout = info
-        .as_ref()
-        .map_or(ConfigLayout::BaseConfigFile, |i| i.layout);
-    if layout == ConfigLayout::FirstConfigDelta {
-        let mut first = info
-            .as_ref()
-            .and_then(|i| i.first_entry.clone())
-            .unwrap_or_default();
-        first.insert(
-            "delta".into(),
-            Value::Object(base.clone().unwrap_or_default()),
-        );
-        events.push(Value::Object(first));
-    }
-    // JP has no revocation: revoked compactions and the undo entries are
-    // left out, which gives JP the same view.
-    let revoked = jpstore_engine::projection::revoked_compactions(&conv.entries);
-    let mut ordinal = 0u64;
-    let mut left_out = 0usize;
-    for (i, entry) in conv.entries.iter().enumerate() {
-        match entry.event().map(|e| &e.kind) {
-            Some(EventKind::CompactionUndo(_)) => {
-                left_out += 1;
-                continue;
-            }
-            Some(EventKind::Compaction(_)) => {
-                ordinal += 1;
-                if revoked.contains(&(ordinal - 1)) {
-                    left_out += 1;
-                    continue;
-                }
-            }
-            _ => {}
-        }
-        let raw: &[String] = info
-            .as_ref()
-            .and_then(|inf| inf.raw.get(&i.to_string()))
-            .map_or(&[], Vec::as_slice);
-        events.push(jp_entry(store, entry, raw, &mut lossy)?);
-    }
-    if left_out > 0 {
-        lossy.push(format!(
-            "{left_out} undone compaction(s) and undo entries left out (JP has no undo; its view is the same)"
-        ));
-    }
-    let metadata = match &info {
-        Some(inf) => {
-            let mut m = fields.clone();
-            m.remove(JP_FIELD);
-            if inf.created_added {
-                m.remove("created");
-            }
-            m
-        }
-        None => {
-            let mut m = Map::new();
-            for k in JP_METADATA_KEYS {
-                if let Some(v) = fields.get(k) {
-                    m.insert(k.into(), v.clone());
-                }
-            }
-            if let Some(t) = conv.state.last_activity() {
-                m.insert("last_activated_at".into(), t.to_jp_string().into());
-            }
-            m
-        }
-    };
-    let dir_name = match &info {
-        Some(inf) => inf.dir.clone(),
-        None => match conv.state.metadata.title() {
+    let imported = JpInfo::from_metadata(fields).map_err(|found| JpExportError::Info {
+        id: conv.id.to_string(),
+        log: store.display(&conv.id.log_path()),
+        expected: "the `JpInfo` of format-spec.md 4.3",
+        found,
+    })?;
+    let native = || {
+        let dir = match conv.state.metadata.title() {
             Some(t) => format!("{}-{}", conv.id, slug(t)),
             None => conv.id.to_string(),
-        },
+        };
+        let mut metadata = Map::new();
+        for k in JP_METADATA_KEYS {
+            if let Some(v) = fields.get(k) {
+                metadata.insert(k.into(), v.clone());
+            }
+        }
+        if let Some(t) = conv.state.last_activity() {
+            metadata.insert("last_activated_at".into(), t.to_jp_string().into());
+        }
+        (
+            JpInfo::new(dir, false, ConfigLayout::BaseConfigFile),
+            metadata,
+        )
     };
-    let base_config = match layout {
-        ConfigLayout::BaseConfigFile => Some(Value::Object(base.unwrap_or_default())),
+    let (info, metadata) = match imported {
+        Some(inf) => {
+            let metadata = imported_metadata(fields, &inf);
+            (inf, metadata)
+        }
+        None => native(),
+    };
+    let base_text = match conv.state.metadata.base_config {
+        Some(r) => Some(base_config_text(store, &r)?),
+        None => None,
+    };
+    let mut content = |r: &BlobRef, kind: PayloadKind| -> Result<Value> {
+        let bytes = store.blobs().get(&r.id)?;
+        payload_json(&Payload::Inline(bytes), kind).map_err(|found| {
+            Error::Blob(jpstore_blobstore::Error::Corrupt {
+                path: store.display(store.blobs().base()),
+                offset: None,
+                expected: format!("blob {} to be UTF-8 text, as it is referenced", r.id),
+                found,
+            })
+        })
+    };
+    Ok(files_of(
+        &conv.entries,
+        &info,
+        metadata,
+        base_text.as_deref(),
+        &mut content,
+    )?)
+}
+
+/// The JP files a conversation prepared for import will export once
+/// stored (its fields as the store keeps them, a merge patch; its content
+/// inline), without a store: what import's check compares, whole.
+pub fn prepared_files(prepared: &Prepared) -> std::result::Result<JpFiles, String> {
+    let mut fields = Object::new();
+    merge_patch(&mut fields, &prepared.fields);
+    let info = JpInfo::from_metadata(&fields)?
+        .ok_or_else(|| "the conversation was not prepared from JP's files".to_owned())?;
+    let metadata = imported_metadata(&fields, &info);
+    let base_text = match (&prepared.base_config_text, &prepared.base_config) {
+        (Some(t), _) => Some(String::from_utf8_lossy(t).into_owned()),
+        (None, Some(c)) => Some(String::from_utf8_lossy(&canonical_bytes(c)).into_owned()),
+        (None, None) => None,
+    };
+    files_of(
+        &prepared.entries,
+        &info,
+        metadata,
+        base_text.as_deref(),
+        &mut payload_json,
+    )
+}
+
+/// The JP files of entries rendered with `content`, the value of
+/// `metadata.json`, the base config's text and what import recorded
+/// (`info`; for a conversation not imported, JP's layout).
+fn files_of<C, E>(
+    entries: &[Entry<C>],
+    info: &JpInfo,
+    metadata: Object,
+    base_text: Option<&str>,
+    content: &mut impl FnMut(&C, PayloadKind) -> std::result::Result<Value, E>,
+) -> std::result::Result<JpFiles, E> {
+    let mut lossy = Vec::new();
+    let elements = render::event_elements(entries, info, base_text, content, &mut lossy)?;
+    let events = render::assemble(
+        &elements,
+        &info.events_text,
+        FileKind::Array,
+        "events.json",
+        &mut lossy,
+    );
+    let element = render::object_element(&Value::Object(metadata), &info.metadata_text.shape());
+    let metadata = render::assemble(
+        &[element],
+        &info.metadata_text,
+        FileKind::Single,
+        "metadata.json",
+        &mut lossy,
+    );
+    let base_config = match info.layout {
+        ConfigLayout::BaseConfigFile => Some(single_file(
+            base_text.unwrap_or("{}"),
+            &info.base_config_text,
+            "base_config.json",
+            &mut lossy,
+        )),
         _ => None,
     };
     Ok(JpFiles {
-        dir_name,
-        events: Value::Array(events),
-        metadata: Value::Object(metadata),
-        base_config,
+        dir_name: info.dir.clone(),
+        archived: info.archived,
+        events: events.into_bytes(),
+        metadata: metadata.into_bytes(),
+        base_config: base_config.map(String::into_bytes),
         lossy,
+    })
+}
+
+/// `metadata.json` of an imported conversation: its metadata fields
+/// without what the import added (`jp`, or in its place the value the file
+/// held there; `created` when the import derived it), in their order.
+pub fn imported_metadata(fields: &Object, info: &JpInfo) -> Object {
+    let mut m = fields.clone();
+    match &info.metadata_jp {
+        Some(v) => {
+            m.insert(JP_FIELD.into(), v.clone());
+        }
+        None => {
+            m.shift_remove(JP_FIELD);
+        }
+    }
+    if info.created_added {
+        m.shift_remove("created");
+    }
+    m
+}
+
+/// A file of one value (`json`, its text in any layout: the base config
+/// blob's), written as recorded in `file`.
+fn single_file(json: &str, file: &FileText, what: &str, lossy: &mut Vec<String>) -> String {
+    let element = render::value_element(json, &file.shape());
+    render::assemble(&[element], file, FileKind::Single, what, lossy)
+}
+
+/// The text of a base config blob, checked to be a JSON object (canonical
+/// bytes, or for a JP import the file's own text without whitespace).
+fn base_config_text(store: &Store, r: &BlobRef) -> Result<String> {
+    let bytes = store.blobs().get(&r.id)?;
+    let what = format!("base config blob {}", r.id);
+    jpstore_engine::config::parse_config_json(&bytes, &what)?;
+    // Parsed as JSON, so UTF-8.
+    String::from_utf8(bytes).map_err(|e| {
+        Error::from(jpstore_engine::config::ConfigError::Json {
+            what,
+            line: 1,
+            column: 1,
+            message: format!("not UTF-8: {e}"),
+        })
     })
 }
 
@@ -152,115 +270,11 @@ pub fn slug(title: &str) -> String {
     out.trim_end_matches('-').to_owned()
 }
 
-/// One entry in JP's form.
-fn jp_entry(
-    store: &Store,
-    entry: &Entry,
-    raw: &[String],
-    lossy: &mut Vec<String>,
-) -> Result<Value> {
-    let Entry::Event(event) = entry else {
-        return Ok(match entry {
-            // A non-object entry of a JP file, kept under `$value`.
-            Entry::Unknown(o) if o.len() == 1 && o.contains_key("$value") => {
-                o.get("$value").cloned().unwrap_or(Value::Null)
-            }
-            Entry::Unknown(o) => Value::Object(o.clone()),
-            Entry::Event(_) => unreachable!(),
-        });
-    };
-    let mut v = entry_json(store, entry, ContentMode::Inline)?;
-    let Value::Object(o) = &mut v else {
-        return Ok(v);
-    };
-    match &event.kind {
-        EventKind::ToolCallResponse(r) => {
-            if let Some(content) = o.get_mut("content") {
-                if !content.is_string() {
-                    lossy.push(format!(
-                        "tool call `{}`: {} content blocks written as one text",
-                        r.id,
-                        r.content.len()
-                    ));
-                    *content = Value::String(blocks_as_text(content));
-                }
-                if let Value::String(s) = content {
-                    if !raw.iter().any(|p| p == "/content") {
-                        *s = encode(s);
-                    }
-                }
-            }
-        }
-        EventKind::ToolCallRequest(_) => {
-            if let Some(args) = o.get_mut("arguments") {
-                encode_leaves(args, &mut "/arguments".to_string(), raw);
-            }
-        }
-        EventKind::ChatRequest(r) if !r.resources.is_empty() => {
-            lossy.push(format!(
-                "a chat request's {} resources written into its content",
-                r.resources.len()
-            ));
-            let resources = o.remove("resources").unwrap_or(Value::Null);
-            let mut text = o
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            if let Value::Array(items) = resources {
-                for item in items {
-                    text.push_str("\n\n");
-                    text.push_str(&resource_as_text(&item));
-                }
-            }
-            o.insert("content".into(), text.into());
-        }
-        _ => {}
-    }
-    if let Some(meta) = o.get_mut("metadata") {
-        encode_leaves(meta, &mut "/metadata".to_string(), raw);
-    }
-    Ok(v)
-}
-
-/// Typed blocks as one text, the closest form JP reads.
-fn blocks_as_text(content: &Value) -> String {
-    let Value::Array(blocks) = content else {
-        return content.to_string();
-    };
-    let parts: Vec<String> = blocks
-        .iter()
-        .map(|b| match b.get("type").and_then(Value::as_str) {
-            Some("text") => b
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            Some("resource") => b.get("resource").map_or(String::new(), resource_as_text),
-            _ => b.to_string(),
-        })
-        .collect();
-    parts.join("\n\n")
-}
-
-fn resource_as_text(r: &Value) -> String {
-    let uri = r.get("uri").and_then(Value::as_str).unwrap_or("");
-    if let Some(f) = r.get("formatted").and_then(Value::as_str) {
-        return f.to_owned();
-    }
-    match (r.get("text").and_then(Value::as_str), r.get("blob")) {
-        (Some(t), _) => format!("{uri}:\n{t}"),
-        (None, Some(Value::String(b))) => {
-            format!("{uri}: binary content, {} bytes of base64", b.len())
-        }
-        _ => uri.to_owned(),
-    }
-}
-
 /// Writes the files into `dir` (created if needed; the files must not
-/// exist): `events.json` (2-space indent, trailing newline, as JP writes
-/// it), `metadata.json`, and `base_config.json` when the layout has one.
-/// Each file is written to a temp name, synced and published.
+/// exist): `events.json`, `metadata.json`, and `base_config.json` when the
+/// layout has one, each the bytes of `files`. Each file is written to a
+/// temp name, synced and published. (`files.dir_in` gives JP's place for
+/// `dir` in a conversations directory.)
 pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
     let storage = LocalStorage::create(dir).map_err(|source| Error::Io {
         op: "create",
@@ -268,7 +282,7 @@ pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
         source,
     })?;
     let mut written = Vec::new();
-    let mut list = vec![
+    let mut list: Vec<(&str, &[u8])> = vec![
         ("events.json", &files.events),
         ("metadata.json", &files.metadata),
     ];
@@ -295,14 +309,9 @@ pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    for (name, value) in list {
-        let mut bytes = match serde_json::to_vec_pretty(value) {
-            Ok(b) => b,
-            Err(e) => unreachable!("JSON values always serialize: {e}"),
-        };
-        bytes.push(b'\n');
+    for (name, bytes) in list {
         let tmp = PathBuf::from(format!(".{name}.tmp.{}", std::process::id()));
-        match publish_new_file(&storage, &tmp, Path::new(name), &bytes) {
+        match publish_new_file(&storage, &tmp, Path::new(name), bytes) {
             Ok(true) => written.push(dir.join(name)),
             Ok(false) => {
                 return Err(Error::AlreadyExists {

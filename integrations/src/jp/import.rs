@@ -1,16 +1,21 @@
 //! Reading JP conversation directories and importing them into a store.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::base64::{decode, decode_leaves};
+use super::order::{self, SeenKeys};
+use super::render::{self, Element, FileKind};
+use super::text::{self, Shape};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
 use jpstore_engine::config::SettingPlace;
+use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{parse_entry, ParseMode};
+use jpstore_engine::event::json::{parse_entry, payload_json, ParseMode};
 use jpstore_engine::event::{Entry, EventKind, Object, Payload};
 pub use jpstore_engine::import::{Imported, Prepared};
 use jpstore_engine::timestamp::Timestamp;
@@ -19,7 +24,7 @@ use jpstore_engine::Store;
 /// Largest JP file read.
 pub const MAX_JP_FILE: u64 = 2 << 30;
 
-/// The files of one JP conversation, parsed as JSON.
+/// The files of one JP conversation, parsed as JSON, with their text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JpSource {
     /// The directory.
@@ -36,6 +41,12 @@ pub struct JpSource {
     pub events: Vec<Value>,
     /// `base_config.json`, if present.
     pub base_config: Option<Object>,
+    /// The text of `events.json`.
+    pub events_text: String,
+    /// The text of `metadata.json`, if present.
+    pub metadata_text: Option<String>,
+    /// The text of `base_config.json`, if present.
+    pub base_config_text: Option<String>,
     /// Bytes of the files read.
     pub bytes: u64,
 }
@@ -92,22 +103,24 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Reads `dir/name` as JSON: a regular file of at most [`MAX_JP_FILE`]
-/// bytes (a FIFO, a device or a link there is refused without blocking:
+/// Reads `dir/name`: a regular file of at most [`MAX_JP_FILE`] bytes (a
+/// FIFO, a device or a link there is refused without blocking:
 /// [`user_file`]); `None` if it does not exist.
-fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
+fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
     let path = dir.join(name);
-    let bytes = match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(Error::Io {
-                op: "read",
-                path,
-                source,
-            })
-        }
-    };
+    match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            op: "read",
+            path,
+            source,
+        }),
+    }
+}
+
+/// Parses the bytes of `path` as JSON: the value and the text.
+fn parse_json(path: &Path, bytes: Vec<u8>) -> Result<(Value, String)> {
     // JP's loader (serde derive) refuses a field given twice; a file with
     // a duplicate key anywhere is damaged or hand-edited, and which value
     // was meant is unknown: refused, naming the key's path.
@@ -117,18 +130,46 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<(Value, u64)>> {
             None => String::new(),
         };
         invalid(
-            &dir.join(name),
+            path,
             format!(
                 "invalid JSON at line {}, column {}{at}: {}",
                 e.line, e.column, e.message
             ),
         )
     })?;
-    Ok(Some((v, bytes.len() as u64)))
+    // A JSON text serde_json accepts is UTF-8 (strings are checked, the
+    // rest is ASCII); the check costs one pass and keeps that an
+    // assumption of nobody's.
+    let text = String::from_utf8(bytes).map_err(|e| invalid(path, format!("not UTF-8: {e}")))?;
+    Ok((v, text))
+}
+
+/// The bytes of the files of one JP conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JpFileBytes {
+    /// `events.json`.
+    pub events: Vec<u8>,
+    /// `metadata.json`, if present.
+    pub metadata: Option<Vec<u8>>,
+    /// `base_config.json`, if present.
+    pub base_config: Option<Vec<u8>>,
 }
 
 /// Reads one JP conversation directory.
 pub fn read_source(dir: &Path) -> Result<JpSource> {
+    let events = read_file(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let files = JpFileBytes {
+        events,
+        metadata: read_file(dir, "metadata.json")?,
+        base_config: read_file(dir, "base_config.json")?,
+    };
+    source_from_bytes(dir, files)
+}
+
+/// One JP conversation from the bytes of its files, as [`read_source`]
+/// reads it from directory `dir` (its name gives the id; under
+/// `.archive/`, it is archived; errors name its files).
+pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
     let dir_name = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -151,39 +192,43 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         .parent()
         .and_then(|p| p.file_name())
         .is_some_and(|n| n == ".archive");
-    let (events, mut bytes) =
-        read_json(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
+    let (events, events_text) = parse_json(&dir.join("events.json"), files.events)?;
+    let mut bytes = events_text.len() as u64;
     let Value::Array(events) = events else {
         return Err(invalid(
             &dir.join("events.json"),
             "expected a JSON array of entries",
         ));
     };
-    let metadata = match read_json(dir, "metadata.json")? {
-        None => Map::new(),
-        Some((Value::Object(o), n)) => {
-            bytes += n;
-            o
-        }
-        Some(_) => {
-            return Err(invalid(
-                &dir.join("metadata.json"),
-                "expected a JSON object",
-            ))
-        }
+    let (metadata, metadata_text) = match files.metadata {
+        None => (Map::new(), None),
+        Some(b) => match parse_json(&dir.join("metadata.json"), b)? {
+            (Value::Object(o), t) => {
+                bytes += t.len() as u64;
+                (o, Some(t))
+            }
+            _ => {
+                return Err(invalid(
+                    &dir.join("metadata.json"),
+                    "expected a JSON object",
+                ))
+            }
+        },
     };
-    let base_config = match read_json(dir, "base_config.json")? {
-        None => None,
-        Some((Value::Object(o), n)) => {
-            bytes += n;
-            Some(o)
-        }
-        Some(_) => {
-            return Err(invalid(
-                &dir.join("base_config.json"),
-                "expected a JSON object",
-            ))
-        }
+    let (base_config, base_config_text) = match files.base_config {
+        None => (None, None),
+        Some(b) => match parse_json(&dir.join("base_config.json"), b)? {
+            (Value::Object(o), t) => {
+                bytes += t.len() as u64;
+                (Some(o), Some(t))
+            }
+            _ => {
+                return Err(invalid(
+                    &dir.join("base_config.json"),
+                    "expected a JSON object",
+                ))
+            }
+        },
     };
     check_settings(dir, base_config.as_ref(), &events)?;
     Ok(JpSource {
@@ -194,6 +239,9 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
         metadata,
         events,
         base_config,
+        events_text,
+        metadata_text,
+        base_config_text,
         bytes,
     })
 }
@@ -241,19 +289,54 @@ fn check_settings(
     }
 }
 
-/// Converts a JP conversation: detects the config layout, undoes base64
-/// where JP applies it (recording the leaves that were not base64), and
-/// parses entries leniently (entries that do not fit the model are kept
-/// verbatim).
+/// The most text import keeps per conversation beside what rendering gives
+/// (gaps, edits and per-entry key orders of hand-edited files), in bytes:
+/// the metadata that holds it is read with every read of the conversation.
+/// A conversation that would need more is imported without it: it exports
+/// equal as JSON, in its own layout and key order, and the import says so.
+pub const MAX_KEPT_TEXT: usize = 256 << 10;
+
+/// Whether a conversation's files will be exported byte for byte, as
+/// [`prepare_checked`] found by rendering them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ByteCheck {
+    /// Every file comes back byte for byte; `kept` bytes of text are kept
+    /// for it beside the values (0 for the files JP writes).
+    Identical {
+        /// Bytes kept (gaps, edits, per-entry key orders).
+        kept: usize,
+    },
+    /// The files come back equal as JSON values, not byte for byte.
+    NotIdentical {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Converts a JP conversation ([`prepare_checked`], without its report).
 pub fn prepare(src: JpSource) -> Prepared {
+    prepare_checked(src).0
+}
+
+/// Converts a JP conversation: detects the config layout, undoes base64
+/// where JP applies it (recording the leaves that were not base64), parses
+/// entries leniently (entries that do not fit the model are kept
+/// verbatim), and records what export needs to write the same bytes: the
+/// base config's own text (without whitespace) for its blob, the key order
+/// of entries ([`order::choose`]), and for each file its layout and, found
+/// by rendering it and comparing with the bytes read, whatever else
+/// differs ([`render::record`]).
+pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     let mut events = src.events;
     let first_is_delta = events
         .first()
         .and_then(|e| e.get("type"))
         .and_then(Value::as_str)
         == Some("config_delta");
-    let (layout, base_config, first_entry) = if src.base_config.is_some() {
-        (ConfigLayout::BaseConfigFile, src.base_config, None)
+    let items = text::array_items(&src.events_text);
+    let (layout, base_config, base_text, first_entry) = if let Some(base) = src.base_config {
+        let base_text = src.base_config_text.as_deref().map(text::minify);
+        (ConfigLayout::BaseConfigFile, Some(base), base_text, None)
     } else if first_is_delta {
         match events.first().and_then(|e| e.get("delta")) {
             Some(Value::Object(delta)) => {
@@ -262,22 +345,40 @@ pub fn prepare(src: JpSource) -> Prepared {
                     Value::Object(o) => o,
                     _ => Map::new(),
                 };
-                first.remove("delta");
-                (ConfigLayout::FirstConfigDelta, Some(delta), Some(first))
+                // `{}` holds the place of the delta (the base config).
+                if let Some(v) = first.get_mut("delta") {
+                    *v = Value::Object(Map::new());
+                }
+                let delta_text = items
+                    .as_ref()
+                    .and_then(|spans| spans.first())
+                    .and_then(|span| src.events_text.get(span.clone()))
+                    .and_then(|entry| {
+                        let at = text::object_member(entry, "delta")?;
+                        entry.get(at).map(text::minify)
+                    });
+                (
+                    ConfigLayout::FirstConfigDelta,
+                    Some(delta),
+                    delta_text,
+                    Some(first),
+                )
             }
-            Some(_) => (ConfigLayout::None, None, None),
-            None => (ConfigLayout::Flattened, None, None),
+            Some(_) => (ConfigLayout::None, None, None, None),
+            None => (ConfigLayout::Flattened, None, None, None),
         }
     } else {
-        (ConfigLayout::None, None, None)
+        (ConfigLayout::None, None, None, None)
+    };
+    // The base config blob holds the config's text as the file has it
+    // (format-spec.md 4.5); canonical bytes only if the text was not found.
+    let base_text = match (&base_config, base_text) {
+        (Some(_), Some(t)) => Some(t),
+        (Some(c), None) => String::from_utf8(jpstore_engine::config::canonical_bytes(c)).ok(),
+        (None, _) => None,
     };
     let mut raw = std::collections::BTreeMap::new();
-    // JP writes no `compaction_undo`. One naming a compaction that is not
-    // before it would revoke a later one (format-spec.md 4.2): it is kept
-    // verbatim, as an entry that does not fit the model is, and revokes
-    // nothing.
-    let mut compactions = 0u64;
-    let entries = events
+    let entries: Vec<Entry<Payload>> = events
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -285,19 +386,43 @@ pub fn prepare(src: JpSource) -> Prepared {
             if !leaves.is_empty() {
                 raw.insert(i.to_string(), leaves);
             }
-            match (entry.event().map(|e| &e.kind), v) {
-                (Some(EventKind::Compaction(_)), _) => compactions += 1,
-                (Some(EventKind::CompactionUndo(u)), Value::Object(o))
-                    if u.undoes >= compactions =>
-                {
-                    return Entry::Unknown(o.clone());
-                }
-                _ => {}
-            }
             entry
         })
         .collect();
     let mut fields = src.metadata;
+    let mut info = JpInfo::new(src.dir_name, src.archived, layout);
+    info.first_entry = first_entry;
+    info.raw = raw;
+    info.metadata_jp = fields.get(JP_FIELD).cloned();
+    // Every entry as export renders it (keys in the rendering's order), once:
+    // their keys decide the key order, then they are written in it.
+    let mut lossy = Vec::new();
+    let mut failed = Vec::new();
+    let (written, _) = render::written_entries(&entries);
+    let mut values = Vec::with_capacity(written.len());
+    let mut seen = Vec::new();
+    for i in written {
+        match render::jp_value(&entries[i], i, &info, &mut payload_json, &mut lossy) {
+            Ok(value) => {
+                if let (Entry::Event(e), Value::Object(rendered), Some(Value::Object(file))) =
+                    (&entries[i], &value, events.get(i))
+                {
+                    seen.push(SeenKeys {
+                        index: i,
+                        type_name: e.kind.type_name().to_owned(),
+                        rendered: rendered.keys().cloned().collect(),
+                        file: file.keys().cloned().collect(),
+                    });
+                }
+                values.push((i, value));
+            }
+            Err(e) => failed.push(format!("events.json: entry {i}: {e}")),
+        }
+    }
+    if !lossy.is_empty() {
+        failed.push(format!("events.json: {}", lossy.join("; ")));
+    }
+    order::choose(&mut info, &seen);
     let created_added = !fields.contains_key("created");
     if created_added {
         // JP's id is the creation time in deciseconds.
@@ -307,22 +432,136 @@ pub fn prepare(src: JpSource) -> Prepared {
             }
         }
     }
-    let created_added = created_added && fields.contains_key("created");
-    let info = JpInfo {
-        dir: src.dir_name,
-        archived: src.archived,
-        layout,
-        first_entry,
-        raw,
-        created_added,
-    };
+    info.created_added = created_added && fields.contains_key("created");
+    // The fields as the store will hold them: a JSON merge patch over
+    // nothing, in which `null` removes a key (format-spec.md 4.3). The
+    // check renders what export will render from those.
     fields.insert(JP_FIELD.into(), info.to_value());
-    Prepared {
+    let mut stored = Map::new();
+    merge_patch(&mut stored, &fields);
+    if let Some(Ok(Some(kept))) = stored
+        .contains_key(JP_FIELD)
+        .then(|| JpInfo::from_metadata(&stored))
+    {
+        info = kept;
+    }
+    let shape = Shape::detect(&src.events_text);
+    info.events_text.set_shape(&shape);
+    let mut elements = Vec::with_capacity(values.len() + 1);
+    elements.extend(render::first_element(&info, base_text.as_deref(), &shape));
+    for (i, value) in values {
+        elements.push(render::entry_element(&entries[i], i, value, &info, &shape));
+    }
+    let metadata = super::export::imported_metadata(&stored, &info);
+    let check = record_text(
+        &mut info,
+        failed,
+        (&src.events_text, items.as_deref(), &elements, &shape),
+        src.metadata_text.as_deref().map(|t| (t, metadata)),
+        base_text.as_deref(),
+        src.base_config_text.as_deref(),
+    );
+    fields.insert(JP_FIELD.into(), info.to_value());
+    let prepared = Prepared {
         id: src.id,
         fields,
         base_config,
+        base_config_text: base_text.map(String::into_bytes),
         entries,
         source_bytes: src.bytes,
+    };
+    (prepared, check)
+}
+
+/// Renders the files of a conversation being imported as export will
+/// write them, compares them with the text read, and records in `info`
+/// what makes them the same (their [`super::FileText`]s). A file whose values do
+/// not match the rendered ones one to one, or a conversation that would
+/// keep more than [`MAX_KEPT_TEXT`], keeps only its layout.
+fn record_text(
+    info: &mut JpInfo,
+    mut failed: Vec<String>,
+    (events_text, items, elements, shape): (&str, Option<&[Range<usize>]>, &[Element], &Shape),
+    metadata: Option<(&str, Object)>,
+    base_text: Option<&str>,
+    base_config_text: Option<&str>,
+) -> ByteCheck {
+    // events.json
+    let recorded = items
+        .and_then(|spans| render::record(elements, events_text, spans, FileKind::Array, shape));
+    match recorded {
+        Some(file) if failed.is_empty() => info.events_text = file,
+        Some(_) => {}
+        None => failed.push(
+            "events.json: its text could not be recorded (its values and the entries do not \
+             match one to one)"
+                .to_owned(),
+        ),
+    }
+    // metadata.json: the fields as export gives them back.
+    if let Some((text, fields)) = metadata {
+        let shape = Shape::detect(text);
+        let element = render::object_element(&Value::Object(fields), &shape);
+        let span = text::value_span(text);
+        match span.and_then(|s| render::record(&[element], text, &[s], FileKind::Single, &shape)) {
+            Some(file) => info.metadata_text = file,
+            None => {
+                info.metadata_text.set_shape(&shape);
+                failed.push("metadata.json: its text could not be recorded".to_owned());
+            }
+        }
+    }
+    // base_config.json: the text kept in the blob.
+    if let (Some(text), Some(base)) = (base_config_text, base_text) {
+        let shape = Shape::detect(text);
+        let element = render::value_element(base, &shape);
+        let span = text::value_span(text);
+        match span.and_then(|s| render::record(&[element], text, &[s], FileKind::Single, &shape)) {
+            Some(file) => info.base_config_text = file,
+            None => {
+                info.base_config_text.set_shape(&shape);
+                failed.push("base_config.json: its text could not be recorded".to_owned());
+            }
+        }
+    }
+    let lists = |lists: &std::collections::BTreeMap<String, Vec<String>>| {
+        lists
+            .iter()
+            .map(|(k, keys)| k.len() + keys.iter().map(|s| s.len() + 1).sum::<usize>())
+            .sum::<usize>()
+    };
+    // What is kept for text a serializer would not have written; the
+    // orders of types (a serializer's own) count toward the bound only.
+    let kept = render::kept_bytes(&info.events_text)
+        + render::kept_bytes(&info.metadata_text)
+        + render::kept_bytes(&info.base_config_text)
+        + lists(&info.entry_keys);
+    if kept + lists(&info.type_keys) > MAX_KEPT_TEXT {
+        // The layout and the order of each type stay (a few bytes); what
+        // grows with the file goes.
+        for file in [
+            &mut info.events_text,
+            &mut info.metadata_text,
+            &mut info.base_config_text,
+        ] {
+            file.gaps.clear();
+            file.fixes.clear();
+        }
+        info.entry_keys.clear();
+        failed.push(format!(
+            "{kept} bytes of its text differ from what JP's serializer writes, more than the \
+             {MAX_KEPT_TEXT} bytes kept per conversation"
+        ));
+    }
+    if failed.is_empty() {
+        ByteCheck::Identical { kept }
+    } else {
+        ByteCheck::NotIdentical {
+            reason: format!(
+                "it will export equal as JSON, not byte for byte: {}",
+                failed.join("; ")
+            ),
+        }
     }
 }
 
@@ -357,11 +596,54 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
         decode_leaves(meta, &mut "/metadata".to_string(), &mut raw);
     }
     match parse_entry(&Value::Object(decoded), ParseMode::Lenient) {
+        // JP has no `compaction_undo` (a jp-store extension): JP passes one
+        // through as an entry it does not know, and its compaction stays in
+        // effect. So does it here: kept verbatim, it revokes nothing.
+        Ok(Entry::Event(e)) if matches!(e.kind, EventKind::CompactionUndo(_)) => {
+            (Entry::Unknown(obj.clone()), Vec::new())
+        }
         Ok(Entry::Event(e)) => (Entry::Event(e), raw),
         // Unknown, or not fitting the model: the original bytes' JSON, with
         // its base64 untouched, so export writes it back as it was.
         _ => (Entry::Unknown(obj.clone()), Vec::new()),
     }
+}
+
+/// `items.iter().map(f).collect()`, the items handed out one by one to as
+/// many threads as there are cores (at most 8; the caller's among them).
+/// A panic in `f` goes on in the caller's thread.
+fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(items.len());
+    if threads < 2 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, f(item)));
+        }
+    };
+    let mut all: Vec<(usize, U)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for h in helpers {
+            match h.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    all.sort_unstable_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, u)| u).collect()
 }
 
 /// JP files read per chunk: each chunk's content is stored as one pack
@@ -387,6 +669,9 @@ pub struct ImportReport {
     pub skipped: usize,
     /// Paths that were not imported: no JP data found, or not valid JP data.
     pub failed: Vec<ImportFailure>,
+    /// Conversations imported whose files will not export byte for byte
+    /// (only equal as JSON), and why ([`ByteCheck::NotIdentical`]).
+    pub not_byte_identical: Vec<ImportFailure>,
     /// Entries stored.
     pub events: usize,
     /// Bytes of the JP files of the conversations stored.
@@ -451,7 +736,7 @@ pub fn import_paths(
             }),
         }
     }
-    let total: u64 = sources
+    let sizes: Vec<u64> = sources
         .iter()
         .map(|d| {
             ["events.json", "metadata.json", "base_config.json"]
@@ -459,11 +744,15 @@ pub fn import_paths(
                 .map(|f| std::fs::metadata(d.join(f)).map_or(0, |m| m.len()))
                 .sum::<u64>()
         })
-        .sum();
+        .collect();
+    let total: u64 = sizes.iter().sum();
     let mut done = 0u64;
     let mut chunk = Vec::new();
-    let mut chunk_bytes = 0u64;
+    // The conversations of the chunk that will not export byte for byte:
+    // reported once they are stored (not when skipped).
+    let mut inexact: Vec<(ConversationId, ImportFailure)> = Vec::new();
     let mut flush = |chunk: &mut Vec<Prepared>,
+                     inexact: &mut Vec<(ConversationId, ImportFailure)>,
                      report: &mut ImportReport,
                      progress: &mut dyn FnMut(ImportProgress<'_>)|
      -> Result<()> {
@@ -490,6 +779,9 @@ pub fn import_paths(
                     if replaced {
                         progress(ImportProgress::Replaced(&id));
                     }
+                    if let Some(at) = inexact.iter().position(|(i, _)| *i == id) {
+                        report.not_byte_identical.push(inexact.swap_remove(at).1);
+                    }
                 }
                 Imported::Skipped { id } => {
                     report.skipped += 1;
@@ -497,30 +789,50 @@ pub fn import_paths(
                 }
             }
         }
+        inexact.clear();
         progress(ImportProgress::Bytes { done, total });
         Ok(())
     };
-    for src in sources {
-        match read_source(&src) {
-            Ok(s) => {
-                chunk_bytes += s.bytes;
-                chunk.push(prepare(s));
-                if chunk_bytes >= IMPORT_CHUNK_BYTES {
-                    flush(&mut chunk, &mut report, progress)?;
-                    chunk_bytes = 0;
+    // Sources in chunks of about IMPORT_CHUNK_BYTES of files (by their
+    // sizes when listed), each chunk read and prepared on all cores, in
+    // order, then stored.
+    let mut start = 0;
+    while start < sources.len() {
+        let mut end = start;
+        let mut chunk_bytes = 0u64;
+        while end < sources.len() && (end == start || chunk_bytes < IMPORT_CHUNK_BYTES) {
+            chunk_bytes += sizes[end];
+            end += 1;
+        }
+        let prepared = map_ordered(&sources[start..end], |src| {
+            read_source(src).map(prepare_checked)
+        });
+        for (src, result) in sources[start..end].iter().zip(prepared) {
+            match result {
+                Ok((prepared, check)) => {
+                    if let ByteCheck::NotIdentical { reason } = check {
+                        let failure = ImportFailure {
+                            path: src.clone(),
+                            reason,
+                        };
+                        inexact.push((prepared.id.clone(), failure));
+                    }
+                    chunk.push(prepared);
+                }
+                Err(e) => {
+                    let failure = ImportFailure {
+                        path: src.clone(),
+                        reason: e.to_string(),
+                    };
+                    progress(ImportProgress::Failed(&failure));
+                    report.failed.push(failure);
                 }
             }
-            Err(e) => {
-                let failure = ImportFailure {
-                    path: src,
-                    reason: e.to_string(),
-                };
-                progress(ImportProgress::Failed(&failure));
-                report.failed.push(failure);
-            }
         }
+        flush(&mut chunk, &mut inexact, &mut report, progress)?;
+        start = end;
     }
-    flush(&mut chunk, &mut report, progress)?;
+    flush(&mut chunk, &mut inexact, &mut report, progress)?;
     report.bytes_stored = report.blob_bytes_stored + report.log_bytes;
     Ok(report)
 }

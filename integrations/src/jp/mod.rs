@@ -1,21 +1,35 @@
 //! JP interop: import JP conversation directories and export them back
-//! (jp-format.md sections 1-2).
+//! (jp-format.md sections 1-2), byte for byte.
 //!
 //! Import undoes JP's base64 ([`base64`]), moves tool response content and
-//! the base config into the blob store, and keeps everything needed to write
-//! the same files back in the conversation's metadata field `jp` ([`JpInfo`]):
-//! the config layout, the first config entry of the legacy layout, the
-//! original directory name, and the string leaves that were not base64 (JP
-//! keeps those as they are, so export must too).
+//! the base config into the blob store, and keeps in the conversation's
+//! metadata field `jp` ([`JpInfo`]) what is needed to write the same bytes
+//! back: the config layout, the first config entry of the legacy layout,
+//! the original directory name, the string leaves that were not base64
+//! (JP keeps those as they are, so export must too), the order of the keys
+//! of entries ([`order`]), and the text of each file beyond its values
+//! ([`FileText`]): its layout, and the few places where JP's serializer
+//! would not have written what the file holds (a hand-edited file), found
+//! by rendering every file at import and comparing it with the bytes read
+//! ([`render`], [`text`]). The base config blob holds the config's own text
+//! without whitespace (format-spec.md 4.5), so its key order, escapes and
+//! number forms come back as they were.
 
 pub mod base64;
 pub mod export;
 pub mod import;
+pub mod order;
+pub mod render;
+pub mod text;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 use jpstore_engine::event::Object;
+
+pub use order::KeyOrder;
+pub use text::{Edit, Shape};
 
 pub use jpstore_engine::conversation::meta::JP_FIELD;
 
@@ -47,8 +61,11 @@ pub struct JpInfo {
     pub archived: bool,
     /// The config layout.
     pub layout: ConfigLayout,
-    /// For [`ConfigLayout::FirstConfigDelta`]: the first entry without its
-    /// `delta` (type, timestamp and anything else, as in the file).
+    /// For [`ConfigLayout::FirstConfigDelta`]: the first entry with `{}`
+    /// holding the place of its `delta` (type, timestamp and anything else,
+    /// as in the file; stored by earlier builds without `delta`, which
+    /// export then writes last). Not `null`: metadata fields are stored as
+    /// a JSON merge patch, in which `null` removes a key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_entry: Option<Object>,
     /// String leaves that were not base64, by entry index (in the stored
@@ -60,17 +77,129 @@ pub struct JpInfo {
     /// `metadata.json` has no such key), so export leaves it out.
     #[serde(default, skip_serializing_if = "is_false")]
     pub created_added: bool,
+    /// The order of the keys of every event: `type` first (jp-store's, and
+    /// what absent means) or `timestamp` first.
+    #[serde(default, skip_serializing_if = "KeyOrder::is_type_first")]
+    pub key_order: KeyOrder,
+    /// Per entry type whose events the file wrote in another order: the
+    /// order of their keys ([`order`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub type_keys: BTreeMap<String, Vec<String>>,
+    /// Per entry (stored index) whose keys follow neither: their order.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entry_keys: BTreeMap<String, Vec<String>>,
+    /// The text of `events.json` beyond its values (fix keys: the stored
+    /// entry's index, `first` for the first entry of the legacy layout).
+    #[serde(default, skip_serializing_if = "FileText::is_plain")]
+    pub events_text: FileText,
+    /// The text of `metadata.json` beyond its value (fix key `value`).
+    #[serde(default, skip_serializing_if = "FileText::is_plain")]
+    pub metadata_text: FileText,
+    /// The text of `base_config.json` beyond its value (fix key `value`).
+    #[serde(default, skip_serializing_if = "FileText::is_plain")]
+    pub base_config_text: FileText,
+    /// The value `metadata.json` held under `jp` (the key this info is
+    /// stored at), if it held one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_jp: Option<Value>,
 }
+
+/// How a JSON file of a JP conversation was written beyond its values: the
+/// layout (absent: JP's, two spaces and `\n`), the whitespace between
+/// values where it is not the layout's, and the values whose text is not
+/// what rendering them gives (a hand-edited file: escapes, number forms,
+/// RFC 3339 timestamps, `"metadata": {}`). Empty for the files JP writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileText {
+    /// The indentation unit, when it is not two spaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indent: Option<String>,
+    /// Written compact (one line, no whitespace), not pretty.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub compact: bool,
+    /// Lines end with `\r\n`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub crlf: bool,
+    /// The text between values, where it is not the layout's: `start`
+    /// (before the first value, with the `[` of `events.json`), `end`
+    /// (after the last, with its `]` and the final line break), or the key
+    /// of the value it comes before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gaps: BTreeMap<String, String>,
+    /// The values whose text is not their rendering, by key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fixes: BTreeMap<String, Fix>,
+}
+
+impl FileText {
+    /// Whether nothing is recorded (the file is as JP writes it).
+    pub fn is_plain(&self) -> bool {
+        *self == FileText::default()
+    }
+
+    /// The layout.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            indent: match (self.compact, &self.indent) {
+                (true, _) => None,
+                (false, Some(unit)) => Some(unit.clone()),
+                (false, None) => Some("  ".to_owned()),
+            },
+            crlf: self.crlf,
+        }
+    }
+
+    /// Records a layout (only what differs from JP's).
+    pub fn set_shape(&mut self, shape: &Shape) {
+        self.compact = shape.indent.is_none();
+        self.indent = shape.indent.clone().filter(|unit| unit != "  ");
+        self.crlf = shape.crlf;
+    }
+}
+
+/// The text of one value as the file held it: the CRC-32 of the value's
+/// rendering the edits apply to (so that a rendering that changed is
+/// noticed, not edited blindly), and the edits. Stored as the JSON array
+/// `[crc, [[at, delete, insert], ...]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fix(pub u32, pub Vec<Edit>);
 
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
 impl JpInfo {
-    /// Reads the info from a conversation's metadata fields, if it came from
-    /// JP.
-    pub fn from_metadata(fields: &Object) -> Option<JpInfo> {
-        serde_json::from_value(fields.get(JP_FIELD)?.clone()).ok()
+    /// The info of a conversation imported from directory `dir`, with
+    /// nothing else recorded yet.
+    pub fn new(dir: String, archived: bool, layout: ConfigLayout) -> JpInfo {
+        JpInfo {
+            dir,
+            archived,
+            layout,
+            first_entry: None,
+            raw: BTreeMap::new(),
+            created_added: false,
+            key_order: KeyOrder::TypeFirst,
+            type_keys: BTreeMap::new(),
+            entry_keys: BTreeMap::new(),
+            events_text: FileText::default(),
+            metadata_text: FileText::default(),
+            base_config_text: FileText::default(),
+            metadata_jp: None,
+        }
+    }
+
+    /// Reads the info from a conversation's metadata fields: `None` if it
+    /// did not come from JP, the reason if its `jp` field is not what this
+    /// build reads (written by a newer one, or damaged).
+    pub fn from_metadata(fields: &Object) -> Result<Option<JpInfo>, String> {
+        match fields.get(JP_FIELD) {
+            None => Ok(None),
+            Some(v) => serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
     }
 
     /// The JSON value stored in the metadata.
@@ -83,4 +212,6 @@ impl JpInfo {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod fixtures;
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,14 +1,20 @@
-//! JP interop: fixtures written for these tests cover every quirk of
-//! jp-format.md section 2 and the three config layouts; import then export
-//! must give the same JSON values.
+//! JP interop: import then export gives back JP's files byte for byte:
+//! the committed fixture workspace (`tests/fixtures/jp-workspace`, every
+//! quirk of jp-format.md section 2, the three config layouts, archived
+//! conversations and hand-edited files), the shipped sample, conversations
+//! written here, and generated ones (property tests). Bytes are compared,
+//! never `serde_json::Value`s (whose equality ignores key order).
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
 
 use super::base64::encode;
-use super::export::{jp_files, slug, write_jp_dir};
-use super::import::{find_sources, prepare, read_source, Imported};
+use super::export::{jp_files, slug, write_jp_dir, JpExportError, JpFiles};
+use super::import::{
+    find_sources, prepare, prepare_checked, read_source, ByteCheck, Imported, MAX_KEPT_TEXT,
+};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::{Block, Entry, EventKind};
@@ -147,8 +153,98 @@ fn store(root: &Path) -> Store {
     Store::init_dir(&root.join("store"), StoreOptions::default()).expect("init")
 }
 
+/// The files of `dir` (a JP conversation directory) by name, as bytes.
+fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| {
+            let e = e.expect("entry");
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).expect("read"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The files export gives, by name.
+fn exported_files(files: &JpFiles) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![
+        ("events.json".to_string(), files.events.clone()),
+        ("metadata.json".to_string(), files.metadata.clone()),
+    ];
+    if let Some(b) = &files.base_config {
+        out.push(("base_config.json".to_string(), b.clone()));
+    }
+    out.sort();
+    out
+}
+
+/// Where two byte strings first differ, with some context, for messages.
+fn first_difference(a: &[u8], b: &[u8]) -> String {
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let show = |s: &[u8]| {
+        String::from_utf8_lossy(&s[at.saturating_sub(40)..(at + 40).min(s.len())]).into_owned()
+    };
+    format!(
+        "differ at byte {at} ({} vs {} bytes):\n  expected: {:?}\n  exported: {:?}",
+        a.len(),
+        b.len(),
+        show(a),
+        show(b)
+    )
+}
+
+/// Asserts that export gives back the files of `dir` byte for byte.
+fn assert_same_files(dir: &Path, files: &JpFiles) {
+    let original = dir_files(dir);
+    let exported = exported_files(files);
+    let names = |v: &[(String, Vec<u8>)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&original), names(&exported), "{}", dir.display());
+    for ((name, a), (_, b)) in original.iter().zip(&exported) {
+        assert!(
+            a == b,
+            "{}/{name}: {}",
+            dir.display(),
+            first_difference(a, b)
+        );
+    }
+}
+
+/// Imports every conversation under `root` into `store`, checking that
+/// import found each byte-identical; the directories with what import kept.
+fn import_all(store: &Store, root: &Path) -> Vec<(PathBuf, usize)> {
+    let mut out = Vec::new();
+    let mut prepared = Vec::new();
+    for dir in find_sources(root).expect("find") {
+        let (p, check) = prepare_checked(read_source(&dir).expect("read"));
+        match check {
+            ByteCheck::Identical { kept } => out.push((dir, kept)),
+            ByteCheck::NotIdentical { reason } => panic!("{}: {reason}", dir.display()),
+        }
+        prepared.push(p);
+    }
+    let (results, _) = store.import(prepared, false, &mut |_| {}).expect("import");
+    assert!(results.iter().all(|r| matches!(r, Imported::Stored { .. })));
+    out
+}
+
+fn id_of(dir: &Path) -> ConversationId {
+    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+    ConversationId::parse(name.split('-').next().expect("id")).expect("id")
+}
+
+fn export(store: &Store, id: &ConversationId) -> JpFiles {
+    let conv = store.read(id).expect("read");
+    jp_files(store, &conv).expect("export")
+}
+
 #[test]
-fn import_then_export_gives_the_same_json_for_every_layout_and_quirk() {
+fn import_then_export_gives_the_same_bytes_for_every_layout_and_quirk() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let fx = fixtures(tmp.path());
     let store = store(tmp.path());
@@ -158,43 +254,39 @@ fn import_then_export_gives_the_same_json_for_every_layout_and_quirk() {
         3,
         "workspace root, .jp/conversations and .archive: {sources:?}"
     );
-    let prepared = sources
-        .iter()
-        .map(|s| read_source(s).map(prepare))
-        .collect::<Result<Vec<_>, _>>()
-        .expect("read");
-    let (results, totals) = store.import(prepared, false, &mut |_| {}).expect("import");
-    assert!(results.iter().all(|r| matches!(r, Imported::Stored { .. })));
-    assert!(totals.new_blobs > 0);
+    let kept = import_all(&store, tmp.path());
+    assert!(kept.iter().all(|(_, k)| *k == 0), "{kept:?}");
     for f in &fx {
         let name = f.dir.file_name().and_then(|n| n.to_str()).expect("name");
-        let id = ConversationId::parse(name.split('-').next().expect("id")).expect("id");
-        let conv = store.read(&id).expect("read");
-        let files = jp_files(&store, &conv).expect("export");
+        let files = export(&store, &id_of(&f.dir));
         assert!(files.lossy.is_empty(), "{:?}", files.lossy);
         assert_eq!(files.dir_name, name);
-        if files.events != f.events {
-            let (Value::Array(a), Value::Array(b)) = (&files.events, &f.events) else {
-                panic!("not arrays")
-            };
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert_eq!(x, y, "{name}: entry {i}");
-            }
-            panic!(
-                "{name}: {} entries exported, {} in the file",
-                a.len(),
-                b.len()
-            );
-        }
-        assert_eq!(files.metadata, f.metadata, "{name}");
-        assert_eq!(files.base_config, f.base_config, "{name}");
-        // And through the files on disk.
-        let out = tmp.path().join("out").join(name);
-        write_jp_dir(&out, &files).expect("write");
-        let back: Value =
-            serde_json::from_slice(&std::fs::read(out.join("events.json")).expect("read"))
-                .expect("json");
-        assert_eq!(back, f.events);
+        assert_same_files(&f.dir, &files);
+        // Equal as values too, which the fixtures state.
+        let events: Value = serde_json::from_slice(&files.events).expect("json");
+        assert_eq!(events, f.events, "{name}");
+        let metadata: Value = serde_json::from_slice(&files.metadata).expect("json");
+        assert_eq!(metadata, f.metadata, "{name}");
+        let base: Option<Value> = files
+            .base_config
+            .as_ref()
+            .map(|b| serde_json::from_slice(b).expect("json"));
+        assert_eq!(base, f.base_config, "{name}");
+        // And through the files on disk, at JP's place.
+        let out = tmp.path().join("out");
+        let dir = files.dir_in(&out);
+        write_jp_dir(&dir, &files).expect("write");
+        assert_same_files(&dir, &files);
+        assert_eq!(
+            dir.parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == ".archive"),
+            f.dir
+                .parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == ".archive"),
+            "{name}: archived ones under .archive/"
+        );
     }
 }
 
@@ -382,15 +474,30 @@ fn native_conversations_export_to_jp_with_lossy_content_reported() {
         .expect("read");
     let files = jp_files(&store, &conv).expect("export");
     assert_eq!(files.dir_name, "42-native-r-sum-co");
+    assert!(!files.archived);
     assert_eq!(files.lossy.len(), 2, "{:?}", files.lossy);
-    let events = files.events.as_array().expect("array");
+    let events: Value = serde_json::from_slice(&files.events).expect("json");
+    let metadata: Value = serde_json::from_slice(&files.metadata).expect("json");
+    let base: Option<Value> = files
+        .base_config
+        .as_ref()
+        .map(|b| serde_json::from_slice(b).expect("json"));
+    // JP's layout: two spaces, a final line break, jp-store's key order.
+    assert_eq!(
+        files.events,
+        format!("{}\n", serde_json::to_string_pretty(&events).expect("json")).into_bytes()
+    );
+    assert!(files
+        .events
+        .starts_with(b"[\n  {\n    \"type\": \"turn_start\",\n    \"timestamp\""));
+    let events = events.as_array().expect("array");
     assert_eq!(events[1]["content"], "see\n\nfile:///a.rs:\nfn a() {}");
     assert_eq!(events[2]["arguments"]["path"], encode("a.rs"));
     assert_eq!(events[3]["content"], encode("one\n\nfile:///b.rs:\ntwo"));
-    assert_eq!(files.metadata["title"], "Native: résumé & co");
-    assert!(files.metadata.get("last_activated_at").is_some());
-    assert!(files.metadata.get("created").is_none());
-    assert_eq!(files.base_config, Some(json!({})));
+    assert_eq!(metadata["title"], "Native: résumé & co");
+    assert!(metadata.get("last_activated_at").is_some());
+    assert!(metadata.get("created").is_none());
+    assert_eq!(base, Some(json!({})));
     assert_eq!(slug("  Hello, World!  "), "hello-world");
 }
 
@@ -441,7 +548,9 @@ fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
     assert!(report.is_clean(), "{:?}", report.findings);
     // And the file comes back as it was.
     let files = jp_files(&store, &conv).expect("export");
-    assert_eq!(files.events, events);
+    assert_same_files(&dir, &files);
+    let back: Value = serde_json::from_slice(&files.events).expect("json");
+    assert_eq!(back, events);
 }
 
 #[test]
@@ -468,4 +577,925 @@ fn a_jp_file_with_a_key_twice_is_refused_naming_the_file_and_the_key() {
             && e.contains("line 4"),
         "{e}"
     );
+}
+
+// ----- the committed fixtures and the sample, byte for byte ------------------
+
+/// The conversation directories of a workspace, relative to its
+/// `.jp/conversations`.
+fn conversation_dirs(root: &Path) -> Vec<PathBuf> {
+    let base = root.join(".jp").join("conversations");
+    find_sources(root)
+        .expect("find")
+        .into_iter()
+        .map(|d| d.strip_prefix(&base).expect("below").to_path_buf())
+        .collect()
+}
+
+#[test]
+fn every_fixture_comes_back_byte_for_byte() {
+    let root = super::fixtures::workspace();
+    let dirs = conversation_dirs(&root);
+    assert!(dirs.len() >= 30, "the fixture workspace is there: {dirs:?}");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    let kept = import_all(&store, &root);
+    for (dir, kept) in &kept {
+        let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+        // Files as JP writes them cost nothing beside their values; the
+        // hand-edited ones only what differs (a few bytes each here). A
+        // `null` in metadata.json is kept as text: metadata fields are a
+        // merge patch, in which `null` removes a key.
+        if name.contains("-hand-") {
+            assert!(*kept < 2048, "{name}: {kept} bytes kept");
+        } else if name.ends_with("-metadata-json-order") {
+            assert!(*kept > 0 && *kept < 64, "{name}: {kept} bytes kept");
+        } else {
+            assert_eq!(*kept, 0, "{name}");
+        }
+        let files = export(&store, &id_of(dir));
+        assert!(files.lossy.is_empty(), "{name}: {:?}", files.lossy);
+        assert_same_files(dir, &files);
+    }
+    // Through the files on disk: the exported tree is the fixture tree.
+    let out = tmp.path().join("conversations");
+    for (dir, _) in &kept {
+        let files = export(&store, &id_of(dir));
+        write_jp_dir(&files.dir_in(&out), &files).expect("write");
+    }
+    let exported: Vec<PathBuf> = find_sources(&out)
+        .expect("find")
+        .into_iter()
+        .map(|d| d.strip_prefix(&out).expect("below").to_path_buf())
+        .collect();
+    assert_eq!(exported, dirs);
+    for rel in &dirs {
+        let a = dir_files(&root.join(".jp/conversations").join(rel));
+        let b = dir_files(&out.join(rel));
+        assert!(a == b, "{}", rel.display());
+    }
+}
+
+#[test]
+fn the_hand_edited_fixtures_keep_only_what_differs() {
+    let root = super::fixtures::workspace();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    let kept: std::collections::BTreeMap<String, usize> = import_all(&store, &root)
+        .into_iter()
+        .map(|(d, k)| {
+            (
+                d.file_name().expect("name").to_string_lossy().into_owned(),
+                k,
+            )
+        })
+        .collect();
+    let of = |suffix: &str| -> usize {
+        *kept
+            .iter()
+            .find(|(name, _)| name.ends_with(suffix))
+            .unwrap_or_else(|| panic!("{suffix}"))
+            .1
+    };
+    // A layout of its own costs nothing beside the layout.
+    for layout_only in [
+        "four-space-indent",
+        "tabs-crlf",
+        "compact-one-line",
+        "no-final-newline",
+    ] {
+        assert!(of(layout_only) < 16, "{layout_only}: {}", of(layout_only));
+    }
+    // The number forms of base_config.json live in its blob, not in edits.
+    let conv = store
+        .read(&ConversationId::parse("17738399420").expect("id"))
+        .expect("read");
+    let info = super::JpInfo::from_metadata(&conv.state.metadata.fields)
+        .expect("info")
+        .expect("imported");
+    assert!(info.base_config_text.is_plain(), "{info:?}");
+    assert_eq!(info.key_order, super::KeyOrder::TimestampFirst);
+    assert!(info.type_keys.is_empty() && info.entry_keys.is_empty());
+    // An absent `arguments` is one edit, not a key order of its own.
+    let info_of = |id: &str| {
+        let conv = store
+            .read(&ConversationId::parse(id).expect("id"))
+            .expect("read");
+        super::JpInfo::from_metadata(&conv.state.metadata.fields)
+            .expect("info")
+            .expect("imported")
+    };
+    let absent = info_of("17738399424");
+    assert!(absent.entry_keys.is_empty(), "{absent:?}");
+    assert_eq!(absent.events_text.fixes.len(), 1, "{absent:?}");
+    // Entries in an order of their own: one list each.
+    assert_eq!(info_of("17738399427").entry_keys.len(), 2);
+    let base = store.base_config(&conv).expect("base");
+    assert_eq!(base["assistant"]["model"]["parameters"]["temperature"], 0.7);
+    let blob = store
+        .blobs()
+        .get(&conv.state.metadata.base_config.expect("a base config").id)
+        .expect("blob");
+    assert!(String::from_utf8_lossy(&blob).contains("\"temperature\":7e-1,"));
+}
+
+#[test]
+fn the_shipped_sample_comes_back_byte_for_byte() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/samples/jp-workspace");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    let kept = import_all(&store, &root);
+    assert_eq!(kept.len(), 1);
+    for (dir, kept) in &kept {
+        assert_eq!(*kept, 0);
+        let files = export(&store, &id_of(dir));
+        assert!(files.lossy.is_empty(), "{:?}", files.lossy);
+        assert_same_files(dir, &files);
+    }
+}
+
+#[test]
+fn import_export_import_export_is_stable() {
+    let root = super::fixtures::workspace();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let first = Store::init_dir(&tmp.path().join("s1"), StoreOptions::default()).expect("init");
+    let dirs = import_all(&first, &root);
+    let out1 = tmp.path().join("out1/.jp/conversations");
+    for (dir, _) in &dirs {
+        let files = export(&first, &id_of(dir));
+        write_jp_dir(&files.dir_in(&out1), &files).expect("write");
+    }
+    let second = Store::init_dir(&tmp.path().join("s2"), StoreOptions::default()).expect("init");
+    let again = import_all(&second, &tmp.path().join("out1"));
+    assert_eq!(again.len(), dirs.len());
+    for ((dir, kept), (_, kept_again)) in dirs.iter().zip(&again) {
+        assert_eq!(kept, kept_again, "{}", dir.display());
+        let a = export(&first, &id_of(dir));
+        let b = export(&second, &id_of(dir));
+        assert_eq!(exported_files(&a), exported_files(&b), "{}", dir.display());
+        assert_eq!(
+            second
+                .read(&id_of(dir))
+                .expect("read")
+                .state
+                .metadata
+                .fields,
+            first.read(&id_of(dir)).expect("read").state.metadata.fields,
+            "the same record of the same files"
+        );
+    }
+}
+
+/// Appends a JSON Lines batch to a conversation.
+fn append(store: &Store, id: &ConversationId, lines: &str) {
+    let entries = jpstore_engine::event::input::parse_input(
+        lines,
+        jpstore_engine::event::json::ParseMode::Strict {
+            now: jpstore_engine::timestamp::Timestamp::from_unix(1_780_100_000, 500_000_000)
+                .expect("time"),
+        },
+    )
+    .expect("input")
+    .entries;
+    store
+        .writer(id)
+        .expect("writer")
+        .append(entries)
+        .expect("append");
+}
+
+#[test]
+fn entries_appended_after_import_take_the_files_layout_and_old_ones_keep_their_bytes() {
+    let root = super::fixtures::workspace();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    import_all(&store, &root);
+    for (name, order_of_request) in [
+        // JP's order: `timestamp` first.
+        (
+            "17738399401-base-config-file",
+            "[\"timestamp\",\"type\",\"content\"]",
+        ),
+        // A type whose events were written in their own order keeps it.
+        (
+            "17738399409-field-order-per-type",
+            "[\"timestamp\",\"type\",\"content\"]",
+        ),
+        // Hand-edited: 4 spaces and no final line break.
+        (
+            "17738399418-hand-four-space-indent",
+            "[\"timestamp\",\"type\",\"content\"]",
+        ),
+        (
+            "17738399419-hand-no-final-newline",
+            "[\"timestamp\",\"type\",\"content\"]",
+        ),
+    ] {
+        let dir = root.join(".jp/conversations").join(name);
+        let id = id_of(&dir);
+        let original = std::fs::read_to_string(dir.join("events.json")).expect("read");
+        append(
+            &store,
+            &id,
+            "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"more\"}\n\
+             {\"type\":\"chat_response\",\"message\":\"yes\",\"metadata\":{\"k\":\"v\"}}",
+        );
+        let files = export(&store, &id);
+        assert!(files.lossy.is_empty(), "{:?}", files.lossy);
+        let events = String::from_utf8(files.events.clone()).expect("utf-8");
+        // Everything before the last entry's end is as it was.
+        let last_end = original.rfind('}').expect("an entry") + 1;
+        assert!(
+            events.starts_with(&original[..last_end]),
+            "{name}: {}",
+            first_difference(original.as_bytes(), events.as_bytes())
+        );
+        // The new entries are in the file's layout and key order.
+        let shape = super::text::Shape::detect(&original);
+        let value: Value = serde_json::from_str(&events).expect("json");
+        let items = value.as_array().expect("array");
+        let request = &items[items.len() - 2];
+        let keys: Vec<&String> = request.as_object().expect("object").keys().collect();
+        assert_eq!(
+            serde_json::to_string(&keys).expect("json"),
+            order_of_request,
+            "{name}"
+        );
+        let unit = shape.indent.clone().expect("pretty");
+        assert!(
+            events.contains(&format!(
+                "{nl}{unit}{unit}\"timestamp\": \"2026-05-30 ",
+                nl = shape.newline()
+            )),
+            "{name}: {events}"
+        );
+        // JP's base64 on the new metadata.
+        assert_eq!(items[items.len() - 1]["metadata"]["k"], encode("v"));
+        assert_eq!(
+            events.ends_with('\n'),
+            original.ends_with('\n'),
+            "{name}: the final line break as the file had it"
+        );
+    }
+}
+
+#[test]
+fn a_compaction_undone_after_import_is_left_out_and_said() {
+    let root = super::fixtures::workspace();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    import_all(&store, &root);
+    let dir = root.join(".jp/conversations/17738399406-every-entry-type");
+    let id = id_of(&dir);
+    let original = dir_files(&dir);
+    append(&store, &id, "{\"type\":\"compaction_undo\",\"undoes\":1}");
+    let files = export(&store, &id);
+    assert_eq!(files.lossy.len(), 1, "{:?}", files.lossy);
+    let events: Value = serde_json::from_slice(&files.events).expect("json");
+    let before: Value = serde_json::from_slice(&original[1].1).expect("json");
+    let mut expected = before.as_array().expect("array").clone();
+    expected.remove(20);
+    assert_eq!(events, Value::Array(expected));
+    // The other entries keep their bytes.
+    let text = String::from_utf8(files.events).expect("utf-8");
+    let original_text = String::from_utf8(original[1].1.clone()).expect("utf-8");
+    let cut = original_text
+        .find("    \"from_turn\": 0,\n    \"to_turn\": 1")
+        .expect("compaction");
+    assert!(text.starts_with(&original_text[..cut - 120]));
+}
+
+#[test]
+fn a_file_beyond_what_import_keeps_is_reported_and_exports_equal_as_json() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399490-big-python");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    // One line with `", "` and `": "` (Python's `json.dumps`): every entry
+    // differs from serde_json's text, and there are many.
+    let entries: Vec<String> = (0..4000)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": \"2026-05-29 19:40:{:02}.{i}1\", \"type\": \"chat_request\", \"content\": \"message {i} {}\"}}",
+                i % 60,
+                "x".repeat(60)
+            )
+        })
+        .collect();
+    let text = format!("[{}]", entries.join(", "));
+    std::fs::write(dir.join("events.json"), &text).expect("write");
+    std::fs::write(dir.join("metadata.json"), "{\"title\": \"big\"}").expect("write");
+    let (prepared, check) = prepare_checked(read_source(&dir).expect("read"));
+    let ByteCheck::NotIdentical { reason } = check else {
+        panic!("{check:?}")
+    };
+    assert!(reason.contains(&MAX_KEPT_TEXT.to_string()), "{reason}");
+    let store = store(tmp.path());
+    store
+        .import(vec![prepared], false, &mut |_| {})
+        .expect("import");
+    let files = export(&store, &id_of(&dir));
+    let back: Value = serde_json::from_slice(&files.events).expect("json");
+    let original: Value = serde_json::from_str(&text).expect("json");
+    assert!(back == original, "equal as JSON");
+    assert!(
+        files.events.starts_with(b"[{\"timestamp\":"),
+        "compact, as the file was"
+    );
+    // The report of the whole import names it.
+    let report = super::import::import_paths(
+        &Store::init_dir(&tmp.path().join("s2"), StoreOptions::default()).expect("init"),
+        std::slice::from_ref(&dir),
+        false,
+        &mut |_| {},
+    )
+    .expect("import");
+    assert_eq!(report.imported, 1);
+    assert_eq!(report.not_byte_identical.len(), 1);
+    assert_eq!(report.not_byte_identical[0].path, dir);
+}
+
+#[test]
+fn a_jp_key_in_metadata_json_is_kept_beside_the_imports_own() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399491");
+    write(&dir, "events.json", &json!([]));
+    let text = "{\n  \"title\": \"t\",\n  \"jp\": {\"mine\": 1},\n  \"last_activated_at\": \"2026-05-29 19:40:00.0\"\n}\n";
+    std::fs::write(dir.join("metadata.json"), text).expect("write");
+    let store = store(tmp.path());
+    import_all(&store, tmp.path());
+    let files = export(&store, &id_of(&dir));
+    assert_same_files(&dir, &files);
+}
+
+#[test]
+fn an_info_stored_by_an_earlier_build_still_exports() {
+    // Earlier builds stored the legacy first entry without its `delta`
+    // (export writes it last) and nothing of the text.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    let id = ConversationId::parse("17738399492").expect("id");
+    let mut fields = Map::new();
+    fields.insert(
+        "jp".into(),
+        json!({"dir": "17738399492-old", "layout": "first_config_delta",
+               "first_entry": {"type": "config_delta", "timestamp": "2026-05-29 19:39:00.5"},
+               "created_added": true}),
+    );
+    fields.insert("created".into(), json!("2026-05-29 19:39:00.0"));
+    let prepared = jpstore_engine::import::Prepared {
+        id: id.clone(),
+        fields,
+        base_config: Some(json!({"b": 1, "a": 2}).as_object().expect("object").clone()),
+        base_config_text: None,
+        entries: Vec::new(),
+        source_bytes: 0,
+    };
+    store
+        .import(vec![prepared], false, &mut |_| {})
+        .expect("import");
+    let files = export(&store, &id);
+    assert_eq!(
+        String::from_utf8(files.events).expect("utf-8"),
+        "[\n  {\n    \"type\": \"config_delta\",\n    \"timestamp\": \"2026-05-29 19:39:00.5\",\n    \"delta\": {\n      \"a\": 2,\n      \"b\": 1\n    }\n  }\n]\n",
+        "canonical bytes: sorted, as such a store kept them"
+    );
+    assert_eq!(files.metadata, b"{}\n");
+}
+
+#[test]
+fn a_jp_field_this_build_cannot_read_is_an_error_naming_the_conversation() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store(tmp.path());
+    let id = ConversationId::parse("17738399493").expect("id");
+    let mut fields = Map::new();
+    fields.insert(
+        "jp".into(),
+        json!({"dir": "x", "layout": "none", "from_the_future": 1}),
+    );
+    let prepared = jpstore_engine::import::Prepared {
+        id: id.clone(),
+        fields,
+        base_config: None,
+        base_config_text: None,
+        entries: Vec::new(),
+        source_bytes: 0,
+    };
+    store
+        .import(vec![prepared], false, &mut |_| {})
+        .expect("import");
+    let conv = store.read(&id).expect("read");
+    let e = jp_files(&store, &conv).expect_err("unreadable");
+    assert!(matches!(e, JpExportError::Info { .. }), "{e:?}");
+    let message = e.to_string();
+    assert!(
+        message.contains("17738399493")
+            && message.contains("from_the_future")
+            && message.contains("log"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_rendering_that_changed_since_import_is_reported_not_edited_blindly() {
+    use super::render::{assemble, Element, FileKind};
+    use super::{Edit, FileText, Fix};
+    let mut file = FileText::default();
+    file.fixes.insert(
+        "3".into(),
+        Fix(
+            crc32fast::hash(b"{\"a\": 1}"),
+            vec![Edit(6, 1, "1e0".into())],
+        ),
+    );
+    let mut lossy = Vec::new();
+    let element = |text: &str| Element {
+        key: "3".into(),
+        text: text.into(),
+    };
+    let fixed = assemble(
+        &[element("{\"a\": 1}")],
+        &file,
+        FileKind::Array,
+        "events.json",
+        &mut lossy,
+    );
+    assert_eq!(fixed, "[\n  {\"a\": 1e0}\n]\n");
+    assert!(lossy.is_empty());
+    let other = assemble(
+        &[element("{\"a\": 2}")],
+        &file,
+        FileKind::Array,
+        "events.json",
+        &mut lossy,
+    );
+    assert_eq!(other, "[\n  {\"a\": 2}\n]\n");
+    assert_eq!(lossy.len(), 1, "{lossy:?}");
+    assert!(lossy[0].contains("events.json") && lossy[0].contains("`3`"));
+}
+
+// ----- generated conversations ---------------------------------------------------
+
+/// Any JSON value (objects with their keys in any order).
+pub(crate) fn json_value(depth: u32) -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(depth, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((key(), inner), 0..4)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z ]{0,10}",
+        "[a-zé日😀\u{2028}\"\\\\/\n\t\u{1}\u{7f} ]{0,12}",
+        any::<String>(),
+    ]
+}
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-z_]{1,8}", "[a-z/~é\"]{1,4}"]
+}
+
+/// A string leaf as JP writes it: base64 of the text, or (raw) a text that
+/// is not base64 of UTF-8.
+fn leaf_text() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => text().prop_map(|t| Value::String(encode(&t))),
+        1 => text().prop_map(|t| Value::String(format!("raw! {t}"))),
+    ]
+}
+
+/// A value whose string leaves are JP's base64 (or raw).
+fn encoded_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
+        Just(Value::Null),
+        leaf_text(),
+    ];
+    leaf.prop_recursive(2, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::vec((key(), inner), 0..3)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+fn encoded_object() -> impl Strategy<Value = Map<String, Value>> {
+    prop::collection::vec((key(), encoded_value()), 0..3).prop_map(|kv| kv.into_iter().collect())
+}
+
+/// One entry's fields (without `timestamp` and `type`) and its type.
+fn entry_fields() -> impl Strategy<Value = (String, Vec<(String, Value)>)> {
+    let s = |k: &str, v: Value| (k.to_owned(), v);
+    prop_oneof![
+        Just(("turn_start".to_owned(), vec![])),
+        (
+            text(),
+            prop::option::of(json_value(1)),
+            prop::option::of(text())
+        )
+            .prop_map(move |(c, schema, author)| {
+                let mut f = vec![s("content", c.into())];
+                if let Some(Value::Object(o)) = schema {
+                    f.push(s("schema", Value::Object(o)));
+                }
+                if let Some(a) = author {
+                    f.push(s("author", a.into()));
+                }
+                ("chat_request".to_owned(), f)
+            }),
+        (0..3u8, text(), json_value(2)).prop_map(move |(k, t, d)| {
+            let f = match k {
+                0 => s("message", t.into()),
+                1 => s("reasoning", t.into()),
+                _ => s("data", d),
+            };
+            ("chat_response".to_owned(), vec![f])
+        }),
+        ("[a-z0-9_]{1,8}", "[a-z_]{1,8}", encoded_object()).prop_map(move |(id, name, args)| {
+            (
+                "tool_call_request".to_owned(),
+                vec![
+                    s("id", id.into()),
+                    s("name", name.into()),
+                    s("arguments", Value::Object(args)),
+                ],
+            )
+        }),
+        ("[a-z0-9_]{1,8}", leaf_text(), any::<bool>()).prop_map(move |(id, c, e)| {
+            (
+                "tool_call_response".to_owned(),
+                vec![s("id", id.into()), s("content", c), s("is_error", e.into())],
+            )
+        }),
+        ("[a-z0-9]{1,6}", text()).prop_map(move |(id, q)| {
+            (
+                "inquiry_request".to_owned(),
+                vec![
+                    s("id", id.into()),
+                    s("source", json!({"source": "assistant"})),
+                    s("question", json!({"text": q, "answer_type": "text"})),
+                ],
+            )
+        }),
+        ("[a-z0-9]{1,6}", json_value(1)).prop_map(move |(id, a)| {
+            (
+                "inquiry_response".to_owned(),
+                vec![s("id", id.into()), s("answer", a)],
+            )
+        }),
+        prop::collection::vec((key(), json_value(2)), 0..3).prop_map(move |kv| {
+            (
+                "config_delta".to_owned(),
+                vec![s("delta", Value::Object(kv.into_iter().collect()))],
+            )
+        }),
+        (0..3u64, 0..3u64, any::<bool>()).prop_map(move |(a, n, strip)| {
+            let mut f = vec![s("from_turn", a.into()), s("to_turn", (a + n).into())];
+            if strip {
+                f.push(s("reasoning", "strip".into()));
+            } else {
+                f.push(s("summary", json!({"summary": "s"})));
+            }
+            ("compaction".to_owned(), f)
+        }),
+        ("[a-z]{3,8}", json_value(1))
+            .prop_map(move |(t, v)| { (format!("x_{t}"), vec![s("payload", v)]) }),
+    ]
+}
+
+/// A JP-shaped conversation: entries in a key order of its own per type
+/// (as a deterministic serializer writes them), `timestamp` in JP's form,
+/// metadata with JP's base64 on some; as serde_json's pretty text.
+fn jp_conversation() -> impl Strategy<Value = String> {
+    let entry = (
+        entry_fields(),
+        (0i64..4_000_000_000, 0u32..1_000_000_000),
+        prop::option::of(encoded_object()),
+    );
+    (
+        prop::collection::vec(entry, 0..12),
+        prop::collection::vec(any::<prop::sample::Index>(), 12),
+    )
+        .prop_map(|(entries, shuffles)| {
+            // One order of keys per type, as a deterministic serializer
+            // has: each type ranks every key by a hash seeded per type and
+            // conversation, so every event of a type follows the same order.
+            let mut orders: std::collections::HashMap<String, usize> =
+                std::collections::HashMap::new();
+            let mut next = shuffles.into_iter().cycle();
+            let values: Vec<Value> = entries
+                .into_iter()
+                .map(|((type_name, fields), (secs, nanos), metadata)| {
+                    let ts = jpstore_engine::timestamp::Timestamp::from_unix(secs, nanos)
+                        .expect("time")
+                        .to_jp_string();
+                    let mut keys: Vec<(String, Value)> = vec![
+                        ("timestamp".into(), ts.into()),
+                        ("type".into(), type_name.clone().into()),
+                    ];
+                    keys.extend(fields);
+                    if let Some(m) = metadata.filter(|m| !m.is_empty()) {
+                        keys.push(("metadata".into(), Value::Object(m)));
+                    }
+                    let seed = *orders
+                        .entry(type_name)
+                        .or_insert_with(|| next.next().expect("cycle").index(1 << 20));
+                    keys.sort_by_key(|(k, _)| crc32fast::hash(format!("{seed}{k}").as_bytes()));
+                    Value::Object(keys.into_iter().collect())
+                })
+                .collect();
+            let mut text = serde_json::to_string_pretty(&Value::Array(values)).expect("json");
+            text.push('\n');
+            text
+        })
+}
+
+/// Whether a `null` is anywhere in `v`.
+fn holds_null(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(items) => items.iter().any(holds_null),
+        Value::Object(o) => o.values().any(holds_null),
+        _ => false,
+    }
+}
+
+/// Writes one conversation directory.
+fn write_conversation(dir: &Path, events: &str, metadata: &str, base: Option<&str>) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::write(dir.join("events.json"), events).expect("write");
+    std::fs::write(dir.join("metadata.json"), metadata).expect("write");
+    if let Some(b) = base {
+        std::fs::write(dir.join("base_config.json"), b).expect("write");
+    }
+}
+
+/// Edits a person might make to a JP file, each keeping it valid JSON.
+#[derive(Debug, Clone)]
+enum HandEdit {
+    /// Re-indented with this unit.
+    Indent(&'static str),
+    /// The final line break removed.
+    NoFinalNewline,
+    /// The n-th ASCII letter inside a string written as `\u00XX`.
+    Escape(prop::sample::Index),
+    /// The n-th integer written with an exponent (`5` as `5e0`).
+    Exponent(prop::sample::Index),
+    /// Spaces added before the n-th comma.
+    SpaceBeforeComma(prop::sample::Index),
+}
+
+fn hand_edit() -> impl Strategy<Value = HandEdit> {
+    prop_oneof![
+        prop_oneof![Just("    "), Just("\t"), Just(" ")].prop_map(HandEdit::Indent),
+        Just(HandEdit::NoFinalNewline),
+        any::<prop::sample::Index>().prop_map(HandEdit::Escape),
+        any::<prop::sample::Index>().prop_map(HandEdit::Exponent),
+        any::<prop::sample::Index>().prop_map(HandEdit::SpaceBeforeComma),
+    ]
+}
+
+/// Positions of `f`'s matches outside or inside strings of a JSON text.
+fn positions(text: &str, inside_strings: bool, f: impl Fn(&[u8], usize) -> bool) -> Vec<usize> {
+    let b = text.as_bytes();
+    let (mut out, mut in_string, mut i) = (Vec::new(), false, 0);
+    while i < b.len() {
+        if in_string && b[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if b[i] == b'"' {
+            in_string = !in_string;
+        } else if in_string == inside_strings && f(b, i) {
+            out.push(i);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn apply_hand_edit(text: &str, edit: &HandEdit) -> String {
+    match edit {
+        HandEdit::Indent(unit) => {
+            let v: Value = serde_json::from_str(text).expect("json");
+            let mut buf = Vec::new();
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+            serde::Serialize::serialize(&v, &mut ser).expect("serialize");
+            String::from_utf8(buf).expect("utf-8") + "\n"
+        }
+        HandEdit::NoFinalNewline => text.trim_end_matches('\n').to_owned(),
+        HandEdit::Escape(n) => {
+            let at = positions(text, true, |b, i| b[i].is_ascii_alphabetic());
+            if at.is_empty() {
+                return text.to_owned();
+            }
+            let i = at[n.index(at.len())];
+            format!(
+                "{}\\u{:04x}{}",
+                &text[..i],
+                text.as_bytes()[i],
+                &text[i + 1..]
+            )
+        }
+        HandEdit::Exponent(n) => {
+            // The last digit of an integer: a digit followed by a delimiter
+            // and not part of a fraction or exponent.
+            let at = positions(text, false, |b, i| {
+                b[i].is_ascii_digit()
+                    && matches!(b.get(i + 1), Some(b',' | b'\n' | b']' | b'}'))
+                    && {
+                        let start = b[..=i]
+                            .iter()
+                            .rposition(|c| !(c.is_ascii_digit() || *c == b'-'))
+                            .map_or(0, |p| p + 1);
+                        !matches!(
+                            b.get(start.wrapping_sub(1)),
+                            Some(b'.' | b'e' | b'E' | b'+')
+                        )
+                    }
+            });
+            if at.is_empty() {
+                return text.to_owned();
+            }
+            let i = at[n.index(at.len())] + 1;
+            format!("{}e0{}", &text[..i], &text[i..])
+        }
+        HandEdit::SpaceBeforeComma(n) => {
+            let at = positions(text, false, |b, i| b[i] == b',');
+            if at.is_empty() {
+                return text.to_owned();
+            }
+            let i = at[n.index(at.len())];
+            format!("{}  {}", &text[..i], &text[i..])
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Generated conversations in a key order of their own come back byte
+    /// for byte through the store, and cost nothing beside their values.
+    #[test]
+    fn generated_jp_conversations_come_back_byte_for_byte(
+        events in jp_conversation(),
+        base in prop::option::of(prop::collection::vec((key(), json_value(2)), 0..4)),
+        first_delta in any::<bool>(),
+    ) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join(".jp/conversations/17738399480-generated");
+        let base = base.map(|kv| Value::Object(kv.into_iter().collect()));
+        // A base config as base_config.json, or as the first config_delta.
+        let (events, base_text) = match (base, first_delta) {
+            (Some(b), true) => {
+                let mut v: Value = serde_json::from_str(&events).expect("json");
+                if let Value::Array(items) = &mut v {
+                    items.insert(0, json!({"timestamp": "2026-05-29 19:39:00.5",
+                                           "type": "config_delta", "delta": b}));
+                }
+                (serde_json::to_string_pretty(&v).expect("json") + "\n", None)
+            }
+            (Some(b), false) => (events, Some(serde_json::to_string_pretty(&b).expect("json") + "\n")),
+            (None, _) => (events, None),
+        };
+        let metadata = "{\n  \"title\": \"Generated\",\n  \"last_activated_at\": \"2026-05-29 19:40:00.0\"\n}\n";
+        write_conversation(&dir, &events, metadata, base_text.as_deref());
+        let (prepared, check) = prepare_checked(read_source(&dir).expect("read"));
+        // Nothing is kept beside the values, except for a `null` in the
+        // first entry of the legacy layout outside its delta: that entry
+        // lives in the metadata fields, a merge patch, where `null` removes
+        // a key, so the file's text of it is kept.
+        let parsed: Value = serde_json::from_str(&events).expect("json");
+        let null_in_first = parsed[0]["type"] == "config_delta"
+            && parsed[0]["delta"].is_object()
+            && parsed[0]
+                .as_object()
+                .is_some_and(|o| o.iter().any(|(k, v)| k != "delta" && holds_null(v)));
+        match check {
+            ByteCheck::Identical { kept } => prop_assert!(
+                kept == 0 || null_in_first,
+                "{} bytes kept", kept
+            ),
+            other => return Err(TestCaseError::fail(format!("{other:?}"))),
+        }
+        let store = store(tmp.path());
+        store.import(vec![prepared], false, &mut |_| {}).expect("import");
+        let files = export(&store, &id_of(&dir));
+        prop_assert!(files.lossy.is_empty(), "{:?}", files.lossy);
+        let original = dir_files(&dir);
+        let exported = exported_files(&files);
+        prop_assert_eq!(original.len(), exported.len());
+        for ((name, a), (_, b)) in original.iter().zip(&exported) {
+            prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
+        }
+    }
+
+    /// The same, edited by hand: still byte for byte, keeping only what the
+    /// edits changed.
+    #[test]
+    fn hand_edited_jp_conversations_come_back_byte_for_byte(
+        events in jp_conversation(),
+        edits in prop::collection::vec(hand_edit(), 1..4),
+    ) {
+        let mut text = events;
+        for e in &edits {
+            text = apply_hand_edit(&text, e);
+        }
+        prop_assume!(jpstore_engine::json_text::parse(text.as_bytes()).is_ok());
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join(".jp/conversations/17738399481-edited");
+        let metadata = apply_hand_edit("{\n  \"title\": \"T\",\n  \"n\": 1\n}\n", &edits[0]);
+        write_conversation(&dir, &text, &metadata, None);
+        let (prepared, check) = prepare_checked(read_source(&dir).expect("read"));
+        let ByteCheck::Identical { kept } = check else {
+            return Err(TestCaseError::fail(format!("{check:?}")));
+        };
+        prop_assert!(kept < 4096, "{} bytes kept", kept);
+        let store = store(tmp.path());
+        store.import(vec![prepared], false, &mut |_| {}).expect("import");
+        let files = export(&store, &id_of(&dir));
+        let original = dir_files(&dir);
+        let exported = exported_files(&files);
+        for ((name, a), (_, b)) in original.iter().zip(&exported) {
+            prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
+        }
+    }
+}
+
+/// The files of the fixture workspace's conversations, as (events,
+/// metadata, base config) bytes.
+fn fixture_bytes() -> Vec<super::import::JpFileBytes> {
+    let root = super::fixtures::workspace();
+    find_sources(&root)
+        .expect("find")
+        .into_iter()
+        .map(|d| super::import::JpFileBytes {
+            events: std::fs::read(d.join("events.json")).expect("read"),
+            metadata: std::fs::read(d.join("metadata.json")).ok(),
+            base_config: std::fs::read(d.join("base_config.json")).ok(),
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Fixture files with bytes replaced by JSON's own characters: import
+    /// never panics, and whatever it calls byte-identical renders back (with
+    /// no store) to exactly the bytes read.
+    #[test]
+    fn mutated_jp_files_come_back_whenever_import_says_so(
+        which in any::<prop::sample::Index>(),
+        file in 0..3usize,
+        mutations in prop::collection::vec(
+            (any::<prop::sample::Index>(), prop::sample::select(&b" \n\t\r,:\"\\0e-.{}[]u1E+"[..])),
+            1..4,
+        ),
+    ) {
+        let all = fixture_bytes();
+        let mut files = all[which.index(all.len())].clone();
+        let target = match file {
+            0 => Some(&mut files.events),
+            1 => files.metadata.as_mut(),
+            _ => files.base_config.as_mut(),
+        };
+        if let Some(bytes) = target {
+            for (at, byte) in &mutations {
+                if !bytes.is_empty() {
+                    let i = at.index(bytes.len());
+                    bytes[i] = *byte;
+                }
+            }
+        }
+        let Ok(source) = super::import::source_from_bytes(Path::new("17738399400-m"), files.clone()) else {
+            return Ok(());
+        };
+        let (prepared, check) = prepare_checked(source);
+        if let ByteCheck::Identical { .. } = check {
+            let out = super::export::prepared_files(&prepared).expect("renders");
+            prop_assert!(out.events == files.events, "{}", first_difference(&files.events, &out.events));
+            if let Some(m) = &files.metadata {
+                prop_assert!(&out.metadata == m, "{}", first_difference(m, &out.metadata));
+            }
+            if let (Some(b), Some(o)) = (&files.base_config, &out.base_config) {
+                prop_assert!(b == o, "{}", first_difference(b, o));
+            }
+        }
+    }
 }

@@ -1,0 +1,178 @@
+//! JP's files byte for byte through the binary: `import` of the committed
+//! fixture workspace (`fixtures/jp-workspace`: every quirk of jp-format.md
+//! section 2, the three config layouts, an archived conversation, files
+//! edited by hand) and of the shipped sample, then `export --format jp`
+//! of each conversation into a conversations directory, which must be the
+//! imported tree byte for byte (archived ones under `.archive/`); `demo`,
+//! which checks the sample's bytes itself; the warning of an import that
+//! cannot keep a file's bytes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::{run_jp_store, run_jp_store_in, tree_snapshot};
+
+fn fixture_workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jp-workspace")
+}
+
+fn sample_workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/samples/jp-workspace")
+}
+
+/// The ids of the conversations below a conversations directory (and its
+/// `.archive/`).
+fn ids(conversations: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in [conversations.to_path_buf(), conversations.join(".archive")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let name = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name != ".archive" {
+                out.push(name.split('-').next().expect("id").to_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Names the first file of `a` that `b` does not hold byte for byte.
+fn assert_same_tree(
+    a: &BTreeMap<PathBuf, Option<Vec<u8>>>,
+    b: &BTreeMap<PathBuf, Option<Vec<u8>>>,
+) {
+    let names = |t: &BTreeMap<PathBuf, Option<Vec<u8>>>| t.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(a), names(b), "the same files");
+    for (path, bytes) in a {
+        assert!(
+            b.get(path) == Some(bytes),
+            "{} differs from the imported file",
+            path.display()
+        );
+    }
+}
+
+/// Imports `workspace` into a new store, exports every conversation into
+/// one conversations directory, and compares the trees.
+fn round_trip(workspace: &Path) -> usize {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let out = run_jp_store(&store, &["import", workspace.to_str().expect("utf-8")], b"");
+    out.ok("import");
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let conversations = workspace.join(".jp/conversations");
+    let exported = tmp.path().join("exported");
+    let ids = ids(&conversations);
+    for id in &ids {
+        run_jp_store(
+            &store,
+            &[
+                "export",
+                id,
+                "--format",
+                "jp",
+                "--out",
+                exported.to_str().expect("utf-8"),
+            ],
+            b"",
+        )
+        .ok("export");
+    }
+    assert_same_tree(&tree_snapshot(&conversations), &tree_snapshot(&exported));
+    ids.len()
+}
+
+#[test]
+fn every_fixture_comes_back_byte_for_byte_through_the_binary() {
+    assert!(round_trip(&fixture_workspace()) >= 30);
+}
+
+#[test]
+fn the_shipped_sample_comes_back_byte_for_byte_through_the_binary() {
+    assert_eq!(round_trip(&sample_workspace()), 1);
+}
+
+#[test]
+fn without_out_an_archived_conversation_goes_under_archive_in_the_current_directory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let archived = fixture_workspace().join(".jp/conversations/.archive/17738399405-archived");
+    run_jp_store(&store, &["import", archived.to_str().expect("utf-8")], b"").ok("import");
+    let cwd = tmp.path().join("cwd");
+    std::fs::create_dir_all(&cwd).expect("mkdir");
+    let out = run_jp_store_in(
+        &store,
+        Some(&cwd),
+        &["export", "17738399405", "--format", "jp"],
+        b"",
+    );
+    let printed = out.ok("export");
+    assert!(
+        printed.contains(".archive/17738399405-archived/events.json"),
+        "{printed}"
+    );
+    assert_same_tree(
+        &tree_snapshot(&archived),
+        &tree_snapshot(&cwd.join(".archive/17738399405-archived")),
+    );
+}
+
+#[test]
+fn demo_checks_the_samples_bytes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run_jp_store(&tmp.path().join("unused"), &["demo"], b"");
+    assert!(
+        out.ok("demo")
+            .contains("gives back the imported files byte for byte"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_import_that_cannot_keep_the_bytes_says_so_and_still_imports() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("17738399495-big");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    // Python's `json.dumps`: `", "` and `": "` on one line, and more of it
+    // than import keeps beside the values.
+    let entries: Vec<String> = (0..5000)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": \"2026-05-29 19:40:00.{i}1\", \"type\": \"chat_request\", \"content\": \"{}\"}}",
+                "y".repeat(50)
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("events.json"), format!("[{}]", entries.join(", "))).expect("write");
+    std::fs::write(dir.join("metadata.json"), "{}").expect("write");
+    let store = tmp.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let out = run_jp_store(&store, &["import", dir.to_str().expect("utf-8")], b"");
+    out.ok("import");
+    assert!(
+        out.stderr.contains("warning") && out.stderr.contains("not byte for byte"),
+        "{}",
+        out.stderr
+    );
+    let json = run_jp_store(
+        &store,
+        &["import", "--force", "--json", dir.to_str().expect("utf-8")],
+        b"",
+    )
+    .json("import --json");
+    assert_eq!(
+        json["not_byte_identical"].as_array().map(Vec::len),
+        Some(1),
+        "{json}"
+    );
+}

@@ -1,0 +1,217 @@
+//! A store moved as one stream: `export --format ndjson` writes one
+//! conversation a line, `import` reads the lines back (from a file or from
+//! standard input) into another store, which then holds the same
+//! conversations: the same export, byte for byte, and fsck clean.
+
+use std::path::Path;
+
+use jpstore_tests::{run_jp_store, ts};
+
+/// A store with conversations of every shape: plain turns, a binary
+/// resource, an unknown entry type, a config delta, a compaction, a fork,
+/// and the imported sample JP workspace (with JP's metadata).
+fn source_store(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("source");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let a = run_jp_store(
+        &store,
+        &["new", "--title", "first \"one\"\nwith a newline"],
+        b"",
+    )
+    .ok("new")
+    .trim()
+    .to_string();
+    let batch = format!(
+        "{}\n{}\n{}\n{}\n{}\n{}",
+        serde_json::json!({"type": "turn_start", "timestamp": ts(1)}),
+        serde_json::json!({"type": "chat_request", "timestamp": ts(2), "content": "look",
+            "resources": [{"uri": "file:///logo.png", "mimeType": "image/png", "blob": "iVBORw0KGgoAAAA="}]}),
+        serde_json::json!({"type": "tool_call_request", "timestamp": ts(3), "id": "c1",
+            "name": "fs_read_file", "arguments": {"path": "src/lib.rs"}}),
+        serde_json::json!({"type": "tool_call_response", "timestamp": ts(4), "id": "c1",
+            "content": "fn main() {}\n".repeat(50)}),
+        serde_json::json!({"type": "config_delta", "timestamp": ts(5),
+            "delta": {"conversation": {"compaction": {"keep_last": 1}}}}),
+        serde_json::json!({"type": "future_kind", "timestamp": ts(6), "x": [1, 2.5, "z"]}),
+    );
+    run_jp_store(&store, &["append", &a], batch.as_bytes()).ok("append");
+    for i in 0..3 {
+        let turn = format!(
+            "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"q{i}\"}}\n{{\"type\":\"chat_response\",\"reasoning\":\"because {i}\"}}\n{{\"type\":\"chat_response\",\"message\":\"a{i}\"}}"
+        );
+        run_jp_store(&store, &["append", &a], turn.as_bytes()).ok("append");
+    }
+    run_jp_store(&store, &["compact", &a], b"").ok("compact");
+    run_jp_store(&store, &["fork", &a, "--last", "2"], b"").ok("fork");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("cli")
+        .join("samples")
+        .join("jp-workspace");
+    run_jp_store(
+        &store,
+        &["import", sample.to_str().expect("UTF-8 path")],
+        b"",
+    )
+    .ok("import the sample");
+    store
+}
+
+#[test]
+fn a_store_moves_as_one_stream_and_comes_back_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = source_store(dir.path());
+    let stream = run_jp_store(&source, &["export", "--format", "ndjson"], b"")
+        .ok("export ndjson")
+        .to_string();
+    let ids = run_jp_store(&source, &["ls", "--json"], b"").json("ls");
+    let ids: Vec<String> = ids
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(stream.lines().count(), 3, "one line per conversation");
+    for (line, id) in stream.lines().zip(&ids) {
+        let doc: serde_json::Value = serde_json::from_str(line).expect("each line is JSON");
+        assert_eq!(doc["id"], id.as_str());
+    }
+
+    // From a file, and from standard input.
+    let file = dir.path().join("store.ndjson");
+    run_jp_store(
+        &source,
+        &[
+            "export",
+            "--format",
+            "ndjson",
+            "--out",
+            file.to_str().expect("path"),
+        ],
+        b"",
+    )
+    .ok("export to a file");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), stream);
+    for (name, args, stdin) in [
+        (
+            "from-file",
+            vec!["import", file.to_str().expect("path")],
+            Vec::new(),
+        ),
+        (
+            "from-stdin",
+            vec!["import", "-"],
+            stream.clone().into_bytes(),
+        ),
+    ] {
+        let target = dir.path().join(name);
+        run_jp_store(&target, &["init"], b"").ok("init");
+        let report = run_jp_store(&target, &[&args[..], &["--json"]].concat(), &stdin)
+            .json("import the stream");
+        assert_eq!(report["imported"], 3, "{report}");
+        assert_eq!(report["failed"], serde_json::json!([]), "{report}");
+        let again = run_jp_store(&target, &["export", "--format", "ndjson"], b"")
+            .ok("export again")
+            .to_string();
+        assert_eq!(again, stream, "{name}: byte for byte");
+        for id in &ids {
+            let view = |s: &Path| {
+                run_jp_store(s, &["view", id, "--format", "anthropic"], b"")
+                    .ok("view")
+                    .to_string()
+            };
+            assert_eq!(view(&target), view(&source), "{name}: the view of {id}");
+        }
+        // The imported JP conversation exports to the same JP files, byte
+        // for byte, from either store.
+        let jp_files = |s: &Path, out: &str| {
+            let out = dir.path().join(out);
+            run_jp_store(
+                s,
+                &[
+                    "export",
+                    &ids[2],
+                    "--format",
+                    "jp",
+                    "--out",
+                    out.to_str().expect("path"),
+                ],
+                b"",
+            )
+            .ok("export jp");
+            jpstore_tests::tree_snapshot(&out)
+        };
+        assert_eq!(
+            jp_files(&target, &format!("{name}-jp")),
+            jp_files(&source, &format!("{name}-source-jp")),
+            "{name}: JP's files"
+        );
+        let fsck = run_jp_store(&target, &["fsck", "--read-data", "--json"], b"").json("fsck");
+        assert_eq!(fsck["clean"], true, "{fsck}");
+        // Once more: every conversation is there already.
+        let report =
+            run_jp_store(&target, &[&args[..], &["--json"]].concat(), &stdin).json("import twice");
+        assert_eq!(
+            (report["imported"].as_u64(), report["skipped"].as_u64()),
+            (Some(0), Some(3))
+        );
+        let report = run_jp_store(
+            &target,
+            &[&args[..], &["--force", "--json"]].concat(),
+            &stdin,
+        )
+        .json("import --force");
+        assert_eq!(report["imported"], 3, "{report}");
+    }
+}
+
+#[test]
+fn bad_lines_are_named_and_the_good_ones_imported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = source_store(dir.path());
+    let stream = run_jp_store(&source, &["export", "--format", "ndjson"], b"")
+        .ok("export ndjson")
+        .to_string();
+    let mut lines: Vec<String> = stream.lines().map(str::to_string).collect();
+    lines.insert(
+        1,
+        "{\"id\":\"ok\",\"events\":[{\"type\":\"chat_request\"}]}".into(),
+    );
+    lines.insert(2, "not json".into());
+    lines.insert(3, String::new());
+    let file = dir.path().join("mixed.ndjson");
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let target = dir.path().join("t");
+    run_jp_store(&target, &["init"], b"").ok("init");
+    let run = run_jp_store(
+        &target,
+        &["import", file.to_str().expect("path"), "--json"],
+        b"",
+    );
+    run.expect_code(1, "a stream with bad lines");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 3, "{report}");
+    let failed = report["failed"].as_array().expect("failures");
+    assert_eq!(failed.len(), 2, "{report}");
+    assert!(failed[0]["path"]
+        .as_str()
+        .expect("path")
+        .ends_with("mixed.ndjson:2"));
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("events[0].content"),
+        "{report}"
+    );
+    assert!(failed[1]["path"]
+        .as_str()
+        .expect("path")
+        .ends_with("mixed.ndjson:3"));
+    // A stream of references (an export with --refs) is refused: its blobs
+    // are in another store.
+    let refs = run_jp_store(&source, &["export", "--format", "ndjson", "--refs"], b"");
+    refs.expect_code(1, "ndjson with --refs");
+    assert!(refs.stderr.contains("--refs"), "{}", refs.stderr);
+}

@@ -721,20 +721,3 @@ fn serving_writes_nothing_to_the_store() {
     drop(server);
     assert!(tree_snapshot(&f.store) == before, "the store changed");
 }
-
-/// Builds the fixture at `$SERVE_FIXTURE_DIR` (a tool for looking at the
-/// pages by hand; ignored).
-#[test]
-#[ignore]
-fn write_fixture_for_a_look() {
-    let f = fixture();
-    let to =
-        std::path::PathBuf::from(std::env::var_os("SERVE_FIXTURE_DIR").expect("SERVE_FIXTURE_DIR"));
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(&f.store)
-        .arg(&to)
-        .status()
-        .expect("cp");
-    assert!(status.success());
-}

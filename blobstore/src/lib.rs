@@ -27,6 +27,7 @@ pub mod pack;
 mod parallel;
 pub mod storage;
 mod store;
+mod stream;
 mod verify;
 
 #[cfg(test)]
@@ -42,4 +43,5 @@ pub use store::{
     BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,
     RewriteOutcome, SweepOutcome, OBJECTS_DIR, OPEN_PACK_FILES, PACKS_DIR, TMP_DIR,
 };
+pub use stream::BlobStream;
 pub use verify::{Problem, VerifyProgress, VerifyReport};

@@ -9,6 +9,7 @@ mod commands;
 mod demo;
 mod interrupt;
 mod output;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -190,6 +191,12 @@ enum Command {
     /// Low-level access to the blob store (plumbing).
     #[command(subcommand)]
     Blob(commands::blob::BlobCommand),
+    /// Serve a read-only web view of the store: the conversations (sorted,
+    /// searched by title), each one as logged or as the model is sent it,
+    /// statistics with their plots, and blob contents. Listens on a
+    /// loopback address (port 7420 unless --addr says otherwise), prints
+    /// its URL, writes nothing to the store, and stops on Ctrl-C.
+    Serve(serve::ServeArgs),
     /// Print a shell completion script. For example, for bash:
     /// `jp-store completions bash > ~/.local/share/bash-completion/completions/jp-store`;
     /// for zsh, into a directory of `$fpath` as `_jp-store`; for fish:
@@ -233,7 +240,8 @@ impl Command {
             | Command::Demo { .. }
             | Command::Resolve { .. }
             | Command::Completions { .. }
-            | Command::Man { .. } => false,
+            | Command::Man { .. }
+            | Command::Serve(_) => false,
         }
     }
 }
@@ -308,6 +316,7 @@ fn main() -> ExitCode {
         Command::Attach(args) => commands::attach(dir, args),
         Command::Resolve { uri } => commands::resolve(&uri),
         Command::Blob(cmd) => commands::blob::run(dir, cmd),
+        Command::Serve(args) => serve::run(dir, args),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
     };

@@ -160,6 +160,42 @@ fn every_command_works_on_a_store_on_s3() {
 }
 
 #[test]
+fn serve_shows_a_store_on_s3() {
+    let Some(server) = server_or_skip("serve_shows_a_store_on_s3") else {
+        return;
+    };
+    let s = S3Store::new(server, "serve");
+    s.ok(&["init"], b"");
+    let id = s
+        .ok(&["new", "--title", "seen on the web"], b"")
+        .trim()
+        .to_string();
+    s.ok(&["append", &id], &user("hello from a bucket"));
+    let web = jpstore_tests::web::Server::start_env(
+        std::ffi::OsStr::new(&s.url),
+        &["--addr", "127.0.0.1:0"],
+        &server.env(),
+    );
+    let list = web.get("/");
+    assert_eq!(list.status, 200);
+    assert!(list.text().contains("seen on the web"), "{}", list.text());
+    let page = web.get(&format!("/conversations/{id}"));
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text().contains("hello from a bucket"),
+        "{}",
+        page.text()
+    );
+    assert_eq!(web.get("/conversations/not-an-id").status, 404);
+    let (status, stderr) = web.interrupt();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&s.url),
+        "the server names the store it serves: {stderr}"
+    );
+}
+
+#[test]
 fn a_store_on_s3_refuses_what_is_not_there_naming_it() {
     let Some(server) = server_or_skip("a_store_on_s3_refuses_what_is_not_there_naming_it") else {
         return;

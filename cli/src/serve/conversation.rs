@@ -1,0 +1,1038 @@
+//! A conversation (`/conversations/<id>`): its turns a page at a time,
+//! either as logged (`view=raw`) or as the model is sent them
+//! (`view=model`), with what compaction and deduplication changed marked.
+//!
+//! The whole log is read and the view computed (as `jp-store view --refs`
+//! does: no blob content is read for it); what is rendered is the turns of
+//! one page. Content in the blob store is read for a page only when it is
+//! small text (up to [`INLINE_TEXT_MAX`] bytes, at most
+//! [`INLINE_READS_MAX`] blobs a page); anything larger is a folded
+//! `<details>` whose first part the page's script fetches from the blob
+//! endpoint when it is unfolded, with links to the whole content.
+
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+
+use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::error::Error;
+use jpstore_engine::event::turns::turn_indices;
+use jpstore_engine::event::{
+    in_view, Block, ChatResponse, Compaction, Entry, EventKind, Payload, Resource, ResourceContent,
+    ToolCallPolicy,
+};
+use jpstore_engine::projection::{revoked_compactions, view_traced, SUMMARY_REQUEST};
+use jpstore_engine::Store;
+use serde_json::Value;
+
+use super::html::{Attr, Html, Tag};
+use super::layout::{count, counted, page, pager, size, time, Section};
+use super::url::{ConversationQuery, Link, ViewMode};
+
+/// Turns a page shows.
+pub const TURNS_PER_PAGE: u64 = 10;
+/// Text content up to this size is read from the blob store and shown in
+/// the page; larger content is fetched when it is unfolded.
+pub const INLINE_TEXT_MAX: u64 = 2048;
+/// Blobs read for one page at most; further content is folded whatever its
+/// size.
+pub const INLINE_READS_MAX: usize = 200;
+/// Arguments and structured data larger than this (as JSON text) are
+/// folded.
+const FOLD_JSON_OVER: usize = 4096;
+
+/// The view of a conversation and, for each logged entry, the entries of
+/// the view that come from it.
+struct Traced {
+    entries: Vec<Entry<Payload>>,
+    /// View indices grouped by the logged entry they come from:
+    /// `order[starts[i]..starts[i + 1]]` come from entry `i`.
+    order: Vec<usize>,
+    starts: Vec<usize>,
+    replaced: usize,
+    bytes_saved: u64,
+}
+
+impl Traced {
+    fn new(conv: &Conversation, store: &Store) -> Result<Traced, Error> {
+        let settings = store.conversation_settings(conv)?;
+        let traced = view_traced(&conv.entries, &settings.base)?;
+        let n = conv.entries.len();
+        // A counting sort of the view's indices by origin: linear, and
+        // right whatever order the origins come in.
+        let mut starts = vec![0usize; n + 1];
+        for &o in &traced.origin {
+            if o < n {
+                starts[o + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0usize; starts[n]];
+        for (v, &o) in traced.origin.iter().enumerate() {
+            if o < n {
+                order[next[o]] = v;
+                next[o] += 1;
+            }
+        }
+        Ok(Traced {
+            replaced: traced.dedup.replacements.len(),
+            bytes_saved: traced.dedup.bytes_saved(),
+            entries: traced.entries,
+            order,
+            starts,
+        })
+    }
+
+    /// The view entries that come from logged entry `i`.
+    fn of(&self, i: usize) -> impl Iterator<Item = &Entry<Payload>> {
+        let range = self.starts[i]..self.starts[i + 1];
+        self.order[range].iter().map(|&v| &self.entries[v])
+    }
+
+    fn count_of(&self, i: usize) -> usize {
+        self.starts[i + 1] - self.starts[i]
+    }
+}
+
+/// What the view did to a logged entry, or what an entry of the view is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// (raw) Not in the view: compaction dropped it.
+    NotSent,
+    /// (raw) The view has a summary in its place.
+    Summarized,
+    /// Its arguments are not sent.
+    ArgumentsStripped,
+    /// Its result is replaced by `[compacted] ...`.
+    ResultCompacted,
+    /// A resource in it is sent as a reference to an earlier copy.
+    Deduplicated,
+    /// (raw) A call without a result: the view adds an error result.
+    Interrupted,
+    /// (model) A summary a compaction put in place of turns.
+    Summary,
+    /// (model) The error result added for an interrupted call.
+    Synthetic,
+}
+
+impl Mark {
+    fn text(self, mode: ViewMode) -> &'static str {
+        match (self, mode) {
+            (Mark::NotSent, _) => "compacted: not sent",
+            (Mark::Summarized, _) => "compacted: a summary is sent instead",
+            (Mark::ArgumentsStripped, ViewMode::Raw) => "compacted: arguments not sent",
+            (Mark::ArgumentsStripped, ViewMode::Model) => "compacted: arguments stripped",
+            (Mark::ResultCompacted, ViewMode::Raw) => "compacted: result not sent",
+            (Mark::ResultCompacted, ViewMode::Model) => "compacted: result replaced",
+            (Mark::Deduplicated, ViewMode::Raw) => "deduplicated: sent as a reference",
+            (Mark::Deduplicated, ViewMode::Model) => "deduplicated: a reference to an earlier copy",
+            (Mark::Interrupted, _) => "interrupted: the model is sent an error result",
+            (Mark::Summary, _) => "compacted: summary",
+            (Mark::Synthetic, _) => "added: the call was interrupted",
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Mark::Deduplicated => "mark deduplicated",
+            Mark::Interrupted | Mark::Synthetic => "mark repaired",
+            Mark::NotSent
+            | Mark::Summarized
+            | Mark::ArgumentsStripped
+            | Mark::ResultCompacted
+            | Mark::Summary => "mark compacted",
+        }
+    }
+}
+
+/// Whether `entry` is the request a summary is injected with.
+fn is_summary_request(entry: &Entry<Payload>) -> bool {
+    matches!(entry.event().map(|e| &e.kind),
+        Some(EventKind::ChatRequest(r)) if r.content == SUMMARY_REQUEST)
+}
+
+/// What the view did to logged entry `raw`, whose view entries are `view`.
+fn raw_mark(raw: &Entry, view: &[&Entry<Payload>]) -> Option<Mark> {
+    if !in_view(raw) {
+        return None;
+    }
+    let turn_start = matches!(raw.event().map(|e| &e.kind), Some(EventKind::TurnStart));
+    let Some(first) = view.first() else {
+        // A turn start not sent is no news: its turn's heading says why.
+        if turn_start {
+            return None;
+        }
+        return Some(Mark::NotSent);
+    };
+    if view.iter().any(|v| is_summary_request(v))
+        && !is_summary_request(&raw.clone().into_payload_refs())
+    {
+        return Some(Mark::Summarized);
+    }
+    if turn_start {
+        return None;
+    }
+    let changed = model_mark(raw, first);
+    match (changed, view.get(1)) {
+        (None, Some(second)) if model_mark(raw, second) == Some(Mark::Synthetic) => {
+            Some(Mark::Interrupted)
+        }
+        (changed, _) => changed,
+    }
+}
+
+/// What entry `view` of the view is, given the logged entry it comes from.
+fn model_mark(raw: &Entry, view: &Entry<Payload>) -> Option<Mark> {
+    let (Some(r), Some(v)) = (raw.event(), view.event()) else {
+        return None;
+    };
+    match (&r.kind, &v.kind) {
+        (EventKind::ToolCallRequest(_), EventKind::ToolCallResponse(_)) => {
+            return Some(Mark::Synthetic)
+        }
+        (EventKind::ChatRequest(rr), EventKind::ChatRequest(vr))
+            if vr.content == SUMMARY_REQUEST && rr.content != SUMMARY_REQUEST =>
+        {
+            return Some(Mark::Summary)
+        }
+        _ => {}
+    }
+    if raw.clone().into_payload_refs() == *view {
+        return None;
+    }
+    Some(match (&r.kind, &v.kind) {
+        (EventKind::ToolCallRequest(_), EventKind::ToolCallRequest(_)) => Mark::ArgumentsStripped,
+        // Deduplication replaces resource blocks one by one; compaction
+        // replaces the whole content by one text block.
+        (EventKind::ToolCallResponse(rr), EventKind::ToolCallResponse(vr))
+            if rr.content.len() == vr.content.len()
+                && rr.content.iter().any(|b| matches!(b, Block::Resource(_))) =>
+        {
+            Mark::Deduplicated
+        }
+        (EventKind::ToolCallResponse(_), EventKind::ToolCallResponse(_)) => Mark::ResultCompacted,
+        (EventKind::ChatRequest(_), EventKind::ChatRequest(_)) => Mark::Deduplicated,
+        // A summary's response (or its turn start) in place of the first
+        // event of the run.
+        _ => Mark::Summary,
+    })
+}
+
+/// The compactions of a conversation, with their ordinals, and which are
+/// revoked.
+struct Compactions<'a> {
+    all: Vec<(u64, &'a Compaction)>,
+    revoked: HashSet<u64>,
+}
+
+impl<'a> Compactions<'a> {
+    fn new(entries: &'a [Entry]) -> Compactions<'a> {
+        let all = entries
+            .iter()
+            .filter_map(|e| match e.event().map(|e| &e.kind) {
+                Some(EventKind::Compaction(c)) => Some(c),
+                _ => None,
+            })
+            .enumerate()
+            .map(|(k, c)| (k as u64, c))
+            .collect();
+        Compactions {
+            all,
+            revoked: revoked_compactions(entries),
+        }
+    }
+
+    /// The compactions in effect over `turn` (not revoked).
+    fn covering(&self, turn: u64) -> impl Iterator<Item = &(u64, &'a Compaction)> {
+        self.all.iter().filter(move |(k, c)| {
+            c.from_turn <= turn && turn <= c.to_turn && !self.revoked.contains(k)
+        })
+    }
+}
+
+/// What a compaction does, in words.
+fn compaction_words(c: &Compaction) -> String {
+    let mut parts = Vec::new();
+    if c.summary.is_some() {
+        parts.push("summarized".to_owned());
+    }
+    if c.strip_reasoning {
+        parts.push("reasoning stripped".to_owned());
+    }
+    match c.tool_calls {
+        Some(ToolCallPolicy::Omit) => parts.push("tool calls omitted".to_owned()),
+        Some(ToolCallPolicy::Strip { request, response }) => {
+            let what = match (request, response) {
+                (true, true) => "tool arguments and results stripped",
+                (true, false) => "tool arguments stripped",
+                (false, true) => "tool results stripped",
+                (false, false) => "tool calls kept",
+            };
+            parts.push(what.to_owned());
+        }
+        None => {}
+    }
+    if parts.is_empty() {
+        parts.push("no change".to_owned());
+    }
+    parts.join(", ")
+}
+
+/// What rendering a page keeps track of.
+struct Render<'a> {
+    store: &'a Store,
+    mode: ViewMode,
+    /// Tool names by call id, as the requests so far name them.
+    names: HashMap<String, String>,
+    /// Blobs read for this page so far.
+    inline_reads: Cell<usize>,
+}
+
+/// The page of conversation `id` that `query` asks for.
+pub fn conversation_page(
+    store: &Store,
+    id: &ConversationId,
+    query: &ConversationQuery,
+) -> Result<String, Error> {
+    let conv = store.read(id)?;
+    let traced = Traced::new(&conv, store);
+    let turn_of = turn_indices(&conv.entries);
+    let turns = conv.state.turns.turns();
+    let pages = usize::try_from(turns.div_ceil(TURNS_PER_PAGE))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    let current = query.page.min(pages);
+    let first_turn = (current as u64 - 1) * TURNS_PER_PAGE;
+    let end_turn = first_turn + TURNS_PER_PAGE;
+    let start = turn_of.partition_point(|&t| t < first_turn);
+    let end = turn_of.partition_point(|&t| t < end_turn);
+    let compactions = Compactions::new(&conv.entries);
+    // The model view needs the traced view; without one, the raw history
+    // is shown with the reason.
+    let mode = match (&traced, query.view) {
+        (Ok(_), mode) => mode,
+        (Err(_), _) => ViewMode::Raw,
+    };
+    let mut render = Render {
+        store,
+        mode,
+        names: HashMap::new(),
+        inline_reads: Cell::new(0),
+    };
+    for e in &conv.entries[..start] {
+        render.note_names(e);
+    }
+    let meta = &conv.state.metadata;
+    let title = meta.title().unwrap_or("(untitled)").to_owned();
+    let this_query = ConversationQuery {
+        view: query.view,
+        page: current,
+    };
+    Ok(page(&title, Section::Conversations, |h| {
+        h.el(Tag::Header, &[Attr::Class("conversation")], |h| {
+            h.el_text(Tag::H1, &[], &title);
+            summary(h, &conv, &traced);
+            view_toggle(h, id, query.view, current);
+        });
+        if let Err(e) = &traced {
+            h.el_text(
+                Tag::P,
+                &[Attr::Class("error")],
+                &format!("What the model is sent cannot be computed, so the history is shown as logged, unmarked: {e}"),
+            );
+        }
+        if let (Ok(t), ViewMode::Model) = (&traced, mode) {
+            h.el_text(
+                Tag::P,
+                &[Attr::Class("summary")],
+                &format!(
+                    "The model is sent {} of the {} logged entries (config changes, compactions and inquiries are not part of what it is sent); deduplication replaced {} by references, {} fewer.",
+                    count(t.entries.len() as u64),
+                    count(conv.entries.len() as u64),
+                    counted(t.replaced as u64, "resource", "resources"),
+                    size(t.bytes_saved)
+                ),
+            );
+        }
+        let page_link = |n: usize| {
+            Link::conversation(
+                id,
+                &ConversationQuery {
+                    view: query.view,
+                    page: n,
+                },
+            )
+        };
+        pager(h, current, pages, page_link);
+        if conv.entries.is_empty() {
+            h.el_text(Tag::P, &[Attr::Class("none")], "No events yet.");
+        }
+        let mut i = start;
+        while i < end {
+            let turn = turn_of[i];
+            let turn_end = turn_of.partition_point(|&t| t <= turn).min(end);
+            h.el(
+                Tag::Section,
+                &[Attr::Class("turn"), Attr::Id(&format!("turn-{turn}"))],
+                |h| {
+                    turn_heading(
+                        h,
+                        id,
+                        &this_query,
+                        turn,
+                        &conv.entries[i..turn_end],
+                        &compactions,
+                    );
+                    match (&traced, mode) {
+                        (Ok(t), ViewMode::Model) => {
+                            render.model_turn(h, &conv, t, i..turn_end, id, turn)
+                        }
+                        (t, _) => {
+                            render.raw_turn(h, &conv, t.as_ref().ok(), i..turn_end, &compactions)
+                        }
+                    }
+                },
+            );
+            i = turn_end;
+        }
+        pager(h, current, pages, page_link);
+    }))
+}
+
+/// The conversation's facts under its title.
+fn summary(h: &mut Html, conv: &Conversation, traced: &Result<Traced, Error>) {
+    let state = &conv.state;
+    let meta = &state.metadata;
+    h.el(Tag::Dl, &[Attr::Class("facts")], |h| {
+        let fact = |h: &mut Html, name: &str, value: &str| {
+            h.el_text(Tag::Dt, &[], name);
+            h.el_text(Tag::Dd, &[], value);
+        };
+        h.el_text(Tag::Dt, &[], "id");
+        h.el(Tag::Dd, &[], |h| {
+            h.el_text(Tag::Code, &[], conv.id.as_str());
+            h.text(" · ");
+            h.el_text(
+                Tag::A,
+                &[Attr::Href(&Link::conversation_stats(&conv.id))],
+                "statistics and plot",
+            );
+        });
+        if let Some(t) = meta.created() {
+            h.el_text(Tag::Dt, &[], "created");
+            h.el(Tag::Dd, &[], |h| time(h, &t));
+        }
+        if let Some(t) = state.last_activity() {
+            h.el_text(Tag::Dt, &[], "last activity");
+            h.el(Tag::Dd, &[], |h| time(h, &t));
+        }
+        fact(h, "turns", &count(state.turns.turns()));
+        fact(h, "events", &count(state.entries));
+        fact(
+            h,
+            "content",
+            &format!(
+                "{} in {} references; log {}",
+                size(state.content_bytes),
+                count(state.blob_refs),
+                size(conv.log_end)
+            ),
+        );
+        if let Ok(t) = traced {
+            fact(
+                h,
+                "sent to the model",
+                &format!("{} events", count(t.entries.len() as u64)),
+            );
+        }
+        let labels = meta.labels();
+        if !labels.is_empty() {
+            h.el_text(Tag::Dt, &[], "labels");
+            h.el(Tag::Dd, &[], |h| {
+                for (k, v) in &labels {
+                    h.el_text(Tag::Span, &[Attr::Class("label")], &format!("{k}={v}"));
+                    h.text(" ");
+                }
+            });
+        }
+    });
+}
+
+/// The toggle between the raw history and what the model is sent.
+fn view_toggle(h: &mut Html, id: &ConversationId, mode: ViewMode, page: usize) {
+    h.el(
+        Tag::Nav,
+        &[Attr::Class("toggle"), Attr::AriaLabel("history")],
+        |h| {
+            for (m, text) in [
+                (ViewMode::Raw, "History as logged"),
+                (ViewMode::Model, "What the model is sent"),
+            ] {
+                let link = Link::conversation(id, &ConversationQuery { view: m, page });
+                if m == mode {
+                    h.el_text(
+                        Tag::A,
+                        &[Attr::Href(&link), Attr::AriaCurrent("page")],
+                        text,
+                    );
+                } else {
+                    h.el_text(Tag::A, &[Attr::Href(&link)], text);
+                }
+            }
+        },
+    );
+}
+
+fn turn_heading(
+    h: &mut Html,
+    id: &ConversationId,
+    query: &ConversationQuery,
+    turn: u64,
+    entries: &[Entry],
+    compactions: &Compactions<'_>,
+) {
+    h.el(Tag::H2, &[], |h| {
+        h.el_text(
+            Tag::A,
+            &[Attr::Href(&Link::conversation_turn(id, query, turn))],
+            &format!("Turn {turn}"),
+        );
+        if let Some(t) = entries.iter().find_map(|e| e.event().map(|e| e.timestamp)) {
+            h.text(" ");
+            h.el(Tag::Small, &[], |h| time(h, &t));
+        }
+        for (k, c) in compactions.covering(turn) {
+            h.text(" ");
+            h.el_text(
+                Tag::Span,
+                &[
+                    Attr::Class("mark compacted"),
+                    Attr::Title(&format!(
+                        "compaction #{} of turns {}–{}{}",
+                        k + 1,
+                        c.from_turn,
+                        c.to_turn,
+                        c.source
+                            .map(|s| format!(" ({})", s.as_str()))
+                            .unwrap_or_default()
+                    )),
+                ],
+                &format!("compaction #{}: {}", k + 1, compaction_words(c)),
+            );
+        }
+    });
+}
+
+impl Render<'_> {
+    fn note_names(&mut self, entry: &Entry) {
+        if let Some(EventKind::ToolCallRequest(r)) = entry.event().map(|e| &e.kind) {
+            self.names.insert(r.id.clone(), r.name.clone());
+        }
+    }
+
+    /// The logged entries `range` of one turn, with what the view did to
+    /// each.
+    fn raw_turn(
+        &mut self,
+        h: &mut Html,
+        conv: &Conversation,
+        traced: Option<&Traced>,
+        range: std::ops::Range<usize>,
+        compactions: &Compactions<'_>,
+    ) {
+        let mut compaction_ordinal = conv.entries[..range.start]
+            .iter()
+            .filter(|e| matches!(e.event().map(|e| &e.kind), Some(EventKind::Compaction(_))))
+            .count() as u64;
+        for i in range {
+            let raw = &conv.entries[i];
+            self.note_names(raw);
+            let mark = traced.and_then(|t| {
+                let view: Vec<&Entry<Payload>> = t.of(i).collect();
+                raw_mark(raw, &view)
+            });
+            if matches!(raw.event().map(|e| &e.kind), Some(EventKind::TurnStart)) && mark.is_none()
+            {
+                continue;
+            }
+            let ordinal = match raw.event().map(|e| &e.kind) {
+                Some(EventKind::Compaction(_)) => {
+                    compaction_ordinal += 1;
+                    Some(compaction_ordinal - 1)
+                }
+                _ => None,
+            };
+            let entry = raw.clone().into_payload_refs();
+            self.entry(
+                h,
+                &entry,
+                mark,
+                ordinal.map(|k| (k, compactions.revoked.contains(&k))),
+            );
+        }
+    }
+
+    /// What the model is sent of the logged entries `range` of one turn;
+    /// entries it is not sent are counted where they were.
+    fn model_turn(
+        &mut self,
+        h: &mut Html,
+        conv: &Conversation,
+        traced: &Traced,
+        range: std::ops::Range<usize>,
+        id: &ConversationId,
+        turn: u64,
+    ) {
+        let mut hidden = 0u64;
+        let flush = |h: &mut Html, hidden: &mut u64| {
+            if *hidden == 0 {
+                return;
+            }
+            let raw = Link::conversation_turn(
+                id,
+                &ConversationQuery {
+                    view: ViewMode::Raw,
+                    page: usize::try_from(turn / TURNS_PER_PAGE + 1).unwrap_or(1),
+                },
+                turn,
+            );
+            h.el(Tag::P, &[Attr::Class("hidden-events")], |h| {
+                h.el_text(
+                    Tag::Span,
+                    &[Attr::Class("mark compacted")],
+                    &format!(
+                        "{} logged {} not sent (compacted)",
+                        count(*hidden),
+                        if *hidden == 1 { "event" } else { "events" }
+                    ),
+                );
+                h.text(" ");
+                h.el_text(Tag::A, &[Attr::Href(&raw)], "see them as logged");
+            });
+            *hidden = 0;
+        };
+        for i in range {
+            let raw = &conv.entries[i];
+            self.note_names(raw);
+            if traced.count_of(i) == 0 {
+                if in_view(raw)
+                    && !matches!(raw.event().map(|e| &e.kind), Some(EventKind::TurnStart))
+                {
+                    hidden += 1;
+                }
+                continue;
+            }
+            flush(h, &mut hidden);
+            for v in traced.of(i) {
+                if matches!(v.event().map(|e| &e.kind), Some(EventKind::TurnStart)) {
+                    continue;
+                }
+                let mark = model_mark(raw, v);
+                self.entry(h, v, mark, None);
+            }
+        }
+        flush(h, &mut hidden);
+    }
+
+    /// One entry, with its mark. `compaction`: a compaction's ordinal and
+    /// whether it is revoked.
+    fn entry(
+        &self,
+        h: &mut Html,
+        entry: &Entry<Payload>,
+        mark: Option<Mark>,
+        compaction: Option<(u64, bool)>,
+    ) {
+        let Entry::Event(event) = entry else {
+            if let Entry::Unknown(object) = entry {
+                let kind = object.get("type").and_then(Value::as_str).unwrap_or("?");
+                self.event_box(
+                    h,
+                    "kind-unknown",
+                    &format!("unknown entry “{kind}”, kept as it is"),
+                    None,
+                    mark,
+                    |h, r| {
+                        r.json(h, "entry", &Value::Object(object.clone()), false);
+                    },
+                );
+            }
+            return;
+        };
+        let at = Some(event.timestamp);
+        match &event.kind {
+            EventKind::TurnStart => {
+                self.event_box(h, "kind-turn", "turn start", at, mark, |_, _| {});
+            }
+            EventKind::ChatRequest(r) => {
+                let who = r.author.as_deref().unwrap_or("user");
+                self.event_box(h, "kind-user", who, at, mark, |h, rd| {
+                    h.el_text(Tag::Div, &[Attr::Class("text")], &r.content);
+                    if let Some(schema) = &r.schema {
+                        rd.json(h, "answer schema", &Value::Object(schema.clone()), true);
+                    }
+                    for res in &r.resources {
+                        rd.resource(h, res);
+                    }
+                });
+            }
+            EventKind::ChatResponse(ChatResponse::Message(m)) => {
+                self.event_box(h, "kind-assistant", "assistant", at, mark, |h, _| {
+                    h.el_text(Tag::Div, &[Attr::Class("text")], m);
+                });
+            }
+            EventKind::ChatResponse(ChatResponse::Reasoning(m)) => {
+                self.event_box(
+                    h,
+                    "kind-reasoning",
+                    "assistant · reasoning",
+                    at,
+                    mark,
+                    |h, _| {
+                        h.el(Tag::Details, &[Attr::Class("reasoning")], |h| {
+                            h.el_text(
+                                Tag::Summary,
+                                &[],
+                                &format!("reasoning, {} — show", size(m.len() as u64)),
+                            );
+                            h.el_text(Tag::Div, &[Attr::Class("text")], m);
+                        });
+                    },
+                );
+            }
+            EventKind::ChatResponse(ChatResponse::Data(d)) => {
+                self.event_box(
+                    h,
+                    "kind-assistant",
+                    "assistant · structured output",
+                    at,
+                    mark,
+                    |h, rd| {
+                        rd.json(h, "data", d, false);
+                    },
+                );
+            }
+            EventKind::ToolCallRequest(r) => {
+                self.event_box(h, "kind-tool-call", "tool call", at, mark, |h, rd| {
+                    h.el(Tag::P, &[Attr::Class("tool")], |h| {
+                        h.el_text(Tag::Code, &[Attr::Class("tool-name")], &r.name);
+                        h.text(" ");
+                        h.el_text(
+                            Tag::Small,
+                            &[Attr::Class("call-id")],
+                            &format!("[{}]", r.id),
+                        );
+                    });
+                    rd.json(h, "arguments", &Value::Object(r.arguments.clone()), false);
+                });
+            }
+            EventKind::ToolCallResponse(r) => {
+                let label = if r.is_error {
+                    "tool result · error"
+                } else {
+                    "tool result"
+                };
+                self.event_box(h, "kind-tool-result", label, at, mark, |h, rd| {
+                    h.el(Tag::P, &[Attr::Class("tool")], |h| {
+                        let name = rd.names.get(&r.id).map_or("unknown tool", String::as_str);
+                        h.el_text(Tag::Code, &[Attr::Class("tool-name")], name);
+                        h.text(" ");
+                        h.el_text(
+                            Tag::Small,
+                            &[Attr::Class("call-id")],
+                            &format!("[{}]", r.id),
+                        );
+                    });
+                    for block in &r.content {
+                        match block {
+                            Block::Text(t) => {
+                                rd.payload(h, &t.text, true, t.mime_type.as_deref(), "output");
+                            }
+                            Block::Resource(rb) => rd.resource(h, &rb.resource),
+                            Block::Other(o) => {
+                                let kind = o.get("type").and_then(Value::as_str).unwrap_or("?");
+                                rd.json(
+                                    h,
+                                    &format!("“{kind}” block"),
+                                    &Value::Object(o.clone()),
+                                    true,
+                                );
+                            }
+                        }
+                    }
+                });
+            }
+            EventKind::InquiryRequest(r) => {
+                self.event_box(h, "kind-inquiry", "inquiry", at, mark, |h, rd| {
+                    if let Some(text) = r.question.get("text").and_then(Value::as_str) {
+                        h.el_text(Tag::Div, &[Attr::Class("text")], text);
+                    }
+                    rd.json(h, "question", &Value::Object(r.question.clone()), true);
+                    rd.json(h, "asked by", &Value::Object(r.source.clone()), true);
+                });
+            }
+            EventKind::InquiryResponse(r) => {
+                self.event_box(h, "kind-inquiry", "inquiry answer", at, mark, |h, rd| {
+                    rd.json(h, "answer", &r.answer, false);
+                });
+            }
+            EventKind::ConfigDelta(d) => {
+                let keys: Vec<&str> = d.delta.keys().map(String::as_str).collect();
+                let label = format!("config change: {}", keys.join(", "));
+                self.event_box(h, "kind-meta", &label, at, mark, |h, rd| {
+                    rd.json(h, "change", &Value::Object(d.delta.clone()), true);
+                });
+            }
+            EventKind::Compaction(c) => {
+                let (ordinal, revoked) = compaction.unwrap_or((0, false));
+                let label = format!(
+                    "compaction #{} of turns {}–{}{}",
+                    ordinal + 1,
+                    c.from_turn,
+                    c.to_turn,
+                    if revoked { " (undone)" } else { "" }
+                );
+                self.event_box(h, "kind-meta", &label, at, mark, |h, _| {
+                    h.el_text(
+                        Tag::P,
+                        &[],
+                        &format!(
+                            "{}{}",
+                            compaction_words(c),
+                            c.source
+                                .map(|s| format!(
+                                    "; made {}",
+                                    match s.as_str() {
+                                        "auto" => "automatically",
+                                        _ => "by hand",
+                                    }
+                                ))
+                                .unwrap_or_default()
+                        ),
+                    );
+                    if let Some(s) = &c.summary {
+                        h.el(Tag::Details, &[], |h| {
+                            h.el_text(
+                                Tag::Summary,
+                                &[],
+                                &format!("summary, {}", size(s.len() as u64)),
+                            );
+                            h.el_text(Tag::Div, &[Attr::Class("text")], s);
+                        });
+                    }
+                });
+            }
+            EventKind::CompactionUndo(u) => {
+                let label = format!("compaction #{} undone", u.undoes + 1);
+                self.event_box(h, "kind-meta", &label, at, mark, |_, _| {});
+            }
+        }
+    }
+
+    /// The frame of one entry: a heading with its role, time and mark, and
+    /// `body`.
+    fn event_box(
+        &self,
+        h: &mut Html,
+        class: &'static str,
+        role: &str,
+        at: Option<jpstore_engine::timestamp::Timestamp>,
+        mark: Option<Mark>,
+        body: impl FnOnce(&mut Html, &Self),
+    ) {
+        h.el(Tag::Div, &[Attr::Class(event_class(class, mark))], |h| {
+            h.el(Tag::Div, &[Attr::Class("event-head")], |h| {
+                h.el_text(Tag::Span, &[Attr::Class("role")], role);
+                if let Some(t) = at {
+                    h.text(" ");
+                    h.el(Tag::Small, &[], |h| time(h, &t));
+                }
+                if let Some(m) = mark {
+                    h.text(" ");
+                    h.el_text(Tag::Span, &[Attr::Class(m.class())], m.text(self.mode));
+                }
+            });
+            body(h, self);
+        });
+    }
+
+    /// A JSON value: in a `<pre>`, folded when it is long (or `folded`).
+    fn json(&self, h: &mut Html, label: &str, value: &Value, folded: bool) {
+        let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| e.to_string());
+        if folded || text.len() > FOLD_JSON_OVER {
+            h.el(Tag::Details, &[Attr::Class("json")], |h| {
+                h.el_text(
+                    Tag::Summary,
+                    &[],
+                    &format!("{label}, {} — show", size(text.len() as u64)),
+                );
+                h.el_text(Tag::Pre, &[], &text);
+            });
+        } else {
+            h.el_text(Tag::Pre, &[Attr::Class("json"), Attr::Title(label)], &text);
+        }
+    }
+
+    /// A resource: URI, name, MIME type, size, and its content.
+    fn resource(&self, h: &mut Html, res: &Resource<Payload>) {
+        let (text, payload) = match &res.content {
+            ResourceContent::Text(p) => (true, p),
+            ResourceContent::Binary(p) => (false, p),
+        };
+        h.el(Tag::Div, &[Attr::Class("resource")], |h| {
+            h.el(Tag::P, &[Attr::Class("resource-head")], |h| {
+                h.el_text(Tag::Span, &[Attr::Class("badge")], "resource");
+                h.text(" ");
+                h.el_text(Tag::Code, &[Attr::Class("uri")], &res.uri);
+                let mut facts = Vec::new();
+                if let Some(name) = &res.name {
+                    facts.push(name.clone());
+                }
+                facts.push(
+                    res.mime_type
+                        .clone()
+                        .unwrap_or_else(|| if text { "text" } else { "binary" }.to_owned()),
+                );
+                facts.push(size(payload.len()));
+                h.text(" ");
+                h.el_text(Tag::Small, &[], &facts.join(" · "));
+            });
+            if let Some(title) = &res.title {
+                h.el_text(Tag::P, &[Attr::Class("resource-title")], title);
+            }
+            if let Some(d) = &res.description {
+                h.el_text(Tag::P, &[Attr::Class("resource-description")], d);
+            }
+            self.payload(h, payload, text, res.mime_type.as_deref(), "content");
+            if let Some(f) = &res.formatted {
+                self.payload(h, f, true, None, "formatted for the model");
+            }
+        });
+    }
+
+    /// Content: inline text in a `<pre>`, small text read from the blob
+    /// store, anything else folded and fetched on demand or linked.
+    fn payload(
+        &self,
+        h: &mut Html,
+        payload: &Payload,
+        text: bool,
+        mime: Option<&str>,
+        label: &str,
+    ) {
+        let r = match payload {
+            Payload::Inline(bytes) => {
+                h.el_text(
+                    Tag::Pre,
+                    &[Attr::Class("content")],
+                    &String::from_utf8_lossy(bytes),
+                );
+                return;
+            }
+            Payload::Ref(r) => r,
+        };
+        if text && r.size <= INLINE_TEXT_MAX && self.inline_reads.get() < INLINE_READS_MAX {
+            self.inline_reads.set(self.inline_reads.get() + 1);
+            match self.store.blobs().get(&r.id) {
+                Ok(bytes) => {
+                    h.el_text(
+                        Tag::Pre,
+                        &[Attr::Class("content")],
+                        &String::from_utf8_lossy(&bytes),
+                    );
+                }
+                Err(e) => {
+                    h.el_text(
+                        Tag::P,
+                        &[Attr::Class("error")],
+                        &format!("{label}: blob {} cannot be read: {e}", r.id),
+                    );
+                }
+            }
+            return;
+        }
+        let whole = Link::blob(&r.id, mime, false);
+        let download = Link::blob(&r.id, mime, true);
+        let links = |h: &mut Html| {
+            h.el(Tag::P, &[Attr::Class("blob-links")], |h| {
+                h.el_text(
+                    Tag::A,
+                    &[Attr::Href(&whole)],
+                    if text { "whole text" } else { "open" },
+                );
+                h.text(" · ");
+                h.el_text(Tag::A, &[Attr::Href(&download)], "download");
+                h.text(" · ");
+                h.el_text(
+                    Tag::Code,
+                    &[Attr::Class("blob-id"), Attr::Title("SHA-256")],
+                    &r.id.to_string(),
+                );
+            });
+        };
+        if !text {
+            h.el(Tag::Div, &[Attr::Class("blob binary")], |h| {
+                h.el_text(Tag::P, &[], &format!("{label}: binary, {}", size(r.size)));
+                links(h);
+            });
+            return;
+        }
+        let preview = Link::blob_preview(&r.id);
+        h.el(Tag::Details, &[Attr::Class("blob"), Attr::DataBlob(&preview)], |h| {
+            h.el_text(
+                Tag::Summary,
+                &[],
+                &format!("{label}, {} — show", size(r.size)),
+            );
+            h.el_text(
+                Tag::Pre,
+                &[Attr::Class("content lazy")],
+                "(the first 64 KiB are fetched when this is unfolded, with the page's script; the links below need none)",
+            );
+            links(h);
+        });
+    }
+}
+
+fn event_class(kind: &'static str, mark: Option<Mark>) -> &'static str {
+    // One class string per kind and mark state, fixed at compile time.
+    macro_rules! classes {
+        ($($k:literal),*) => {
+            match (kind, mark.is_some()) {
+                $(($k, false) => concat!("event ", $k),
+                  ($k, true) => concat!("event marked ", $k),)*
+                (_, false) => "event",
+                (_, true) => "event marked",
+            }
+        };
+    }
+    classes!(
+        "kind-unknown",
+        "kind-turn",
+        "kind-user",
+        "kind-assistant",
+        "kind-reasoning",
+        "kind-tool-call",
+        "kind-tool-result",
+        "kind-inquiry",
+        "kind-meta"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_classes_are_fixed_strings() {
+        assert_eq!(event_class("kind-user", None), "event kind-user");
+        assert_eq!(
+            event_class("kind-user", Some(Mark::NotSent)),
+            "event marked kind-user"
+        );
+        assert_eq!(event_class("other", None), "event");
+    }
+}

@@ -536,12 +536,6 @@ impl S3Backend {
             .map_err(|e| self.io_error(&rel, e))?;
         Ok(Page {
             objects: got.result.objects,
-            prefixes: got
-                .result
-                .common_prefixes
-                .iter()
-                .map(|p| p.as_ref().to_string())
-                .collect(),
             more: got.page_token,
         })
     }
@@ -768,8 +762,6 @@ const LAYOUT_PREFIXES: [&str; 5] = [
 /// One page of a listing.
 pub(crate) struct Page {
     pub(crate) objects: Vec<object_store::ObjectMeta>,
-    /// Common prefixes (full keys, without the trailing `/`).
-    pub(crate) prefixes: Vec<String>,
     /// The token of the next page, if there is one.
     pub(crate) more: Option<String>,
 }
@@ -901,9 +893,9 @@ impl Backend for S3Backend {
             return Ok(Self::prefix_meta());
         }
         if is_log(&rel) {
-            let listing = self.list_log(&rel, false)?;
+            let (listing, pieces) = self.cover_log(&rel)?;
             return match &listing.first_meta {
-                Some(first) => Ok(self.meta(first, listing.len(self)?)),
+                Some(first) => Ok(self.meta(first, pieces.last().map_or(0, |p| p.end()))),
                 None if listing.below => Ok(Self::prefix_meta()),
                 None => Err(self.not_found(&rel)),
             };
@@ -911,10 +903,8 @@ impl Backend for S3Backend {
         // The layout's prefixes (`conversations`, `blobs/packs`...): one
         // LIST of their parent answers for all of them.
         let dir_of = parent(&rel);
-        if LAYOUT_PREFIXES.contains(&rel.as_str()) {
-            if self.layout_children(dir_of)?.iter().any(|c| *c == rel) {
-                return Ok(Self::prefix_meta());
-            }
+        if LAYOUT_PREFIXES.contains(&rel.as_str()) && self.layout_children(dir_of)?.contains(&rel) {
+            return Ok(Self::prefix_meta());
         }
         // One LIST of the key as a raw prefix answers both questions: is
         // there an object of that name, and objects below it? (Without the
@@ -969,7 +959,11 @@ impl Backend for S3Backend {
                         || *p == format!("{name}{MERGED_SUFFIX}")
                 })
             {
-                len = self.list_log(&join(&rel, name), false)?.len(self)?;
+                len = self
+                    .cover_log(&join(&rel, name))?
+                    .1
+                    .last()
+                    .map_or(0, |p| p.end());
             }
             out.push(Listed {
                 name: name.to_string(),

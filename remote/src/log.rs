@@ -130,11 +130,6 @@ impl Listing {
         }
     }
 
-    /// The length of the log.
-    pub(crate) fn len(&self, backend: &S3Backend) -> io::Result<u64> {
-        Ok(self.cover(backend)?.last().map_or(0, Piece::end))
-    }
-
     /// Where the merged objects end (0 without any).
     fn merged_end(&self) -> u64 {
         self.merged.iter().map(Part::end).max().unwrap_or(0)
@@ -239,6 +234,24 @@ impl S3Backend {
                     Some(self.full(&format!("{seg_dir}/{}", crate::segment_name(end - 1))));
                 listing.segments.retain(|s| s.start >= end);
                 token = None;
+            }
+        }
+    }
+
+    /// The listing of the log `rel` and the pieces that cover it, listed
+    /// again (up to 3 times) when a merger raced the listing and left a
+    /// gap in what it saw (format-spec.md 5.3).
+    pub(crate) fn cover_log(&self, rel: &str) -> io::Result<(Listing, Vec<Piece>)> {
+        let mut tries = 0;
+        loop {
+            let listing = self.list_log(rel, false)?;
+            if listing.first.is_none() {
+                return Ok((listing, Vec::new()));
+            }
+            match listing.cover(self) {
+                Ok(pieces) => return Ok((listing, pieces)),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData && tries < 3 => tries += 1,
+                Err(e) => return Err(e),
             }
         }
     }

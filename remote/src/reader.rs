@@ -228,8 +228,7 @@ impl PieceReader {
         let Some(rel) = &self.log else {
             return Ok(false);
         };
-        let listing = self.backend.list_log(rel, false)?;
-        let fresh = listing.cover(&self.backend)?;
+        let (_, fresh) = self.backend.cover_log(rel)?;
         let mut pieces = self.pieces.write().unwrap_or_else(|e| e.into_inner());
         let end = pieces.last().map_or(0, |p| p.end());
         if fresh.last().map_or(0, |p| p.end()) < end {

@@ -39,6 +39,17 @@ struct Cli {
     )]
     store: StoreLocation,
 
+    /// Where a store on S3 keeps a local cache of its immutable objects
+    /// (blobs, packs, log segments). Default: $XDG_CACHE_HOME/jp-store, or
+    /// ~/.cache/jp-store; one subdirectory per endpoint, bucket and prefix,
+    /// of at most 1 GiB (least recently used entries are evicted).
+    #[arg(long, global = true, env = "JP_STORE_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<std::path::PathBuf>,
+
+    /// Use no cache directory for a store on S3.
+    #[arg(long, global = true, conflicts_with = "cache_dir")]
+    no_cache: bool,
+
     /// Print no progress and no notes: only results, warnings and errors.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
@@ -293,6 +304,14 @@ fn main() -> ExitCode {
         _ => output::Verbosity::Normal,
     };
     output::configure(verbosity, cli.command.json());
+    commands::configure_cache(if cli.no_cache {
+        commands::CacheSetting::Off
+    } else {
+        match cli.cache_dir {
+            Some(d) => commands::CacheSetting::Dir(d),
+            None => commands::CacheSetting::Default,
+        }
+    });
     let dir = &cli.store;
     let result = match cli.command {
         Command::Init => commands::init(dir),
@@ -320,8 +339,8 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
     };
-    if let Some(requests) = commands::s3_requests() {
-        output::detail(&format!("s3: {requests}"));
+    if let Some((requests, hits)) = commands::s3_requests() {
+        output::detail(&format!("s3: {requests}; {hits} objects from the cache"));
     }
     match result {
         Ok(code) => code,

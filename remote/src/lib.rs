@@ -32,7 +32,9 @@
 //!   refuses to run on a store whose locks do not span its writers
 //!   ([`Backend::locks_span_writers`]).
 
+mod cache;
 mod location;
+mod log;
 mod reader;
 #[doc(hidden)]
 pub mod testing;
@@ -41,7 +43,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -52,14 +54,17 @@ use jpstore_blobstore::backend::{
     Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
 };
 use jpstore_blobstore::storage::check_relative;
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig,
     UpdateVersion,
 };
 
+pub use cache::{DiskCache, DEFAULT_CACHE_BYTES};
 pub use location::{LocationError, S3Location};
+pub use log::{MERGED_SUFFIX, MERGE_SEGMENTS};
 use reader::{Piece, PieceReader};
 
 /// The name of the marker object of a prefix that exists while empty.
@@ -137,8 +142,45 @@ struct Counters {
     delete: AtomicU64,
 }
 
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+/// The kinds of request, for the counters and the trace.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Req {
+    Get,
+    Head,
+    Put,
+    List,
+    Delete,
+}
+
+impl S3Backend {
+    /// Counts one request of `kind` on `rel` (and traces it, if asked).
+    pub(crate) fn bump(&self, kind: Req, rel: &str) {
+        let c = &self.inner.counters;
+        let counter = match kind {
+            Req::Get => &c.get,
+            Req::Head => &c.head,
+            Req::Put => &c.put,
+            Req::List => &c.list,
+            Req::Delete => &c.delete,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if self.inner.trace.load(Ordering::Relaxed) {
+            let method = match kind {
+                Req::Get => "GET",
+                Req::Head => "HEAD",
+                Req::Put => "PUT",
+                Req::List => "LIST",
+                Req::Delete => "DELETE",
+            };
+            eprintln!("jp-store: s3 {method} {}", self.display_rel(rel));
+        }
+    }
+
+    /// Prints every request to standard error (`s3 GET s3://...`) from now
+    /// on, or stops.
+    pub fn set_trace(&self, on: bool) {
+        self.inner.trace.store(on, Ordering::Relaxed);
+    }
 }
 
 /// A [`Backend`] over an S3 bucket, below a prefix. Clones share the
@@ -150,9 +192,15 @@ pub struct S3Backend {
 
 struct Inner {
     store: Arc<dyn ObjectStore>,
+    s3: Arc<AmazonS3>,
+    cache: cache::Cache,
+    /// The children of the store's root and of `blobs` (the layout's
+    /// prefixes, which exist as long as the store does), listed once.
+    layout: Mutex<BTreeMap<String, Vec<String>>>,
     runtime: tokio::runtime::Runtime,
     location: S3Location,
     counters: Counters,
+    trace: AtomicBool,
     locks: Mutex<BTreeMap<String, (usize, bool)>>,
     released: Condvar,
 }
@@ -232,16 +280,40 @@ impl S3Backend {
             .enable_all()
             .build()
             .map_err(RemoteError::Runtime)?;
+        let s3 = Arc::new(store);
         Ok(S3Backend {
             inner: Arc::new(Inner {
-                store: Arc::new(store),
+                store: s3.clone(),
+                s3,
+                cache: cache::Cache::default(),
+                layout: Mutex::new(BTreeMap::new()),
                 runtime,
                 location,
                 counters: Counters::default(),
+                trace: AtomicBool::new(false),
                 locks: Mutex::new(BTreeMap::new()),
                 released: Condvar::new(),
             }),
         })
+    }
+
+    /// The backend with a cache directory of immutable objects
+    /// ([`DiskCache`]): set before any request is made.
+    pub fn with_cache(self, cache: DiskCache) -> Self {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.cache.disk = Some(cache);
+                S3Backend {
+                    inner: Arc::new(inner),
+                }
+            }
+            Err(inner) => S3Backend { inner },
+        }
+    }
+
+    /// How many objects were read from the cache instead of the server.
+    pub fn cache_hits(&self) -> u64 {
+        self.inner.cache.hits.load(Ordering::Relaxed)
     }
 
     /// The backend, shared.
@@ -393,33 +465,123 @@ impl S3Backend {
 
     // ----- requests -------------------------------------------------------
 
-    fn put(&self, rel: &str, data: Bytes, mode: PutMode) -> object_store::Result<()> {
+    /// One PUT; returns the new object's ETag.
+    fn put(&self, rel: &str, data: Bytes, mode: PutMode) -> object_store::Result<Option<String>> {
         let path = ObjectPath::parse(self.full(rel))?;
-        bump(&self.inner.counters.put);
+        self.bump(Req::Put, rel);
         self.block_on(
             self.store()
                 .put_opts(&path, PutPayload::from(data), PutOptions::from(mode)),
         )
-        .map(|_| ())
+        .map(|r| r.e_tag)
+    }
+
+    /// Whether the object `rel` never changes once created, whatever its
+    /// ETag: content-addressed objects (loose blobs, packs, indexes).
+    fn immutable(rel: &str) -> bool {
+        rel.starts_with("blobs/objects/") || rel.starts_with("blobs/packs/")
+    }
+
+    /// The cache's name of `rel` as of `etag`, if it may be cached.
+    fn cache_name(&self, rel: &str, etag: Option<&str>) -> Option<String> {
+        let tag = match etag {
+            Some(t) => t.trim_matches('"'),
+            None if Self::immutable(rel) => "",
+            None => return None,
+        };
+        Some(format!(
+            "{}\n{}\n{tag}",
+            self.inner.location.bucket,
+            self.full(rel)
+        ))
+    }
+
+    /// The bytes of the object `rel` (of `len` bytes) from the cache.
+    pub(crate) fn cached(&self, rel: &str, etag: Option<&str>, len: u64) -> Option<Bytes> {
+        let name = self.cache_name(rel, etag)?;
+        self.inner
+            .cache
+            .get(&name)
+            .filter(|b| b.len() as u64 == len)
+    }
+
+    /// Keeps the whole object `rel` in the cache, if it may be.
+    pub(crate) fn keep(&self, rel: &str, etag: Option<&str>, bytes: &Bytes) {
+        if let Some(name) = self.cache_name(rel, etag) {
+            self.inner.cache.put(&name, bytes);
+        }
+    }
+
+    /// One page of a listing of the raw key prefix `prefix` (full, not
+    /// ended by `/`), after the key `start_after` (full), continuing from
+    /// `token`.
+    pub(crate) fn list_page(
+        &self,
+        prefix: &str,
+        delimiter: bool,
+        start_after: Option<String>,
+        token: Option<String>,
+    ) -> io::Result<Page> {
+        let rel = self.rel_of_str(prefix);
+        self.bump(Req::List, &rel);
+        let opts = PaginatedListOptions {
+            offset: start_after,
+            delimiter: delimiter.then_some(std::borrow::Cow::Borrowed("/")),
+            page_token: token,
+            ..PaginatedListOptions::default()
+        };
+        let p = (!prefix.is_empty()).then_some(prefix);
+        let got = self
+            .block_on(self.inner.s3.list_paginated(p, opts))
+            .map_err(|e| self.io_error(&rel, e))?;
+        Ok(Page {
+            objects: got.result.objects,
+            more: got.page_token,
+        })
+    }
+
+    /// The relative form of a full key (itself if not below the prefix).
+    fn rel_of_str(&self, full: &str) -> String {
+        match self.inner.location.prefix.as_str() {
+            "" => full.to_string(),
+            p => full
+                .strip_prefix(p)
+                .and_then(|r| r.strip_prefix('/'))
+                .unwrap_or(full)
+                .to_string(),
+        }
     }
 
     fn get(&self, rel: &str) -> io::Result<Bytes> {
+        let immutable = Self::immutable(rel);
+        if immutable {
+            if let Some(name) = self.cache_name(rel, None) {
+                if let Some(b) = self.inner.cache.get(&name) {
+                    return Ok(b);
+                }
+            }
+        }
         let path = self.object_path(rel)?;
-        bump(&self.inner.counters.get);
-        self.block_on(async { self.store().get(&path).await?.bytes().await })
-            .map_err(|e| self.io_error(rel, e))
+        self.bump(Req::Get, rel);
+        let got = self
+            .block_on(async { self.store().get(&path).await?.bytes().await })
+            .map_err(|e| self.io_error(rel, e))?;
+        if immutable {
+            self.keep(rel, None, &got);
+        }
+        Ok(got)
     }
 
     fn head_raw(&self, rel: &str) -> io::Result<object_store::ObjectMeta> {
         let path = self.object_path(rel)?;
-        bump(&self.inner.counters.head);
+        self.bump(Req::Head, rel);
         self.block_on(self.store().head(&path))
             .map_err(|e| self.io_error(rel, e))
     }
 
     fn delete_raw(&self, rel: &str) -> object_store::Result<()> {
         let path = ObjectPath::parse(self.full(rel))?;
-        bump(&self.inner.counters.delete);
+        self.bump(Req::Delete, rel);
         self.block_on(self.store().delete(&path))
     }
 
@@ -431,7 +593,7 @@ impl S3Backend {
         } else {
             Some(&path)
         };
-        bump(&self.inner.counters.list);
+        self.bump(Req::List, rel);
         let listed = self
             .block_on(self.store().list_with_delimiter(prefix))
             .map_err(|e| self.io_error(rel, e))?;
@@ -456,7 +618,7 @@ impl S3Backend {
         } else {
             Some(path)
         };
-        bump(&self.inner.counters.list);
+        self.bump(Req::List, rel);
         let found: Vec<object_store::ObjectMeta> = self
             .block_on(
                 self.store()
@@ -480,55 +642,67 @@ impl S3Backend {
         Ok(!self.list_below(rel, 1)?.is_empty())
     }
 
-    /// The segments of the log `rel`, in order: (offset, length, key).
-    fn segments(&self, rel: &str) -> io::Result<Vec<(u64, u64, String)>> {
-        let dir = format!("{rel}{SEGMENTS_SUFFIX}");
-        let (objects, _) = self.list_level(&dir)?;
-        let mut out = Vec::with_capacity(objects.len());
-        for m in objects {
-            let name = m.location.filename().unwrap_or_default().to_string();
-            let offset = segment_offset(&name).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {name:?} is not the name of a log segment (20 decimal digits)",
-                        self.display_rel(&dir)
-                    ),
-                )
-            })?;
-            out.push((offset, m.size, format!("{dir}/{name}")));
-        }
-        out.sort();
-        Ok(out)
-    }
-
     fn display_rel(&self, rel: &str) -> String {
         format!("s3://{}/{}", self.inner.location.bucket, self.full(rel))
     }
 
-    /// The pieces of the object `rel` (a log: its first object and its
-    /// segments), checked to follow each other without gap or overlap.
+    /// The pieces of the object `rel`: a log's first object and the
+    /// objects that cover the rest (`log.rs`), or the object itself.
     fn pieces(&self, rel: &str) -> io::Result<Vec<Piece>> {
-        let first = reader::open_first(self, rel)?;
-        let mut pieces = vec![first];
         if is_log(rel) {
-            let mut end = pieces[0].len;
-            for (offset, len, key) in self.segments(rel)? {
-                if offset != end {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "{}: a segment at offset {offset} where the log ends at {end} \
-                             (segments must follow each other)",
-                            self.display_rel(&key)
-                        ),
-                    ));
+            let listing = self.list_log(rel, false)?;
+            if listing.first.is_none() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "{}: HTTP 404 Not Found (no such log)",
+                        self.display_rel(rel)
+                    ),
+                ));
+            }
+            return listing.cover(self);
+        }
+        if Self::immutable(rel) {
+            if let Some(name) = self.cache_name(rel, None) {
+                if let Some(b) = self.inner.cache.get(&name) {
+                    return Ok(vec![Piece::with_data(rel.to_string(), 0, b, None)]);
                 }
-                pieces.push(Piece::new(key, offset, len));
-                end += len;
             }
         }
-        Ok(pieces)
+        let first = reader::open_first(self, rel)?;
+        if Self::immutable(rel) {
+            if let Some(b) = first.whole_bytes() {
+                self.keep(rel, None, &b);
+            }
+        }
+        Ok(vec![first])
+    }
+
+    /// The sub-prefixes of `dir` (the root or `blobs`), listed once per
+    /// backend: they are created by `init` and removed by nothing.
+    fn layout_children(&self, dir: &str) -> io::Result<Vec<String>> {
+        {
+            let layout = self.inner.layout.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = layout.get(dir) {
+                return Ok(c.clone());
+            }
+        }
+        let (_, prefixes) = self.list_level(dir)?;
+        let children: Vec<String> = prefixes.iter().map(|p| join(dir, p)).collect();
+        // Only a complete answer is kept: a missing prefix is asked again.
+        self.inner
+            .layout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dir.to_string(), children.clone());
+        Ok(children)
+    }
+
+    fn not_found(&self, rel: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{}: HTTP 404 Not Found", self.display_rel(rel)),
+        )
     }
 
     fn meta(&self, m: &object_store::ObjectMeta, len: u64) -> ObjectMeta {
@@ -569,10 +743,27 @@ impl S3Backend {
     /// Copies the object `from` to `to` (both relative), server side.
     fn copy(&self, from: &str, to: &str) -> io::Result<()> {
         let (f, t) = (self.object_path(from)?, self.object_path(to)?);
-        bump(&self.inner.counters.put);
+        self.bump(Req::Put, to);
         self.block_on(self.store().copy(&f, &t))
             .map_err(|e| self.io_error(from, e))
     }
+}
+
+/// The prefixes of a store's layout that `init` and the blob store create
+/// and nothing removes while the store exists.
+const LAYOUT_PREFIXES: [&str; 5] = [
+    "conversations",
+    "blobs",
+    "blobs/objects",
+    "blobs/packs",
+    "blobs/tmp",
+];
+
+/// One page of a listing.
+pub(crate) struct Page {
+    pub(crate) objects: Vec<object_store::ObjectMeta>,
+    /// The token of the next page, if there is one.
+    pub(crate) more: Option<String>,
 }
 
 /// `dir/name` (or `name` at the root).
@@ -600,7 +791,7 @@ pub fn segment_name(offset: u64) -> String {
 }
 
 /// The offset of a segment name.
-fn segment_offset(name: &str) -> Option<u64> {
+pub(crate) fn segment_offset(name: &str) -> Option<u64> {
     if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
         name.parse().ok()
     } else {
@@ -637,28 +828,28 @@ impl Backend for S3Backend {
             // Segments left by a log removed halfway (a crash between the
             // deletions of its segments and of its first object) must not
             // become part of a new log of the same name.
-            let left = self
-                .segments(&rel)
+            let listing = self
+                .log_objects(&rel)
                 .map_err(|e| BackendError::io("inspect", key, e))?;
-            if !left.is_empty() && self.head_raw(&rel).is_err() {
+            let left = listing.segments.len() + listing.merged.len();
+            if left > 0 && listing.first.is_none() {
                 return Err(BackendError::io(
                     "create",
                     key,
                     io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
-                            "{}: {} segments of a removed log are left under {}{SEGMENTS_SUFFIX}/ \
+                            "{}: {left} segments of a removed log are left under \
+                             {rel}{SEGMENTS_SUFFIX}/ and {rel}{MERGED_SUFFIX}/ \
                              (remove them, or run fsck)",
                             self.display_rel(&rel),
-                            left.len(),
-                            rel
                         ),
                     ),
                 ));
             }
         }
         match self.put(&rel, Bytes::copy_from_slice(data), PutMode::Create) {
-            Ok(()) => Ok(Put::Created),
+            Ok(_) => Ok(Put::Created),
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
@@ -676,7 +867,12 @@ impl Backend for S3Backend {
 
     fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
         let rel = self.rel(key)?;
-        Ok(Box::new(PieceReader::new(self.clone(), self.pieces(&rel)?)))
+        let pieces = self.pieces(&rel)?;
+        Ok(Box::new(if is_log(&rel) {
+            PieceReader::of_log(self.clone(), &rel, pieces)
+        } else {
+            PieceReader::new(self.clone(), pieces)
+        }))
     }
 
     fn map(&self, key: &Path) -> io::Result<Mapping> {
@@ -696,22 +892,46 @@ impl Backend for S3Backend {
         if rel.is_empty() {
             return Ok(Self::prefix_meta());
         }
-        match self.head_raw(&rel) {
-            Ok(m) => {
-                let mut len = m.size;
-                if is_log(&rel) {
-                    len += self.segments(&rel)?.iter().map(|s| s.1).sum::<u64>();
+        if is_log(&rel) {
+            let (listing, pieces) = self.cover_log(&rel)?;
+            return match &listing.first_meta {
+                Some(first) => Ok(self.meta(first, pieces.last().map_or(0, |p| p.end()))),
+                None if listing.below => Ok(Self::prefix_meta()),
+                None => Err(self.not_found(&rel)),
+            };
+        }
+        // The layout's prefixes (`conversations`, `blobs/packs`...): one
+        // LIST of their parent answers for all of them.
+        let dir_of = parent(&rel);
+        if LAYOUT_PREFIXES.contains(&rel.as_str()) && self.layout_children(dir_of)?.contains(&rel) {
+            return Ok(Self::prefix_meta());
+        }
+        // One LIST of the key as a raw prefix answers both questions: is
+        // there an object of that name, and objects below it? (Without the
+        // delimiter: some servers list empty "folders" as common prefixes.)
+        let full = self.full(&rel);
+        let dir = format!("{full}/");
+        let mut token = None;
+        loop {
+            let page = self.list_page(&full, false, None, token.take())?;
+            for m in &page.objects {
+                let k = m.location.as_ref();
+                if k == full {
+                    return Ok(self.meta(m, m.size));
                 }
-                Ok(self.meta(&m, len))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if self.prefix_exists(&rel)? {
-                    Ok(Self::prefix_meta())
-                } else {
-                    Err(e)
+                if k.starts_with(&dir) {
+                    return Ok(Self::prefix_meta());
                 }
             }
-            Err(e) => Err(e),
+            // Keys sort by bytes: past `<key>/` there is nothing to find.
+            let past = page
+                .objects
+                .last()
+                .is_some_and(|m| m.location.as_ref() > dir.as_str());
+            match page.more {
+                Some(t) if !past => token = Some(t),
+                _ => return Err(self.not_found(&rel)),
+            }
         }
     }
 
@@ -734,15 +954,16 @@ impl Backend for S3Backend {
             }
             let mut len = m.size;
             if is_log(name)
-                && prefixes
-                    .iter()
-                    .any(|p| *p == format!("{name}{SEGMENTS_SUFFIX}"))
+                && prefixes.iter().any(|p| {
+                    *p == format!("{name}{SEGMENTS_SUFFIX}")
+                        || *p == format!("{name}{MERGED_SUFFIX}")
+                })
             {
-                len += self
-                    .segments(&join(&rel, name))?
-                    .iter()
-                    .map(|s| s.1)
-                    .sum::<u64>();
+                len = self
+                    .cover_log(&join(&rel, name))?
+                    .1
+                    .last()
+                    .map_or(0, |p| p.end());
             }
             out.push(Listed {
                 name: name.to_string(),
@@ -750,7 +971,9 @@ impl Backend for S3Backend {
             });
         }
         for p in prefixes {
-            if p.ends_with(&format!("{LOG_SUFFIX}{SEGMENTS_SUFFIX}")) {
+            if p.ends_with(&format!("{LOG_SUFFIX}{SEGMENTS_SUFFIX}"))
+                || p.ends_with(&format!("{LOG_SUFFIX}{MERGED_SUFFIX}"))
+            {
                 continue;
             }
             out.push(Listed {
@@ -767,19 +990,25 @@ impl Backend for S3Backend {
             let rel = self
                 .rel(key)
                 .map_err(|e| BackendError::io("remove", key, e))?;
-            match self.head_raw(&rel) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(BackendError::io("remove", key, e)),
-            }
             if is_log(&rel) {
-                // Newest segment first: a crash leaves a shorter log, whole.
-                let segments = self
-                    .segments(&rel)
+                let listing = self
+                    .log_objects(&rel)
                     .map_err(|e| BackendError::io("remove", key, e))?;
-                for (_, _, seg) in segments.iter().rev() {
-                    self.delete_raw(seg)
-                        .map_err(|e| self.write_error("remove", key, seg, e))?;
+                if listing.first.is_none() {
+                    continue;
+                }
+                // Latest offset first: a crash leaves a shorter log, whole.
+                let mut parts: Vec<_> = listing.segments.iter().chain(&listing.merged).collect();
+                parts.sort_by_key(|p| std::cmp::Reverse((p.start, p.merged)));
+                for part in parts {
+                    self.delete_raw(&part.rel)
+                        .map_err(|e| self.write_error("remove", key, &part.rel, e))?;
+                }
+            } else {
+                match self.head_raw(&rel) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(BackendError::io("remove", key, e)),
                 }
             }
             self.delete_raw(&rel)
@@ -808,7 +1037,7 @@ impl Backend for S3Backend {
             }),
         };
         match self.put(&rel, Bytes::copy_from_slice(data), mode) {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. }
@@ -856,14 +1085,12 @@ impl Backend for S3Backend {
         match self.head_raw(&f) {
             Ok(_) => {
                 if is_log(&f) {
-                    let segments = self
-                        .segments(&f)
+                    let listing = self
+                        .log_objects(&f)
                         .map_err(|e| BackendError::io("move", from, e))?;
-                    for (offset, _, seg) in segments {
-                        moves.push((
-                            seg,
-                            format!("{t}{SEGMENTS_SUFFIX}/{}", segment_name(offset)),
-                        ));
+                    for part in listing.merged.iter().chain(&listing.segments) {
+                        let rest = &part.rel[f.len()..];
+                        moves.push((part.rel.clone(), format!("{t}{rest}")));
                     }
                 }
                 moves.push((f.clone(), t.clone()));
@@ -882,7 +1109,9 @@ impl Backend for S3Backend {
                 // Segments before the objects they extend, markers last:
                 // the copies are all made before anything is deleted.
                 moves.sort_by_key(|(r, _)| {
-                    (!r.contains(SEGMENTS_SUFFIX), r.ends_with(PREFIX_MARKER))
+                    let part = r.contains(&format!("{LOG_SUFFIX}{SEGMENTS_SUFFIX}/"))
+                        || r.contains(&format!("{LOG_SUFFIX}{MERGED_SUFFIX}/"));
+                    (!part, r.ends_with(PREFIX_MARKER))
                 });
             }
             Err(e) => return Err(BackendError::io("move", from, e)),
@@ -905,8 +1134,8 @@ impl Backend for S3Backend {
         let pieces = self.pieces(&rel)?;
         Ok(Box::new(S3Log {
             key: key.to_path_buf(),
+            reader: PieceReader::of_log(self.clone(), &rel, pieces),
             rel,
-            reader: PieceReader::new(self.clone(), pieces),
         }))
     }
 
@@ -997,7 +1226,7 @@ impl Backend for S3Backend {
         }
         let marker = join(&rel, PREFIX_MARKER);
         match self.put(&marker, Bytes::from(unique_token()), PutMode::Create) {
-            Ok(())
+            Ok(_)
             | Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
@@ -1079,8 +1308,9 @@ impl LogObject for S3Log {
         }
         let seg = format!("{}{SEGMENTS_SUFFIX}/{}", self.rel, segment_name(at));
         let bytes = Bytes::copy_from_slice(data);
+        let mut etag = None;
         match backend.put(&seg, bytes.clone(), PutMode::Create) {
-            Ok(()) => {}
+            Ok(tag) => etag = tag,
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
@@ -1109,7 +1339,12 @@ impl LogObject for S3Log {
             }
             Err(e) => return Err(backend.write_error("append to", &self.key, &seg, e)),
         }
-        self.reader.push(Piece::with_data(seg, at, bytes));
+        self.reader.push(Piece::with_data(seg, at, bytes, etag));
+        // Merging is best effort: the append is acknowledged already, and
+        // a merge that fails leaves a valid log (format-spec.md 5.3).
+        if let Ok(Some(merged)) = backend.merge_tail(&self.rel, &self.reader.pieces()) {
+            self.reader.replace_from(merged);
+        }
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use jpstore_blobstore::backend::ObjectReader;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
-use crate::{bump, S3Backend};
+use crate::{Req, S3Backend};
 
 /// Bytes fetched with the request that opens an object.
 const FIRST_CHUNK: u64 = 1 << 20;
@@ -27,37 +27,92 @@ const PREFETCH_BYTES: u64 = 16 << 20;
 /// Requests in flight at once when pieces are fetched together.
 const CONCURRENCY: usize = 16;
 
-/// One piece of an object: the object `key` (relative), holding the bytes
-/// `[start, start + len)` of the whole.
+/// One piece of an object: the bytes `[skip, skip + len)` of the object
+/// `key` (relative), which are the bytes `[start, start + len)` of the
+/// whole.
 #[derive(Debug)]
 pub(crate) struct Piece {
     pub(crate) key: String,
     pub(crate) start: u64,
     pub(crate) len: u64,
+    /// Where the piece's bytes start in the object.
+    pub(crate) skip: u64,
+    /// The size of the object.
+    pub(crate) obj_len: u64,
+    /// The object's ETag, when known (listed, or returned by its PUT).
+    pub(crate) etag: Option<String>,
     /// Bytes of the piece held in memory: (offset in the piece, bytes).
     window: Mutex<Option<(u64, Bytes)>>,
 }
 
 impl Piece {
-    pub(crate) fn new(key: String, start: u64, len: u64) -> Self {
+    pub(crate) fn new(
+        key: String,
+        start: u64,
+        len: u64,
+        skip: u64,
+        obj_len: u64,
+        etag: Option<String>,
+    ) -> Self {
         Piece {
             key,
             start,
             len,
+            skip,
+            obj_len,
+            etag,
             window: Mutex::new(None),
         }
     }
 
-    pub(crate) fn with_data(key: String, start: u64, data: Bytes) -> Self {
+    pub(crate) fn with_data(key: String, start: u64, data: Bytes, etag: Option<String>) -> Self {
         Piece {
             key,
             start,
             len: data.len() as u64,
+            skip: 0,
+            obj_len: data.len() as u64,
+            etag,
             window: Mutex::new(Some((0, data))),
         }
     }
 
-    fn end(&self) -> u64 {
+    /// The bytes of the whole object, if the piece is all of it and they
+    /// are in memory.
+    pub(crate) fn whole_bytes(&self) -> Option<Bytes> {
+        if self.skip != 0 || self.len != self.obj_len {
+            return None;
+        }
+        let window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match window.as_ref() {
+            Some((0, b)) if b.len() as u64 == self.len => Some(b.clone()),
+            _ => None,
+        }
+    }
+
+    /// The bytes of the piece, fetched if they are not in memory.
+    pub(crate) fn bytes(&self, backend: &S3Backend) -> io::Result<Bytes> {
+        {
+            let window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((0, b)) = window.as_ref() {
+                if b.len() as u64 == self.len {
+                    return Ok(b.clone());
+                }
+            }
+        }
+        let reader = PieceReader::new(backend.clone(), Vec::new());
+        reader.fetch_pieces(&[self])?;
+        let window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match window.as_ref() {
+            Some((0, b)) if b.len() as u64 == self.len => Ok(b.clone()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{}: not read whole", backend.display_rel(&self.key)),
+            )),
+        }
+    }
+
+    pub(crate) fn end(&self) -> u64 {
         self.start + self.len
     }
 
@@ -92,7 +147,7 @@ impl Piece {
 /// which tells its size.
 pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
     let path = backend.object_path(rel)?;
-    bump(&backend.inner.counters.get);
+    backend.bump(Req::Get, rel);
     let got = backend.block_on(async {
         let result = backend
             .store()
@@ -109,7 +164,7 @@ pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
     });
     match got {
         Ok((size, bytes)) => {
-            let piece = Piece::new(rel.to_string(), 0, size);
+            let piece = Piece::new(rel.to_string(), 0, size, 0, size, None);
             piece.set_window(0, bytes);
             Ok(piece)
         }
@@ -118,7 +173,9 @@ pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
             // A range of an empty object is not satisfiable (416): the size
             // tells.
             match backend.head_raw(rel) {
-                Ok(m) if m.size == 0 => Ok(Piece::with_data(rel.to_string(), 0, Bytes::new())),
+                Ok(m) if m.size == 0 => {
+                    Ok(Piece::with_data(rel.to_string(), 0, Bytes::new(), None))
+                }
                 _ => Err(backend.io_error(rel, e)),
             }
         }
@@ -130,6 +187,9 @@ pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
 pub(crate) struct PieceReader {
     backend: S3Backend,
     pieces: RwLock<Vec<Arc<Piece>>>,
+    /// The log read, if it is one: listed again when a merged object it
+    /// was reading by is gone (superseded by a larger one meanwhile).
+    log: Option<String>,
 }
 
 impl PieceReader {
@@ -137,14 +197,63 @@ impl PieceReader {
         PieceReader {
             backend,
             pieces: RwLock::new(pieces.into_iter().map(Arc::new).collect()),
+            log: None,
         }
+    }
+
+    /// A reader of the log `rel` by `pieces`.
+    pub(crate) fn of_log(backend: S3Backend, rel: &str, pieces: Vec<Piece>) -> Self {
+        PieceReader {
+            log: Some(rel.to_string()),
+            ..PieceReader::new(backend, pieces)
+        }
+    }
+
+    /// Replaces the pieces from `piece.start` on by `piece` (a merged
+    /// object holding their bytes).
+    pub(crate) fn replace_from(&self, piece: Piece) {
+        let mut pieces = self.pieces.write().unwrap_or_else(|e| e.into_inner());
+        if pieces.last().map(|p| p.end()) != Some(piece.end()) {
+            return;
+        }
+        pieces.retain(|p| p.start < piece.start);
+        if pieces.last().map(|p| p.end()) == Some(piece.start) {
+            pieces.push(Arc::new(piece));
+        }
+    }
+
+    /// Lists the log again after a merged object it read by went away: the
+    /// bytes are the same, in the objects that replaced it.
+    fn relist(&self) -> io::Result<bool> {
+        let Some(rel) = &self.log else {
+            return Ok(false);
+        };
+        let (_, fresh) = self.backend.cover_log(rel)?;
+        let mut pieces = self.pieces.write().unwrap_or_else(|e| e.into_inner());
+        let end = pieces.last().map_or(0, |p| p.end());
+        if fresh.last().map_or(0, |p| p.end()) < end {
+            return Ok(false);
+        }
+        // Only the bytes this reader knew: a reader's length does not move.
+        let mut kept = Vec::new();
+        for p in fresh {
+            if p.start >= end {
+                break;
+            }
+            let len = p.len.min(end - p.start);
+            kept.push(Arc::new(Piece::new(
+                p.key, p.start, len, p.skip, p.obj_len, p.etag,
+            )));
+        }
+        *pieces = kept;
+        Ok(true)
     }
 
     pub(crate) fn backend(&self) -> &S3Backend {
         &self.backend
     }
 
-    fn pieces(&self) -> Vec<Arc<Piece>> {
+    pub(crate) fn pieces(&self) -> Vec<Arc<Piece>> {
         self.pieces
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -179,13 +288,22 @@ impl PieceReader {
                 ),
             ));
         }
+        if pieces[keep..]
+            .iter()
+            .any(|p| p.key.contains(&format!("{}/", crate::log::MERGED_SUFFIX)))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("offset {len} is inside merged segments: they are never cut"),
+            ));
+        }
         Ok(pieces.drain(keep..).map(|p| p.key.clone()).collect())
     }
 
     /// Fetches `piece` whole, with the small pieces after it not yet
     /// fetched (concurrently).
     fn fetch_whole(&self, index: usize, all: &[Arc<Piece>]) -> io::Result<()> {
-        let mut batch = vec![Arc::clone(&all[index])];
+        let mut batch: Vec<&Piece> = vec![&all[index]];
         let mut bytes = all[index].len;
         for p in &all[index + 1..] {
             if batch.len() >= PREFETCH_PIECES || bytes + p.len > PREFETCH_BYTES {
@@ -198,18 +316,33 @@ impl PieceReader {
                 continue;
             }
             bytes += p.len;
-            batch.push(Arc::clone(p));
+            batch.push(p);
         }
+        self.fetch_pieces(&batch)
+    }
+
+    /// Fetches the pieces whole: from the cache of immutable objects when
+    /// it has them, else concurrently from the server.
+    pub(crate) fn fetch_pieces(&self, batch: &[&Piece]) -> io::Result<()> {
         let backend = &self.backend;
         let mut requests = Vec::with_capacity(batch.len());
-        for p in &batch {
-            requests.push((Arc::clone(p), backend.object_path(&p.key)?));
+        for p in batch {
+            if let Some(bytes) = backend.cached(&p.key, p.etag.as_deref(), p.obj_len) {
+                if let Some(b) = slice(&bytes, p.skip, p.len) {
+                    p.set_window(0, b);
+                    continue;
+                }
+            }
+            requests.push((*p, backend.object_path(&p.key)?));
+        }
+        if requests.is_empty() {
+            return Ok(());
         }
         let store = backend.inner.store.clone();
-        for _ in &requests {
-            bump(&backend.inner.counters.get);
+        for (p, _) in &requests {
+            backend.bump(Req::Get, &p.key);
         }
-        let results: Vec<(Arc<Piece>, object_store::Result<Bytes>)> = backend.block_on(
+        let results: Vec<(&Piece, object_store::Result<Bytes>)> = backend.block_on(
             futures::stream::iter(requests.into_iter().map(|(p, path)| {
                 let store = Arc::clone(&store);
                 async move {
@@ -222,18 +355,22 @@ impl PieceReader {
         );
         for (p, got) in results {
             let bytes = got.map_err(|e| backend.io_error(&p.key, e))?;
-            if bytes.len() as u64 != p.len {
+            let piece = (bytes.len() as u64 == p.obj_len)
+                .then(|| slice(&bytes, p.skip, p.len))
+                .flatten();
+            let Some(piece) = piece else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
                         "{}: {} bytes where the listing said {}: changed while read",
                         backend.display_rel(&p.key),
                         bytes.len(),
-                        p.len
+                        p.obj_len
                     ),
                 ));
-            }
-            p.set_window(0, bytes);
+            };
+            backend.keep(&p.key, p.etag.as_deref(), &bytes);
+            p.set_window(0, piece);
         }
         Ok(())
     }
@@ -241,17 +378,18 @@ impl PieceReader {
     fn fetch_range(&self, piece: &Piece, range: Range<u64>) -> io::Result<()> {
         let backend = &self.backend;
         let path = backend.object_path(&piece.key)?;
-        bump(&backend.inner.counters.get);
+        backend.bump(Req::Get, &piece.key);
+        let at = piece.skip + range.start..piece.skip + range.end;
         let bytes = backend
-            .block_on(backend.store().get_range(&path, range.clone()))
+            .block_on(backend.store().get_range(&path, at))
             .map_err(|e| backend.io_error(&piece.key, e))?;
         piece.set_window(range.start, bytes);
         Ok(())
     }
 }
 
-impl ObjectReader for PieceReader {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+impl PieceReader {
+    fn read_at_once(&self, buf: &mut [u8], offset: u64, may_relist: bool) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -264,11 +402,24 @@ impl ObjectReader for PieceReader {
         if let Some(n) = piece.read_window(buf, at) {
             return Ok(n);
         }
-        if piece.len <= WHOLE_PIECE {
-            self.fetch_whole(index, &all)?;
+        let fetched = if piece.len <= WHOLE_PIECE {
+            self.fetch_whole(index, &all)
         } else {
             let want = (buf.len() as u64).max(RANGE_CHUNK);
-            self.fetch_range(piece, at..(at + want).min(piece.len))?;
+            self.fetch_range(piece, at..(at + want).min(piece.len))
+        };
+        match fetched {
+            Ok(()) => {}
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && e.to_string()
+                        .contains(&format!("{}/", crate::log::MERGED_SUFFIX))
+                    && may_relist
+                    && self.relist()? =>
+            {
+                return self.read_at_once(buf, offset, false);
+            }
+            Err(e) => return Err(e),
         }
         piece.read_window(buf, at).ok_or_else(|| {
             io::Error::new(
@@ -280,8 +431,21 @@ impl ObjectReader for PieceReader {
             )
         })
     }
+}
+
+impl ObjectReader for PieceReader {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.read_at_once(buf, offset, true)
+    }
 
     fn len(&self) -> io::Result<u64> {
         Ok(self.end())
     }
+}
+
+/// `bytes[skip..skip + len]`, if it is there.
+fn slice(bytes: &Bytes, skip: u64, len: u64) -> Option<Bytes> {
+    let from = usize::try_from(skip).ok()?;
+    let to = usize::try_from(skip.checked_add(len)?).ok()?;
+    (to <= bytes.len()).then(|| bytes.slice(from..to))
 }

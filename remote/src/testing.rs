@@ -58,6 +58,14 @@ impl TestServer {
             ("AWS_REGION", "us-east-1".into()),
             ("AWS_ACCESS_KEY_ID", "jpstore-test".into()),
             ("AWS_SECRET_ACCESS_KEY", "jpstore-test".into()),
+            // The default cache directory, away from the user's.
+            (
+                "XDG_CACHE_HOME",
+                std::env::temp_dir()
+                    .join(format!("jpstore-test-cache-{}", std::process::id()))
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
         ]
     }
 

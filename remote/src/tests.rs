@@ -142,3 +142,103 @@ fn a_second_read_of_a_small_object_is_one_request() {
     let used = b.requests().total() - before.total();
     assert_eq!(used, 1, "open and read of 1000 bytes: {}", b.requests());
 }
+
+/// Appends `n` records of 20 bytes to a new log `k`, one append each.
+fn append_many(b: &crate::S3Backend, k: &Path, n: usize) -> Vec<u8> {
+    b.put_if_absent(k, b"HEAD", Path::new("")).expect("create");
+    let log = b.open_log(k).expect("open");
+    let mut whole = b"HEAD".to_vec();
+    for i in 0..n {
+        let record = format!("record {i:>12}\n");
+        log.append(whole.len() as u64, record.as_bytes())
+            .expect("append");
+        whole.extend_from_slice(record.as_bytes());
+    }
+    whole
+}
+
+#[test]
+fn a_long_log_is_merged_so_that_a_cold_read_takes_few_requests() {
+    let Some(server) =
+        server_or_skip("a_long_log_is_merged_so_that_a_cold_read_takes_few_requests")
+    else {
+        return;
+    };
+    let location = server.fresh("merge");
+    let k = Path::new("c/events.log");
+    // JP_STORE_TEST_LOG_APPENDS=10000 measures a longer log.
+    let n = std::env::var("JP_STORE_TEST_LOG_APPENDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let whole = append_many(&server.backend(location.clone()), k, n);
+    // A cold reader (another process: no cache).
+    let cold = server.backend(location.clone());
+    let read = read_all(&*cold.open(k).expect("open"), 1 << 20).expect("read");
+    assert_eq!(read, whole);
+    let used = cold.requests();
+    eprintln!("a cold read of a log of {n} appends: {used}");
+    // 2 LISTs (the log, then its segments after the merged objects), the
+    // first object, O(log n) merged objects, fewer than MERGE_SEGMENTS
+    // segments.
+    let bound = 2 + 1 + 2 * u64::from(n.ilog2()) + crate::MERGE_SEGMENTS as u64;
+    assert!(
+        used.total() <= bound,
+        "a cold read of {n} appends took {used}, more than {bound}"
+    );
+    assert_eq!(used.list, 2, "{used}");
+    // The merged segments are tombstones, never deleted: a stale writer
+    // that read an old end cannot append there.
+    let stale = cold.open_log(k).expect("open");
+    drop(stale);
+    let seg = Path::new("c/events.log.seg/00000000000000000004");
+    assert_eq!(
+        cold.head(seg)
+            .expect("the first segment is still there")
+            .len,
+        0
+    );
+    let again = cold
+        .put_if_absent(seg, b"late", Path::new(""))
+        .expect("put");
+    assert_eq!(again, jpstore_blobstore::backend::Put::Existed);
+    assert_eq!(
+        read_all(&*cold.open(k).expect("open"), 1 << 20).expect("read"),
+        whole
+    );
+    // The log moves and is removed whole, merged objects included.
+    cold.rename(Path::new("c"), Path::new("d")).expect("move");
+    let moved = Path::new("d/events.log");
+    assert_eq!(
+        read_all(&*cold.open(moved).expect("open"), 1 << 20).expect("read"),
+        whole
+    );
+    assert_eq!(cold.delete(&[moved.to_path_buf()]).expect("delete"), 1);
+    assert_eq!(cold.list(Path::new("d")).expect("list"), vec![]);
+}
+
+#[test]
+fn a_reader_whose_merged_object_was_superseded_reads_on() {
+    let Some(server) = server_or_skip("a_reader_whose_merged_object_was_superseded_reads_on")
+    else {
+        return;
+    };
+    let location = server.fresh("superseded");
+    let k = Path::new("c/events.log");
+    let writer = server.backend(location.clone());
+    let mut whole = append_many(&writer, k, 3 * crate::MERGE_SEGMENTS);
+    // A reader lists the log (merged objects), and reads it only later.
+    let reader = server.backend(location.clone());
+    let r = reader.open(k).expect("open");
+    // Meanwhile enough appends for the merged objects to be merged again.
+    let log = writer.open_log(k).expect("open");
+    for i in 0..8 * crate::MERGE_SEGMENTS {
+        let record = format!("later {i:>14}\n");
+        log.append(whole.len() as u64, record.as_bytes())
+            .expect("append");
+        whole.extend_from_slice(record.as_bytes());
+    }
+    let len = r.len().expect("len") as usize;
+    let read = read_all(&*r, 1 << 20).expect("read");
+    assert_eq!(read, whole[..len]);
+}

@@ -47,6 +47,7 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
         cmd.env(k, v);
     }
     cmd.env_remove("JP_STORE_DIR");
+    cmd.env_remove("JP_STORE_CACHE_DIR");
     cmd
 }
 
@@ -285,4 +286,78 @@ fn two_processes_appending_to_one_conversation_never_interleave_or_lose_an_ackno
     );
     let fsck = s.ok(&["fsck"], b"");
     assert!(fsck.contains("clean"), "{fsck}");
+}
+
+/// The requests a command made, from the line `-v` prints:
+/// `s3: N requests (G GET, H HEAD, P PUT, L LIST, D DELETE); C objects from the cache`.
+fn requests(out: &Output) -> (u64, u64) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("jp-store: s3: "))
+        .unwrap_or_else(|| panic!("no request count in {err}"));
+    let number = |after: &str| -> u64 {
+        line.split(after)
+            .next()
+            .and_then(|s| s.split([' ', '(', ';']).rfind(|w| !w.is_empty()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {after:?} in {line}"))
+    };
+    (number(" requests"), number(" objects from the cache"))
+}
+
+#[test]
+fn append_and_view_make_a_pinned_number_of_requests_and_a_warm_view_fewer() {
+    let Some(server) =
+        server_or_skip("append_and_view_make_a_pinned_number_of_requests_and_a_warm_view_fewer")
+    else {
+        return;
+    };
+    let s = S3Store::new(server, "counts");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let cache_arg = cache.path().to_str().expect("UTF-8 path");
+    s.ok(&["init"], b"");
+    let id = s.ok(&["new", "--title", "counts"], b"").trim().to_string();
+    s.ok(&["append", &id], &user("first"));
+    // These counts are what the commands cost today: a change that makes
+    // them grow must change this test, and say why.
+    let out = s.run(&["-v", "--no-cache", "append", &id], &user("second"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (append, _) = requests(&out);
+    assert!(append <= 24, "append of one event: {append} requests");
+    let out = s.run(&["-v", "--no-cache", "view", &id], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (cold, _) = requests(&out);
+    assert!(cold <= 11, "cold view: {cold} requests");
+    // With a cache: the first view fills it, the second reads only what
+    // tells whether the conversation changed, and the mutable objects
+    // (the head cache, the config).
+    let warm = |args: &[&str]| {
+        let mut all = vec!["-v", "--cache-dir", cache_arg];
+        all.extend_from_slice(args);
+        let out = s.run(&all, b"");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            requests(&out),
+        )
+    };
+    let (first, _) = warm(&["view", &id]);
+    let (second, (n, hits)) = warm(&["view", &id]);
+    assert_eq!(first, second);
+    assert!(hits >= 3, "{hits} objects from the cache");
+    assert!(n <= 7 && n < cold, "warm view: {n} requests, cold: {cold}");
+    eprintln!("append: {append} requests; view: {cold} cold, {n} warm ({hits} from the cache)");
 }

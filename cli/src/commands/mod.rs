@@ -76,18 +76,71 @@ impl fmt::Display for StoreLocation {
 /// The S3 backend this process opened, for its request counts.
 static S3_BACKEND: OnceLock<S3Backend> = OnceLock::new();
 
+/// The cache directory of stores on S3 (`--cache-dir`, `--no-cache`).
+#[derive(Clone, Debug)]
+pub enum CacheSetting {
+    /// Under the user's cache directory.
+    Default,
+    /// Under this directory.
+    Dir(PathBuf),
+    /// None.
+    Off,
+}
+
+static CACHE: OnceLock<CacheSetting> = OnceLock::new();
+
+/// Sets the cache of the stores on S3 this process opens.
+pub fn configure_cache(setting: CacheSetting) {
+    let _ = CACHE.set(setting);
+}
+
+/// The cache directory of the store at `location`: one per endpoint, bucket
+/// and prefix, below the directory of `--cache-dir` (or the user's cache
+/// directory).
+fn cache_dir_of(location: &S3Location) -> Option<PathBuf> {
+    let base = match CACHE.get().unwrap_or(&CacheSetting::Default) {
+        CacheSetting::Off => return None,
+        CacheSetting::Dir(d) => d.clone(),
+        CacheSetting::Default => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x).join("jp-store"),
+            _ => PathBuf::from(std::env::var_os("HOME")?)
+                .join(".cache")
+                .join("jp-store"),
+        },
+    };
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+    let key = format!("{endpoint}\n{}\n{}", location.bucket, location.prefix);
+    let hex = jpstore_blobstore::BlobId::of(key.as_bytes()).to_hex();
+    Some(base.join(format!("s3-{}-{}", location.bucket, &hex[..16])))
+}
+
 /// The backend of a store on S3, configured from the environment
 /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...).
 pub(crate) fn s3_backend(location: &S3Location) -> Result<Arc<dyn Backend>> {
-    let backend = S3Backend::from_env(location.clone())?;
+    let mut backend = S3Backend::from_env(location.clone())?;
+    if let Some(dir) = cache_dir_of(location) {
+        match jpstore_remote::DiskCache::open(&dir, jpstore_remote::DEFAULT_CACHE_BYTES) {
+            Ok(cache) => {
+                crate::output::detail(&format!("cache {}", dir.display()));
+                backend = backend.with_cache(cache);
+            }
+            Err(e) => crate::output::note(&format!(
+                "note: no cache for {location}: cannot create {}: {e}",
+                dir.display()
+            )),
+        }
+    }
+    if std::env::var_os("JP_STORE_TRACE_S3").is_some_and(|v| !v.is_empty() && v != "0") {
+        backend.set_trace(true);
+    }
     let _ = S3_BACKEND.set(backend.clone());
     Ok(backend.shared())
 }
 
 /// The requests made to S3 by this process, if it opened a store there.
-pub(crate) fn s3_requests() -> Option<RequestCounts> {
-    S3_BACKEND.get().map(S3Backend::requests)
+pub(crate) fn s3_requests() -> Option<(RequestCounts, u64)> {
+    S3_BACKEND.get().map(|b| (b.requests(), b.cache_hits()))
 }
 
 /// Opens the store at `dir`.

@@ -1,0 +1,221 @@
+//! A local cache of immutable objects of a store on S3 (format-spec.md
+//! 5.8): content-addressed objects (loose blobs, packs, indexes), and the
+//! objects of a log (its first object, segments, merged objects) named with
+//! the ETag they were listed with. Nothing mutable is cached (the head
+//! cache, config), and nothing is taken from the cache without the name
+//! having been learnt from the server first (a listing, or the log a blob
+//! is referenced by), so a cache can make a read cheaper but never change
+//! what it returns.
+//!
+//! Each object is one file `<dir>/<2 hex>/<62 hex>`, named by the SHA-256
+//! of its key and ETag, holding a header (magic, the SHA-256 of the bytes)
+//! and the bytes: a file found damaged (a disk error, a crash of a file
+//! system that does not order data before names) is deleted and counts as
+//! a miss. Files are written in a temp file and renamed into place, so a
+//! crash leaves a temp file (removed later) or a whole entry. The cache is
+//! bounded: when it grows past its size, the least recently used entries
+//! (by modification time, set on every hit) are removed.
+//!
+//! Every process sharing a cache directory may write and evict at once:
+//! entries appear and vanish atomically, and a vanished entry is a miss.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use jpstore_blobstore::BlobId;
+
+const MAGIC: &[u8; 8] = b"jpsc\x01\n\0\0";
+const HEADER: usize = MAGIC.len() + BlobId::LEN;
+/// Bytes of objects kept in memory by a process (the cache of one command,
+/// whether or not a cache directory is used).
+const MEMORY_BYTES: u64 = 64 << 20;
+/// Temp files older than this are left by a crash.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// The default bound of a cache directory.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+
+/// A cache directory ([`crate::S3Backend::with_cache`]).
+#[derive(Debug)]
+pub struct DiskCache {
+    dir: PathBuf,
+    max_bytes: u64,
+    /// Bytes in the directory, as last counted plus what this process
+    /// added since.
+    bytes: AtomicU64,
+}
+
+impl DiskCache {
+    /// The cache in `dir` (created if missing), bounded to `max_bytes`.
+    pub fn open(dir: &Path, max_bytes: u64) -> io::Result<DiskCache> {
+        fs::create_dir_all(dir.join("tmp"))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let cache = DiskCache {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            bytes: AtomicU64::new(0),
+        };
+        let (total, _) = cache.entries();
+        cache.bytes.store(total, Ordering::Relaxed);
+        Ok(cache)
+    }
+
+    /// Where the cache is.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        let hex = BlobId::of(name.as_bytes()).to_hex();
+        self.dir.join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// The bytes of `name`, if cached and whole.
+    pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
+        let path = self.path(name);
+        let data = fs::read(&path).ok()?;
+        let body = data.get(HEADER..)?;
+        let ok = data.get(..MAGIC.len()) == Some(MAGIC)
+            && data.get(MAGIC.len()..HEADER) == Some(BlobId::of(body).as_bytes().as_slice());
+        if !ok {
+            let _ = fs::remove_file(&path);
+            return None;
+        }
+        // Recently used: evicted last.
+        if let Ok(f) = fs::File::options().append(true).open(&path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Some(Bytes::copy_from_slice(body))
+    }
+
+    /// Keeps `data` as `name` (best effort: a cache that cannot be written
+    /// is a cache that misses).
+    pub(crate) fn put(&self, name: &str, data: &[u8]) {
+        let path = self.path(name);
+        if path.exists() {
+            return;
+        }
+        let Some(parent) = path.parent() else {
+            return;
+        };
+        if fs::create_dir_all(parent).is_err() {
+            return;
+        }
+        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(self.dir.join("tmp")) else {
+            return;
+        };
+        let written = tmp
+            .write_all(MAGIC)
+            .and_then(|()| tmp.write_all(BlobId::of(data).as_bytes()))
+            .and_then(|()| tmp.write_all(data));
+        if written.is_err() || tmp.persist(&path).is_err() {
+            return;
+        }
+        let size = (HEADER + data.len()) as u64;
+        let total = self.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if total > self.max_bytes {
+            self.evict();
+        }
+    }
+
+    /// Every entry with its size and time; removes stale temp files.
+    /// Returns the total size.
+    fn entries(&self) -> (u64, Vec<(SystemTime, u64, PathBuf)>) {
+        let mut total = 0;
+        let mut out = Vec::new();
+        let Ok(dirs) = fs::read_dir(&self.dir) else {
+            return (0, out);
+        };
+        for d in dirs.flatten() {
+            let is_tmp = d.file_name() == "tmp";
+            let Ok(files) = fs::read_dir(d.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let Ok(meta) = f.metadata() else { continue };
+                let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                if is_tmp {
+                    let old = SystemTime::now()
+                        .duration_since(modified)
+                        .is_ok_and(|age| age > STALE_TEMP);
+                    if old {
+                        let _ = fs::remove_file(f.path());
+                    }
+                    continue;
+                }
+                total += meta.len();
+                out.push((modified, meta.len(), f.path()));
+            }
+        }
+        (total, out)
+    }
+
+    /// Removes the least recently used entries until the cache holds at
+    /// most 3/4 of its bound.
+    fn evict(&self) {
+        let (mut total, mut entries) = self.entries();
+        entries.sort();
+        let goal = self.max_bytes / 4 * 3;
+        for (_, len, path) in entries {
+            if total <= goal {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                total = total.saturating_sub(len);
+            }
+        }
+        self.bytes.store(total, Ordering::Relaxed);
+    }
+}
+
+/// The objects a backend keeps: in memory for this process, and in a cache
+/// directory if it has one.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    memory: Mutex<(u64, HashMap<String, Bytes>)>,
+    pub(crate) disk: Option<DiskCache>,
+    pub(crate) hits: AtomicU64,
+}
+
+impl Cache {
+    pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
+        let found = {
+            let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+            memory.1.get(name).cloned()
+        };
+        let found = found.or_else(|| {
+            let b = self.disk.as_ref()?.get(name)?;
+            self.remember(name, &b);
+            Some(b)
+        });
+        if found.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    pub(crate) fn put(&self, name: &str, data: &Bytes) {
+        self.remember(name, data);
+        if let Some(disk) = &self.disk {
+            disk.put(name, data);
+        }
+    }
+
+    fn remember(&self, name: &str, data: &Bytes) {
+        let mut memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let size = data.len() as u64;
+        if memory.0 + size > MEMORY_BYTES {
+            memory.1.clear();
+            memory.0 = 0;
+        }
+        if memory.1.insert(name.to_string(), data.clone()).is_none() {
+            memory.0 += size;
+        }
+    }
+}

@@ -431,7 +431,10 @@ fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if out.ends_with(&text) {
+        // A cause already said (an error names its source's message; a
+        // backend's names the object's URL before it).
+        let said = |t: &str| out.contains(t);
+        if said(&text) || text.split_once(": ").is_some_and(|(_, rest)| said(rest)) {
             continue;
         }
         if !out.is_empty() {

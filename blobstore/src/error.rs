@@ -12,7 +12,7 @@ use crate::id::{BlobId, IdError};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O operation failed.
-    #[error("cannot {op} {}: {source}", path.display())]
+    #[error("cannot {op} {}: {}", path.display(), crate::backend::unrepeated(path, source))]
     Io {
         /// What was being done ("read", "create", "publish", ...).
         op: &'static str,
@@ -24,7 +24,7 @@ pub enum Error {
     },
     /// A sync (fsync/fdatasync) failed. The state of the data on disk is
     /// unknown; the store handle is poisoned and refuses further writes.
-    #[error("sync of {} failed, the store refuses further writes: {source}", path.display())]
+    #[error("sync of {} failed, the store refuses further writes: {}", path.display(), crate::backend::unrepeated(path, source))]
     SyncFailed {
         /// The file or directory whose sync failed.
         path: PathBuf,

@@ -132,6 +132,23 @@ enum Command {
     /// turns (content is shared, not copied), optionally compacted. Prints
     /// the new id.
     Fork(ForkArgs),
+    /// Copy conversations, with every blob they reference, from the store
+    /// SRC to the store DST (each a directory or s3://BUCKET/PREFIX; --store
+    /// is not used). DST is made a store (with SRC's config.toml) if it is
+    /// new or empty.
+    ///
+    /// A conversation absent at DST is created there with the same id and
+    /// the same log bytes; one whose log at DST is a prefix of SRC's is
+    /// extended with the records it lacks; one that is the same is left
+    /// (a second copy sends nothing). One whose log at DST diverged from
+    /// SRC's is a conflict: it is named and left as it is, never
+    /// overwritten. Blobs DST has are not sent; the others are stored
+    /// before the records that reference them. Quarantine is not copied.
+    ///
+    /// Exit status: 0 when every conversation is at DST as at SRC; 1 when
+    /// any was a conflict or could not be copied (the others are copied;
+    /// the list is printed).
+    Copy(commands::CopyArgs),
     /// Export a conversation.
     Export(ExportArgs),
     /// Counts and sizes of the whole store, or of one conversation, with
@@ -238,6 +255,7 @@ impl Command {
             }
             Command::Compact(a) => a.json,
             Command::Fork(a) => a.json,
+            Command::Copy(a) => a.json,
             Command::Gc(a) => a.json,
             Command::Fsck(a) => a.json,
             Command::Upgrade(a) => a.json,
@@ -323,6 +341,7 @@ fn main() -> ExitCode {
         Command::View { id, format, refs } => commands::view(dir, &id, format, refs),
         Command::Compact(args) => commands::compact(dir, args),
         Command::Fork(args) => commands::fork(dir, args),
+        Command::Copy(args) => commands::copy(args),
         Command::Export(args) => commands::export(dir, args),
         Command::Stats { id, json, plot } => {
             commands::stats(dir, id.as_deref(), json, plot.as_deref())
@@ -339,8 +358,15 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
     };
-    if let Some((requests, hits)) = commands::s3_requests() {
-        output::detail(&format!("s3: {requests}; {hits} objects from the cache"));
+    let opened = commands::s3_requests();
+    for (location, requests, hits) in &opened {
+        let which = match opened.len() {
+            1 => String::new(),
+            _ => format!(" {location}"),
+        };
+        output::detail(&format!(
+            "s3{which}: {requests}; {hits} objects from the cache"
+        ));
     }
     match result {
         Ok(code) => code,
@@ -405,7 +431,10 @@ fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if out.ends_with(&text) {
+        // A cause already said (an error names its source's message; a
+        // backend's names the object's URL before it).
+        let said = |t: &str| out.contains(t);
+        if said(&text) || text.split_once(": ").is_some_and(|(_, rest)| said(rest)) {
             continue;
         }
         if !out.is_empty() {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O operation failed.
-    #[error("cannot {op} {}: {source}", path.display())]
+    #[error("cannot {op} {}: {}", path.display(), jpstore_blobstore::backend::unrepeated(path, source))]
     Io {
         /// What was being done ("open", "read", "lock", ...).
         op: &'static str,
@@ -22,7 +22,7 @@ pub enum Error {
     },
     /// A sync (fsync/fdatasync) failed. What is on disk is unknown; the
     /// handle that wrote is poisoned and refuses further writes.
-    #[error("sync of {} failed, the writer refuses further appends: {source}", path.display())]
+    #[error("sync of {} failed, the writer refuses further appends: {}", path.display(), jpstore_blobstore::backend::unrepeated(path, source))]
     SyncFailed {
         /// The file whose sync failed.
         path: PathBuf,
@@ -46,6 +46,18 @@ pub enum Error {
         /// Why.
         #[source]
         source: Box<Error>,
+    },
+    /// A writer opening a log on a backend whose locks do not exclude
+    /// writers elsewhere (S3) found it longer on its second read than on
+    /// its first: another writer appended in between (format-spec.md 5.3).
+    #[error("conflict with another writer: {} was appended to by another writer while this one opened it (it ended at {end}, then at {found}); nothing was appended, run the command again", path.display())]
+    WriterConflict {
+        /// The log.
+        path: PathBuf,
+        /// Its end as the writer first found it.
+        end: u64,
+        /// Its end as the second read found it.
+        found: u64,
     },
     /// Bytes on disk are not what the format requires.
     #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]

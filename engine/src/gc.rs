@@ -364,7 +364,7 @@ impl Store {
     }
 }
 
-mod mark;
+pub(crate) mod mark;
 
 pub(crate) use mark::mark_log;
 

@@ -8,6 +8,7 @@
 //! - [`conversation`]: one conversation's log of entries, its metadata, and
 //!   the single writer with the append protocol.
 //! - [`event`]: the event model, its JSON form and turn numbering.
+//! - [`copy`]: conversations and their blobs from a store to another.
 //! - [`export`]: the plain JSON form of a conversation; [`import`]: whole
 //!   conversations stored in bulk (one pack, then each log published whole);
 //!   [`stream`]: a store as one NDJSON stream, a conversation a line.
@@ -98,6 +99,7 @@ pub mod append;
 pub mod compaction;
 pub mod config;
 pub mod conversation;
+pub mod copy;
 pub mod dedup;
 pub mod error;
 pub mod event;

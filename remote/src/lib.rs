@@ -93,6 +93,33 @@ pub enum RemoteError {
     /// The runtime the client runs on could not be started.
     #[error("cannot start the runtime of the S3 client: {0}")]
     Runtime(#[source] io::Error),
+    /// The environment holds no credentials (and the instance metadata
+    /// endpoint was not asked for).
+    #[error("no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI; on a cloud instance whose role gives them, set {METADATA_CREDENTIALS}=true to ask its metadata endpoint")]
+    NoCredentials {
+        /// The store's URL.
+        url: String,
+    },
+}
+
+/// The variable that lets [`S3Backend::from_env`] take its credentials
+/// from the instance metadata endpoint when the environment has none.
+pub const METADATA_CREDENTIALS: &str = "JP_STORE_S3_METADATA_CREDENTIALS";
+
+/// Whether the environment gives credentials (or asks for none, or for the
+/// instance metadata endpoint): otherwise the client would spend its
+/// retries asking a metadata endpoint that is not there.
+fn credentials_in_env() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let yes = |name: &str| {
+        std::env::var(name).is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true"))
+    };
+    (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
+        || (set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN"))
+        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        || yes("AWS_SKIP_SIGNATURE")
+        || yes(METADATA_CREDENTIALS)
 }
 
 /// How many requests of each kind a backend made (for measurements and
@@ -239,8 +266,15 @@ impl S3Backend {
     /// The backend of the store at `location`, with the endpoint, region
     /// and credentials of the environment (`AWS_ENDPOINT_URL`,
     /// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-    /// `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, ...).
+    /// `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, ...). With no credentials
+    /// there, [`RemoteError::NoCredentials`], unless
+    /// [`METADATA_CREDENTIALS`] asks for the instance metadata endpoint.
     pub fn from_env(location: S3Location) -> Result<Self, RemoteError> {
+        if !credentials_in_env() {
+            return Err(RemoteError::NoCredentials {
+                url: location.to_string(),
+            });
+        }
         Self::with_builder(
             location,
             AmazonS3Builder::from_env(),
@@ -422,6 +456,14 @@ impl S3Backend {
             _ => (io::ErrorKind::Other, None),
         };
         let url = format!("s3://{}/{}", self.inner.location.bucket, self.full(rel));
+        if e.to_string().contains("<Code>NoSuchBucket</Code>") {
+            // Not `NotFound`: no object of the store is absent, the
+            // store's bucket is.
+            return io::Error::other(format!(
+                "{url}: HTTP 404: the bucket {} does not exist",
+                self.inner.location.bucket
+            ));
+        }
         let mut text = match status {
             Some(status) => format!("{url}: {status} ({e})"),
             None => format!("{url}: {e}"),

@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "append",
             "compaction",
+            "copy",
             "export",
             "fsck",
             "gc",

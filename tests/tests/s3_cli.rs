@@ -361,3 +361,40 @@ fn append_and_view_make_a_pinned_number_of_requests_and_a_warm_view_fewer() {
     assert!(n <= 7 && n < cold, "warm view: {n} requests, cold: {cold}");
     eprintln!("append: {append} requests; view: {cold} cold, {n} warm ({hits} from the cache)");
 }
+
+/// With no credentials in the environment, opening a store on S3 says so
+/// and names the variables, instead of asking a metadata endpoint.
+#[test]
+fn no_credentials_are_named() {
+    let mut cmd = Command::new(jp_store_bin());
+    cmd.args(["--store", "s3://some-bucket/p", "ls"]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") || k.starts_with("JP_STORE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.output().expect("jp-store ran");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no credentials for s3://some-bucket/p: set AWS_ACCESS_KEY_ID"),
+        "{err}"
+    );
+}
+
+/// An error names the object's URL once, with the HTTP status.
+#[test]
+fn errors_name_the_url_once() {
+    let Some(server) = server_or_skip("errors_name_the_url_once") else {
+        return;
+    };
+    let url = "s3://jpstore-no-such-bucket/p";
+    let out = run(server, url, &["ls"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches(url).count(), 1, "{err}");
+    assert!(
+        err.contains("HTTP 404: the bucket jpstore-no-such-bucket does not exist"),
+        "{err}"
+    );
+}

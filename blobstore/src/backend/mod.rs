@@ -123,14 +123,42 @@ impl BackendError {
     }
 }
 
+/// The message of `source`, an error about `path`, without `path` when it
+/// starts with it: an error of a backend that names the object (an S3 URL)
+/// is said once in "cannot list s3://b/p: HTTP 403 ...".
+pub fn unrepeated(path: &Path, source: &dyn fmt::Display) -> String {
+    let text = source.to_string();
+    let path = path.display().to_string();
+    // The source may name the object, or the prefix listed to find it.
+    if let Some((named, rest)) = text.split_once(": ") {
+        let within = path.strip_prefix(named).is_some_and(|after| {
+            after.is_empty() || after.starts_with('/') || named.ends_with('/')
+        });
+        if within && named.contains("://") {
+            return rest.to_string();
+        }
+    }
+    text
+}
+
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BackendError::Io { op, key, source } => {
-                write!(f, "cannot {op} {}: {source}", key.display())
+                write!(
+                    f,
+                    "cannot {op} {}: {}",
+                    key.display(),
+                    unrepeated(key, source)
+                )
             }
             BackendError::Unsynced { key, source } => {
-                write!(f, "sync of {} failed: {source}", key.display())
+                write!(
+                    f,
+                    "sync of {} failed: {}",
+                    key.display(),
+                    unrepeated(key, source)
+                )
             }
         }
     }

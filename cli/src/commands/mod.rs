@@ -6,6 +6,7 @@ mod append;
 mod attach;
 pub mod blob;
 mod compact;
+mod copy;
 mod export;
 mod fork;
 mod fsck;
@@ -23,6 +24,7 @@ mod view;
 pub use append::*;
 pub use attach::*;
 pub use compact::*;
+pub use copy::*;
 pub use export::*;
 pub use fork::*;
 pub use fsck::*;
@@ -46,7 +48,7 @@ use jpstore_remote::{RequestCounts, S3Backend, S3Location};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where the store of `--store` is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,8 +75,9 @@ impl fmt::Display for StoreLocation {
     }
 }
 
-/// The S3 backend this process opened, for its request counts.
-static S3_BACKEND: OnceLock<S3Backend> = OnceLock::new();
+/// The S3 backends this process opened (`copy` opens two), for their
+/// request counts.
+static S3_BACKENDS: Mutex<Vec<(S3Location, S3Backend)>> = Mutex::new(Vec::new());
 
 /// The cache directory of stores on S3 (`--cache-dir`, `--no-cache`).
 #[derive(Clone, Debug)]
@@ -134,13 +137,24 @@ pub(crate) fn s3_backend(location: &S3Location) -> Result<Arc<dyn Backend>> {
     if std::env::var_os("JP_STORE_TRACE_S3").is_some_and(|v| !v.is_empty() && v != "0") {
         backend.set_trace(true);
     }
-    let _ = S3_BACKEND.set(backend.clone());
+    if let Ok(mut opened) = S3_BACKENDS.lock() {
+        opened.push((location.clone(), backend.clone()));
+    }
     Ok(backend.shared())
 }
 
-/// The requests made to S3 by this process, if it opened a store there.
-pub(crate) fn s3_requests() -> Option<(RequestCounts, u64)> {
-    S3_BACKEND.get().map(|b| (b.requests(), b.cache_hits()))
+/// The requests made to S3 by this process, for each store it opened
+/// there: its location, the requests, the objects read from the cache.
+pub(crate) fn s3_requests() -> Vec<(S3Location, RequestCounts, u64)> {
+    S3_BACKENDS.lock().map_or_else(
+        |_| Vec::new(),
+        |opened| {
+            opened
+                .iter()
+                .map(|(l, b)| (l.clone(), b.requests(), b.cache_hits()))
+                .collect()
+        },
+    )
 }
 
 /// Opens the store at `dir`.

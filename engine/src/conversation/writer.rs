@@ -217,6 +217,15 @@ impl<'s> ConversationWriter<'s> {
         };
         let reader = open_reader(backend, &id, options)?;
         let fold = fold_state(&reader, from, &mut state)?;
+        if fold.end != log.end() && !backend.locks_span_writers() {
+            // Our lock excludes the writers of this process only (S3): a
+            // writer elsewhere appended between the two reads.
+            return Err(Error::WriterConflict {
+                path: log.path().to_path_buf(),
+                end: log.end(),
+                found: fold.end,
+            });
+        }
         if fold.end != log.end() {
             // We hold the lock, so nobody appended; a difference means the
             // file changed under us in a way the format does not allow.

@@ -86,44 +86,73 @@ fn collect(piece: Piece<'_>, max: u32, entries: &mut Vec<Vec<u8>>, live: &mut Ha
 /// section alone (every blob reference is in aux): read exactly, or, where
 /// the section does not read, searched like damage.
 fn mark_heads(heads: &[u8], body_len: usize, max: u32, live: &mut HashSet<BlobId>) {
-    let exact = (|| -> std::result::Result<Vec<BlobId>, String> {
-        let body_len = u32::try_from(body_len).map_err(|_| "a huge body".to_string())?;
-        let open = OpenHeads::open(heads, body_len, max)?;
-        let mut ids = Vec::new();
-        for i in 0..open.count() {
-            let raw = open.raw(i)?;
-            match AuxFields::read(raw.kind, raw.aux)? {
-                AuxFields::ChatRequest { resources, .. } => {
-                    for r in resources.resources() {
-                        ids.push(r.content.id);
-                        ids.extend(r.formatted.map(|f| f.id));
-                    }
-                }
-                AuxFields::ToolCallResponse { blocks, .. } => {
-                    for b in blocks.blocks() {
-                        match b {
-                            BlockFields::Text { text, .. } => ids.push(text.id),
-                            BlockFields::Resource { resource, .. } => {
-                                ids.push(resource.content.id);
-                                ids.extend(resource.formatted.map(|f| f.id));
-                            }
-                            BlockFields::Other(_) => {}
-                        }
-                    }
-                }
-                AuxFields::MetaPatch { base_config } => ids.extend(base_config.map(|b| b.id)),
-                _ => {}
-            }
-        }
-        Ok(ids)
-    })();
-    match exact {
+    match heads_references(heads, body_len, max) {
         Ok(ids) => live.extend(ids),
         Err(_) => {
             mark_id_shapes(heads, live);
             mark_in_frames(heads, max, live);
         }
     }
+}
+
+/// The blobs the entries of a valid version 2 record reference, read
+/// exactly from its heads section (every blob reference is in aux); an
+/// error when the section does not read.
+pub(crate) fn heads_references(
+    heads: &[u8],
+    body_len: usize,
+    max: u32,
+) -> std::result::Result<Vec<BlobId>, String> {
+    let body_len = u32::try_from(body_len).map_err(|_| "a huge body".to_string())?;
+    let open = OpenHeads::open(heads, body_len, max)?;
+    let mut ids = Vec::new();
+    for i in 0..open.count() {
+        let raw = open.raw(i)?;
+        match AuxFields::read(raw.kind, raw.aux)? {
+            AuxFields::ChatRequest { resources, .. } => {
+                for r in resources.resources() {
+                    ids.push(r.content.id);
+                    ids.extend(r.formatted.map(|f| f.id));
+                }
+            }
+            AuxFields::ToolCallResponse { blocks, .. } => {
+                for b in blocks.blocks() {
+                    match b {
+                        BlockFields::Text { text, .. } => ids.push(text.id),
+                        BlockFields::Resource { resource, .. } => {
+                            ids.push(resource.content.id);
+                            ids.extend(resource.formatted.map(|f| f.id));
+                        }
+                        BlockFields::Other(_) => {}
+                    }
+                }
+            }
+            AuxFields::MetaPatch { base_config } => ids.extend(base_config.map(|b| b.id)),
+            _ => {}
+        }
+    }
+    Ok(ids)
+}
+
+/// The blobs the entries of a valid version 1 batch reference, exactly
+/// (packed entries unpacked); an error when an entry does not decode.
+pub(crate) fn batch_references(
+    entries: &[Vec<u8>],
+    max: u32,
+) -> std::result::Result<Vec<BlobId>, String> {
+    let mut ids = Vec::new();
+    let mut decoded = Vec::new();
+    for bytes in entries {
+        decoded.clear();
+        codec::decode_all(bytes, max, &mut decoded)?;
+        for entry in decoded.drain(..) {
+            match entry {
+                LogEntry::Event(entry) => entry.for_each_content(&mut |r| ids.push(r.id)),
+                LogEntry::Meta(m) => ids.extend(m.base_config.map(|b| b.id)),
+            }
+        }
+    }
+    Ok(ids)
 }
 
 /// The first bytes of a zstd frame.

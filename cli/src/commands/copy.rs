@@ -1,0 +1,135 @@
+//! `jp-store copy SRC DST [ID...]`: conversations and their blobs from one
+//! store to another (the work is `jpstore_engine::copy`).
+
+use super::{open_store, parse_id, size, StoreLocation};
+use crate::output::Progress;
+use anyhow::{Context, Result};
+use clap::Args;
+use jpstore_blobstore::backend::{Backend, FileBackend};
+use jpstore_blobstore::storage::LocalStorage;
+use jpstore_engine::copy::{CopyOutcome, CopyProgress};
+use jpstore_engine::StoreOptions;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// The store to copy from: a directory, a file:// URL of one, or
+    /// s3://BUCKET/PREFIX.
+    #[arg(value_parser = crate::parse_store_location)]
+    src: StoreLocation,
+    /// The store to copy to (made a store if it is new or empty).
+    #[arg(value_parser = crate::parse_store_location)]
+    dst: StoreLocation,
+    /// The conversations to copy (default: every one).
+    ids: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub fn copy(args: CopyArgs) -> Result<ExitCode> {
+    let ids = args
+        .ids
+        .iter()
+        .map(|s| parse_id(s))
+        .collect::<Result<Vec<_>>>()?;
+    let src = open_store(&args.src)?;
+    let backend: Arc<dyn Backend> = match &args.dst {
+        StoreLocation::Dir(path) => {
+            let storage = LocalStorage::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            FileBackend::shared(Arc::new(storage))
+        }
+        StoreLocation::S3(location) => super::s3_backend(location)?,
+    };
+    let (dst, made) = jpstore_engine::copy::open_or_init_like(
+        &src,
+        backend,
+        PathBuf::from(args.dst.to_string()),
+        StoreOptions::default(),
+    )?;
+    if made {
+        crate::output::note(&format!(
+            "made {} a store, with the config.toml of {}",
+            args.dst, args.src
+        ));
+    }
+    let mut bar = Progress::new("copying blobs");
+    let json = args.json;
+    let report = jpstore_engine::copy::copy(&src, &dst, &ids, &mut |p| match p {
+        CopyProgress::Planned {
+            conversations,
+            to_send,
+            blobs,
+        } => bar.println(&format!(
+            "{conversations} conversations: {to_send} to create or extend, {blobs} blobs to send"
+        )),
+        CopyProgress::Blobs { done, total } => bar.update(done as u64, total as u64),
+        CopyProgress::Conversation(c) if !json => {
+            let line = match c.outcome {
+                CopyOutcome::Created | CopyOutcome::Extended => format!(
+                    "{} {}: {} records, {}",
+                    match c.outcome {
+                        CopyOutcome::Created => "created",
+                        _ => "extended",
+                    },
+                    c.id,
+                    c.records_sent,
+                    size(c.log_bytes_sent)
+                ),
+                CopyOutcome::Unchanged => return,
+                CopyOutcome::Conflict | CopyOutcome::Failed => return,
+            };
+            bar.println(&line);
+        }
+        CopyProgress::Conversation(_) => {}
+    })?;
+    bar.finish();
+    if report.workspace_config_differs && !json {
+        crate::output::note(&format!(
+            "note: the config.toml of {} differs from that of {}: the settings of the copied conversations may differ there",
+            args.dst, args.src
+        ));
+    }
+    if json {
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        if report.sent_nothing && report.complete {
+            crate::outln!(
+                "nothing to send: {} conversations already at {} as at {}",
+                report.unchanged,
+                args.dst,
+                args.src
+            );
+        } else {
+            crate::outln!(
+                "copied to {}: {} created, {} extended, {} unchanged; sent {} records ({}) and {} blobs ({}, {} stored); {} blobs were there",
+                args.dst,
+                report.created,
+                report.extended,
+                report.unchanged,
+                report.records_sent,
+                size(report.log_bytes_sent),
+                report.blobs_sent,
+                size(report.blob_bytes_sent),
+                size(report.blob_stored_bytes),
+                report.blobs_present,
+            );
+        }
+        for c in &report.conversations {
+            let what = match c.outcome {
+                CopyOutcome::Conflict => "conflict",
+                CopyOutcome::Failed => "not copied",
+                _ => continue,
+            };
+            crate::outln!("{what}: {}: {}", c.id, c.reason.as_deref().unwrap_or(""));
+        }
+    }
+    Ok(if report.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

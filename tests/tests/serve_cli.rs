@@ -5,7 +5,8 @@
 //! traversal, 405 for other methods, blobs served so that nothing in them
 //! can run, large blobs streamed whole, damage a 500 and never wrong
 //! bytes, requests for another host refused, loopback only unless
-//! allowed, Ctrl-C, and a store left byte for byte as it was.
+//! allowed, Ctrl-C, `-q` (the URL, no notes), and a store left byte for
+//! byte as it was.
 
 use jpstore_blobstore::BlobId;
 use jpstore_tests::web::{
@@ -816,4 +817,22 @@ fn the_list_follows_what_other_processes_write_while_it_serves() {
     assert!(page.contains(&format!("{total} conversations")), "{page}");
     assert!(row_of(&page, filler).is_none(), "{page}");
     assert!(!row_ids(&ok(&server.get("/?sort=id&page=2"), "page 2")).contains(&filler.to_owned()));
+}
+
+#[test]
+fn quiet_serve_prints_its_url_and_no_notes() {
+    let f = fixture();
+    // `Server::start_with` reads the URL from standard output first, and
+    // fails if it is not printed.
+    let server = Server::start_with(&f.store, &["-q", "--addr", "127.0.0.1:0"]);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    ok(&server.get("/"), "list");
+    let (status, stderr) = server.interrupt();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("serving"), "{stderr}");
+    assert!(stderr.is_empty(), "nothing on standard error: {stderr}");
 }

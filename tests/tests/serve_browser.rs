@@ -12,7 +12,10 @@
 //! is the slow part). Without Chromium (Debian's `chromium`, and
 //! `chromium-driver` for the checks that click), the test says it is
 //! skipped and why, and passes; `.ci/run` installs both so that in CI it
-//! runs.
+//! runs. A Chromium that hangs fails the test instead of stalling it: each
+//! run of Chromium, and each ChromeDriver command, is given
+//! `web::CHROMIUM_LIMIT` (minutes, a guard against a hang, not a measure of
+//! speed), after which the browser is killed with its helper processes.
 
 use std::path::{Path, PathBuf};
 

@@ -282,13 +282,16 @@ fn screenshots_of_the_pages(chromium: &Path, server: &Server) {
     let update = std::env::var_os("JP_STORE_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
     let scratch = tempfile::tempdir().expect("tempdir");
+    // Each height ends the picture in a gap of the page (between rows of
+    // the list, after the first turn of the conversation), not through the
+    // middle of a line of text.
     for (name, path, height) in [
         ("list.png", String::new(), 760),
-        ("conversation.png", format!("conversations/{MAIN_ID}"), 1300),
+        ("conversation.png", format!("conversations/{MAIN_ID}"), 1114),
         (
             "conversation-model.png",
             format!("conversations/{MAIN_ID}?view=model"),
-            1300,
+            1022,
         ),
         ("stats.png", format!("conversations/{MAIN_ID}/stats"), 1000),
     ] {

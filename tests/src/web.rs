@@ -8,6 +8,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use jpstore_blobstore::BlobId;
 use jpstore_engine::conversation::ConversationId;
@@ -415,8 +417,34 @@ pub fn request_with_body(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResponse {
-    let mut stream =
-        TcpStream::connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+    exchange(addr, method, target, headers, body, None).unwrap_or_else(|e| match e {
+        Failed::TimedOut(why) | Failed::Other(why) => panic!("{why}"),
+    })
+}
+
+/// Why [`exchange`] failed.
+enum Failed {
+    /// The response did not come within the time given.
+    TimedOut(String),
+    /// Anything else.
+    Other(String),
+}
+
+/// [`request_with_body`], each read waiting at most `timeout` (none:
+/// without limit).
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Option<Duration>,
+) -> Result<HttpResponse, Failed> {
+    let mut stream = TcpStream::connect(addr)
+        .map_err(|e| Failed::Other(format!("connecting to {addr}: {e}")))?;
+    stream
+        .set_read_timeout(timeout)
+        .map_err(|e| Failed::Other(format!("setting a read timeout: {e}")))?;
     let mut head = format!("{method} {target} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         head.push_str(&format!("Host: {addr}\r\n"));
@@ -431,14 +459,19 @@ pub fn request_with_body(
     stream
         .write_all(head.as_bytes())
         .and_then(|()| stream.write_all(body))
-        .unwrap_or_else(|e| panic!("sending {method} {target}: {e}"));
-    let raw = read_response(&mut stream, method == "HEAD")
-        .unwrap_or_else(|e| panic!("reading the response to {method} {target}: {e}"));
-    parse_response(&raw, method == "HEAD").unwrap_or_else(|why| {
-        panic!(
+        .map_err(|e| Failed::Other(format!("sending {method} {target}: {e}")))?;
+    let raw = read_response(&mut stream, method == "HEAD").map_err(|e| {
+        let why = format!("reading the response to {method} {target}: {e}");
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Failed::TimedOut(why),
+            _ => Failed::Other(why),
+        }
+    })?;
+    parse_response(&raw, method == "HEAD").map_err(|why| {
+        Failed::Other(format!(
             "{method} {target}: {why}: {:?}",
             String::from_utf8_lossy(&raw)
-        )
+        ))
     })
 }
 
@@ -586,15 +619,108 @@ pub fn chromium_args(profile: &Path) -> Vec<String> {
     .collect()
 }
 
+/// How long one run of Chromium (or one ChromeDriver command) may take
+/// before it is taken for hung: a guard so that a hung browser fails the
+/// test instead of stalling it (and CI) for ever, not a limit on speed. A
+/// page of the fixture loads in well under a second; this is longer than
+/// ChromeDriver's own page-load timeout (300 s), so that its error, when it
+/// has one, comes first.
+pub const CHROMIUM_LIMIT: Duration = Duration::from_secs(360);
+
+/// Runs Chromium on `url` with `extra` flags, its output collected; kills
+/// it (with every process it started) and panics, saying it did not
+/// finish, if it runs longer than [`CHROMIUM_LIMIT`].
 fn run_chromium(browser: &Path, extra: &[String], url: &str) -> std::process::Output {
+    run_chromium_within(browser, extra, url, CHROMIUM_LIMIT)
+}
+
+/// [`run_chromium`] with the limit `limit`.
+fn run_chromium_within(
+    browser: &Path,
+    extra: &[String],
+    url: &str,
+    limit: Duration,
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt as _;
     let profile = tempfile::tempdir().expect("a profile directory");
-    Command::new(browser)
+    let mut child = Command::new(browser)
         .args(chromium_args(profile.path()))
         .args(extra)
         .arg(url)
         .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", browser.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A process group of its own, so that its renderer and helper
+        // processes are killed with it.
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("running {}: {e}", browser.display()));
+    // The output is read as it comes (a full pipe would block it), into
+    // buffers that can be looked at without waiting for the readers.
+    let (done, finished) = mpsc::channel::<()>();
+    let collect = |pipe: Option<Box<dyn Read + Send>>| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let filled = Arc::clone(&buffer);
+        let done = done.clone();
+        std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut chunk = [0u8; 8 << 10];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    filled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend_from_slice(&chunk[..n]);
+                }
+            }
+            let _ = done.send(());
+        });
+        buffer
+    };
+    let stdout = collect(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = collect(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    drop(done);
+    let take =
+        |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()));
+    let deadline = Instant::now() + limit;
+    // Both pipes closed (every process that held them ended), then the
+    // exit status.
+    let mut open = 2;
+    while open > 0 {
+        match finished.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(()) => open -= 1,
+            Err(_) => {
+                let _ = Command::new("kill")
+                    .args(["-s", "KILL", "--", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "Chromium did not finish with {url} within {} s ({} {extra:?}): killed; its error output:\n{}",
+                    limit.as_secs(),
+                    browser.display(),
+                    String::from_utf8_lossy(&take(&stderr))
+                );
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .unwrap_or_else(|e| panic!("waiting for {}: {e}", browser.display()));
+    std::process::Output {
+        status,
+        stdout: take(&stdout),
+        stderr: take(&stderr),
+    }
 }
 
 /// The DOM of `url` after it loaded and its scripts ran, as Chromium's
@@ -706,13 +832,21 @@ impl Driver {
     /// A WebDriver command; its `value`. Panics on an error of the driver.
     pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let r = request_with_body(
+        let r = exchange(
             self.addr,
             method,
             path,
             &[("Content-Type", "application/json")],
             body.as_bytes(),
-        );
+            Some(CHROMIUM_LIMIT),
+        )
+        .unwrap_or_else(|e| match e {
+            Failed::TimedOut(why) => panic!(
+                "Chromium did not finish: ChromeDriver did not answer {method} {path} within {} s ({why})",
+                CHROMIUM_LIMIT.as_secs()
+            ),
+            Failed::Other(why) => panic!("{why}"),
+        });
         let value: Value = serde_json::from_slice(&r.body)
             .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.text()));
         assert_eq!(r.status, 200, "{method} {path}: {value}");
@@ -805,5 +939,60 @@ impl Drop for Driver {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "browser" that hangs, with a helper process holding its output
+    /// open, is killed with its helper, and the run fails saying so.
+    #[test]
+    fn a_hung_browser_is_killed_and_fails_the_run() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let browser = dir.path().join("hung-browser");
+        std::fs::write(
+            &browser,
+            format!(
+                "#!/bin/sh\necho starting >&2\nsleep 600 &\necho $! > {}\nsleep 600\n",
+                dir.path().join("helper.pid").display()
+            ),
+        )
+        .expect("the script");
+        std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let failed = std::panic::catch_unwind(|| {
+            run_chromium_within(&browser, &[], "http://127.0.0.1:9/", Duration::from_secs(1))
+        })
+        .expect_err("the run fails");
+        let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("Chromium did not finish"), "{message}");
+        assert!(message.contains("starting"), "its error output: {message}");
+        // The helper was killed too (it is gone, or a zombie until its new
+        // parent reaps it).
+        let helper = std::fs::read_to_string(dir.path().join("helper.pid")).expect("its pid");
+        let stat = Path::new("/proc").join(helper.trim()).join("stat");
+        let ended = (0..200).any(|_| {
+            let state = std::fs::read_to_string(&stat).unwrap_or_default();
+            let ended = state.is_empty() || state.contains(") Z ");
+            if !ended {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            ended
+        });
+        assert!(ended, "the helper still runs: {stat:?}");
+    }
+
+    #[test]
+    fn a_browser_that_finishes_gives_its_output() {
+        let out = run_chromium_within(
+            Path::new("/bin/echo"),
+            &[],
+            "http://127.0.0.1:9/",
+            CHROMIUM_LIMIT,
+        );
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).ends_with("http://127.0.0.1:9/\n"));
     }
 }

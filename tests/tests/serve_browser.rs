@@ -12,7 +12,10 @@
 //! is the slow part). Without Chromium (Debian's `chromium`, and
 //! `chromium-driver` for the checks that click), the test says it is
 //! skipped and why, and passes; `.ci/run` installs both so that in CI it
-//! runs.
+//! runs. A Chromium that hangs fails the test instead of stalling it: each
+//! run of Chromium, and each ChromeDriver command, is given
+//! `web::CHROMIUM_LIMIT` (minutes, a guard against a hang, not a measure of
+//! speed), after which the browser is killed with its helper processes.
 
 use std::path::{Path, PathBuf};
 
@@ -279,13 +282,16 @@ fn screenshots_of_the_pages(chromium: &Path, server: &Server) {
     let update = std::env::var_os("JP_STORE_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
     let scratch = tempfile::tempdir().expect("tempdir");
+    // Each height ends the picture in a gap of the page (between rows of
+    // the list, after the first turn of the conversation), not through the
+    // middle of a line of text.
     for (name, path, height) in [
         ("list.png", String::new(), 760),
-        ("conversation.png", format!("conversations/{MAIN_ID}"), 1300),
+        ("conversation.png", format!("conversations/{MAIN_ID}"), 1114),
         (
             "conversation-model.png",
             format!("conversations/{MAIN_ID}?view=model"),
-            1300,
+            1022,
         ),
         ("stats.png", format!("conversations/{MAIN_ID}/stats"), 1000),
     ] {

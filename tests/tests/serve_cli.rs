@@ -1,10 +1,12 @@
 //! `jp-store serve` over HTTP: every page and its headers, the list's
-//! sorting, search and pages, the conversation page's content and marks,
+//! sorting, search and pages, the list following what other processes
+//! append, create and remove while it serves, the conversation page's content and marks,
 //! escaping of hostile strings, 404 for bad ids, unknown paths and path
 //! traversal, 405 for other methods, blobs served so that nothing in them
 //! can run, large blobs streamed whole, damage a 500 and never wrong
 //! bytes, requests for another host refused, loopback only unless
-//! allowed, Ctrl-C, and a store left byte for byte as it was.
+//! allowed, Ctrl-C, `-q` (the URL, no notes), and a store left byte for
+//! byte as it was.
 
 use jpstore_blobstore::BlobId;
 use jpstore_tests::web::{
@@ -13,6 +15,7 @@ use jpstore_tests::web::{
     MAIN_ID, PNG_BASE64, SVG_CONTENT,
 };
 use jpstore_tests::{run_jp_store, tree_snapshot};
+use serde_json::json;
 
 fn ok(r: &HttpResponse, what: &str) -> String {
     assert_eq!(r.status, 200, "{what}: {}", r.text());
@@ -720,4 +723,116 @@ fn serving_writes_nothing_to_the_store() {
     }
     drop(server);
     assert!(tree_snapshot(&f.store) == before, "the store changed");
+}
+
+/// The cells of the list row of `id` on `page`: its title and its
+/// numbers (turns, events, size), as text.
+fn row_of(page: &str, id: &str) -> Option<(String, Vec<String>)> {
+    let start = page.find(&format!("<td class=\"id\"><a href=\"/conversations/{id}\""))?;
+    let row = &page[start
+        ..page[start..]
+            .find("</tr>")
+            .map_or(page.len(), |e| start + e)];
+    let cell_texts = |class: &str| -> Vec<String> {
+        row.split(&format!("<td class=\"{class}\">"))
+            .skip(1)
+            .map(|cell| {
+                let cell = &cell[..cell.find("</td>").unwrap_or(cell.len())];
+                // The text without the tags around it.
+                let mut text = String::new();
+                let mut in_tag = false;
+                for c in cell.chars() {
+                    match c {
+                        '<' => in_tag = true,
+                        '>' => in_tag = false,
+                        c if !in_tag => text.push(c),
+                        _ => {}
+                    }
+                }
+                text
+            })
+            .collect()
+    };
+    let title = cell_texts("title").into_iter().next()?;
+    Some((title, cell_texts("number")))
+}
+
+#[test]
+fn the_list_follows_what_other_processes_write_while_it_serves() {
+    let f = fixture();
+    let server = Server::start(&f.store);
+    let total = FILLER + 3;
+    let filler = "175136050000";
+    let first = ok(&server.get("/?sort=id"), "list");
+    assert!(first.contains(&format!("{total} conversations")), "{first}");
+    let (title, numbers) = row_of(&first, filler).expect("the row of the filler");
+    assert_eq!(title, "Task 00: tidy module 0");
+    assert_eq!(numbers[..2], ["1", "3"], "turns and events");
+
+    // Appended to by another process: its counts and its last activity
+    // (now the latest of the store) on the next request.
+    let more = [
+        json!({"type": "turn_start", "timestamp": "2025-07-02T08:00:00Z"}),
+        json!({"type": "chat_request", "content": "And module 1.", "timestamp": "2025-07-02T08:00:01Z"}),
+    ]
+    .iter()
+    .map(|e| format!("{e}\n"))
+    .collect::<String>();
+    run_jp_store(&f.store, &["append", filler], more.as_bytes()).ok("append");
+    let page = ok(&server.get("/"), "list after the append");
+    assert_eq!(row_ids(&page)[0], filler, "the latest activity first");
+    let (_, numbers) = row_of(&page, filler).expect("the row of the filler");
+    assert_eq!(
+        numbers[..2],
+        ["2", "5"],
+        "turns and events after the append"
+    );
+    // Again without a change: the same.
+    assert_eq!(
+        row_of(&ok(&server.get("/"), "again"), filler),
+        row_of(&page, filler)
+    );
+
+    // Created by another process: listed, found by its title.
+    run_jp_store(
+        &f.store,
+        &["new", "--id", "17600000000", "--title", "A new arrival"],
+        b"",
+    )
+    .ok("new");
+    let page = ok(&server.get("/?q=new+arrival"), "search for the new one");
+    assert_eq!(row_ids(&page), ["17600000000"]);
+    let (title, numbers) = row_of(&page, "17600000000").expect("its row");
+    assert_eq!(title, "A new arrival");
+    assert_eq!(numbers[..2], ["0", "0"]);
+    let page = ok(&server.get("/"), "list after new");
+    assert!(
+        page.contains(&format!("{} conversations", total + 1)),
+        "{page}"
+    );
+
+    // Removed by another process: gone from the next page.
+    run_jp_store(&f.store, &["rm", filler], b"").ok("rm");
+    let page = ok(&server.get("/?sort=id"), "list after rm");
+    assert!(page.contains(&format!("{total} conversations")), "{page}");
+    assert!(row_of(&page, filler).is_none(), "{page}");
+    assert!(!row_ids(&ok(&server.get("/?sort=id&page=2"), "page 2")).contains(&filler.to_owned()));
+}
+
+#[test]
+fn quiet_serve_prints_its_url_and_no_notes() {
+    let f = fixture();
+    // `Server::start_with` reads the URL from standard output first, and
+    // fails if it is not printed.
+    let server = Server::start_with(&f.store, &["-q", "--addr", "127.0.0.1:0"]);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    ok(&server.get("/"), "list");
+    let (status, stderr) = server.interrupt();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("serving"), "{stderr}");
+    assert!(stderr.is_empty(), "nothing on standard error: {stderr}");
 }

@@ -10,6 +10,7 @@ use jpstore_engine::error::Error;
 use jpstore_engine::Store;
 use tiny_http::{Header, Method, Request, Response, StatusCode};
 
+use super::index::Index;
 use super::layout::error_page;
 use super::reply::{Body, Caching, ContentType, Policy, Reply};
 use super::url::{route, Route, StaticFile};
@@ -26,11 +27,14 @@ pub const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 
 pub const CONTENT_POLICY: &str =
     "default-src 'none'; img-src 'self'; media-src 'self'; frame-ancestors 'none'; sandbox";
 
-/// What the handlers share: the store, and the `Host` header values the
-/// server answers to (`None`: any, with `--allow-remote`).
+/// What the handlers share: the store, the list's summaries, and the
+/// `Host` header values the server answers to (`None`: any, with
+/// `--allow-remote`).
 pub struct Site {
     /// The store, opened once.
     pub store: Store,
+    /// The summaries of the conversation list, kept between requests.
+    pub index: Index,
     /// The `Host` values accepted (compared ignoring ASCII case).
     pub hosts: Option<Vec<String>>,
 }
@@ -107,7 +111,7 @@ pub fn answer(site: &Site, asked: &Asked) -> Reply {
         Err(e) => engine_error(&e),
     };
     match route {
-        Route::List(query) => page(list::list_page(store, &query)),
+        Route::List(query) => page(list::list_page(store, &site.index, &query)),
         Route::Conversation(id, query) => page(conversation::conversation_page(store, &id, &query)),
         Route::ConversationStats(id) => page(stats::conversation_page(store, &id)),
         Route::Stats => page(stats::store_page(store)),

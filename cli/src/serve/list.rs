@@ -2,75 +2,37 @@
 //! activity of every conversation, sorted, searched by title, a page at a
 //! time.
 //!
-//! Every conversation's state is read as `jp-store ls` reads it, from its
-//! head cache plus the records after it (`read_state`), but without
-//! rewriting a stale head: the server writes nothing to the store. Sorting
-//! needs every conversation's counts; what is rendered is one page.
+//! Sorting needs every conversation's counts: they come from the server's
+//! [`Index`] of summaries, read as `jp-store ls` reads a conversation's
+//! state (head cache plus the records after it) but without rewriting a
+//! stale head (the server writes nothing to the store), and read again only
+//! when a log changed. What is rendered is one page.
 
-use std::cmp::Ordering;
-
-use jpstore_engine::conversation::read::read_state;
-use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
-use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::Store;
 
 use super::html::{Attr, Html, Tag, Void};
+use super::index::{Ask, Index, Summary};
 use super::layout::{count, counted, page, pager, size, time, Section};
 use super::url::{ConversationQuery, Link, ListQuery, Order, SortKey};
 
 /// Conversations per page.
 pub const PER_PAGE: usize = 50;
 
-/// One conversation as the list shows it.
-#[derive(Debug)]
-struct Row {
-    id: ConversationId,
-    title: Option<String>,
-    turns: u64,
-    events: u64,
-    /// Content referenced (with repetitions) plus the log.
-    bytes: u64,
-    last_activity: Option<Timestamp>,
-}
-
-/// The list page for `query`.
-pub fn list_page(store: &Store, query: &ListQuery) -> Result<String, Error> {
-    let mut rows = Vec::new();
-    let mut failed: Vec<(ConversationId, Error)> = Vec::new();
+/// The list page for `query`, its rows from `index`.
+pub fn list_page(store: &Store, index: &Index, query: &ListQuery) -> Result<String, Error> {
     let needle = query.search.to_lowercase();
-    for id in store.ids()? {
-        match read_state(&**store.backend(), &id, store.options().log, false) {
-            Ok((state, log_bytes)) => {
-                let title = state.metadata.title().map(str::to_owned);
-                if !needle.is_empty()
-                    && !title
-                        .as_deref()
-                        .is_some_and(|t| t.to_lowercase().contains(&needle))
-                {
-                    continue;
-                }
-                rows.push(Row {
-                    id,
-                    title,
-                    turns: state.turns.turns(),
-                    events: state.entries,
-                    bytes: state.content_bytes.saturating_add(log_bytes),
-                    last_activity: state.last_activity(),
-                });
-            }
-            Err(e) => failed.push((id, e)),
-        }
-    }
-    sort(&mut rows, query.sort, query.order);
-    let pages = rows.len().div_ceil(PER_PAGE).max(1);
-    let current = query.page.min(pages);
-    let shown = rows
-        .get((current - 1) * PER_PAGE..)
-        .unwrap_or(&[])
-        .iter()
-        .take(PER_PAGE);
-    let total = rows.len();
+    let listed = index.page(
+        store,
+        &Ask {
+            needle: &needle,
+            sort: query.sort,
+            order: query.order,
+            page: query.page,
+            per_page: PER_PAGE,
+        },
+    )?;
+    let (current, pages, total, failed) = (listed.page, listed.pages, listed.total, &listed.failed);
     Ok(page("Conversations", Section::Conversations, |h| {
         h.el_text(Tag::H1, &[], "Conversations");
         search_form(h, query);
@@ -98,7 +60,7 @@ pub fn list_page(store: &Store, query: &ListQuery) -> Result<String, Error> {
                     ),
                 );
                 h.el(Tag::Ul, &[], |h| {
-                    for (id, e) in &failed {
+                    for (id, e) in failed {
                         h.el(Tag::Li, &[], |h| {
                             h.el_text(Tag::Code, &[], id.as_str());
                             h.text(": ");
@@ -117,7 +79,7 @@ pub fn list_page(store: &Store, query: &ListQuery) -> Result<String, Error> {
                 });
             });
             h.el(Tag::Tbody, &[], |h| {
-                for row in shown {
+                for row in &listed.rows {
                     list_row(h, row);
                 }
             });
@@ -129,55 +91,6 @@ pub fn list_page(store: &Store, query: &ListQuery) -> Result<String, Error> {
             })
         });
     }))
-}
-
-fn sort(rows: &mut [Row], key: SortKey, order: Order) {
-    let compare = |a: &Row, b: &Row| -> Ordering {
-        let by_key = match key {
-            SortKey::Activity => a.last_activity.cmp(&b.last_activity),
-            // Sorted below, each title lowercased once.
-            SortKey::Title => Ordering::Equal,
-            SortKey::Turns => a.turns.cmp(&b.turns),
-            SortKey::Events => a.events.cmp(&b.events),
-            SortKey::Size => a.bytes.cmp(&b.bytes),
-            SortKey::Id => Ordering::Equal,
-        };
-        by_key.then_with(|| a.id.cmp(&b.id))
-    };
-    match (key, order) {
-        (SortKey::Title, _) => {
-            let mut keyed: Vec<(String, usize)> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.title.as_deref().unwrap_or("").to_lowercase(), i))
-                .collect();
-            keyed.sort_by(|(ta, ia), (tb, ib)| {
-                ta.cmp(tb).then_with(|| rows[*ia].id.cmp(&rows[*ib].id))
-            });
-            if order == Order::Descending {
-                keyed.reverse();
-            }
-            apply_permutation(rows, keyed.into_iter().map(|(_, i)| i).collect());
-        }
-        (_, Order::Ascending) => rows.sort_by(compare),
-        (_, Order::Descending) => rows.sort_by(|a, b| compare(b, a)),
-    }
-}
-
-/// Reorders `rows` so that position `k` holds what was at `from[k]`.
-fn apply_permutation(rows: &mut [Row], from: Vec<usize>) {
-    let mut place: Vec<usize> = vec![0; from.len()];
-    for (k, &i) in from.iter().enumerate() {
-        place[i] = k;
-    }
-    // Swap each row into its place; every swap settles one row.
-    for i in 0..rows.len() {
-        while place[i] != i {
-            let j = place[i];
-            rows.swap(i, j);
-            place.swap(i, j);
-        }
-    }
 }
 
 fn search_form(h: &mut Html, query: &ListQuery) {
@@ -273,7 +186,7 @@ fn header_cell(h: &mut Html, query: &ListQuery, key: SortKey) {
     });
 }
 
-fn list_row(h: &mut Html, row: &Row) {
+fn list_row(h: &mut Html, row: &Summary) {
     let link = Link::conversation(&row.id, &ConversationQuery::default());
     h.el(Tag::Tr, &[], |h| {
         h.el(Tag::Td, &[Attr::Class("id")], |h| {
@@ -299,44 +212,4 @@ fn list_row(h: &mut Html, row: &Row) {
             }
         });
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(id: &str, title: Option<&str>, turns: u64) -> Row {
-        Row {
-            id: ConversationId::parse(id).expect("id"),
-            title: title.map(str::to_owned),
-            turns,
-            events: turns * 2,
-            bytes: 0,
-            last_activity: None,
-        }
-    }
-
-    fn ids(rows: &[Row]) -> Vec<&str> {
-        rows.iter().map(|r| r.id.as_str()).collect()
-    }
-
-    #[test]
-    fn sorts_by_each_key_with_the_id_breaking_ties() {
-        let mut rows = vec![
-            row("c", Some("beta"), 2),
-            row("a", Some("Alpha"), 5),
-            row("d", None, 2),
-            row("b", Some("alpha"), 1),
-        ];
-        sort(&mut rows, SortKey::Title, Order::Ascending);
-        assert_eq!(ids(&rows), ["d", "a", "b", "c"]);
-        sort(&mut rows, SortKey::Title, Order::Descending);
-        assert_eq!(ids(&rows), ["c", "b", "a", "d"]);
-        sort(&mut rows, SortKey::Turns, Order::Descending);
-        assert_eq!(ids(&rows), ["a", "d", "c", "b"]);
-        sort(&mut rows, SortKey::Turns, Order::Ascending);
-        assert_eq!(ids(&rows), ["b", "c", "d", "a"]);
-        sort(&mut rows, SortKey::Id, Order::Ascending);
-        assert_eq!(ids(&rows), ["a", "b", "c", "d"]);
-    }
 }

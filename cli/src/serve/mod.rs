@@ -8,7 +8,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `/` | the conversations: sortable, searchable by title, paginated ([`list`]) |
+//! | `/` | the conversations: sortable, searchable by title, paginated ([`list`], from the summaries kept in [`index`]) |
 //! | `/conversations/<id>` | one conversation, a page of turns at a time, as logged or as the model is sent it ([`conversation`]) |
 //! | `/conversations/<id>/stats`, `/stats` | statistics, with the plots of `stats --plot` ([`stats`]) |
 //! | `/conversations/<id>/plot.svg` | that plot |
@@ -24,6 +24,7 @@ mod blob;
 mod conversation;
 mod html;
 mod http;
+mod index;
 mod layout;
 mod list;
 mod reply;
@@ -82,6 +83,7 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
     let url = format!("http://{local}/");
     let site = Arc::new(http::Site {
         store,
+        index: index::Index::new(),
         hosts: (!args.allow_remote).then(|| host_names(local)),
     });
     let server = Arc::new(server);

@@ -7,11 +7,50 @@
 //! blobs, read one after the other) costs no more decompression. Entries
 //! are keyed by the pack's load ([`crate::pack::Pack::serial`]) and the
 //! group's number, and hold the content only after it was read whole from
-//! a group that passed its checks; objects taken out of it are still
-//! checked against their id on every read.
+//! a group that passed its checks. An object taken out of a cached group is
+//! checked against its id on its first read from it; the group remembers
+//! the objects that passed (the content is immutable), so reading them
+//! again hashes nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+
+use crate::BlobId;
+
+/// A decompressed group: its raw content and the objects of it already
+/// checked against their id (offset, length and id, as the index gave
+/// them).
+#[derive(Debug)]
+pub(crate) struct CachedGroup {
+    /// The group's raw content.
+    pub(crate) content: Vec<u8>,
+    verified: Mutex<HashSet<(u32, u32, BlobId)>>,
+}
+
+impl CachedGroup {
+    /// A group of raw content `content`, nothing of it checked yet.
+    pub(crate) fn new(content: Vec<u8>) -> Self {
+        Self {
+            content,
+            verified: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn verified(&self) -> std::sync::MutexGuard<'_, HashSet<(u32, u32, BlobId)>> {
+        self.verified.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the object `id` at `offset`, `len` bytes, was checked.
+    pub(crate) fn is_verified(&self, offset: u32, len: u32, id: &BlobId) -> bool {
+        self.verified().contains(&(offset, len, *id))
+    }
+
+    /// Records that the object `id` at `offset`, `len` bytes, hashes to its
+    /// id.
+    pub(crate) fn set_verified(&self, offset: u32, len: u32, id: &BlobId) {
+        self.verified().insert((offset, len, *id));
+    }
+}
 
 /// What the cache counts for a group beside its raw length, so that the
 /// bound also bounds the number of groups (of empty objects, say).
@@ -36,7 +75,7 @@ pub struct GroupCacheStats {
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<GroupKey, (Arc<Vec<u8>>, u64)>,
+    entries: HashMap<GroupKey, (Arc<CachedGroup>, u64)>,
     /// Use order: the tick of each entry's last use.
     order: BTreeMap<u64, GroupKey>,
     tick: u64,
@@ -64,7 +103,7 @@ impl GroupCache {
     }
 
     /// The group, if held; it becomes the most recently used.
-    pub(crate) fn get(&self, key: GroupKey) -> Option<Arc<Vec<u8>>> {
+    pub(crate) fn get(&self, key: GroupKey) -> Option<Arc<CachedGroup>> {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
@@ -85,8 +124,8 @@ impl GroupCache {
     /// larger than a quarter of the bound (a large single object, which
     /// would push out every group of small ones), evicting the least
     /// recently used groups until it fits.
-    pub(crate) fn insert(&self, key: GroupKey, content: Arc<Vec<u8>>) {
-        let len = content.len() as u64 + ENTRY_COST;
+    pub(crate) fn insert(&self, key: GroupKey, content: Arc<CachedGroup>) {
+        let len = content.content.len() as u64 + ENTRY_COST;
         let mut inner = self.lock();
         inner.stats.decompressed += 1;
         if len > self.bound / 4 {
@@ -96,7 +135,7 @@ impl GroupCache {
         let tick = inner.tick;
         if let Some((old, used)) = inner.entries.insert(key, (content, tick)) {
             inner.order.remove(&used);
-            inner.stats.bytes -= old.len() as u64 + ENTRY_COST;
+            inner.stats.bytes -= old.content.len() as u64 + ENTRY_COST;
         }
         inner.order.insert(tick, key);
         inner.stats.bytes += len;
@@ -105,7 +144,7 @@ impl GroupCache {
                 break;
             };
             if let Some((gone, _)) = inner.entries.remove(&oldest) {
-                inner.stats.bytes -= gone.len() as u64 + ENTRY_COST;
+                inner.stats.bytes -= gone.content.len() as u64 + ENTRY_COST;
             }
         }
         inner.stats.groups = inner.entries.len();
@@ -124,7 +163,7 @@ impl GroupCache {
         for (key, used) in doomed {
             inner.order.remove(&used);
             if let Some((gone, _)) = inner.entries.remove(&key) {
-                inner.stats.bytes -= gone.len() as u64 + ENTRY_COST;
+                inner.stats.bytes -= gone.content.len() as u64 + ENTRY_COST;
             }
         }
         inner.stats.groups = inner.entries.len();
@@ -144,8 +183,8 @@ impl GroupCache {
 mod tests {
     use super::*;
 
-    fn group(len: usize, fill: u8) -> Arc<Vec<u8>> {
-        Arc::new(vec![fill; len])
+    fn group(len: usize, fill: u8) -> Arc<CachedGroup> {
+        Arc::new(CachedGroup::new(vec![fill; len]))
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::backend::{
     read_exact_at, Backend, BackendError, FileKind, ListedEntry, ObjectReader, Put, Upload,
 };
-use crate::cache::{GroupCache, GroupCacheStats};
+use crate::cache::{CachedGroup, GroupCache, GroupCacheStats};
 use crate::error::{Error, Result};
 use crate::group::{self, Compression, MAX_GROUP_TARGET};
 use crate::id::BlobId;
@@ -728,7 +728,8 @@ impl BlobStore {
 
     /// Reads an object of a pack of version 2: its group's content from the
     /// group cache, or read, checked and decompressed (and kept in the
-    /// cache); then the object's bytes, checked against its id.
+    /// cache); then the object's bytes, checked against its id (once per
+    /// cached group: an object already checked in it is not hashed again).
     pub(crate) fn read_grouped(&self, p: &Pack, e: &GroupedEntry) -> Result<Vec<u8>> {
         let content = match self.groups.get((p.serial(), e.group)) {
             Some(content) => content,
@@ -758,7 +759,7 @@ impl BlobStore {
                     }
                     group::GroupCodec::Zstd => raw,
                 };
-                let content = Arc::new(content);
+                let content = Arc::new(CachedGroup::new(content));
                 self.groups
                     .insert((p.serial(), e.group), Arc::clone(&content));
                 content
@@ -767,8 +768,12 @@ impl BlobStore {
         // Inside the group (checked against the index before the group was
         // read, and here against what was read).
         let bytes = content
+            .content
             .get(e.offset as usize..e.end() as usize)
             .ok_or_else(|| self.grouped_bounds_error(p, e, "outside its group".into()))?;
+        if content.is_verified(e.offset, e.raw_len, &e.id) {
+            return Ok(bytes.to_vec());
+        }
         let actual = BlobId::of(bytes);
         if actual != e.id {
             let group_offset = p.group(e.group as usize).offset;
@@ -785,6 +790,7 @@ impl BlobStore {
                 format!("content with SHA-256 {actual}"),
             ));
         }
+        content.set_verified(e.offset, e.raw_len, &e.id);
         Ok(bytes.to_vec())
     }
 

@@ -294,7 +294,8 @@ pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> Vec<u8> {
 
 /// Open + `view --format anthropic` as the command runs it: the view
 /// opened, the Anthropic request body built (content read from the blob
-/// store) and written as pretty JSON into memory.
+/// store) and written as pretty JSON into memory (`push_value_pretty`,
+/// as the command writes it).
 pub fn open_and_view_anthropic(store: &Store, id: &ConversationId) -> Vec<u8> {
     let view = store.open_view(id).expect("open the view");
     let body = jpstore_integrations::provider::provider_request_view(
@@ -303,7 +304,9 @@ pub fn open_and_view_anthropic(store: &Store, id: &ConversationId) -> Vec<u8> {
         jpstore_integrations::provider::Provider::Anthropic,
     )
     .expect("the request body");
-    serde_json::to_vec_pretty(&body).expect("serialize the request body")
+    let mut json = Vec::new();
+    jpstore_engine::event::binary::value::push_value_pretty(&mut json, &body);
+    json
 }
 
 /// [`open_and_view_refs`] with content as `mode` says (`Inline` reads every

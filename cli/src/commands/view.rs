@@ -47,7 +47,12 @@ pub fn view(
         }
         Some(p) => {
             let doc = jpstore_integrations::provider::provider_request_view(&store, view, p)?;
-            serde_json::to_writer_pretty(&mut out, &doc).context("writing to standard output")?;
+            // As serde_json's pretty printer writes it, strings escaped eight
+            // bytes at a time.
+            let mut json = Vec::new();
+            jpstore_engine::event::binary::value::push_value_pretty(&mut json, &doc);
+            drop(doc);
+            out.write_all(&json).context("writing to standard output")?;
         }
     }
     out.write_all(b"\n")

@@ -428,26 +428,52 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
+/// The index of the first byte at or after `from` of `bytes` that a JSON
+/// string escapes (a control character, `"` or `\\`), or `bytes.len()`.
+/// Eight bytes at a time: in each word, a flag is set in the lowest byte
+/// that is below 0x20 or equal to `"` or `\\` (borrows only run upwards,
+/// so the lowest flag is exact), and the bytes from it on are looked at one
+/// by one.
+fn next_escape(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let flags = (x.wrapping_sub(ONES * 0x20) & !x
+            | quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash)
+            & HIGH;
+        if flags != 0 {
+            return i + (flags.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if ESCAPE[b as usize] != 0 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
 /// Appends `s` as a JSON string, escaped as `serde_json` escapes it.
 pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
-    // Most strings need no escape: one look at every byte, one copy.
-    if bytes.iter().all(|&b| ESCAPE[b as usize] == 0) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = ESCAPE[b as usize];
-        if escape == 0 {
-            continue;
-        }
+    loop {
+        let i = next_escape(bytes, start);
         out.extend_from_slice(&bytes[start..i]);
-        match escape {
+        let Some(&b) = bytes.get(i) else { break };
+        match ESCAPE[b as usize] {
             b'u' => out.extend_from_slice(&[
                 b'\\',
                 b'u',
@@ -460,8 +486,61 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
         }
         start = i + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// Appends `v` as JSON text with two-space indentation, byte for byte as
+/// `serde_json::to_writer_pretty` writes it (strings escaped eight bytes
+/// at a time, see [`push_json_str`]).
+pub fn push_value_pretty(out: &mut Vec<u8>, v: &Value) {
+    push_pretty_at(out, v, 0);
+}
+
+fn push_pretty_at(out: &mut Vec<u8>, v: &Value, depth: usize) {
+    fn indent(out: &mut Vec<u8>, depth: usize) {
+        out.push(b'\n');
+        for _ in 0..depth {
+            out.extend_from_slice(b"  ");
+        }
+    }
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => match n.as_u64() {
+            Some(u) => push_u64(out, u),
+            None => out.extend_from_slice(n.to_string().as_bytes()),
+        },
+        Value::String(s) => push_json_str(out, s),
+        Value::Array(items) if items.is_empty() => out.extend_from_slice(b"[]"),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                indent(out, depth + 1);
+                push_pretty_at(out, item, depth + 1);
+            }
+            indent(out, depth);
+            out.push(b']');
+        }
+        Value::Object(map) if map.is_empty() => out.extend_from_slice(b"{}"),
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                indent(out, depth + 1);
+                push_json_str(out, key);
+                out.extend_from_slice(b": ");
+                push_pretty_at(out, item, depth + 1);
+            }
+            indent(out, depth);
+            out.push(b'}');
+        }
+    }
 }
 
 #[cfg(test)]
@@ -509,6 +588,43 @@ mod tests {
         put_value(&mut out, &json!(signature), 0).expect("encode");
         assert_eq!(out[0], TAG_BASE64, "a signature is stored as its bytes");
         assert!(out.len() < signature.len());
+    }
+
+    #[test]
+    fn strings_and_values_are_written_as_serde_json_writes_them() {
+        // Every escaped byte at every position of an eight-byte word, with
+        // multi-byte characters and DEL (not escaped) around it.
+        let specials = [
+            '"', '\\', '\n', '\t', '\r', '\u{8}', '\u{c}', '\u{0}', '\u{1f}',
+        ];
+        for len in 0..20 {
+            for at in 0..len.max(1) {
+                for &c in &specials {
+                    let mut s: String =
+                        (0..len).map(|i| ['a', 'é', '\u{7f}', '€'][i % 4]).collect();
+                    let cut = s.char_indices().nth(at).map_or(s.len(), |(i, _)| i);
+                    s.insert(cut, c);
+                    let mut out = Vec::new();
+                    push_json_str(&mut out, &s);
+                    let expected = serde_json::to_vec(&s).expect("serialize");
+                    assert_eq!(out, expected, "{s:?}");
+                }
+            }
+        }
+        let v = json!({
+            "empty": {}, "none": [], "n": [0, 1, -7, 18_446_744_073_709_551_615u64, 1.5, -0.25, 1e300],
+            "nested": [{"a": [[], {}, [1, {"b": null}]], "t": true, "f": false}],
+            "text": "line one\nline \"two\"\t\u{1}\\ end",
+        });
+        for v in [v, json!([]), json!({}), json!("x"), json!(null)] {
+            let mut out = Vec::new();
+            push_value_pretty(&mut out, &v);
+            assert_eq!(
+                out,
+                serde_json::to_vec_pretty(&v).expect("serialize"),
+                "{v}"
+            );
+        }
     }
 
     #[test]

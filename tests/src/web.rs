@@ -665,11 +665,16 @@ fn run_chromium_within(
         std::thread::spawn(move || {
             if let Some(mut pipe) = pipe {
                 let mut chunk = [0u8; 8 << 10];
-                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
-                    filled
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .extend_from_slice(&chunk[..n]);
+                loop {
+                    match pipe.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => filled
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .extend_from_slice(&chunk[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
                 }
             }
             let _ = done.send(());
@@ -728,7 +733,7 @@ fn run_chromium_within(
 pub fn dump_dom(browser: &Path, url: &str) -> String {
     let out = run_chromium(browser, &["--dump-dom".to_owned()], url);
     assert!(
-        out.status.success(),
+        out.status.success() && !out.stdout.is_empty(),
         "chromium --dump-dom {url}: {}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)

@@ -50,8 +50,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use jpstore_blobstore::backend::{
-    Backend, BackendError, Expect, FileKind, Listed, ListedEntry, LockGuard, LockKind, LogObject,
-    Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
+    Backend, BackendError, BufferedUpload, Expect, FileKind, Listed, ListedEntry, LockGuard,
+    LockKind, LogObject, Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
 };
 use jpstore_blobstore::storage::check_relative;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
@@ -901,10 +901,7 @@ impl Backend for S3Backend {
     }
 
     fn upload(&self, _scratch: &Path) -> Result<Box<dyn Upload>, BackendError> {
-        Ok(Box::new(S3Upload {
-            backend: self.clone(),
-            bytes: Mutex::new(Vec::new()),
-        }))
+        Ok(Box::new(BufferedUpload::new(self.clone())))
     }
 
     fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
@@ -1408,48 +1405,6 @@ impl LogObject for S3Log {
 
     fn sync(&self) -> Result<(), BackendError> {
         Ok(())
-    }
-}
-
-/// An upload: the bytes are kept in memory and published with one
-/// conditional PUT.
-#[derive(Debug)]
-struct S3Upload {
-    backend: S3Backend,
-    bytes: Mutex<Vec<u8>>,
-}
-
-impl Upload for S3Upload {
-    fn write_at(&self, data: &[u8], offset: u64) -> Result<(), BackendError> {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        if offset != bytes.len() as u64 {
-            return Err(BackendError::io(
-                "write",
-                Path::new("upload"),
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "an upload is written in order: {offset} is not its end {}",
-                        bytes.len()
-                    ),
-                ),
-            ));
-        }
-        bytes.extend_from_slice(data);
-        Ok(())
-    }
-
-    fn sync_partial(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    fn sync_all(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    fn publish(&self, key: &Path) -> Result<Put, BackendError> {
-        let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.backend.put_if_absent(key, &bytes, Path::new(""))
     }
 }
 

@@ -14,8 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use super::{
-    Backend, BackendError, Expect, FileKind, Listed, ListedEntry, LockGuard, LockKind, LogObject,
-    Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
+    Backend, BackendError, BufferedUpload, Expect, FileKind, Listed, ListedEntry, LockGuard,
+    LockKind, LogObject, Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
 };
 use crate::storage::check_relative;
 
@@ -182,10 +182,7 @@ impl Backend for MemoryBackend {
     }
 
     fn upload(&self, _scratch: &Path) -> Result<Box<dyn Upload>, BackendError> {
-        Ok(Box::new(MemoryUpload {
-            backend: self.clone(),
-            bytes: Mutex::new(Vec::new()),
-        }))
+        Ok(Box::new(BufferedUpload::new(self.clone())))
     }
 
     fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
@@ -560,48 +557,6 @@ impl LogObject for MemoryLog {
 
     fn sync(&self) -> Result<(), BackendError> {
         Ok(())
-    }
-}
-
-/// An upload: bytes kept until published.
-#[derive(Debug)]
-struct MemoryUpload {
-    backend: MemoryBackend,
-    bytes: Mutex<Vec<u8>>,
-}
-
-impl Upload for MemoryUpload {
-    fn write_at(&self, data: &[u8], offset: u64) -> Result<(), BackendError> {
-        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        if start != bytes.len() {
-            return Err(BackendError::io(
-                "write",
-                Path::new("upload"),
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "an upload is written in order: {start} is not its end {}",
-                        bytes.len()
-                    ),
-                ),
-            ));
-        }
-        bytes.extend_from_slice(data);
-        Ok(())
-    }
-
-    fn sync_partial(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    fn sync_all(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    fn publish(&self, key: &Path) -> Result<Put, BackendError> {
-        let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        self.backend.put_if_absent(key, &bytes, Path::new(""))
     }
 }
 

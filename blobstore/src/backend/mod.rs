@@ -446,6 +446,60 @@ pub fn read_exact_at(
     Ok(())
 }
 
+/// An upload kept in memory and published whole by one
+/// `put_if_absent` of its backend: for backends where a put is atomic and
+/// nothing is durable before it (memory, object stores). Written in order
+/// only.
+#[derive(Debug)]
+pub struct BufferedUpload<B> {
+    backend: B,
+    bytes: std::sync::Mutex<Vec<u8>>,
+}
+
+impl<B> BufferedUpload<B> {
+    /// An empty upload to `backend`.
+    pub fn new(backend: B) -> Self {
+        BufferedUpload {
+            backend,
+            bytes: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<B: Backend> Upload for BufferedUpload<B> {
+    fn write_at(&self, data: &[u8], offset: u64) -> Result<(), BackendError> {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        if offset != bytes.len() as u64 {
+            return Err(BackendError::io(
+                "write",
+                Path::new("upload"),
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "an upload is written in order: {offset} is not its end {}",
+                        bytes.len()
+                    ),
+                ),
+            ));
+        }
+        bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync_partial(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn sync_all(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn publish(&self, key: &Path) -> Result<Put, BackendError> {
+        let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.backend.put_if_absent(key, &bytes, Path::new(""))
+    }
+}
+
 /// Reads a whole object into memory, refusing one longer than `max` bytes.
 pub fn read_all(object: &dyn ObjectReader, max: u64) -> io::Result<Vec<u8>> {
     let len = object.len()?;

@@ -7,7 +7,7 @@
 //! (`jpstore_integrations::jp::import::prepare` for JP's).
 
 use indexmap::IndexMap;
-use jpstore_blobstore::{BlobId, BlobStore};
+use jpstore_blobstore::BlobId;
 
 use crate::config;
 use crate::conversation::meta::MetaPatch;
@@ -124,7 +124,12 @@ impl Store {
                 .collect();
             stored.push((slot, p.id, p.fields, base, entries, p.source_bytes, exists));
         }
-        let totals = put_import_blobs(self.blobs(), payloads, progress)?;
+        let totals = crate::conversation::writer::put_new_blobs(
+            self.blobs(),
+            payloads,
+            self.blobs().options().import_compression,
+            progress,
+        )?;
         // 2. The logs.
         for (slot, id, fields, base, entries, source_bytes, exists) in stored {
             if exists {
@@ -158,51 +163,4 @@ impl Store {
         results.sort_by_key(|(slot, _)| *slot);
         Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
     }
-}
-
-/// Stores the payloads of an import that the store does not hold yet, as
-/// `put_new_blobs` does (loose objects for a few, else one pack) but in the
-/// order given and, for a pack, compressed as
-/// [`jpstore_blobstore::Options::import_compression`] says.
-fn put_import_blobs(
-    blobs: &BlobStore,
-    payloads: IndexMap<BlobId, Vec<u8>>,
-    progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
-) -> Result<BlobTotals> {
-    let mut totals = BlobTotals {
-        payloads: payloads.len(),
-        ..Default::default()
-    };
-    let mut missing = Vec::new();
-    for (id, bytes) in payloads {
-        if !blobs.exists_cached(&id)? {
-            missing.push(bytes);
-        }
-    }
-    if missing.len() <= crate::conversation::writer::LOOSE_BLOBS_MAX {
-        for data in &missing {
-            let out = blobs.put(data)?;
-            if out.stored {
-                totals.new_blobs += 1;
-                totals.raw_bytes += data.len() as u64;
-                totals.stored_bytes += out.stored_len;
-            }
-        }
-    } else {
-        let out = blobs.put_batch_compressed(
-            blobs.options().import_compression,
-            missing.len(),
-            |i, buf| {
-                buf.extend_from_slice(&missing[i]);
-                Ok(())
-            },
-            progress,
-        )?;
-        // Every item was missing a moment ago; one stored meanwhile by
-        // another process is counted here too.
-        totals.new_blobs = out.new_objects;
-        totals.raw_bytes = out.raw_bytes;
-        totals.stored_bytes = out.pack_bytes;
-    }
-    Ok(totals)
 }

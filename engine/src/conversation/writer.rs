@@ -326,7 +326,12 @@ impl<'s> ConversationWriter<'s> {
         // 3. Size and readability, before anything is written.
         let record = self.encode_record(&stored)?;
         // 4. Blobs durable first (invariant 2), then the record.
-        let stored_blobs = put_new_blobs(self.blobs, new, &mut |_| {})?;
+        let stored_blobs = put_new_blobs(
+            self.blobs,
+            new,
+            self.blobs.options().batch_compression,
+            &mut |_| {},
+        )?;
         let offset = self.write_record(&record, &stored)?;
         Ok(AppendOutcome {
             offset,
@@ -553,17 +558,21 @@ pub struct BlobTotals {
 /// syncs). Presence is checked against the packs already loaded, without
 /// rescanning `packs/` per blob (that would grow with the number of packs):
 /// a blob packed meanwhile by another process is only written again.
+///
+/// The pack is compressed as `compression` says (appends use the store's
+/// batch setting, imports its import setting), its objects in the order
+/// `payloads` gives them.
 pub(crate) fn put_new_blobs(
     blobs: &BlobStore,
-    payloads: HashMap<BlobId, Vec<u8>>,
+    payloads: impl IntoIterator<Item = (BlobId, Vec<u8>)>,
+    compression: jpstore_blobstore::Compression,
     progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
 ) -> Result<BlobTotals> {
-    let mut totals = BlobTotals {
-        payloads: payloads.len(),
-        ..Default::default()
-    };
+    let payloads = payloads.into_iter();
+    let mut totals = BlobTotals::default();
     let mut missing = Vec::new();
     for (id, bytes) in payloads {
+        totals.payloads += 1;
         if !blobs.exists_cached(&id)? {
             missing.push(bytes);
         }
@@ -578,7 +587,15 @@ pub(crate) fn put_new_blobs(
             }
         }
     } else {
-        let out = blobs.put_batch(missing.len(), |i| Ok(missing[i].clone()), progress)?;
+        let out = blobs.put_batch_compressed(
+            compression,
+            missing.len(),
+            |i, buf| {
+                buf.extend_from_slice(&missing[i]);
+                Ok(())
+            },
+            progress,
+        )?;
         // Every item was missing a moment ago; one stored meanwhile by
         // another process is counted here too.
         totals.new_blobs = out.new_objects;

@@ -340,3 +340,26 @@ pub fn while_gc_runs<'a>(root: &Path, work: Vec<Box<dyn FnOnce() + Send + 'a>>) 
         runs.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
 }
+
+/// A committed fixture directory of this crate (`tests/fixtures/<name>`).
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Copies a directory tree (a committed store into a temporary directory:
+/// a test never changes the fixture), as a checkout has it: files and the
+/// directories holding them.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("read the tree") {
+        let entry = entry.expect("tree entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}

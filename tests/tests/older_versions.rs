@@ -9,33 +9,12 @@
 //! `expected/` files are `export --format json` and `view` of each
 //! conversation as the build that wrote the store printed them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use jpstore_tests::run_jp_store;
+use jpstore_tests::{copy_tree, fixture, run_jp_store};
 use serde_json::Value;
 
 const IDS: [&str; 3] = ["17738399468", "native", "forked"];
-
-fn fixture(version: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(version)
-}
-
-/// Copies the committed store to a temporary directory (a test never
-/// changes the fixture), as a checkout has it: no empty directories.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the copy");
-    for entry in std::fs::read_dir(from).expect("read the fixture") {
-        let entry = entry.expect("fixture entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
-        }
-    }
-}
 
 fn expected(version: &str, name: &str) -> Value {
     let path = fixture(version).join("expected").join(name);

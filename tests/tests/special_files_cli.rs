@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jpstore_tests::{jp_store_bin, run_jp_store, Run};
+use jpstore_tests::{copy_tree, jp_store_bin, run_jp_store, Run};
 use sha2::{Digest, Sha256};
 
 const CONV: &str = "c";
@@ -114,19 +114,6 @@ fn template(dir: &Path) -> PathBuf {
     let attached = attached.to_str().expect("utf-8 path");
     run(&["attach", CONV, attached], b"");
     root
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).expect("mkdir");
-    for entry in fs::read_dir(from).expect("ls") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// The one name in `dir` ending with `suffix`.

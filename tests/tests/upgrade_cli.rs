@@ -6,33 +6,12 @@
 //! upgraded) reads as store-v1's expected files say.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use jpstore_tests::{log_version, run_jp_store, tree_snapshot};
+use jpstore_tests::{copy_tree, fixture, log_version, run_jp_store, tree_snapshot};
 use serde_json::Value;
 
 const IDS: [&str; 3] = ["17738399468", "native", "forked"];
-
-fn fixture(version: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(version)
-}
-
-/// Copies a committed store to a temporary directory (a test never changes
-/// the fixture).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the copy");
-    for entry in std::fs::read_dir(from).expect("read the fixture") {
-        let entry = entry.expect("fixture entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
-        }
-    }
-}
 
 /// What a user sees of the store: the listing, and per conversation its
 /// export (JSON), views (plain and as a provider request), and its export

@@ -205,11 +205,9 @@ pub enum Error {
         store: PathBuf,
     },
     /// Another gc holds the lock of a shared store, and keeps it alive.
-    #[error("another gc is running on {}: {} is held by run {run} and was renewed {renewed} while this run watched it; nothing was deleted", store.display(), lock.display())]
+    #[error("another gc is running: {} is held by run {run} and was renewed {renewed} while this run watched it; nothing was deleted", lock.display())]
     GcRunning {
-        /// The store.
-        store: PathBuf,
-        /// The lock object.
+        /// The lock object (its URL names the store).
         lock: PathBuf,
         /// The run that holds it (as its lock says).
         run: String,
@@ -219,15 +217,11 @@ pub enum Error {
     /// gc lost the lock of a shared store during its run (it could not
     /// renew it, or another gc took it over): it stopped moving objects and
     /// put back what it had moved.
-    #[error("gc lost its lock {} on {} during run {run}: {reason}; it stopped, and put back the {restored} objects it had moved to its trash", lock.display(), store.display())]
+    #[error("gc lost its lock {}: {reason}; it stopped, and put back the {restored} objects it had moved to its trash", lock.display())]
     GcLockLost {
-        /// The store.
-        store: PathBuf,
-        /// The lock object.
+        /// The lock object (its URL names the store).
         lock: PathBuf,
-        /// The run.
-        run: String,
-        /// What happened.
+        /// The run, and what happened.
         reason: String,
         /// Objects copied back from the run's trash.
         restored: usize,

@@ -142,7 +142,6 @@ impl RunLock {
                     Ok(m) if m.version == seen => {}
                     Ok(_) => {
                         return Err(Error::GcRunning {
-                            store: backend.display(Path::new(".")),
                             lock: backend.display(key),
                             run: holder,
                             renewed: format!("after {:.1} s", watched.elapsed().as_secs_f64()),
@@ -167,7 +166,6 @@ impl RunLock {
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(Error::GcRunning {
-                        store: backend.display(Path::new(".")),
                         lock: backend.display(key),
                         run: holder,
                         renewed: "as it was taken over".into(),
@@ -351,9 +349,7 @@ fn heartbeat(backend: &dyn Backend, run: &str, interval: Duration, state: &(Mute
                 guard.last_ok = started;
                 guard.version = version;
             }
-            Err((kind, message))
-                if matches!(kind, io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound) =>
-            {
+            Err((io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound, message)) => {
                 guard.lost = Some(format!("the lock was replaced or removed: {message}"));
                 return;
             }
@@ -434,7 +430,11 @@ pub(crate) fn gc_shared(
             store.blobs().empty_trash(&prefix)?;
             let _ = lock.release();
             Err(match e {
-                Error::GcLockLost { reason, .. } => lost(store, &run, reason, restored),
+                Error::GcLockLost { reason, .. } => Error::GcLockLost {
+                    lock: store.backend().display(Path::new(LOCK_KEY)),
+                    reason,
+                    restored,
+                },
                 other => other,
             })
         }
@@ -443,10 +443,8 @@ pub(crate) fn gc_shared(
 
 fn lost(store: &Store, run: &str, reason: String, restored: usize) -> Error {
     Error::GcLockLost {
-        store: store.backend().display(Path::new(".")),
         lock: store.backend().display(Path::new(LOCK_KEY)),
-        run: run.to_owned(),
-        reason,
+        reason: format!("run {run}: {reason}"),
         restored,
     }
 }

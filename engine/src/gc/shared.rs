@@ -85,6 +85,8 @@ struct Beat {
 /// The lock object of a run, renewed by a thread until released.
 struct RunLock {
     backend: Arc<dyn Backend>,
+    /// The run.
+    run: String,
     /// Longest time between renewals before the lock counts as abandoned.
     stale_after: Duration,
     state: Arc<(Mutex<Beat>, Condvar)>,
@@ -185,15 +187,10 @@ impl RunLock {
 
     /// The run named by the lock object (for messages).
     fn holder(backend: &Arc<dyn Backend>, key: &Path) -> String {
-        backend
-            .open(key)
-            .and_then(|o| jpstore_blobstore::backend::read_all(&*o, 4096))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<LockBody>(&b).ok())
-            .map_or_else(
-                || "(unreadable)".into(),
-                |b| format!("{} (pid {})", b.run, b.pid),
-            )
+        read_body(&**backend, key).map_or_else(
+            || "(unreadable)".into(),
+            |b| format!("{} (pid {})", b.run, b.pid),
+        )
     }
 
     /// Starts the heartbeat of a lock just taken at `version`.
@@ -224,6 +221,7 @@ impl RunLock {
         };
         let lock = RunLock {
             backend: Arc::clone(backend),
+            run: run.to_owned(),
             stale_after,
             state,
             thread,
@@ -246,29 +244,24 @@ impl RunLock {
         fresh(&self.state, self.stale_after)
     }
 
-    /// Stops the heartbeat and deletes the lock object if it is still this
-    /// run's.
+    /// Stops the heartbeat and deletes the lock object if it still names
+    /// this run (one taken over is not this run's to delete; a takeover
+    /// needs `stale_after` without renewal, and the heartbeat ran until
+    /// now).
     fn release(mut self) -> Result<()> {
-        let version = {
-            let mut beat = self.beat();
-            beat.stop = true;
-            beat.version.clone()
-        };
+        self.beat().stop = true;
         self.state.1.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
         let key = Path::new(LOCK_KEY);
-        match self.backend.head(key) {
-            Ok(m) if m.version == version => self
+        match read_body(&*self.backend, key) {
+            Some(body) if body.run == self.run => self
                 .backend
                 .delete(&[key.to_path_buf()])
                 .map(|_| ())
                 .map_err(|e| backend_error(&*self.backend, e)),
-            // Taken over: not ours to delete.
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error(&*self.backend, "inspect", key, e)),
+            _ => Ok(()),
         }
     }
 }
@@ -349,6 +342,18 @@ fn heartbeat(backend: &dyn Backend, run: &str, interval: Duration, state: &(Mute
                 guard.last_ok = started;
                 guard.version = version;
             }
+            // A 412 on a lock that still holds this very beat is ours: the
+            // version read after the previous renewal was not the one the
+            // server compares (a server may answer a HEAD from a replica
+            // that lags). Read it again.
+            Err((io::ErrorKind::AlreadyExists, _))
+                if read_body(backend, key).is_some_and(|b| b.run == run && b.beat == n) =>
+            {
+                if let Ok(m) = backend.head(key) {
+                    guard.last_ok = started;
+                    guard.version = m.version;
+                }
+            }
             Err((io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound, message)) => {
                 guard.lost = Some(format!("the lock was replaced or removed: {message}"));
                 return;
@@ -357,6 +362,15 @@ fn heartbeat(backend: &dyn Backend, run: &str, interval: Duration, state: &(Mute
             Err(_) => {}
         }
     }
+}
+
+/// What the lock object at `key` holds, if it can be read.
+fn read_body(backend: &dyn Backend, key: &Path) -> Option<LockBody> {
+    backend
+        .open(key)
+        .and_then(|o| jpstore_blobstore::backend::read_all(&*o, 4096))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<LockBody>(&b).ok())
 }
 
 /// The trash of `run`.

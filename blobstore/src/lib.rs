@@ -28,6 +28,7 @@ mod parallel;
 pub mod storage;
 mod store;
 mod stream;
+mod trash;
 mod verify;
 
 #[cfg(test)]
@@ -44,4 +45,5 @@ pub use store::{
     RewriteOutcome, SweepOutcome, OBJECTS_DIR, OPEN_PACK_FILES, PACKS_DIR, TMP_DIR,
 };
 pub use stream::BlobStream;
+pub use trash::{MayMove, Moved, MovedPack, Restored};
 pub use verify::{Problem, VerifyProgress, VerifyReport};

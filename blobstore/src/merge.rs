@@ -520,6 +520,9 @@ impl BlobStore {
             .iter()
             .filter(|p| Some(p.name.as_str()) != except)
             .collect();
+        if self.trashing() {
+            return self.trash_packs(&removed);
+        }
         for paths in [
             removed
                 .iter()

@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::backend::{
     read_exact_at, Backend, BackendError, FileKind, ListedEntry, ObjectReader, Put, Upload,
@@ -159,6 +159,11 @@ pub struct BlobStore {
     tmp_counter: AtomicU64,
     /// Decompressed groups of packs of version 2, for reads.
     groups: GroupCache,
+    /// When the packs were last listed (the start of that listing).
+    listed_at: Mutex<Option<Instant>>,
+    /// Where removals go instead of being deleted, while gc on a shared
+    /// store runs (format-spec.md 5.5), and what went there.
+    pub(crate) trash: Mutex<Option<crate::trash::TrashRun>>,
 }
 
 impl BlobStore {
@@ -180,6 +185,8 @@ impl BlobStore {
             broken: RwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
             tmp_counter: AtomicU64::new(0),
+            listed_at: Mutex::new(None),
+            trash: Mutex::new(None),
         };
         for dir in [OBJECTS_DIR, PACKS_DIR, TMP_DIR] {
             store.ensure_dir(&store.base.join(dir))?;
@@ -205,7 +212,7 @@ impl BlobStore {
 
     // ----- paths and small helpers -------------------------------------------------
 
-    fn loose_path(&self, id: &BlobId) -> PathBuf {
+    pub(crate) fn loose_path(&self, id: &BlobId) -> PathBuf {
         let hex = id.to_hex();
         self.base.join(OBJECTS_DIR).join(&hex[..2]).join(&hex[2..])
     }
@@ -310,10 +317,12 @@ impl BlobStore {
     /// Rescans the packs directory: loads new packs, forgets removed ones.
     pub fn refresh_packs(&self) -> Result<()> {
         let dir = self.base.join(PACKS_DIR);
+        let started = Instant::now();
         let entries = self
             .backend
             .list(&dir)
             .map_err(|e| self.io("list", &dir, e))?;
+        *self.listed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
         let names: HashSet<String> = entries
             .iter()
             .filter_map(|e| pack::name_of_index_file(&e.name).map(str::to_owned))
@@ -516,8 +525,24 @@ impl BlobStore {
 
     // ----- reads --------------------------------------------------------------
 
+    /// Lists the packs again if a writer's window on the backend's
+    /// [`WriterClock`](crate::backend::WriterClock) began after the last
+    /// listing: on a shared store, a writer must not learn that a blob
+    /// exists from a listing older than its window (format-spec.md 5.5).
+    fn fresh_for_writers(&self) -> Result<()> {
+        let Some(start) = self.backend.writer_clock().and_then(|c| c.listing_start()) else {
+            return Ok(());
+        };
+        let listed = *self.listed_at.lock().unwrap_or_else(|e| e.into_inner());
+        if listed.is_none_or(|at| at < start) {
+            self.refresh_packs()?;
+        }
+        Ok(())
+    }
+
     /// Where `id` is stored, refreshing the pack list once on a miss.
     pub fn locate(&self, id: &BlobId) -> Result<Option<Location>> {
+        self.fresh_for_writers()?;
         for attempt in 0..2 {
             if let Some((p, found)) = self.find_in_packs(id) {
                 let offset = match found {
@@ -551,6 +576,7 @@ impl BlobStore {
     /// just packed, which only costs a redundant copy on a following write
     /// (format-spec.md 2.2). For deciding what to write, not for reads.
     pub fn exists_cached(&self, id: &BlobId) -> Result<bool> {
+        self.fresh_for_writers()?;
         if self.find_in_packs(id).is_some() {
             return Ok(true);
         }
@@ -583,6 +609,7 @@ impl BlobStore {
     /// a 16-byte header read).
     pub fn size(&self, id: &BlobId) -> Result<u64> {
         // The index has the raw length: look there first, once.
+        self.fresh_for_writers()?;
         if let Some((_, e)) = self.find_in_packs(id) {
             return Ok(e.raw_len());
         }
@@ -1128,12 +1155,17 @@ impl BlobStore {
             match self.backend.head(&path) {
                 Ok(m) => {
                     out.bytes += m.len;
-                    found.push(path);
+                    found.push((*id, path, m.len));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(self.io("inspect", &path, e)),
             }
         }
+        if self.trashing() {
+            (out.objects, out.bytes) = self.trash_loose(&found)?;
+            return Ok(out);
+        }
+        let found: Vec<PathBuf> = found.into_iter().map(|(_, path, _)| path).collect();
         out.objects = self
             .backend
             .delete(&found)

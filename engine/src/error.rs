@@ -196,13 +196,35 @@ pub enum Error {
         reason: String,
     },
     /// gc asked to delete on a store whose locks do not exclude writers on
-    /// other machines (a store on S3): without its own protocol
-    /// (format-spec.md, "Stores on S3"), a sweep could delete a blob that
-    /// a writer elsewhere is about to reference.
-    #[error("gc cannot delete in {}: its locks do not exclude writers on other machines, and the gc protocol of object stores is not implemented yet (format-spec.md, \"Stores on S3\"); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
+    /// other machines and whose backend has no writers' clock
+    /// (format-spec.md 5.5): a sweep could delete a blob that a writer
+    /// elsewhere is about to reference.
+    #[error("gc cannot delete in {}: its locks do not exclude writers on other machines and its storage has no writers' clock to bound them (format-spec.md 5.5); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
     GcUnsafe {
         /// The store.
         store: PathBuf,
+    },
+    /// Another gc holds the lock of a shared store, and keeps it alive.
+    #[error("another gc is running: {} is held by run {run} and was renewed {renewed} while this run watched it; nothing was deleted", lock.display())]
+    GcRunning {
+        /// The lock object (its URL names the store).
+        lock: PathBuf,
+        /// The run that holds it (as its lock says).
+        run: String,
+        /// When it was seen renewed ("after 2 s", say).
+        renewed: String,
+    },
+    /// gc lost the lock of a shared store during its run (it could not
+    /// renew it, or another gc took it over): it stopped moving objects and
+    /// put back what it had moved.
+    #[error("gc lost its lock {}: {reason}; it stopped, and put back the {restored} objects it had moved to its trash", lock.display())]
+    GcLockLost {
+        /// The lock object (its URL names the store).
+        lock: PathBuf,
+        /// The run, and what happened.
+        reason: String,
+        /// Objects copied back from the run's trash.
+        restored: usize,
     },
     /// `upgrade` would replace conversation logs on a backend whose locks
     /// do not exclude writers on other machines (format-spec.md 4.9, 5.5).

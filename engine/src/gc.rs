@@ -78,6 +78,14 @@ pub struct GcReport {
     /// Packs merged into one, after the sweep, so that pack sizes form a
     /// geometric progression again (format-spec.md 2.11).
     pub packs_merged: usize,
+    /// On a shared store (format-spec.md 5.5): objects copied back from the
+    /// trash because a record written during the run references them (the
+    /// counts above are of what went to the trash), or left in the trash of
+    /// a run that did not finish.
+    pub restored: usize,
+    /// On a shared store: seconds waited for writers that may have seen
+    /// what went to the trash.
+    pub waited_secs: u64,
 }
 
 impl GcReport {
@@ -113,6 +121,8 @@ impl serde::Serialize for GcReport {
             kept_unreferenced: usize,
             temp_removed: usize,
             packs_merged: usize,
+            restored: usize,
+            waited_secs: u64,
         }
         Shape {
             dry_run: self.dry_run,
@@ -129,18 +139,36 @@ impl serde::Serialize for GcReport {
             kept_unreferenced: self.kept_unreferenced,
             temp_removed: self.temp_removed,
             packs_merged: self.packs_merged,
+            restored: self.restored,
+            waited_secs: self.waited_secs,
         }
         .serialize(serializer)
     }
 }
 
-/// Progress of a gc run: conversations marked of all.
+/// Progress of a gc run: conversations marked of all, or, on a shared
+/// store, seconds waited of the wait for writers (format-spec.md 5.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcProgress {
-    /// Conversations marked so far.
+    /// What the run is doing.
+    pub phase: GcPhase,
+    /// Conversations marked so far (seconds waited, when waiting).
     pub marked: usize,
-    /// Conversations in all.
+    /// Conversations in all (seconds to wait, when waiting).
     pub total: usize,
+}
+
+/// The phases of a gc run that report progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcPhase {
+    /// Reading every log for the blobs it references.
+    Marking,
+    /// On a shared store: waiting out the writers that may have seen what
+    /// went to the trash.
+    Waiting,
+    /// On a shared store: reading every log again, to restore from the
+    /// trash what a record now references.
+    Remarking,
 }
 
 /// Whether a lookup failed because the name is not there (or a plain file
@@ -194,6 +222,7 @@ impl Store {
                 Err(e) => return Err(self.unreadable(&path, e)),
             }
             progress(GcProgress {
+                phase: GcPhase::Marking,
                 marked: i + 1,
                 total: ids.len(),
             });
@@ -267,12 +296,14 @@ impl Store {
         Ok(())
     }
 
-    /// Runs gc (see the module documentation).
+    /// Runs gc (see the module documentation). On a store whose locks do
+    /// not exclude writers on other machines (S3), a run that deletes
+    /// follows the protocol of format-spec.md 5.5 ([`shared`]): it moves
+    /// what it would delete to a trash, waits out the writers that may have
+    /// seen it, reads the logs again and restores what they now reference.
     pub fn gc(&self, options: GcOptions, progress: &mut dyn FnMut(GcProgress)) -> Result<GcReport> {
         if !options.dry_run && !self.backend().locks_span_writers() {
-            return Err(Error::GcUnsafe {
-                store: self.backend().display(Path::new(".")),
-            });
+            return shared::gc_shared(self, options, progress);
         }
         let _exclusive = gc_lock(&**self.backend(), LockKind::Exclusive)?;
         let now = SystemTime::now();
@@ -283,6 +314,26 @@ impl Store {
             referenced: live.len(),
             ..Default::default()
         };
+        self.sweep(options, now, &live, &mut report)?;
+        if !options.dry_run {
+            report.temp_removed = self.blobs().cleanup_temp(options.grace)?.objects;
+            report.packs_removed += self.blobs().remove_unindexed_packs(options.grace)?.objects;
+        }
+        Ok(report)
+    }
+
+    /// The sweep of a gc run, by the marks `live`: unreferenced loose
+    /// objects older than the grace period removed, packs rewritten or
+    /// removed by their live share, then merged by the geometric rule.
+    /// Removal is deletion, or a move to the run's trash while the blob
+    /// store has one open ([`shared`]).
+    pub(crate) fn sweep(
+        &self,
+        options: GcOptions,
+        now: SystemTime,
+        live: &HashSet<BlobId>,
+        report: &mut GcReport,
+    ) -> Result<()> {
         // Loose objects.
         let mut doomed = Vec::new();
         for o in self.blobs().loose_objects()? {
@@ -356,15 +407,12 @@ impl Store {
         // ones included (writers merge only small ones): the pack count is
         // logarithmic in the store's size after every gc.
         report.packs_merged = self.blobs().merge_packs(options.dry_run)?.merged_packs;
-        if !options.dry_run {
-            report.temp_removed = self.blobs().cleanup_temp(options.grace)?.objects;
-            report.packs_removed += self.blobs().remove_unindexed_packs(options.grace)?.objects;
-        }
-        Ok(report)
+        Ok(())
     }
 }
 
 pub(crate) mod mark;
+pub mod shared;
 
 pub(crate) use mark::mark_log;
 

@@ -51,7 +51,8 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use jpstore_blobstore::backend::{
     Backend, BackendError, BufferedUpload, Expect, FileKind, Listed, ListedEntry, LockGuard,
-    LockKind, LogObject, Mapping, ObjectMeta, ObjectReader, Put, Upload, Version,
+    LockKind, LogObject, Mapping, ObjectMeta, ObjectReader, Put, Upload, Version, WriterClock,
+    DEFAULT_WRITE_BOUND,
 };
 use jpstore_blobstore::storage::check_relative;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
@@ -99,6 +100,16 @@ pub enum RemoteError {
     NoCredentials {
         /// The store's URL.
         url: String,
+    },
+    /// A setting of the environment has a value that is not of its form.
+    #[error("{name}={value:?}: expected {expected}")]
+    BadSetting {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
     },
 }
 
@@ -230,6 +241,8 @@ struct Inner {
     trace: AtomicBool,
     locks: Mutex<BTreeMap<String, (usize, bool)>>,
     released: Condvar,
+    /// The writers' clock of format-spec.md 5.5.
+    clock: Arc<WriterClock>,
 }
 
 impl fmt::Debug for S3Backend {
@@ -250,6 +263,62 @@ pub struct ClientSettings {
     pub retry_timeout: Duration,
     /// Most retries of one operation.
     pub max_retries: usize,
+    /// The bound `B` of format-spec.md 5.5: the longest time from a
+    /// writer's first look at the blob store to the start of the write of
+    /// its record. Every process on one store, gc included, must use the
+    /// same (default [`DEFAULT_WRITE_BOUND`], 10 min;
+    /// [`WRITE_BOUND_ENV`] sets it in seconds).
+    pub write_bound: Duration,
+}
+
+/// The environment variable that sets [`ClientSettings::write_bound`], in
+/// seconds. Every process working on one store must see the same value, or
+/// gc may delete what a slower writer still uses.
+pub const WRITE_BOUND_ENV: &str = "JP_STORE_S3_WRITE_BOUND";
+/// The environment variable that sets [`ClientSettings::request_timeout`],
+/// in seconds.
+pub const REQUEST_TIMEOUT_ENV: &str = "JP_STORE_S3_REQUEST_TIMEOUT";
+/// The environment variable that sets [`ClientSettings::retry_timeout`], in
+/// seconds.
+pub const RETRY_TIMEOUT_ENV: &str = "JP_STORE_S3_RETRY_TIMEOUT";
+
+impl ClientSettings {
+    /// The settings with what the environment sets ([`WRITE_BOUND_ENV`],
+    /// [`REQUEST_TIMEOUT_ENV`], [`RETRY_TIMEOUT_ENV`]).
+    pub fn from_env() -> Result<Self, RemoteError> {
+        let mut settings = ClientSettings::default();
+        let secs = |name: &'static str| -> Result<Option<Duration>, RemoteError> {
+            let Some(v) = std::env::var_os(name) else {
+                return Ok(None);
+            };
+            let text = v.to_string_lossy();
+            match text.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(Duration::from_secs(n))),
+                _ => Err(RemoteError::BadSetting {
+                    name,
+                    value: text.to_string(),
+                    expected: "a whole number of seconds, at least 1",
+                }),
+            }
+        };
+        if let Some(d) = secs(WRITE_BOUND_ENV)? {
+            settings.write_bound = d;
+        }
+        if let Some(d) = secs(REQUEST_TIMEOUT_ENV)? {
+            settings.request_timeout = d;
+        }
+        if let Some(d) = secs(RETRY_TIMEOUT_ENV)? {
+            settings.retry_timeout = d;
+        }
+        Ok(settings)
+    }
+
+    /// `T` of format-spec.md 5.5: the longest a request may take, retries
+    /// included, before its outcome is unknown (the retry budget, plus one
+    /// request started at its end).
+    pub fn request_limit(&self) -> Duration {
+        self.retry_timeout.saturating_add(self.request_timeout)
+    }
 }
 
 impl Default for ClientSettings {
@@ -258,6 +327,7 @@ impl Default for ClientSettings {
             request_timeout: Duration::from_secs(30),
             retry_timeout: Duration::from_secs(120),
             max_retries: 8,
+            write_bound: DEFAULT_WRITE_BOUND,
         }
     }
 }
@@ -278,7 +348,7 @@ impl S3Backend {
         Self::with_builder(
             location,
             AmazonS3Builder::from_env(),
-            ClientSettings::default(),
+            ClientSettings::from_env()?,
         )
     }
 
@@ -327,6 +397,7 @@ impl S3Backend {
                 trace: AtomicBool::new(false),
                 locks: Mutex::new(BTreeMap::new()),
                 released: Condvar::new(),
+                clock: WriterClock::new(settings.write_bound, settings.request_limit()),
             }),
         })
     }
@@ -867,6 +938,12 @@ impl Backend for S3Backend {
             .rel(key)
             .map_err(|e| BackendError::io("create", key, e))?;
         if is_log(&rel) {
+            // A new log's records may reference blobs: only within the
+            // writers' bound (format-spec.md 5.5).
+            self.inner
+                .clock
+                .check()
+                .map_err(|e| BackendError::io("create", key, e))?;
             // Segments left by a log removed halfway (a crash between the
             // deletions of its segments and of its first object) must not
             // become part of a new log of the same name.
@@ -1308,6 +1385,10 @@ impl Backend for S3Backend {
     fn locks_span_writers(&self) -> bool {
         false
     }
+
+    fn writer_clock(&self) -> Option<&Arc<WriterClock>> {
+        Some(&self.inner.clock)
+    }
 }
 
 /// A log open for appending: its pieces, and one segment per append.
@@ -1345,6 +1426,13 @@ impl LogObject for S3Log {
                 ),
             ));
         }
+        // The record may reference blobs: only within the writers' bound
+        // (format-spec.md 5.5).
+        backend
+            .inner
+            .clock
+            .check()
+            .map_err(|e| BackendError::io("append to", &self.key, e))?;
         let seg = format!("{}{SEGMENTS_SUFFIX}/{}", self.rel, segment_name(at));
         let bytes = Bytes::copy_from_slice(data);
         let mut etag = None;

@@ -71,13 +71,18 @@ impl TestServer {
 
     /// A backend of `location` on this server.
     pub fn backend(&self, location: S3Location) -> S3Backend {
+        self.backend_with(location, ClientSettings::default())
+    }
+
+    /// A backend of `location` on this server, with `settings`.
+    pub fn backend_with(&self, location: S3Location, settings: ClientSettings) -> S3Backend {
         let builder = AmazonS3Builder::new()
             .with_endpoint(&self.endpoint)
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_access_key_id("jpstore-test")
             .with_secret_access_key("jpstore-test");
-        S3Backend::with_builder(location, builder, ClientSettings::default())
+        S3Backend::with_builder(location, builder, settings)
             .expect("an S3 backend of the test server")
     }
 }

@@ -794,7 +794,9 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": "<number>",
   "kept_unreferenced": 0,
   "temp_removed": 0,
-  "packs_merged": 0
+  "packs_merged": 0,
+  "restored": 0,
+  "waited_secs": 0
 }"#,
     );
     let out = s.run(&["gc", "--grace", "0s", "--json"], b"");
@@ -815,7 +817,9 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": "<number>",
   "kept_unreferenced": 0,
   "temp_removed": 0,
-  "packs_merged": 0
+  "packs_merged": 0,
+  "restored": 0,
+  "waited_secs": 0
 }"#,
     );
     let out = s.run(&["gc", "--json"], b"");
@@ -836,7 +840,9 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": 0,
   "kept_unreferenced": 0,
   "temp_removed": 0,
-  "packs_merged": 0
+  "packs_merged": 0,
+  "restored": 0,
+  "waited_secs": 0
 }"#,
     );
 }

@@ -40,6 +40,7 @@
 pub mod contract;
 mod files;
 mod memory;
+mod writer_clock;
 
 use std::fmt;
 use std::io;
@@ -50,6 +51,7 @@ pub use crate::mmap::Mapping;
 pub use crate::storage::{FileKind, LockKind};
 pub use files::FileBackend;
 pub use memory::MemoryBackend;
+pub use writer_clock::{ClockTicket, WriterClock, DEFAULT_WRITE_BOUND, LISTING_ALLOWANCE};
 
 /// What [`Backend::put_if_absent`] and [`Upload::publish`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,6 +413,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// or uses its own protocol).
     fn locks_span_writers(&self) -> bool {
         true
+    }
+
+    /// The writers' clock of a backend whose locks do not span writers
+    /// (format-spec.md 5.5): writers open a window on it when they take the
+    /// gc lock shared, and the backend refuses to write a record once a
+    /// window is older than its bound. `None` where the locks span writers.
+    fn writer_clock(&self) -> Option<&std::sync::Arc<WriterClock>> {
+        None
     }
 
     /// The file system under this backend, for what only a file system has

@@ -4,7 +4,7 @@ use super::open_store;
 use crate::output::Progress;
 use anyhow::Result;
 use clap::Args;
-use jpstore_engine::gc::GcOptions;
+use jpstore_engine::gc::{GcOptions, GcPhase};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -24,13 +24,26 @@ pub struct GcArgs {
 pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let mut progress = Progress::new("marking");
+    let mut phase = GcPhase::Marking;
     let report = store.gc(
         GcOptions {
             grace: args.grace,
             dry_run: args.dry_run,
             ..GcOptions::default()
         },
-        &mut |p| progress.update(p.marked as u64, p.total as u64),
+        &mut |p| {
+            if p.phase != phase {
+                phase = p.phase;
+                progress.finish();
+                progress = Progress::new(match phase {
+                    GcPhase::Marking => "marking",
+                    // format-spec.md 5.5: a store on S3.
+                    GcPhase::Waiting => "waiting for writers on other machines (seconds)",
+                    GcPhase::Remarking => "marking again",
+                });
+            }
+            progress.update(p.marked as u64, p.total as u64)
+        },
     )?;
     progress.finish();
     if args.json {
@@ -44,7 +57,7 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
         crate::outln!(
             "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
              {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
-             {} packs {}",
+             {} packs {}{}",
             report.objects_freed(),
             report.bytes_freed(),
             report.loose_removed,
@@ -57,6 +70,14 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
             humantime::format_duration(args.grace),
             report.packs_merged,
             if report.dry_run { "would be merged" } else { "merged" },
+            if report.waited_secs > 0 || report.restored > 0 {
+                format!(
+                    "; waited {} s for writers elsewhere, {} objects put back from the trash",
+                    report.waited_secs, report.restored
+                )
+            } else {
+                String::new()
+            },
         );
     }
     Ok(ExitCode::SUCCESS)

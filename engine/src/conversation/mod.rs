@@ -97,8 +97,31 @@ pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuar
         // gc and writers would lock different files. Take the one at the
         // name instead.
         if lock.is_current().map_err(|e| io("stat", e))? {
-            return Ok(lock);
+            // On a shared store (S3) the lock excludes this process only;
+            // a writer's window on the writers' clock bounds how long it
+            // may take to make durable what it found (format-spec.md 5.5).
+            return Ok(match (kind, backend.writer_clock()) {
+                (LockKind::Shared, Some(clock)) => Box::new(WindowedLock {
+                    lock,
+                    _window: clock.start(),
+                }),
+                _ => lock,
+            });
         }
+    }
+}
+
+/// The gc lock held shared on a store whose locks do not span writers,
+/// with the writer's window open while it is held.
+#[derive(Debug)]
+struct WindowedLock {
+    lock: Box<dyn LockGuard>,
+    _window: jpstore_blobstore::backend::ClockTicket,
+}
+
+impl LockGuard for WindowedLock {
+    fn is_current(&self) -> std::io::Result<bool> {
+        self.lock.is_current()
     }
 }
 

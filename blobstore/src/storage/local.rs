@@ -127,11 +127,17 @@ impl LocalStorage {
     /// file without blocking: `O_NONBLOCK` makes opening a FIFO return at
     /// once (with no writer, a FIFO opened for reading would wait forever),
     /// the descriptor's own `fstat` says what was opened (no race with a
-    /// name replaced meanwhile), and `O_NONBLOCK` is cleared again on the
-    /// regular file kept, so its locks wait as asked. A name that cannot be
+    /// name replaced meanwhile), and `O_NONBLOCK` is cleared again on a
+    /// regular file kept for writing, so its locks wait as asked. A name that cannot be
     /// opened at all because of what it is (a directory opened for writing,
     /// a socket) gets the same error.
     fn open_regular(&self, path: &Path, flags: OFlags) -> io::Result<File> {
+        self.open_regular_len(path, flags).map(|(file, _)| file)
+    }
+
+    /// [`open_regular`](Self::open_regular), with the file's length as its
+    /// `fstat` gave it.
+    fn open_regular_len(&self, path: &Path, flags: OFlags) -> io::Result<(File, u64)> {
         // O_NOCTTY: a terminal device planted at a store name must not become
         // the controlling terminal of a session leader that opens it.
         let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
@@ -151,13 +157,20 @@ impl LocalStorage {
                 return Err(e);
             }
         };
-        let kind = metadata_of_stat(&rustix::fs::fstat(&fd)?).kind;
+        let meta = metadata_of_stat(&rustix::fs::fstat(&fd)?);
+        let kind = meta.kind;
         if kind != FileKind::Regular {
             return Err(not_regular_error(self.display_path(path), kind));
         }
-        let status = rustix::fs::fcntl_getfl(&fd)?;
-        rustix::fs::fcntl_setfl(&fd, status - OFlags::NONBLOCK)?;
-        Ok(File::from(fd))
+        // A descriptor opened only for reading is never locked, and Linux
+        // ignores `O_NONBLOCK` for reads of a regular file: it keeps the
+        // flag, which saves two system calls on every read (a view opens
+        // its log and its head).
+        if flags.intersects(OFlags::WRONLY | OFlags::RDWR) {
+            let status = rustix::fs::fcntl_getfl(&fd)?;
+            rustix::fs::fcntl_setfl(&fd, status - OFlags::NONBLOCK)?;
+        }
+        Ok((File::from(fd), meta.len))
     }
 }
 
@@ -245,8 +258,20 @@ impl Storage for LocalStorage {
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
-        let file = self.open_regular(path, open_flags(mode))?;
-        Ok(Box::new(LocalFile { file }))
+        let (file, len) = self.open_regular_len(path, open_flags(mode))?;
+        // A file opened only for reading answers its first `len` with the
+        // length its open saw: nothing writes through this descriptor, and
+        // a length read then is as current as one read a moment later (a
+        // reader's view is of some moment after its open). Later calls ask
+        // the kernel.
+        let opened_len = match mode {
+            OpenMode::Read => Some(len),
+            _ => None,
+        };
+        Ok(Box::new(LocalFile {
+            file,
+            opened_len: std::sync::Mutex::new(opened_len),
+        }))
     }
 
     fn metadata(&self, path: &Path) -> io::Result<Metadata> {
@@ -336,6 +361,9 @@ impl Storage for LocalStorage {
 #[derive(Debug)]
 struct LocalFile {
     file: File,
+    /// The length its open saw, for the first [`StorageFile::len`] of a
+    /// file opened for reading only.
+    opened_len: std::sync::Mutex<Option<u64>>,
 }
 
 impl StorageFile for LocalFile {
@@ -346,6 +374,14 @@ impl StorageFile for LocalFile {
         UnixFileExt::write_at(&self.file, buf, offset)
     }
     fn len(&self) -> io::Result<u64> {
+        if let Some(len) = self
+            .opened_len
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            return Ok(len);
+        }
         Ok(self.file.metadata()?.len())
     }
     fn set_len(&self, len: u64) -> io::Result<()> {

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -149,6 +149,9 @@ pub struct BlobStore {
     base: PathBuf,
     options: Options,
     packs: RwLock<HashMap<String, Arc<Pack>>>,
+    /// Whether the packs directory was listed (the first lookup lists it:
+    /// a command that looks nothing up pays no listing).
+    packs_listed: AtomicBool,
     /// Open pack files by pack name, least recently read first; at most
     /// [`OPEN_PACK_FILES`].
     pack_files: Mutex<Vec<(String, Arc<dyn ObjectReader>)>>,
@@ -181,6 +184,7 @@ impl BlobStore {
             groups: GroupCache::new(options.group_cache_bytes),
             options,
             packs: RwLock::new(HashMap::new()),
+            packs_listed: AtomicBool::new(false),
             pack_files: Mutex::new(Vec::new()),
             broken: RwLock::new(HashSet::new()),
             poisoned: Mutex::new(None),
@@ -191,7 +195,6 @@ impl BlobStore {
         for dir in [OBJECTS_DIR, PACKS_DIR, TMP_DIR] {
             store.ensure_dir(&store.base.join(dir))?;
         }
-        store.refresh_packs()?;
         Ok(store)
     }
 
@@ -316,6 +319,7 @@ impl BlobStore {
 
     /// Rescans the packs directory: loads new packs, forgets removed ones.
     pub fn refresh_packs(&self) -> Result<()> {
+        self.packs_listed.store(true, Ordering::Release);
         let dir = self.base.join(PACKS_DIR);
         let started = Instant::now();
         let entries = self
@@ -475,11 +479,22 @@ impl BlobStore {
         })
     }
 
-    fn find_in_packs(&self, id: &BlobId) -> Option<(Arc<Pack>, Found)> {
+    /// The pack holding `id` among those loaded (the packs directory is
+    /// listed at the first lookup of an open store, not when it opens).
+    fn find_in_packs(&self, id: &BlobId) -> Result<Option<(Arc<Pack>, Found)>> {
+        self.list_packs_once()?;
         let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
-        packs
+        Ok(packs
             .values()
-            .find_map(|p| p.find(id).map(|e| (Arc::clone(p), e)))
+            .find_map(|p| p.find(id).map(|e| (Arc::clone(p), e))))
+    }
+
+    /// Lists the packs directory if nothing did since the store opened.
+    fn list_packs_once(&self) -> Result<()> {
+        if self.packs_listed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.refresh_packs()
     }
 
     /// The packs currently loaded (after a refresh).
@@ -516,6 +531,7 @@ impl BlobStore {
     }
 
     pub(crate) fn pack_by_name(&self, name: &str) -> Result<Arc<Pack>> {
+        self.list_packs_once()?;
         let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
         packs.get(name).cloned().ok_or_else(|| {
             let (_, idx) = pack::pack_file_names(&self.base.join(PACKS_DIR), name);
@@ -544,7 +560,7 @@ impl BlobStore {
     pub fn locate(&self, id: &BlobId) -> Result<Option<Location>> {
         self.fresh_for_writers()?;
         for attempt in 0..2 {
-            if let Some((p, found)) = self.find_in_packs(id) {
+            if let Some((p, found)) = self.find_in_packs(id)? {
                 let offset = match found {
                     Found::Object(e) => e.offset,
                     // Within the index's bounds: the index is checksummed;
@@ -571,13 +587,14 @@ impl BlobStore {
     }
 
     /// Whether `id` is in the store as a loose object or in a pack already
-    /// loaded, without rescanning the packs directory. Cheap whatever the
+    /// loaded, without rescanning the packs directory (listed once, by the
+    /// first lookup of the open store). Cheap whatever the
     /// number of packs; may answer `false` for content another process has
     /// just packed, which only costs a redundant copy on a following write
     /// (format-spec.md 2.2). For deciding what to write, not for reads.
     pub fn exists_cached(&self, id: &BlobId) -> Result<bool> {
         self.fresh_for_writers()?;
-        if self.find_in_packs(id).is_some() {
+        if self.find_in_packs(id)?.is_some() {
             return Ok(true);
         }
         self.loose_exists(&self.loose_path(id))
@@ -610,12 +627,12 @@ impl BlobStore {
     pub fn size(&self, id: &BlobId) -> Result<u64> {
         // The index has the raw length: look there first, once.
         self.fresh_for_writers()?;
-        if let Some((_, e)) = self.find_in_packs(id) {
+        if let Some((_, e)) = self.find_in_packs(id)? {
             return Ok(e.raw_len());
         }
         match self.locate(id)? {
             None => Err(Error::NotFound(*id)),
-            Some(Location::Packed { .. }) => match self.find_in_packs(id) {
+            Some(Location::Packed { .. }) => match self.find_in_packs(id)? {
                 Some((_, e)) => Ok(e.raw_len()),
                 None => Err(Error::NotFound(*id)),
             },
@@ -656,7 +673,7 @@ impl BlobStore {
         // that follow one another while the read runs.
         const ATTEMPTS: usize = 4;
         for attempt in 0..ATTEMPTS {
-            if let Some((p, found)) = self.find_in_packs(id) {
+            if let Some((p, found)) = self.find_in_packs(id)? {
                 let read = match found {
                     Found::Object(e) => self.read_packed(&p, &e),
                     Found::Grouped(e) => self.read_grouped(&p, &e),

@@ -291,6 +291,7 @@ fn a_forged_group_header_is_refused_before_a_large_allocation() {
     let backend = MemoryBackend::new();
     let (ids, pack_key, index_key) = small_pack(&backend);
     let store = open(&backend, Options::default());
+    store.refresh_packs().expect("list the packs");
     let loaded = store.loaded_packs().pop().expect("the pack");
     let first = (0..ids.len())
         .map(|i| loaded.grouped(i))

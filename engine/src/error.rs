@@ -47,18 +47,6 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
-    /// A writer opening a log on a backend whose locks do not exclude
-    /// writers elsewhere (S3) found it longer on its second read than on
-    /// its first: another writer appended in between (format-spec.md 5.3).
-    #[error("conflict with another writer: {} was appended to by another writer while this one opened it (it ended at {end}, then at {found}); nothing was appended, run the command again", path.display())]
-    WriterConflict {
-        /// The log.
-        path: PathBuf,
-        /// Its end as the writer first found it.
-        end: u64,
-        /// Its end as the second read found it.
-        found: u64,
-    },
     /// Bytes on disk are not what the format requires.
     #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]
     Corrupt {

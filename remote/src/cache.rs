@@ -95,10 +95,12 @@ impl DiskCache {
     }
 
     /// Keeps `data` as `name` (best effort: a cache that cannot be written
-    /// is a cache that misses).
-    pub(crate) fn put(&self, name: &str, data: &[u8]) {
+    /// is a cache that misses). An entry already there is kept, unless
+    /// `replace` (a name whose bytes may change: a head cache, named by the
+    /// log it was made from, rewritten with other settings).
+    pub(crate) fn put(&self, name: &str, data: &[u8], replace: bool) {
         let path = self.path(name);
-        if path.exists() {
+        if !replace && path.exists() {
             return;
         }
         let Some(parent) = path.parent() else {
@@ -203,7 +205,15 @@ impl Cache {
     pub(crate) fn put(&self, name: &str, data: &Bytes) {
         self.remember(name, data);
         if let Some(disk) = &self.disk {
-            disk.put(name, data);
+            disk.put(name, data, false);
+        }
+    }
+
+    /// Keeps `data` as `name`, replacing what the name held.
+    pub(crate) fn put_replacing(&self, name: &str, data: &Bytes) {
+        self.remember(name, data);
+        if let Some(disk) = &self.disk {
+            disk.put(name, data, true);
         }
     }
 

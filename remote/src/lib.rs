@@ -39,12 +39,13 @@ mod reader;
 #[doc(hidden)]
 pub mod testing;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -232,9 +233,22 @@ struct Inner {
     store: Arc<dyn ObjectStore>,
     s3: Arc<AmazonS3>,
     cache: cache::Cache,
-    /// The children of the store's root and of `blobs` (the layout's
-    /// prefixes, which exist as long as the store does), listed once.
+    /// The children of the store's root (the layout's prefixes, which
+    /// exist as long as the store does), listed once.
     layout: Mutex<BTreeMap<String, Vec<String>>>,
+    /// The objects at the store's root as the LIST that learnt the layout
+    /// found them, until the first read of one (`config.toml`): its ETag
+    /// then names its bytes in the cache, so that reading it needs no
+    /// request of its own. Forgotten when this backend writes at the root.
+    root_objects: Mutex<Option<BTreeMap<String, object_store::ObjectMeta>>>,
+    /// The identity of each log (its objects as listed: keys, ETags, sizes)
+    /// as this thread last listed it or appended to it: what the head
+    /// cache beside it is cached by ([`S3Backend::derived_cache_name`]).
+    log_ids: Mutex<HashMap<(ThreadId, String), String>>,
+    /// What a thread learnt of an object by one request, for the one
+    /// request of that thread that follows and would ask the same
+    /// ([`S3Backend::take_memo`]).
+    memos: Mutex<HashMap<(ThreadId, String), Memo>>,
     runtime: tokio::runtime::Runtime,
     location: S3Location,
     counters: Counters,
@@ -391,6 +405,9 @@ impl S3Backend {
                 s3,
                 cache: cache::Cache::default(),
                 layout: Mutex::new(BTreeMap::new()),
+                root_objects: Mutex::new(None),
+                log_ids: Mutex::new(HashMap::new()),
+                memos: Mutex::new(HashMap::new()),
                 runtime,
                 location,
                 counters: Counters::default(),
@@ -581,6 +598,7 @@ impl S3Backend {
     /// One PUT; returns the new object's ETag.
     fn put(&self, rel: &str, data: Bytes, mode: PutMode) -> object_store::Result<Option<String>> {
         let path = ObjectPath::parse(self.full(rel))?;
+        self.wrote(rel);
         self.bump(Req::Put, rel);
         self.block_on(
             self.store()
@@ -595,11 +613,12 @@ impl S3Backend {
         rel.starts_with("blobs/objects/") || rel.starts_with("blobs/packs/")
     }
 
-    /// The cache's name of `rel` as of `etag`, if it may be cached.
+    /// The cache's name of `rel` as of `etag`, if it may be cached: an
+    /// immutable object by its key alone, any other by its key and ETag.
     fn cache_name(&self, rel: &str, etag: Option<&str>) -> Option<String> {
         let tag = match etag {
+            _ if Self::immutable(rel) => "",
             Some(t) => t.trim_matches('"'),
-            None if Self::immutable(rel) => "",
             None => return None,
         };
         Some(format!(
@@ -621,6 +640,34 @@ impl S3Backend {
     /// Keeps the whole object `rel` in the cache, if it may be.
     pub(crate) fn keep(&self, rel: &str, etag: Option<&str>, bytes: &Bytes) {
         if let Some(name) = self.cache_name(rel, etag) {
+            self.inner.cache.put(&name, bytes);
+        }
+    }
+
+    /// The cache's name of `what` (`size`, `chunk N`) of the object `rel`
+    /// as of `etag` (immutable objects: whatever it is), for an object too
+    /// large to be cached whole.
+    fn part_name(&self, rel: &str, etag: Option<&str>, what: &str) -> Option<String> {
+        Some(format!("{}\n\n{what}", self.cache_name(rel, etag)?))
+    }
+
+    /// The size of the immutable object `rel`, if the cache knows it.
+    fn cached_size(&self, rel: &str) -> Option<u64> {
+        let b = self.inner.cache.get(&self.part_name(rel, None, "size")?)?;
+        Some(u64::from_le_bytes(b.as_ref().try_into().ok()?))
+    }
+
+    /// Chunk `n` (bytes `[n * RANGE_CHUNK, ...)`) of the object `rel` as of
+    /// `etag`, if cached.
+    pub(crate) fn cached_chunk(&self, rel: &str, etag: Option<&str>, n: u64) -> Option<Bytes> {
+        self.inner
+            .cache
+            .get(&self.part_name(rel, etag, &format!("chunk {n}"))?)
+    }
+
+    /// Keeps chunk `n` of the object `rel` as of `etag`, if it may be.
+    pub(crate) fn keep_chunk(&self, rel: &str, etag: Option<&str>, n: u64, bytes: &Bytes) {
+        if let Some(name) = self.part_name(rel, etag, &format!("chunk {n}")) {
             self.inner.cache.put(&name, bytes);
         }
     }
@@ -694,6 +741,7 @@ impl S3Backend {
 
     fn delete_raw(&self, rel: &str) -> object_store::Result<()> {
         let path = ObjectPath::parse(self.full(rel))?;
+        self.wrote(rel);
         self.bump(Req::Delete, rel);
         self.block_on(self.store().delete(&path))
     }
@@ -763,7 +811,7 @@ impl S3Backend {
     /// objects that cover the rest (`log.rs`), or the object itself.
     fn pieces(&self, rel: &str) -> io::Result<Vec<Piece>> {
         if is_log(rel) {
-            let listing = self.list_log(rel, false)?;
+            let (listing, pieces) = self.cover_log(rel)?;
             if listing.first.is_none() {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
@@ -773,7 +821,7 @@ impl S3Backend {
                     ),
                 ));
             }
-            return listing.cover(self);
+            return Ok(pieces);
         }
         if Self::immutable(rel) {
             if let Some(name) = self.cache_name(rel, None) {
@@ -781,34 +829,236 @@ impl S3Backend {
                     return Ok(vec![Piece::with_data(rel.to_string(), 0, b, None)]);
                 }
             }
+            // Too large to be cached whole: read by chunks, some cached.
+            if let Some(size) = self.cached_size(rel) {
+                return Ok(vec![Piece::new(rel.to_string(), 0, size, 0, size, None)]);
+            }
         }
-        let first = reader::open_first(self, rel)?;
-        if Self::immutable(rel) {
-            if let Some(b) = first.whole_bytes() {
+        // An object at the root that the LIST of the layout just listed
+        // (`config.toml`): its bytes as of the ETag listed, from the cache.
+        if let Some(listed) = self.take_root_object(rel) {
+            let Some(meta) = listed else {
+                return Err(self.not_found(rel));
+            };
+            let etag = meta.e_tag.as_deref();
+            if let Some(b) = self.cached(rel, etag, meta.size) {
+                return Ok(vec![Piece::with_data(
+                    rel.to_string(),
+                    0,
+                    b,
+                    meta.e_tag.clone(),
+                )]);
+            }
+        }
+        // A head cache, as of the identity of its log as last listed (an
+        // empty entry: there was none; a head is never empty).
+        let derived = self.derived_cache_name(rel);
+        if let Some(name) = &derived {
+            match self.inner.cache.get(name) {
+                Some(b) if b.is_empty() => return Err(self.not_found(rel)),
+                Some(b) => return Ok(vec![Piece::with_data(rel.to_string(), 0, b, None)]),
+                None => {}
+            }
+        }
+        let first = match reader::open_first(self, rel) {
+            Ok(first) => first,
+            Err(e) => {
+                if let (Some(name), io::ErrorKind::NotFound) = (&derived, e.kind()) {
+                    self.inner.cache.put_replacing(name, &Bytes::new());
+                }
+                return Err(e);
+            }
+        };
+        if Self::immutable(rel) && first.whole_bytes().is_none() {
+            if let (Some(name), Some(chunk)) =
+                (self.part_name(rel, None, "size"), first.first_chunk())
+            {
+                self.inner
+                    .cache
+                    .put(&name, &Bytes::copy_from_slice(&first.obj_len.to_le_bytes()));
+                self.keep_chunk(rel, None, 0, &chunk);
+            }
+        }
+        if let Some(b) = first.whole_bytes() {
+            if Self::immutable(rel) {
                 self.keep(rel, None, &b);
+            } else if let Some(name) = &derived {
+                self.inner.cache.put_replacing(name, &b);
+            } else if !rel.contains('/') {
+                self.keep(rel, first.etag.as_deref(), &b);
             }
         }
         Ok(vec![first])
     }
 
-    /// The sub-prefixes of `dir` (the root or `blobs`), listed once per
-    /// backend: they are created by `init` and removed by nothing.
-    fn layout_children(&self, dir: &str) -> io::Result<Vec<String>> {
+    /// Forgets what this backend learnt of the objects at the root when
+    /// it writes `rel` there.
+    fn wrote(&self, rel: &str) {
+        self.inner
+            .memos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, log), _| !rel.starts_with(log.as_str()));
+        if !rel.contains('/') {
+            *self
+                .inner
+                .root_objects
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// The object `rel` at the root as the LIST of the layout found it
+    /// (`Some(None)`: it was not there), if that LIST is the latest word on
+    /// the root: taken once, so that only the first read after the LIST
+    /// goes by it (a store reads `config.toml` once, as of its opening).
+    fn take_root_object(&self, rel: &str) -> Option<Option<object_store::ObjectMeta>> {
+        if rel.contains('/') {
+            return None;
+        }
+        let mut root = self
+            .inner
+            .root_objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        root.take().map(|mut listed| listed.remove(rel))
+    }
+
+    /// Keeps what this thread just learnt of the object `rel` for the next
+    /// request of this thread that would ask it again.
+    fn memo(&self, rel: &str, memo: Memo) {
+        let mut memos = self.inner.memos.lock().unwrap_or_else(|e| e.into_inner());
+        if memos.len() >= MAX_LOG_IDS {
+            memos.clear();
+        }
+        memos.insert((std::thread::current().id(), rel.to_string()), memo);
+    }
+
+    /// What this thread learnt of the object `rel` by its request just
+    /// before (taken: used once). Two such requests with nothing of this
+    /// thread in between answer alike but for a writer elsewhere, whose
+    /// appends are conditional on the end it read (format-spec.md 5.3); a
+    /// lock taken or a write of the object forgets it.
+    fn take_memo(&self, rel: &str) -> Option<Memo> {
+        self.inner
+            .memos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(std::thread::current().id(), rel.to_string()))
+    }
+
+    /// Forgets what this thread learnt of objects (it takes a lock: what it
+    /// reads next must be read after).
+    fn forget_memos(&self) {
+        let me = std::thread::current().id();
+        self.inner
+            .memos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(t, _), _| *t != me);
+    }
+
+    /// The cache's name of the head cache `rel` (`<dir>/head`) as of the
+    /// identity of the log beside it (`<dir>/events.log`) as this thread
+    /// last listed it or appended to it. A head is made from its log's
+    /// bytes alone (the settings it caches carry their own key, and the
+    /// whole head is checked against the log before it is trusted,
+    /// format-spec.md 4.6): one read or written for a log of exactly these
+    /// objects serves as well as the one on the server.
+    fn derived_cache_name(&self, rel: &str) -> Option<String> {
+        let dir = rel.strip_suffix(HEAD_OBJECT)?;
+        if !(dir.is_empty() || dir.ends_with('/')) {
+            return None;
+        }
+        let id = self.log_id(&format!("{dir}{LOG_OBJECT}"))?;
+        Some(format!(
+            "{}\n{}\nlog {id}",
+            self.inner.location.bucket,
+            self.full(rel)
+        ))
+    }
+
+    /// The identity of the log `rel` as this thread last listed it or
+    /// appended to it.
+    fn log_id(&self, rel: &str) -> Option<String> {
+        let ids = self.inner.log_ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.get(&(std::thread::current().id(), rel.to_string()))
+            .cloned()
+    }
+
+    /// Notes the identity of the log `rel` covered by `pieces` (as listed,
+    /// or as appended to): the key, ETag and range of each. Unknown when
+    /// an ETag is.
+    pub(crate) fn note_log<'a>(&self, rel: &str, pieces: impl IntoIterator<Item = &'a Piece>) {
+        use std::fmt::Write as _;
+        let mut text = String::new();
+        let mut known = true;
+        for p in pieces {
+            let Some(tag) = &p.etag else {
+                known = false;
+                break;
+            };
+            let _ = writeln!(
+                text,
+                "{}\t{}\t{} {} {} {}",
+                p.key,
+                tag.trim_matches('"'),
+                p.obj_len,
+                p.start,
+                p.skip,
+                p.len
+            );
+        }
+        let key = (std::thread::current().id(), rel.to_string());
+        let mut ids = self.inner.log_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if known && !text.is_empty() {
+            if ids.len() >= MAX_LOG_IDS {
+                ids.clear();
+            }
+            ids.insert(key, jpstore_blobstore::BlobId::of(text.as_bytes()).to_hex());
+        } else {
+            ids.remove(&key);
+        }
+    }
+
+    /// The prefixes at the store's root (`conversations`, `blobs`), listed
+    /// once per backend: they are created by `init` and the blob store and
+    /// removed by nothing while the store exists. (A prefix not there is
+    /// asked about again by [`Backend::head`].)
+    fn root_children(&self) -> io::Result<Vec<String>> {
         {
             let layout = self.inner.layout.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = layout.get(dir) {
+            if let Some(c) = layout.get("") {
                 return Ok(c.clone());
             }
         }
-        let (_, prefixes) = self.list_level(dir)?;
-        let children: Vec<String> = prefixes.iter().map(|p| join(dir, p)).collect();
-        // Only a complete answer is kept: a missing prefix is asked again.
+        let (objects, prefixes) = self.list_level("")?;
+        Ok(self.learn_root(objects, &prefixes))
+    }
+
+    /// Keeps what a LIST of the root found: its prefixes, and its objects
+    /// until the first read of one ([`S3Backend::take_root_object`]).
+    fn learn_root(
+        &self,
+        objects: Vec<object_store::ObjectMeta>,
+        prefixes: &[String],
+    ) -> Vec<String> {
+        let listed = objects
+            .into_iter()
+            .filter_map(|m| Some((self.rel_of(&m.location)?, m)))
+            .collect();
+        *self
+            .inner
+            .root_objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(listed);
+        let children = prefixes.to_vec();
         self.inner
             .layout
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(dir.to_string(), children.clone());
-        Ok(children)
+            .insert(String::new(), children.clone());
+        children
     }
 
     fn not_found(&self, rel: &str) -> io::Error {
@@ -856,11 +1106,24 @@ impl S3Backend {
     /// Copies the object `from` to `to` (both relative), server side.
     fn copy(&self, from: &str, to: &str) -> io::Result<()> {
         let (f, t) = (self.object_path(from)?, self.object_path(to)?);
+        self.wrote(to);
         self.bump(Req::Put, to);
         self.block_on(self.store().copy(&f, &t))
             .map_err(|e| self.io_error(from, e))
     }
 }
+
+/// The prefix of the packs of the blob store.
+const PACKS_PREFIX: &str = "blobs/packs";
+
+/// The head cache of a conversation (format-spec.md 4.6), cached by the
+/// identity of the log beside it.
+const HEAD_OBJECT: &str = "head";
+/// The log beside a head cache.
+const LOG_OBJECT: &str = "events.log";
+/// Logs whose identity a backend remembers, at most (then it forgets them
+/// all: a long-running process reading many conversations).
+const MAX_LOG_IDS: usize = 10_000;
 
 /// The prefixes of a store's layout that `init` and the blob store create
 /// and nothing removes while the store exists.
@@ -871,6 +1134,35 @@ const LAYOUT_PREFIXES: [&str; 5] = [
     "blobs/packs",
     "blobs/tmp",
 ];
+
+/// What a thread learnt of an object by one request, for the next.
+#[derive(Debug)]
+enum Memo {
+    /// A log's listing (by [`Backend::head`]), for a create that follows.
+    Listed(log::Listing),
+    /// A log's first object, just created: the whole log, for the open of
+    /// its writer that follows (whose appends are conditional on the end
+    /// it knows: a writer elsewhere that appended meanwhile makes them
+    /// fail, never makes anything read stale).
+    Created(Piece),
+    /// An object of `blobs/packs` as the listing of that prefix found it,
+    /// for the `head` of it that follows (the blob store loading a pack
+    /// it listed).
+    Listing(object_store::ObjectMeta),
+}
+
+/// Whether `rel` is a prefix of the store's layout, which exists while
+/// the store does: one of [`LAYOUT_PREFIXES`], or a fanout prefix
+/// `blobs/objects/<2 hex digits>` of the loose objects (on S3 an object
+/// needs no prefix made before it: these need no marker).
+fn layout_prefix(rel: &str) -> bool {
+    LAYOUT_PREFIXES.contains(&rel)
+        || rel.strip_prefix("blobs/objects/").is_some_and(|f| {
+            f.len() == 2
+                && f.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
 
 /// One page of a listing.
 pub(crate) struct Page {
@@ -947,9 +1239,12 @@ impl Backend for S3Backend {
             // Segments left by a log removed halfway (a crash between the
             // deletions of its segments and of its first object) must not
             // become part of a new log of the same name.
-            let listing = self
-                .log_objects(&rel)
-                .map_err(|e| BackendError::io("inspect", key, e))?;
+            let listing = match self.take_memo(&rel) {
+                Some(Memo::Listed(listing)) => listing,
+                _ => self
+                    .log_objects(&rel)
+                    .map_err(|e| BackendError::io("inspect", key, e))?,
+            };
             let left = listing.segments.len() + listing.merged.len();
             if left > 0 && listing.first.is_none() {
                 return Err(BackendError::io(
@@ -967,8 +1262,21 @@ impl Backend for S3Backend {
                 ));
             }
         }
-        match self.put(&rel, Bytes::copy_from_slice(data), PutMode::Create) {
-            Ok(_) => Ok(Put::Created),
+        let bytes = Bytes::copy_from_slice(data);
+        match self.put(&rel, bytes.clone(), PutMode::Create) {
+            Ok(tag) => {
+                if is_log(&rel) {
+                    // The new log is what we wrote, until an append.
+                    self.keep(&rel, tag.as_deref(), &bytes);
+                    if tag.is_some() {
+                        self.memo(
+                            &rel,
+                            Memo::Created(Piece::with_data(rel.clone(), 0, bytes, tag)),
+                        );
+                    }
+                }
+                Ok(Put::Created)
+            }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
@@ -979,6 +1287,10 @@ impl Backend for S3Backend {
 
     fn upload(&self, _scratch: &Path) -> Result<Box<dyn Upload>, BackendError> {
         Ok(Box::new(BufferedUpload::new(self.clone())))
+    }
+
+    fn leaves_scratch(&self) -> bool {
+        false
     }
 
     fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
@@ -1010,17 +1322,27 @@ impl Backend for S3Backend {
         }
         if is_log(&rel) {
             let (listing, pieces) = self.cover_log(&rel)?;
+            // For a create that follows (`put_if_absent` checks the same).
+            self.memo(&rel, Memo::Listed(listing.clone()));
             return match &listing.first_meta {
                 Some(first) => Ok(self.meta(first, pieces.last().map_or(0, |p| p.end()))),
                 None if listing.below => Ok(Self::prefix_meta()),
                 None => Err(self.not_found(&rel)),
             };
         }
-        // The layout's prefixes (`conversations`, `blobs/packs`...): one
-        // LIST of their parent answers for all of them.
-        let dir_of = parent(&rel);
-        if LAYOUT_PREFIXES.contains(&rel.as_str()) && self.layout_children(dir_of)?.contains(&rel) {
-            return Ok(Self::prefix_meta());
+        if parent(&rel) == PACKS_PREFIX {
+            if let Some(Memo::Listing(m)) = self.take_memo(&rel) {
+                return Ok(self.meta(&m, m.size));
+            }
+        }
+        // The layout's prefixes (`conversations`, `blobs`, `blobs/packs`...):
+        // one LIST of the root answers for all of them, those below `blobs`
+        // existing while it does.
+        if layout_prefix(&rel) {
+            let top = rel.split('/').next().unwrap_or_default();
+            if self.root_children()?.iter().any(|c| c == top) {
+                return Ok(Self::prefix_meta());
+            }
         }
         // One LIST of the key as a raw prefix answers both questions: is
         // there an object of that name, and objects below it? (Without the
@@ -1054,11 +1376,33 @@ impl Backend for S3Backend {
     fn list(&self, prefix: &Path) -> io::Result<Vec<Listed>> {
         let rel = self.rel(prefix)?;
         let (objects, prefixes) = self.list_level(&rel)?;
+        if rel.is_empty() {
+            self.learn_root(objects.clone(), &prefixes);
+        }
+        if objects.is_empty() && prefixes.is_empty() && layout_prefix(&rel) {
+            // A prefix of the layout exists while the store does.
+            return Ok(Vec::new());
+        }
         if objects.is_empty() && prefixes.is_empty() && !rel.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("{}: no objects below this prefix", self.display_rel(&rel)),
             ));
+        }
+        if rel == PACKS_PREFIX {
+            // For the loads of the packs listed, which need their sizes: as
+            // of this listing only.
+            let me = std::thread::current().id();
+            self.inner
+                .memos
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(t, _), m| *t != me || !matches!(m, Memo::Listing(_)));
+            for m in &objects {
+                if let Some(r) = self.rel_of(&m.location) {
+                    self.memo(&r, Memo::Listing(m.clone()));
+                }
+            }
         }
         let mut out = Vec::new();
         for m in &objects {
@@ -1152,8 +1496,14 @@ impl Backend for S3Backend {
                 version: None,
             }),
         };
-        match self.put(&rel, Bytes::copy_from_slice(data), mode) {
-            Ok(_) => Ok(()),
+        let bytes = Bytes::copy_from_slice(data);
+        match self.put(&rel, bytes.clone(), mode) {
+            Ok(_) => {
+                if let Some(name) = self.derived_cache_name(&rel) {
+                    self.inner.cache.put_replacing(&name, &bytes);
+                }
+                Ok(())
+            }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. }
@@ -1247,7 +1597,14 @@ impl Backend for S3Backend {
 
     fn open_log(&self, key: &Path) -> io::Result<Box<dyn LogObject>> {
         let rel = self.rel(key)?;
-        let pieces = self.pieces(&rel)?;
+        // A log this thread has just created holds what it wrote.
+        let pieces = match self.take_memo(&rel) {
+            Some(Memo::Created(first)) => {
+                self.note_log(&rel, [&first]);
+                vec![first]
+            }
+            _ => self.pieces(&rel)?,
+        };
         Ok(Box::new(S3Log {
             key: key.to_path_buf(),
             reader: PieceReader::of_log(self.clone(), &rel, pieces),
@@ -1279,7 +1636,9 @@ impl Backend for S3Backend {
                 }
             }
         };
+        self.forget_memos();
         let mut locks = self.locks();
+        let mut waited = false;
         loop {
             let (shared, exclusive) = locks.get(&rel).copied().unwrap_or((0, false));
             let free = match kind {
@@ -1298,11 +1657,13 @@ impl Backend for S3Backend {
                     dir,
                     generation,
                     kind,
+                    fresh: AtomicBool::new(!waited),
                 })));
             }
             if !wait {
                 return Ok(None);
             }
+            waited = true;
             locks = self
                 .inner
                 .released
@@ -1346,7 +1707,18 @@ impl Backend for S3Backend {
             | Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
-            ) => Ok(()),
+            ) => {
+                if layout_prefix(&rel) {
+                    let top = rel.split('/').next().unwrap_or_default().to_string();
+                    let mut layout = self.inner.layout.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(root) = layout.get_mut("") {
+                        if !root.contains(&top) {
+                            root.push(top);
+                        }
+                    }
+                }
+                Ok(())
+            }
             Err(e) => Err(self.write_error("create", dir, &marker, e)),
         }
     }
@@ -1437,7 +1809,11 @@ impl LogObject for S3Log {
         let bytes = Bytes::copy_from_slice(data);
         let mut etag = None;
         match backend.put(&seg, bytes.clone(), PutMode::Create) {
-            Ok(tag) => etag = tag,
+            Ok(tag) => {
+                // Our own bytes, named by the ETag a listing will give.
+                backend.keep(&seg, tag.as_deref(), &bytes);
+                etag = tag;
+            }
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
@@ -1472,6 +1848,7 @@ impl LogObject for S3Log {
         if let Ok(Some(merged)) = backend.merge_tail(&self.rel, &self.reader.pieces()) {
             self.reader.replace_from(merged);
         }
+        backend.note_log(&self.rel, self.reader.pieces().iter().map(|p| &**p));
         Ok(())
     }
 
@@ -1488,6 +1865,7 @@ impl LogObject for S3Log {
                 .delete_raw(seg)
                 .map_err(|e| backend.write_error("cut the tail of", &self.key, seg, e))?;
         }
+        backend.note_log(&self.rel, self.reader.pieces().iter().map(|p| &**p));
         Ok(())
     }
 
@@ -1504,11 +1882,14 @@ struct S3Lock {
     dir: String,
     generation: Option<String>,
     kind: LockKind,
+    /// Taken without waiting, its generation read just before: the first
+    /// check (the taker's, at once) needs no request.
+    fresh: AtomicBool,
 }
 
 impl LockGuard for S3Lock {
     fn is_current(&self) -> io::Result<bool> {
-        if self.dir.is_empty() {
+        if self.dir.is_empty() || self.fresh.swap(false, Ordering::Relaxed) {
             return Ok(true);
         }
         match (&self.generation, self.backend.marker_tag(&self.dir)?) {

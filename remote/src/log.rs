@@ -49,7 +49,7 @@ impl Part {
 }
 
 /// What a listing of a log found.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Listing {
     /// The first object, if there is one.
     pub(crate) first: Option<Part>,
@@ -249,7 +249,10 @@ impl S3Backend {
                 return Ok((listing, Vec::new()));
             }
             match listing.cover(self) {
-                Ok(pieces) => return Ok((listing, pieces)),
+                Ok(pieces) => {
+                    self.note_log(rel, &pieces);
+                    return Ok((listing, pieces));
+                }
                 Err(e) if e.kind() == io::ErrorKind::InvalidData && tries < 3 => tries += 1,
                 Err(e) => return Err(e),
             }
@@ -305,14 +308,19 @@ impl S3Backend {
         }
         let merged = format!("{rel}{MERGED_SUFFIX}/{}", merged_name(start, end));
         let data = Bytes::from(data);
-        match self.put(&merged, data.clone(), PutMode::Create) {
-            Ok(_) => {}
+        let etag = match self.put(&merged, data.clone(), PutMode::Create) {
+            Ok(tag) => {
+                self.keep(&merged, tag.as_deref(), &data);
+                tag
+            }
+            // Another merger's object, of the same bytes (its ETag unknown
+            // here).
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
-            ) => {}
+            ) => None,
             Err(e) => return Err(self.io_error(&merged, e)),
-        }
+        };
         for p in chosen {
             if p.key.contains(&format!("{MERGED_SUFFIX}/")) {
                 // Superseded: only mergers create merged objects, and with
@@ -329,7 +337,7 @@ impl S3Backend {
                 );
             }
         }
-        Ok(Some(Piece::with_data(merged, start, data, None)))
+        Ok(Some(Piece::with_data(merged, start, data, etag)))
     }
 
     /// Every object of the log `rel` below its first object: segments,

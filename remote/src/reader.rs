@@ -19,8 +19,10 @@ use crate::{Req, S3Backend};
 const FIRST_CHUNK: u64 = 1 << 20;
 /// Pieces up to this size are fetched whole.
 const WHOLE_PIECE: u64 = 4 << 20;
-/// Bytes fetched by one ranged read of a large piece (at least).
-const RANGE_CHUNK: u64 = 1 << 20;
+/// Bytes fetched by one ranged read of a large piece (at least); a large
+/// immutable object is read, and cached, by chunks of this size at
+/// multiples of it.
+pub(crate) const RANGE_CHUNK: u64 = 1 << 20;
 /// Small pieces fetched together, at most (count and bytes).
 const PREFETCH_PIECES: usize = 64;
 const PREFETCH_BYTES: u64 = 16 << 20;
@@ -74,6 +76,20 @@ impl Piece {
             obj_len: data.len() as u64,
             etag,
             window: Mutex::new(Some((0, data))),
+        }
+    }
+
+    /// The first [`RANGE_CHUNK`] bytes of the object (or all of a shorter
+    /// one), if the piece is all of it and they are in memory.
+    pub(crate) fn first_chunk(&self) -> Option<Bytes> {
+        if self.skip != 0 || self.len != self.obj_len {
+            return None;
+        }
+        let want = self.len.min(RANGE_CHUNK) as usize;
+        let window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        match window.as_ref() {
+            Some((0, b)) if b.len() >= want => Some(b.slice(..want)),
+            _ => None,
         }
     }
 
@@ -160,11 +176,12 @@ pub(crate) fn open_first(backend: &S3Backend, rel: &str) -> io::Result<Piece> {
             )
             .await?;
         let size = result.meta.size;
-        Ok::<_, object_store::Error>((size, result.bytes().await?))
+        let etag = result.meta.e_tag.clone();
+        Ok::<_, object_store::Error>((size, etag, result.bytes().await?))
     });
     match got {
-        Ok((size, bytes)) => {
-            let piece = Piece::new(rel.to_string(), 0, size, 0, size, None);
+        Ok((size, etag, bytes)) => {
+            let piece = Piece::new(rel.to_string(), 0, size, 0, size, etag);
             piece.set_window(0, bytes);
             Ok(piece)
         }
@@ -377,6 +394,9 @@ impl PieceReader {
 
     fn fetch_range(&self, piece: &Piece, range: Range<u64>) -> io::Result<()> {
         let backend = &self.backend;
+        if S3Backend::immutable(&piece.key) || piece.etag.is_some() {
+            return self.fetch_chunks(piece, range);
+        }
         let path = backend.object_path(&piece.key)?;
         backend.bump(Req::Get, &piece.key);
         let at = piece.skip + range.start..piece.skip + range.end;
@@ -389,6 +409,73 @@ impl PieceReader {
 }
 
 impl PieceReader {
+    /// Reads `range` of `piece` (an immutable object, or one of known ETag:
+    /// a log's) by whole chunks of its object, [`RANGE_CHUNK`] bytes at
+    /// multiples of it: from the cache if it holds them all, else with one
+    /// ranged GET, the chunks then cached.
+    fn fetch_chunks(&self, piece: &Piece, range: Range<u64>) -> io::Result<()> {
+        let backend = &self.backend;
+        let etag = piece.etag.as_deref();
+        // In the object: the bytes wanted, then the chunks holding them.
+        let (start, end) = (
+            piece.skip + range.start,
+            piece.skip + range.end.max(range.start + 1),
+        );
+        let (first, last) = (start / RANGE_CHUNK, (end - 1) / RANGE_CHUNK);
+        let from = first * RANGE_CHUNK;
+        let to = ((last + 1) * RANGE_CHUNK).min(piece.obj_len);
+        let cached: Option<Vec<Bytes>> = (first..=last)
+            .map(|n| backend.cached_chunk(&piece.key, etag, n))
+            .collect();
+        let cached = cached
+            .map(|chunks| match chunks.len() {
+                1 => chunks.into_iter().next().unwrap_or_default(),
+                _ => Bytes::from(chunks.concat()),
+            })
+            .filter(|b| b.len() as u64 == to.saturating_sub(from));
+        let bytes = match cached {
+            Some(bytes) => bytes,
+            None => {
+                let path = backend.object_path(&piece.key)?;
+                backend.bump(Req::Get, &piece.key);
+                let bytes = backend
+                    .block_on(backend.store().get_range(&path, from..to))
+                    .map_err(|e| backend.io_error(&piece.key, e))?;
+                if bytes.len() as u64 != to.saturating_sub(from) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: {} bytes at offset {from} where {} were expected: changed while read",
+                            backend.display_rel(&piece.key),
+                            bytes.len(),
+                            to.saturating_sub(from)
+                        ),
+                    ));
+                }
+                for (i, n) in (first..=last).enumerate() {
+                    let at = i as u64 * RANGE_CHUNK;
+                    if let Some(chunk) = slice(&bytes, at, RANGE_CHUNK.min(to - from - at)) {
+                        backend.keep_chunk(&piece.key, etag, n, &chunk);
+                    }
+                }
+                bytes
+            }
+        };
+        // The window: the part of those bytes inside the piece.
+        let (lo, hi) = (from.max(piece.skip), to.min(piece.skip + piece.len));
+        let window = slice(&bytes, lo - from, hi.saturating_sub(lo)).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: no bytes at offset {lo}",
+                    backend.display_rel(&piece.key)
+                ),
+            )
+        })?;
+        piece.set_window(lo - piece.skip, window);
+        Ok(())
+    }
+
     fn read_at_once(&self, buf: &mut [u8], offset: u64, may_relist: bool) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);

@@ -230,3 +230,37 @@ kill "$w" 2>/dev/null; wait "$w" 2>/dev/null"#;
         weed.display()
     ))
 }
+
+/// One PUT of `data` as the object `rel` (relative to the backend's
+/// prefix) through the backend's own client, and nothing else: the floor
+/// of an append or an upload, for the benches. Not counted with the
+/// backend's requests.
+pub fn put_directly(backend: &S3Backend, rel: &str, data: Vec<u8>) -> Result<(), String> {
+    let path = object_store::path::Path::parse(backend.full(rel)).map_err(|e| e.to_string())?;
+    backend
+        .block_on(
+            backend
+                .store()
+                .put_opts(&path, data.into(), object_store::PutOptions::default()),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("{}: {e}", backend.display_rel(rel)))
+}
+
+/// Lists every object of the store (one paginated LIST of its whole
+/// prefix, 1000 keys a page) and nothing else: how many there are. The
+/// floor of what gc must learn of a store, for the benches. Not counted
+/// with the backend's requests.
+pub fn list_every_object(backend: &S3Backend) -> Result<usize, String> {
+    use futures::TryStreamExt;
+    let prefix = backend.object_path("").map_err(|e| e.to_string())?;
+    let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
+    backend
+        .block_on(
+            backend
+                .store()
+                .list(prefix.as_ref())
+                .try_fold(0usize, |n, _| async move { Ok(n + 1) }),
+        )
+        .map_err(|e| format!("{}: {e}", backend.location()))
+}

@@ -242,3 +242,85 @@ fn a_reader_whose_merged_object_was_superseded_reads_on() {
     let read = read_all(&*r, 1 << 20).expect("read");
     assert_eq!(read, whole[..len]);
 }
+
+/// Pseudo-random bytes that do not compress (so sizes are what they say).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn large_objects_are_read_again_from_the_cache_by_chunks() {
+    let Some(server) = server_or_skip("large_objects_are_read_again_from_the_cache_by_chunks")
+    else {
+        return;
+    };
+    let location = server.fresh("chunks");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let process = || {
+        server.backend(location.clone()).with_cache(
+            crate::DiskCache::open(cache.path(), crate::DEFAULT_CACHE_BYTES).expect("cache"),
+        )
+    };
+    // An immutable object (a pack) and a log whose first object are both
+    // larger than what is fetched whole.
+    let pack = Path::new("blobs/packs/pack-test.pack");
+    let log = Path::new("c/events.log");
+    let (pack_bytes, log_bytes) = (noise(6 << 20 | 5, 1), noise(5 << 20 | 3, 2));
+    let writer = server.backend(location.clone());
+    writer
+        .put_if_absent(pack, &pack_bytes, Path::new(""))
+        .expect("put the pack");
+    writer
+        .put_if_absent(log, &log_bytes, Path::new(""))
+        .expect("put the log");
+    // A first process reads them (and fills the cache), a second one reads
+    // them again: the pack with no request, the log with its listing only.
+    for (round, expect_requests) in [(0, None), (1, Some(1))] {
+        let b = process();
+        assert_eq!(
+            read_all(&*b.open(pack).expect("open"), 1 << 30).expect("read"),
+            pack_bytes
+        );
+        assert_eq!(
+            read_all(&*b.open(log).expect("open"), 1 << 30).expect("read"),
+            log_bytes
+        );
+        if let Some(n) = expect_requests {
+            assert_eq!(b.requests().total(), n, "round {round}: {}", b.requests());
+        }
+    }
+    // A read in the middle, across a chunk boundary, from the cache.
+    let b = process();
+    let r = b.open(pack).expect("open");
+    let mut buf = vec![0u8; 100];
+    jpstore_blobstore::backend::read_exact_at(&*r, &mut buf, (3 << 20) - 50).expect("read");
+    assert_eq!(buf, pack_bytes[(3 << 20) - 50..(3 << 20) + 50]);
+    assert_eq!(b.requests().total(), 0, "{}", b.requests());
+    // The log grows (another process appends): its first object is still
+    // read from the cache, the new segment from the server.
+    let appender = server.backend(location.clone());
+    let l = appender.open_log(log).expect("open the log");
+    l.append(log_bytes.len() as u64, b"more").expect("append");
+    let b = process();
+    let mut whole = log_bytes.clone();
+    whole.extend_from_slice(b"more");
+    assert_eq!(
+        read_all(&*b.open(log).expect("open"), 1 << 30).expect("read"),
+        whole
+    );
+    assert_eq!(b.requests().list, 1, "{}", b.requests());
+    assert_eq!(
+        b.requests().get,
+        1,
+        "only the new segment: {}",
+        b.requests()
+    );
+}

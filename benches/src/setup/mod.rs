@@ -1,11 +1,13 @@
 //! Setup shared by the benches: stores, generated conversations and JP
 //! workspaces, attachment trees and maintenance stores, each built the same
-//! way wherever it is measured (the component benches, `quick`, `scaling`).
+//! way wherever it is measured (the component benches, `quick`, `scaling`),
+//! and stores on an S3 server (`s3`).
 
 pub mod attach;
 pub mod conversation;
 pub mod import;
 pub mod maintenance;
+pub mod s3;
 pub mod unsynced;
 
 use std::path::Path;

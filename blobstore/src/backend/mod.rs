@@ -316,6 +316,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// temp file `scratch`), published later by [`Upload::publish`].
     fn upload(&self, scratch: &Path) -> Result<Box<dyn Upload>, BackendError>;
 
+    /// Whether a write can leave its `scratch` name behind after a crash
+    /// (a file system's temp files, which their writers remove later):
+    /// false where every write is published whole by one request and no
+    /// scratch name is ever written (an object store), so that nothing
+    /// needs listing to look for them.
+    fn leaves_scratch(&self) -> bool {
+        true
+    }
+
     /// Opens an object for reading. `NotFound` if there is none; anything
     /// that is not an object (a directory, a FIFO, a link) is refused
     /// without waiting, with an error naming what it is

@@ -296,6 +296,9 @@ pub fn store_synced(
 /// listing may be removed too, which only makes that listing's best-effort
 /// write fail.
 pub fn remove_stale_temps(backend: &dyn Backend, id: &ConversationId) {
+    if !backend.leaves_scratch() {
+        return;
+    }
     let Ok(entries) = backend.list(&id.dir()) else {
         return;
     };

@@ -80,7 +80,7 @@ impl Drop for ConversationWriter<'_> {
             return;
         }
         let backend = &**self.blobs.backend();
-        let first = head::first_record_crc(backend, &self.id);
+        let first = head::log_first_record_crc(self.log.file());
         if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
             (self.log.last_record(), first)
         {
@@ -201,34 +201,38 @@ impl<'s> ConversationWriter<'s> {
         open_reader(backend, &id, options)?;
         let lock = super::writer_lock(backend, &id)?;
         // Under the lock nobody replaces the log (a repair, an upgrade): the
-        // evidence read now is of the log the writer opens.
+        // log is opened once now, and the evidence, the head cache and the
+        // fold are all read through that handle (on an object store, one
+        // listing of the log: a writer elsewhere that appends meanwhile
+        // makes this writer's append fail, format-spec.md 5.3).
+        let path = id.log_path();
+        let file = backend.open_log(&path).map_err(|source| {
+            super::removed_while_waiting(
+                &id,
+                Error::Io {
+                    op: "open",
+                    path: backend.display(&path),
+                    source,
+                },
+            )
+        })?;
         let recovery = crate::log::Recovery {
-            proven_end: head::proven_end(backend, &id),
+            proven_end: head::proven_end_with(backend, &id, file.as_reader()),
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
-        let log = LogWriter::open_under_lock(backend, &id.log_path(), options, lock, &recovery)
+        let log = LogWriter::open_file_under_lock(backend, &path, options, lock, file, &recovery)
             .map_err(|e| super::removed_while_waiting(&id, e))?;
-        let cached = head::load(backend, &id);
+        let cached = head::load_with(backend, &id, log.file());
         head::remove_stale_temps(backend, &id);
         let (mut state, from, settings) = match cached {
             Some(h) if h.log_end <= log.end() => (h.state, h.log_end, h.settings),
             _ => (ConversationState::default(), FIRST_RECORD, None),
         };
-        let reader = open_reader(backend, &id, options)?;
-        let fold = fold_state(&reader, from, &mut state)?;
-        if fold.end != log.end() && !backend.locks_span_writers() {
-            // Our lock excludes the writers of this process only (S3): a
-            // writer elsewhere appended between the two reads.
-            return Err(Error::WriterConflict {
-                path: log.path().to_path_buf(),
-                end: log.end(),
-                found: fold.end,
-            });
-        }
+        let fold = fold_state(&log.reader(options, recovery.proven_end)?, from, &mut state)?;
         if fold.end != log.end() {
-            // We hold the lock, so nobody appended; a difference means the
-            // file changed under us in a way the format does not allow.
+            // The fold read the writer's own handle: a difference means the
+            // log changed under it in a way the format does not allow.
             return Err(Error::Corrupt {
                 path: log.path().to_path_buf(),
                 offset: fold.end.min(log.end()),

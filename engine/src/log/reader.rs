@@ -43,6 +43,19 @@ impl LogReader {
         })
     }
 
+    /// A reader of the log `file` (open already), shown as `path`; checks
+    /// its file header.
+    pub fn over(file: Box<dyn ObjectReader>, path: PathBuf, options: LogOptions) -> Result<Self> {
+        let format = check_header(&*file, &path)?;
+        Ok(LogReader {
+            file,
+            path,
+            format,
+            options,
+            proven_end: 0,
+        })
+    }
+
     /// Declares that the records of the log up to `proven_end` were once
     /// whole (acknowledged, or published with the log: the caller's
     /// evidence, such as a head cache). A bad record before it, even the

@@ -3,13 +3,14 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jpstore_blobstore::backend::{
     Backend, BackendError, LockGuard, LockKind, LogObject, ObjectReader, Put,
 };
 
-use super::reader::check_header;
+use super::reader::{check_header, LogReader};
 use super::record::{encode_file_header, FramedRecord, LogFormat, FILE_HEADER_LEN};
 use super::scan::{LogEnd, Step, Walker};
 use super::LogOptions;
@@ -73,8 +74,9 @@ impl Recovery {
 /// the handle: every later append fails with [`Error::Poisoned`].
 #[derive(Debug)]
 pub struct LogWriter {
-    // Field order: the log is closed before the lock is released.
-    file: Box<dyn LogObject>,
+    // Field order: the log is closed before the lock is released (readers
+    // made by `reader` are the writer's own, dropped before it).
+    file: Arc<dyn LogObject>,
     _lock: Box<dyn LockGuard>,
     path: PathBuf,
     end: u64,
@@ -281,6 +283,21 @@ impl LogWriter {
         Self::open_locked(backend, path, options, lock, recovery)
     }
 
+    /// Like [`LogWriter::open_under_lock`], of the log `file` the caller
+    /// opened holding `lock` ([`Backend::open_log`]): so that the evidence
+    /// in `recovery` is checked against the file the writer appends to, and
+    /// a log on an object store is listed once.
+    pub fn open_file_under_lock(
+        backend: &dyn Backend,
+        path: &Path,
+        options: LogOptions,
+        lock: Box<dyn LockGuard>,
+        file: Box<dyn LogObject>,
+        recovery: &Recovery,
+    ) -> Result<Self> {
+        Self::open_locked_file(backend, path, options, lock, file, recovery)
+    }
+
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
     /// writer holds the lock.
     pub fn try_open(
@@ -313,6 +330,24 @@ impl LogWriter {
             source,
         };
         let file = backend.open_log(path).map_err(|e| io("open", e))?;
+        Self::open_locked_file(backend, path, options, lock, file, recovery)
+    }
+
+    fn open_locked_file(
+        backend: &dyn Backend,
+        path: &Path,
+        options: LogOptions,
+        lock: Box<dyn LockGuard>,
+        file: Box<dyn LogObject>,
+        recovery: &Recovery,
+    ) -> Result<Self> {
+        let display = backend.display(path);
+        let io = |op, source| Error::Io {
+            op,
+            path: display.clone(),
+            source,
+        };
+        let file: Arc<dyn LogObject> = Arc::from(file);
         let format = check_header(file.as_reader(), &display)?;
         let len = file.len().map_err(|e| io("stat", e))?;
         let mut walker = Walker::new(
@@ -366,6 +401,23 @@ impl LogWriter {
     /// The format of the log's header (framing and flags).
     pub fn format(&self) -> LogFormat {
         self.format
+    }
+
+    /// The log as this writer's handle reads it (what it appended
+    /// included).
+    pub fn file(&self) -> &dyn ObjectReader {
+        self.file.as_reader()
+    }
+
+    /// A reader of the log through this writer's handle (no other open of
+    /// the log: on an object store, no other listing), with `proven_end`.
+    pub fn reader(&self, options: LogOptions, proven_end: u64) -> Result<LogReader> {
+        LogReader::over(
+            Box::new(SharedLog(Arc::clone(&self.file))),
+            self.path.clone(),
+            options,
+        )
+        .map(|r| r.with_proven_end(proven_end))
     }
 
     /// The flags of the log's header (version 1; 0 in version 2).
@@ -638,6 +690,19 @@ pub fn lock_waiting(backend: &dyn Backend, path: &Path) -> Result<Box<dyn LockGu
             "the storage backend returned from a waiting lock without the lock",
         ),
     })
+}
+
+/// A writer's log handle, shared with a reader it makes.
+#[derive(Debug)]
+struct SharedLog(Arc<dyn LogObject>);
+
+impl ObjectReader for SharedLog {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.as_reader().read_at(buf, offset)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.as_reader().len()
+    }
 }
 
 /// A temp name next to `path`, unique within the machine:

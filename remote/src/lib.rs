@@ -233,9 +233,9 @@ struct Inner {
     store: Arc<dyn ObjectStore>,
     s3: Arc<AmazonS3>,
     cache: cache::Cache,
-    /// The children of the store's root (the layout's prefixes, which
-    /// exist as long as the store does), listed once.
-    layout: Mutex<BTreeMap<String, Vec<String>>>,
+    /// The prefixes at the store's root (the layout's, which exist as long
+    /// as the store does), listed once.
+    layout: Mutex<Option<Vec<String>>>,
     /// The objects at the store's root as the LIST that learnt the layout
     /// found them, until the first read of one (`config.toml`): its ETag
     /// then names its bytes in the cache, so that reading it needs no
@@ -404,7 +404,7 @@ impl S3Backend {
                 store: s3.clone(),
                 s3,
                 cache: cache::Cache::default(),
-                layout: Mutex::new(BTreeMap::new()),
+                layout: Mutex::new(None),
                 root_objects: Mutex::new(None),
                 log_ids: Mutex::new(HashMap::new()),
                 memos: Mutex::new(HashMap::new()),
@@ -891,8 +891,9 @@ impl S3Backend {
         Ok(vec![first])
     }
 
-    /// Forgets what this backend learnt of the objects at the root when
-    /// it writes `rel` there.
+    /// Forgets, as this backend writes `rel`, what it learnt of it: the
+    /// memos of it (or of the log it is a segment of), and the objects at
+    /// the root as listed if it is one of them.
     fn wrote(&self, rel: &str) {
         self.inner
             .memos
@@ -1028,7 +1029,7 @@ impl S3Backend {
     fn root_children(&self) -> io::Result<Vec<String>> {
         {
             let layout = self.inner.layout.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = layout.get("") {
+            if let Some(c) = layout.as_ref() {
                 return Ok(c.clone());
             }
         }
@@ -1057,7 +1058,7 @@ impl S3Backend {
             .layout
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(String::new(), children.clone());
+            .replace(children.clone());
         children
     }
 
@@ -1112,6 +1113,11 @@ impl S3Backend {
             .map_err(|e| self.io_error(from, e))
     }
 }
+
+/// How soon after a lock was taken without waiting its first check may
+/// rely on the generation read as it was taken (the taker checks at once;
+/// a check later than this asks the server).
+const FRESH_LOCK: Duration = Duration::from_secs(1);
 
 /// The prefix of the packs of the blob store.
 const PACKS_PREFIX: &str = "blobs/packs";
@@ -1657,7 +1663,7 @@ impl Backend for S3Backend {
                     dir,
                     generation,
                     kind,
-                    fresh: AtomicBool::new(!waited),
+                    fresh: Mutex::new((!waited).then(std::time::Instant::now)),
                 })));
             }
             if !wait {
@@ -1711,7 +1717,7 @@ impl Backend for S3Backend {
                 if layout_prefix(&rel) {
                     let top = rel.split('/').next().unwrap_or_default().to_string();
                     let mut layout = self.inner.layout.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(root) = layout.get_mut("") {
+                    if let Some(root) = layout.as_mut() {
                         if !root.contains(&top) {
                             root.push(top);
                         }
@@ -1882,14 +1888,20 @@ struct S3Lock {
     dir: String,
     generation: Option<String>,
     kind: LockKind,
-    /// Taken without waiting, its generation read just before: the first
-    /// check (the taker's, at once) needs no request.
-    fresh: AtomicBool,
+    /// When it was taken, if without waiting (its generation read just
+    /// before): the first check, the taker's at once, needs no request.
+    fresh: Mutex<Option<std::time::Instant>>,
 }
 
 impl LockGuard for S3Lock {
     fn is_current(&self) -> io::Result<bool> {
-        if self.dir.is_empty() || self.fresh.swap(false, Ordering::Relaxed) {
+        let fresh = self
+            .fresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .is_some_and(|at| at.elapsed() < FRESH_LOCK);
+        if self.dir.is_empty() || fresh {
             return Ok(true);
         }
         match (&self.generation, self.backend.marker_tag(&self.dir)?) {

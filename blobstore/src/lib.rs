@@ -29,6 +29,7 @@ pub mod storage;
 mod store;
 mod stream;
 mod trash;
+mod trash_run;
 mod verify;
 
 #[cfg(test)]
@@ -45,5 +46,6 @@ pub use store::{
     RewriteOutcome, SweepOutcome, OBJECTS_DIR, OPEN_PACK_FILES, PACKS_DIR, TMP_DIR,
 };
 pub use stream::BlobStream;
-pub use trash::{MayMove, Moved, MovedPack, Restored};
+pub use trash::Restored;
+pub use trash_run::{MayMove, Moved, MovedPack};
 pub use verify::{Problem, VerifyProgress, VerifyReport};

@@ -166,7 +166,7 @@ pub struct BlobStore {
     listed_at: Mutex<Option<Instant>>,
     /// Where removals go instead of being deleted, while gc on a shared
     /// store runs (format-spec.md 5.5), and what went there.
-    pub(crate) trash: Mutex<Option<crate::trash::TrashRun>>,
+    pub(crate) trash: Mutex<Option<crate::trash_run::TrashRun>>,
 }
 
 impl BlobStore {

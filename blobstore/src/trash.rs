@@ -19,47 +19,7 @@ use crate::error::Result;
 use crate::id::BlobId;
 use crate::pack::Pack;
 use crate::store::BlobStore;
-
-/// Asked before every move: an error stops the run's moves (gc lost its
-/// lock, say). What was moved before stays recorded.
-pub type MayMove = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
-
-/// A run's trash, while it is the blob store's.
-pub(crate) struct TrashRun {
-    prefix: PathBuf,
-    may_move: MayMove,
-    moved: Moved,
-}
-
-impl std::fmt::Debug for TrashRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TrashRun")
-            .field("prefix", &self.prefix)
-            .field("moved", &self.moved)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What a run moved to its trash.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Moved {
-    /// Loose objects, with their stored sizes.
-    pub loose: Vec<(BlobId, u64)>,
-    /// Packs (each with its index), with the ids they hold and the bytes of
-    /// the pack file.
-    pub packs: Vec<MovedPack>,
-}
-
-/// A pack moved to the trash.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MovedPack {
-    /// Its name.
-    pub name: String,
-    /// The ids its index lists.
-    pub ids: Vec<BlobId>,
-    /// Bytes of the pack file.
-    pub bytes: u64,
-}
+use crate::trash_run::{MayMove, Moved, MovedPack, TrashRun};
 
 /// What [`BlobStore::restore_moved`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

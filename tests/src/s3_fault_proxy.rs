@@ -66,6 +66,8 @@ pub struct Rule {
     skip: usize,
     /// Matching requests the fault applies to (then the rule is spent).
     count: usize,
+    /// Only requests whose body is longer than this match.
+    larger_than: u64,
     fault: Fault,
 }
 
@@ -78,6 +80,7 @@ impl Rule {
             key: key.to_string(),
             skip: 0,
             count: 1,
+            larger_than: 0,
             fault,
         }
     }
@@ -95,7 +98,16 @@ impl Rule {
         self
     }
 
-    fn matches(&self, method: &str, target: &str) -> bool {
+    /// Only requests whose body is longer than `bytes` match.
+    pub fn larger_than(mut self, bytes: u64) -> Rule {
+        self.larger_than = bytes;
+        self
+    }
+
+    fn matches(&self, method: &str, target: &str, body_len: u64) -> bool {
+        if body_len <= self.larger_than && self.larger_than > 0 {
+            return false;
+        }
         let list = method == "GET" && target.contains("list-type=");
         let method_ok = match self.method.as_str() {
             "*" => true,
@@ -121,6 +133,8 @@ pub struct Seen {
     pub status: Option<u16>,
     /// The declared length of the request body.
     pub body_len: u64,
+    /// The proxy's number of the request.
+    pub id: usize,
 }
 
 struct Armed {
@@ -238,12 +252,18 @@ impl FaultProxy {
         self.shared.dribbled.load(Ordering::SeqCst)
     }
 
-    /// Waits until at least `bytes` were dribbled; false if that took
-    /// longer than `guard` (a hang guard, not a measurement).
-    pub fn wait_dribbled(&self, bytes: u64, guard: Duration) -> bool {
+    /// Waits until at least `bytes` were dribbled, or `gone` says to stop
+    /// waiting (the client ended); false if that did not happen within
+    /// `guard` (a hang guard, not a measurement).
+    pub fn wait_dribbled(
+        &self,
+        bytes: u64,
+        mut gone: impl FnMut() -> bool,
+        guard: Duration,
+    ) -> bool {
         let start = Instant::now();
         while self.dribbled() < bytes {
-            if start.elapsed() > guard {
+            if gone() || start.elapsed() > guard {
                 return false;
             }
             thread::sleep(Duration::from_millis(5));
@@ -426,10 +446,10 @@ fn error_answer(status: u16, target: &str, id: usize) -> Vec<u8> {
 
 /// The fault for a request, if a rule picks it (the rule's counters
 /// advance).
-fn pick(shared: &Shared, method: &str, target: &str) -> Option<Fault> {
+fn pick(shared: &Shared, method: &str, target: &str, body_len: u64) -> Option<Fault> {
     let mut rules = lock(&shared.rules);
     for armed in rules.iter_mut() {
-        if armed.applied >= armed.rule.count || !armed.rule.matches(method, target) {
+        if armed.applied >= armed.rule.count || !armed.rule.matches(method, target, body_len) {
             continue;
         }
         armed.matched += 1;
@@ -455,30 +475,33 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
         let method = parts.next().unwrap_or("").to_string();
         let target = decode(parts.next().unwrap_or(""));
         let id = shared.ids.fetch_add(1, Ordering::SeqCst);
-        let fault = pick(shared, &method, &target);
         let body_len = head.content_length().unwrap_or(0);
+        let fault = pick(shared, &method, &target, body_len);
+        // Seen as it arrives (a test may wait for a request it delays);
+        // the server's status is added when it answers.
+        lock(&shared.seen).push(Seen {
+            method: method.clone(),
+            target: target.clone(),
+            fault: fault.clone(),
+            status: None,
+            body_len,
+            id,
+        });
         let record = |status: Option<u16>| {
-            lock(&shared.seen).push(Seen {
-                method: method.clone(),
-                target: target.clone(),
-                fault: fault.clone(),
-                status,
-                body_len,
-            });
+            if let Some(seen) = lock(&shared.seen).iter_mut().find(|s| s.id == id) {
+                seen.status = status;
+            }
         };
         if let Some(Fault::Dribble { chunk, pause }) = &fault {
-            record(None);
             return dribble(shared, &head, &mut reader, &mut to_client, *chunk, *pause);
         }
         let body = read_body(&mut reader, &head, false, true)?;
         match &fault {
             Some(Fault::Refuse(status)) => {
-                record(None);
                 to_client.write_all(&error_answer(*status, &target, id))?;
                 continue;
             }
             Some(Fault::Drop) => {
-                record(None);
                 let _ = to_client.shutdown(Shutdown::Both);
                 return Ok(());
             }
@@ -488,7 +511,6 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
         let (answer_head, answer) = match forward(shared, &head, &body, &method) {
             Ok(a) => a,
             Err(e) => {
-                record(None);
                 let _ = to_client.write_all(&error_answer(502, &target, id));
                 return Err(e);
             }

@@ -80,6 +80,13 @@ impl Faulty {
     }
 
     fn run_env(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
+        self.spawn(args, stdin, env)
+            .wait_with_output()
+            .expect("jp-store ran")
+    }
+
+    /// Starts a command, its standard input written and closed.
+    fn spawn(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> std::process::Child {
         let mut child = self
             .command(args, env)
             .stdin(Stdio::piped())
@@ -92,7 +99,7 @@ impl Faulty {
             let mut input = child.stdin.take().expect("stdin");
             input.write_all(stdin).expect("write stdin");
         }
-        child.wait_with_output().expect("jp-store ran")
+        child
     }
 
     fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
@@ -681,8 +688,59 @@ fn two_writers_racing_through_a_slow_proxy_never_lose_or_duplicate() {
         return;
     };
     let id = s.init_with_conversation();
-    // Reading the log's end is slowed down, then the segment's create: the
-    // window between the two widens.
+    let cache = |who: &str| {
+        s.home
+            .path()
+            .join(format!("cache-{who}"))
+            .to_str()
+            .expect("UTF-8")
+            .to_string()
+    };
+    let (cache_a, cache_b) = (cache("a"), cache("b"));
+
+    // First, the race made certain: A's create of its segment is held
+    // before it reaches the server while B appends at the same end. A's
+    // create then gets 412, the segment holds B's bytes, and A is refused
+    // with nothing written.
+    s.proxy.add(Rule::on(
+        "PUT",
+        "events.log.seg/",
+        Fault::Delay(Duration::from_secs(2)),
+    ));
+    let a = s.spawn(
+        &["--cache-dir", &cache_a, "append", &id],
+        &request("a, held"),
+        &[],
+    );
+    let start = std::time::Instant::now();
+    while s.proxy.faults() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "A's segment reached the proxy"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.ok(
+        &["--cache-dir", &cache_b, "append", &id],
+        &request("b, first"),
+    );
+    let a = a.wait_with_output().expect("jp-store ran");
+    s.proxy.clear();
+    let err = stderr(&a);
+    assert_eq!(outcome(&a), Outcome::Refused, "{err}");
+    assert!(
+        err.contains("another writer appended at offset") && err.contains("HTTP 412"),
+        "A says why: {err}"
+    );
+    let mut history = vec![
+        ("a, held".to_string(), Outcome::Refused),
+        ("b, first".to_string(), Outcome::Acked),
+    ];
+    s.assert_consistent(&id, &mut history, "the held race");
+
+    // Then both at once, many times: reading the log's end is slowed down,
+    // then the segment's create, so that the window between the two is
+    // wide.
     s.proxy.add(
         Rule::on(
             "LIST",
@@ -706,9 +764,8 @@ fn two_writers_racing_through_a_slow_proxy_never_lose_or_duplicate() {
             .map(|who| {
                 let s = &s;
                 let id = &id;
+                let cache = cache(who);
                 scope.spawn(move || {
-                    let cache = s.home.path().join(format!("cache-{who}"));
-                    let cache = cache.to_str().expect("UTF-8").to_string();
                     (0..rounds)
                         .map(|i| {
                             let text = format!("{who}-{i}");
@@ -727,6 +784,10 @@ fn two_writers_racing_through_a_slow_proxy_never_lose_or_duplicate() {
     });
     s.proxy.clear();
     let seen = s.requests(&id);
+    eprintln!(
+        "RACE {:?}",
+        results.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>()
+    );
     for (text, o, err) in &results {
         let n = seen.iter().filter(|t| *t == text).count();
         match o {
@@ -754,7 +815,7 @@ fn two_writers_racing_through_a_slow_proxy_never_lose_or_duplicate() {
         results.iter().any(|r| r.1 == Outcome::Acked),
         "some appends are acknowledged: {results:?}"
     );
-    let mut history: Vec<(String, Outcome)> = results.into_iter().map(|(t, o, _)| (t, o)).collect();
+    history.extend(results.into_iter().map(|(t, o, _)| (t, o)));
     // The order check of `assert_consistent` is per the log's order here.
     history.sort_by_key(|(t, _)| seen.iter().position(|x| x == t));
     s.assert_consistent(&id, &mut history, "the race");
@@ -790,41 +851,44 @@ fn without_times(view: &str) -> Value {
     v
 }
 
-/// A `jp-store attach` of several MB killed (SIGKILL) while the proxy
-/// dribbles its pack to the server: no partial object is visible under its
-/// final name, fsck is clean, and the same command run again gives what a
-/// run without faults gives.
-#[test]
-fn a_process_killed_mid_upload_leaves_a_consistent_store() {
-    let Some(s) = Faulty::new("faults-kill") else {
-        return;
-    };
-    let id = s.init_with_conversation();
-    s.ok(&["append", &id], &request("before the upload"));
-    let files = tempfile::tempdir().expect("tempdir");
-    let dir = files.path().join("big");
-    random_files(&dir, 6, 1 << 20, 7);
-    let dir_arg = dir.to_str().expect("UTF-8");
-
-    s.proxy.add(Rule::on(
-        "PUT",
-        ".pack",
-        Fault::Dribble {
-            chunk: 64 << 10,
-            pause: Duration::from_millis(10),
-        },
-    ));
+/// Runs `jp-store ARGS` while the proxy dribbles its first upload of more
+/// than 2 MiB below `blobs/` (a pack or a large loose object), and kills it
+/// (SIGKILL) once a MiB of it reached the server; then the rest of the
+/// upload is cut. Checks that nothing partial is visible under the
+/// object's name (absent, or whole) and that fsck is clean.
+fn kill_mid_upload(s: &Faulty, args: &[&str]) {
+    s.proxy.add(
+        Rule::on(
+            "PUT",
+            "/blobs/",
+            Fault::Dribble {
+                chunk: 64 << 10,
+                pause: Duration::from_millis(10),
+            },
+        )
+        .larger_than(2 << 20),
+    );
     let mut child = s
-        .command(&["attach", &id, dir_arg], &[])
+        .command(args, &[])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start jp-store");
-    assert!(
-        s.proxy.wait_dribbled(1 << 20, Duration::from_secs(300)),
-        "the upload started"
+    let started = s.proxy.wait_dribbled(
+        1 << 20,
+        || matches!(child.try_wait(), Ok(Some(_))),
+        Duration::from_secs(300),
     );
+    if !started {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("jp-store ran");
+        panic!(
+            "{args:?}: no upload of more than 2 MiB was made: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+    }
     child.kill().expect("SIGKILL");
     let status = child.wait().expect("wait");
     assert!(!status.success(), "killed: {status}");
@@ -837,7 +901,6 @@ fn a_process_killed_mid_upload_leaves_a_consistent_store() {
         .expect("the dribbled request");
     s.proxy.clear();
     assert!(s.proxy.dribbled() < upload.body_len, "cut before its end");
-
     // Nothing partial under the pack's name: absent, or whole.
     let key = upload
         .target
@@ -848,10 +911,28 @@ fn a_process_killed_mid_upload_leaves_a_consistent_store() {
         Ok(meta) => assert_eq!(meta.len, upload.body_len, "{key} is whole"),
         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{key}: {e}"),
     }
-    s.assert_fsck_clean("after the kill");
-    let view_after_kill = s.requests(&id);
+    s.assert_fsck_clean(&format!("after {args:?} was killed"));
+}
+
+/// A `jp-store attach` of several MB killed (SIGKILL) while the proxy
+/// dribbles its pack to the server: no partial object is visible under its
+/// final name, fsck is clean, nothing was appended, and the same command
+/// run again gives what a run without faults gives.
+#[test]
+fn an_attach_killed_mid_upload_leaves_a_consistent_store() {
+    let Some(s) = Faulty::new("faults-kill") else {
+        return;
+    };
+    let id = s.init_with_conversation();
+    s.ok(&["append", &id], &request("before the upload"));
+    let files = tempfile::tempdir().expect("tempdir");
+    let dir = files.path().join("big");
+    random_files(&dir, 6, 1 << 20, 7);
+    let dir_arg = dir.to_str().expect("UTF-8");
+
+    kill_mid_upload(&s, &["attach", &id, dir_arg]);
     assert_eq!(
-        view_after_kill,
+        s.requests(&id),
         ["before the upload"],
         "nothing was appended"
     );
@@ -869,16 +950,62 @@ fn a_process_killed_mid_upload_leaves_a_consistent_store() {
         without_times(&reference.ok(&["--no-cache", "view", &ref_id], b"")),
         "the same view as without the kill"
     );
-    let blobs = |f: &Faulty| {
-        let out = f.ok(&["blob", "ls"], b"");
-        let mut lines: Vec<String> = out.lines().map(str::to_string).collect();
-        lines.sort();
-        lines
-    };
-    let ours = blobs(&s);
-    let theirs = blobs(&reference);
-    for line in &theirs {
-        assert!(ours.contains(line), "{line} is in the store");
-    }
     s.assert_fsck_clean("after the command ran again");
+}
+
+/// `jp-store import` of a stream of several MB (a conversation with large
+/// binary resources, exported from a store in a directory) killed while
+/// its pack is dribbled: then run again, the store exports exactly what
+/// the source does.
+#[test]
+fn an_import_killed_mid_upload_is_completed_by_running_it_again() {
+    let Some(s) = Faulty::new("faults-kill-import") else {
+        return;
+    };
+    s.ok(&["init"], b"");
+    // The source: a store in a directory.
+    let work = tempfile::tempdir().expect("tempdir");
+    let source = work.path().join("source");
+    jpstore_tests::run_jp_store(&source, &["init"], b"").ok("init");
+    let id = jpstore_tests::run_jp_store(&source, &["new", "--title", "big"], b"")
+        .ok("new")
+        .trim()
+        .to_string();
+    use base64::Engine as _;
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for i in 0..2 {
+        let mut bytes = vec![0; 4 << 20];
+        rng.fill_bytes(&mut bytes);
+        let batch = json!([{
+            "type": "chat_request",
+            "content": format!("binary {i}"),
+            "resources": [{
+                "uri": format!("file:///data/{i}.bin"),
+                "mimeType": "application/octet-stream",
+                "blob": base64::engine::general_purpose::STANDARD.encode(&bytes),
+            }],
+        }]);
+        jpstore_tests::run_jp_store(&source, &["append", &id], batch.to_string().as_bytes())
+            .ok("append");
+    }
+    let export = jpstore_tests::run_jp_store(&source, &["export", "--format", "ndjson"], b"")
+        .ok("export")
+        .to_string();
+    let stream = work.path().join("store.ndjson");
+    std::fs::write(&stream, &export).expect("write the stream");
+    let stream_arg = stream.to_str().expect("UTF-8");
+
+    kill_mid_upload(&s, &["import", stream_arg]);
+    let listed: Value = serde_json::from_str(&s.ok(&["ls", "--json"], b"")).expect("ls json");
+    assert_eq!(listed, json!([]), "no conversation was imported");
+
+    let again = s.run(&["import", stream_arg], b"");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        s.ok(&["--no-cache", "export", "--format", "ndjson"], b""),
+        export,
+        "the store holds what the source does"
+    );
+    s.assert_fsck_clean("after the import ran again");
 }

@@ -1224,6 +1224,18 @@ const LOG_OBJECT: &str = "events.log";
 /// all: a long-running process reading many conversations).
 const MAX_LOG_IDS: usize = 10_000;
 
+/// Whether the client's error came after it retried the request (its
+/// message says "after N retries"): the first attempt may have been
+/// applied.
+fn after_retries(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    text.match_indices(", after ").any(|(at, found)| {
+        let rest = &text[at + found.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        rest[digits.len()..].starts_with(" retr") && digits.parse::<u64>().is_ok_and(|n| n > 0)
+    })
+}
+
 /// How many times a listing whose answer was cut short is asked again.
 const LISTING_RETRIES: usize = 3;
 
@@ -1445,17 +1457,18 @@ impl Backend for S3Backend {
                 Ok(Put::Created)
             }
             Err(
-                object_store::Error::AlreadyExists { .. }
-                | object_store::Error::Precondition { .. },
-            ) if Self::immutable(&rel) => Ok(Put::Existed),
+                e @ (object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }),
+            ) if Self::immutable(&rel) || !after_retries(&e) => Ok(Put::Existed),
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
             ) => {
                 // A name not given by the content (a log, config.toml, a
-                // note): the 412 may answer the client's retry of this very
-                // create, whose first answer was lost. The object is then
-                // ours, byte for byte (format-spec.md 5.2).
+                // note), and a 412 to the client's retry of this very
+                // create: its first attempt may have been applied and its
+                // answer lost. The object is then ours, byte for byte
+                // (format-spec.md 5.2).
                 match self.get(&rel) {
                     Ok(there) if there.as_ref() == data => Ok(Put::Created),
                     Ok(_) => Ok(Put::Existed),
@@ -2107,3 +2120,47 @@ impl Drop for S3Lock {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::{after_retries, retried_request};
+
+    const GAVE_UP: &str = "Generic S3 error: Error performing PUT http://h/b/k in 1.089066726s, \
+        after 7 retries, max_retries: 8, retry_timeout: 1s  - Server returned non-2xx status \
+        code: 503 Service Unavailable: <?xml version=\"1.0\"?><Error><Code>SlowDown</Code>\
+        <Message>Please reduce your request rate.</Message></Error>";
+
+    #[test]
+    fn a_request_given_up_is_said_once_with_status_code_message_and_retries() {
+        let (what, tried) = retried_request(GAVE_UP).expect("the client's form");
+        assert_eq!(
+            what,
+            "HTTP 503 Service Unavailable: SlowDown: Please reduce your request rate."
+        );
+        assert_eq!(tried, "after 7 retries in 1.1 s");
+        let timeout = "Generic S3 error: Error performing PUT http://h/b/k in 1.0s - HTTP error: \
+            error sending request";
+        let (what, tried) = retried_request(timeout).expect("the client's form");
+        assert_eq!(what, "HTTP error: error sending request");
+        assert_eq!(tried, "in 1.0 s");
+        assert_eq!(retried_request("something else"), None);
+    }
+
+    #[test]
+    fn retries_are_found_in_the_clients_message() {
+        let e = |text: &str| object_store::Error::Precondition {
+            path: "k".into(),
+            source: text.to_string().into(),
+        };
+        assert!(after_retries(&e(GAVE_UP)));
+        assert!(after_retries(&e(
+            "Error performing PUT u in 2s, after 1 retries, max"
+        )));
+        assert!(!after_retries(&e(
+            "Error performing PUT u in 2ms - Server returned 412"
+        )));
+        assert!(!after_retries(&e(
+            "Error performing PUT u in 2s, after 0 retries, max"
+        )));
+    }
+}

@@ -27,8 +27,10 @@ use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArg
 struct Cli {
     /// The store: a directory (or a file:// URL of one), or s3://BUCKET/PREFIX
     /// (endpoint, region and credentials from AWS_ENDPOINT_URL, AWS_REGION,
-    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP). A URL of
-    /// another kind is refused rather than taken for a directory name.
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, over the [s3]
+    /// table of the user configuration file: $JP_STORE_CONFIG, else
+    /// $XDG_CONFIG_HOME/jp-store/config.toml or ~/.config/jp-store/config.toml).
+    /// A URL of another kind is refused rather than taken for a directory name.
     #[arg(
         long,
         global = true,
@@ -40,11 +42,18 @@ struct Cli {
     store: StoreLocation,
 
     /// Where a store on S3 keeps a local cache of its immutable objects
-    /// (blobs, packs, log segments). Default: $XDG_CACHE_HOME/jp-store, or
-    /// ~/.cache/jp-store; one subdirectory per endpoint, bucket and prefix,
-    /// of at most 1 GiB (least recently used entries are evicted).
+    /// (blobs, packs, log segments). Default: cache_dir of the [s3] table of
+    /// the user configuration file, else $XDG_CACHE_HOME/jp-store, or
+    /// ~/.cache/jp-store; one subdirectory per endpoint, bucket and prefix.
     #[arg(long, global = true, env = "JP_STORE_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<std::path::PathBuf>,
+
+    /// The bound of the cache of each store on S3 ("512 MiB", "2GiB", or
+    /// bytes); the least recently used entries are evicted past it.
+    /// Default: JP_STORE_CACHE_SIZE, else cache_size of the [s3] table of
+    /// the user configuration file, else 1 GiB.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_cache_size)]
+    cache_size: Option<u64>,
 
     /// Use no cache directory for a store on S3.
     #[arg(long, global = true, conflicts_with = "cache_dir")]
@@ -314,6 +323,13 @@ fn parse_store_location(text: &str) -> Result<StoreLocation, String> {
     ))
 }
 
+/// The value of `--cache-size`.
+fn parse_cache_size(text: &str) -> Result<u64, String> {
+    jpstore_remote::parse_size(text).ok_or_else(|| {
+        format!("{text:?} is not a size: write it as \"512 MiB\", \"2GiB\", \"100MB\" or a number of bytes")
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbosity = match (cli.quiet, cli.verbose) {
@@ -322,13 +338,10 @@ fn main() -> ExitCode {
         _ => output::Verbosity::Normal,
     };
     output::configure(verbosity, cli.command.json());
-    commands::configure_cache(if cli.no_cache {
-        commands::CacheSetting::Off
-    } else {
-        match cli.cache_dir {
-            Some(d) => commands::CacheSetting::Dir(d),
-            None => commands::CacheSetting::Default,
-        }
+    commands::configure_cache(commands::CacheFlags {
+        dir: cli.cache_dir,
+        size: cli.cache_size,
+        off: cli.no_cache,
     });
     let dir = &cli.store;
     let result = match cli.command {

@@ -79,8 +79,11 @@ impl Store {
     /// writer found at the end of the log and cut (after copying it into
     /// `quarantine/`): that happens even when the batch is then refused.
     ///
-    /// An error means nothing was appended; once the append is durable,
-    /// what happens to the compaction is in the report.
+    /// An error means nothing was appended, except
+    /// [`crate::error::Error::SyncFailed`] and
+    /// [`crate::error::Error::Poisoned`]: the outcome of the write is then
+    /// unknown (the batch may be in the log, whole, or not). Once the
+    /// append is durable, what happens to the compaction is in the report.
     pub fn append_turn(
         &self,
         id: &ConversationId,

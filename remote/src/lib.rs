@@ -33,6 +33,7 @@
 //!   ([`Backend::locks_span_writers`]).
 
 mod cache;
+mod config;
 mod location;
 mod log;
 mod reader;
@@ -65,6 +66,10 @@ use object_store::{
 };
 
 pub use cache::{DiskCache, DEFAULT_CACHE_BYTES};
+pub use config::{
+    parse_duration, parse_size, ConfigError, S3Config, UserConfig, CACHE_DIR_VAR, CACHE_SIZE_VAR,
+    CONFIG_VAR,
+};
 pub use location::{LocationError, S3Location};
 pub use log::{MERGED_SUFFIX, MERGE_SEGMENTS};
 use reader::{Piece, PieceReader};
@@ -97,7 +102,7 @@ pub enum RemoteError {
     Runtime(#[source] io::Error),
     /// The environment holds no credentials (and the instance metadata
     /// endpoint was not asked for).
-    #[error("no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI; on a cloud instance whose role gives them, set {METADATA_CREDENTIALS}=true to ask its metadata endpoint")]
+    #[error("no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or access_key_id and secret_access_key in the [s3] table of the user configuration file, or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI; on a cloud instance whose role gives them, set {METADATA_CREDENTIALS}=true to ask its metadata endpoint")]
     NoCredentials {
         /// The store's URL.
         url: String,
@@ -112,6 +117,9 @@ pub enum RemoteError {
         /// What it should be.
         expected: &'static str,
     },
+    /// The user configuration (its file, or the environment) is not valid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// The variable that lets [`S3Backend::from_env`] take its credentials
@@ -252,6 +260,8 @@ struct Inner {
     runtime: tokio::runtime::Runtime,
     location: S3Location,
     counters: Counters,
+    /// The client's timeouts and retries, for errors.
+    settings: ClientSettings,
     trace: AtomicBool,
     locks: Mutex<BTreeMap<String, (usize, bool)>>,
     released: Condvar,
@@ -302,16 +312,16 @@ impl ClientSettings {
     pub fn from_env() -> Result<Self, RemoteError> {
         let mut settings = ClientSettings::default();
         let secs = |name: &'static str| -> Result<Option<Duration>, RemoteError> {
-            let Some(v) = std::env::var_os(name) else {
+            let Some(v) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
                 return Ok(None);
             };
             let text = v.to_string_lossy();
-            match text.trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(Duration::from_secs(n))),
-                _ => Err(RemoteError::BadSetting {
+            match parse_duration(&text) {
+                Some(d) => Ok(Some(d)),
+                None => Err(RemoteError::BadSetting {
                     name,
                     value: text.to_string(),
-                    expected: "a whole number of seconds, at least 1",
+                    expected: config::DURATION,
                 }),
             }
         };
@@ -335,6 +345,47 @@ impl ClientSettings {
     }
 }
 
+impl ClientSettings {
+    /// The settings of the environment ([`ClientSettings::from_env`]) with
+    /// the timeouts `config` gives over them (the user configuration with
+    /// the environment over it, [`S3Config::with_env`]).
+    pub fn of_config(config: &S3Config) -> Result<Self, RemoteError> {
+        let mut settings = ClientSettings::from_env()?;
+        if let Some(t) = config.request_timeout {
+            settings.request_timeout = t;
+        }
+        if let Some(t) = config.retry_timeout {
+            settings.retry_timeout = t;
+        }
+        Ok(settings)
+    }
+}
+
+/// The client's builder: the environment's `AWS_*` variables, with the
+/// settings of `config` over them.
+fn builder_of(config: &S3Config) -> AmazonS3Builder {
+    let mut builder = AmazonS3Builder::from_env();
+    if let Some(v) = &config.endpoint {
+        builder = builder.with_endpoint(v);
+    }
+    if let Some(v) = &config.region {
+        builder = builder.with_region(v);
+    }
+    if let Some(v) = config.allow_http {
+        builder = builder.with_allow_http(v);
+    }
+    if let Some(v) = &config.access_key_id {
+        builder = builder.with_access_key_id(v);
+    }
+    if let Some(v) = &config.secret_access_key {
+        builder = builder.with_secret_access_key(v);
+    }
+    if let Some(v) = &config.session_token {
+        builder = builder.with_token(v);
+    }
+    builder
+}
+
 impl Default for ClientSettings {
     fn default() -> Self {
         ClientSettings {
@@ -354,15 +405,25 @@ impl S3Backend {
     /// there, [`RemoteError::NoCredentials`], unless
     /// [`METADATA_CREDENTIALS`] asks for the instance metadata endpoint.
     pub fn from_env(location: S3Location) -> Result<Self, RemoteError> {
-        if !credentials_in_env() {
+        Self::from_config(location, &S3Config::default().with_env()?)
+    }
+
+    /// The backend of the store at `location`, with the settings of
+    /// `config` (the user configuration with the environment over it,
+    /// [`S3Config::with_env`]) over the rest of the environment's `AWS_*`
+    /// variables (web identity, container credentials, ...). Without
+    /// credentials in either, [`RemoteError::NoCredentials`], unless
+    /// [`METADATA_CREDENTIALS`] asks for the instance metadata endpoint.
+    pub fn from_config(location: S3Location, config: &S3Config) -> Result<Self, RemoteError> {
+        if !config.has_credentials() && !credentials_in_env() {
             return Err(RemoteError::NoCredentials {
                 url: location.to_string(),
             });
         }
         Self::with_builder(
             location,
-            AmazonS3Builder::from_env(),
-            ClientSettings::from_env()?,
+            builder_of(config),
+            ClientSettings::of_config(config)?,
         )
     }
 
@@ -385,7 +446,7 @@ impl S3Backend {
             // replace the options of the environment (AWS_ALLOW_HTTP...).
             .with_config(
                 AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                format!("{}s", settings.request_timeout.as_secs().max(1)),
+                format!("{}ms", settings.request_timeout.as_millis().max(1)),
             )
             .build()
             .map_err(|source| RemoteError::Configure {
@@ -411,6 +472,7 @@ impl S3Backend {
                 runtime,
                 location,
                 counters: Counters::default(),
+                settings: settings.clone(),
                 trace: AtomicBool::new(false),
                 locks: Mutex::new(BTreeMap::new()),
                 released: Condvar::new(),
@@ -552,20 +614,34 @@ impl S3Backend {
                 self.inner.location.bucket
             ));
         }
-        let mut text = match status {
-            Some(status) => format!("{url}: {status} ({e})"),
-            None => format!("{url}: {e}"),
+        let said = e.to_string();
+        let retried = retried_request(&said);
+        let mut text = match (status, &retried) {
+            (Some(status), _) => format!("{url}: {status} ({e})"),
+            (None, Some((what, _))) => format!("{url}: {what}"),
+            (None, None) => format!("{url}: {e}"),
         };
         // The causes the client's message leaves out (a connection refused,
-        // a TLS failure).
+        // a TLS failure, a timeout).
         let mut cause = std::error::Error::source(&e);
         while let Some(c) = cause {
-            let said = c.to_string();
-            if !text.contains(&said) {
+            let cause_text = c.to_string();
+            if !said.contains(&cause_text) && !text.contains(&cause_text) {
                 text.push_str(": ");
-                text.push_str(&said);
+                text.push_str(&cause_text);
             }
             cause = c.source();
+        }
+        if let Some((_, tried)) = retried {
+            text.push_str(&format!(" ({tried})"));
+        }
+        if text.contains("timed out") {
+            let settings = &self.inner.settings;
+            text.push_str(&format!(
+                "; no answer within the request timeout of {} ({REQUEST_TIMEOUT_ENV}, or \
+                 request_timeout in the [s3] table of the user configuration file)",
+                humantime::format_duration(settings.request_timeout)
+            ));
         }
         io::Error::new(kind, text)
     }
@@ -692,12 +768,29 @@ impl S3Backend {
         };
         let p = (!prefix.is_empty()).then_some(prefix);
         let got = self
-            .block_on(self.inner.s3.list_paginated(p, opts))
+            .listing(|| self.inner.s3.list_paginated(p, opts.clone()))
             .map_err(|e| self.io_error(&rel, e))?;
         Ok(Page {
             objects: got.result.objects,
             more: got.page_token,
         })
+    }
+
+    /// Runs a listing, asked again (up to [`LISTING_RETRIES`] times) when
+    /// its answer's body was cut short: the client retries a request that
+    /// failed, but not the reading of a body that ended early.
+    fn listing<T, F, Fut>(&self, list: F) -> object_store::Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = object_store::Result<T>>,
+    {
+        let mut tries = 0;
+        loop {
+            match self.block_on(list()) {
+                Err(e) if tries < LISTING_RETRIES && body_cut_short(&e) => tries += 1,
+                done => return done,
+            }
+        }
     }
 
     /// The relative form of a full key (itself if not below the prefix).
@@ -756,7 +849,7 @@ impl S3Backend {
         };
         self.bump(Req::List, rel);
         let listed = self
-            .block_on(self.store().list_with_delimiter(prefix))
+            .listing(|| self.store().list_with_delimiter(prefix))
             .map_err(|e| self.io_error(rel, e))?;
         let prefixes = listed
             .common_prefixes
@@ -781,12 +874,12 @@ impl S3Backend {
         };
         self.bump(Req::List, rel);
         let found: Vec<object_store::ObjectMeta> = self
-            .block_on(
+            .listing(|| {
                 self.store()
                     .list(prefix.as_ref())
                     .take(limit)
-                    .try_collect::<Vec<_>>(),
-            )
+                    .try_collect::<Vec<_>>()
+            })
             .map_err(|e| self.io_error(rel, e))?;
         Ok(found
             .into_iter()
@@ -1131,6 +1224,86 @@ const LOG_OBJECT: &str = "events.log";
 /// all: a long-running process reading many conversations).
 const MAX_LOG_IDS: usize = 10_000;
 
+/// Whether the client's error came after it retried the request (its
+/// message says "after N retries"): the first attempt may have been
+/// applied.
+fn after_retries(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    text.match_indices(", after ").any(|(at, found)| {
+        let rest = &text[at + found.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        rest[digits.len()..].starts_with(" retr") && digits.parse::<u64>().is_ok_and(|n| n > 0)
+    })
+}
+
+/// How many times a listing whose answer was cut short is asked again.
+const LISTING_RETRIES: usize = 3;
+
+/// Whether the client failed reading the body of a listing's answer (the
+/// connection closed before its end): the request may be made again.
+fn body_cut_short(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::Generic { .. })
+        && e.to_string().contains("Error getting list response body")
+}
+
+/// What the client says of a request it gave up on ("Error performing PUT
+/// <url> in 1.2s, after 6 retries, max_retries: 8, retry_timeout: 1s -
+/// Server returned non-2xx status code: 503 Service Unavailable: <body>"),
+/// said once: the HTTP status with the server's code and message from its
+/// S3 error body ("HTTP 503 Service Unavailable: SlowDown: Please reduce
+/// your request rate"), and how long it was tried ("after 6 retries in
+/// 1.2 s"). `None` when the text is not of that shape.
+fn retried_request(text: &str) -> Option<(String, String)> {
+    let at = text.rfind("Error performing ")?;
+    let (head, inner) = text[at..].split_once(" - ")?;
+    let elapsed = head
+        .rsplit_once(" in ")
+        .map(|(_, r)| r.split(',').next().unwrap_or(r).trim())?;
+    // `Duration`'s `Debug`: "1.089066726s", "950.2ms".
+    let elapsed = match elapsed.strip_suffix("ms") {
+        Some(ms) => ms
+            .parse::<f64>()
+            .map_or(elapsed.to_string(), |ms| format!("{ms:.0} ms")),
+        None => elapsed
+            .strip_suffix('s')
+            .and_then(|s| s.parse::<f64>().ok())
+            .map_or(elapsed.to_string(), |s| format!("{s:.1} s")),
+    };
+    let retries = head
+        .split_once(", after ")
+        .and_then(|(_, r)| r.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    let inner = inner.trim();
+    let what = if let Some(rest) = inner
+        .strip_prefix("Server returned non-2xx status code: ")
+        .or_else(|| inner.strip_prefix("Server returned error response: "))
+    {
+        let (status, body) = rest.split_once(": ").unwrap_or((rest, ""));
+        let tag = |name: &str| {
+            let open = format!("<{name}>");
+            let from = body.find(&open)? + open.len();
+            let len = body[from..].find(&format!("</{name}>"))?;
+            Some(body[from..from + len].trim().to_string())
+        };
+        let said = match (tag("Code"), tag("Message")) {
+            (Some(c), Some(m)) => format!(": {c}: {m}"),
+            (Some(t), None) | (None, Some(t)) => format!(": {t}"),
+            (None, None) if body.trim().is_empty() => String::new(),
+            (None, None) => format!(": {}", body.trim()),
+        };
+        format!("HTTP {status}{said}")
+    } else {
+        inner.to_string()
+    };
+    let tried = match retries {
+        0 => format!("in {elapsed}"),
+        1 => format!("after 1 retry in {elapsed}"),
+        n => format!("after {n} retries in {elapsed}"),
+    };
+    Some((what, tried))
+}
+
 /// The prefixes of a store's layout that `init` and the blob store create
 /// and nothing removes while the store exists.
 const LAYOUT_PREFIXES: [&str; 5] = [
@@ -1284,9 +1457,25 @@ impl Backend for S3Backend {
                 Ok(Put::Created)
             }
             Err(
+                e @ (object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }),
+            ) if Self::immutable(&rel) || !after_retries(&e) => Ok(Put::Existed),
+            Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
-            ) => Ok(Put::Existed),
+            ) => {
+                // A name not given by the content (a log, config.toml, a
+                // note), and a 412 to the client's retry of this very
+                // create: its first attempt may have been applied and its
+                // answer lost. The object is then ours, byte for byte
+                // (format-spec.md 5.2).
+                match self.get(&rel) {
+                    Ok(there) if there.as_ref() == data => Ok(Put::Created),
+                    Ok(_) => Ok(Put::Existed),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Put::Existed),
+                    Err(e) => Err(BackendError::unsynced(key, e)),
+                }
+            }
             Err(e) => Err(self.write_error("create", key, &rel, e)),
         }
     }
@@ -1931,3 +2120,47 @@ impl Drop for S3Lock {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::{after_retries, retried_request};
+
+    const GAVE_UP: &str = "Generic S3 error: Error performing PUT http://h/b/k in 1.089066726s, \
+        after 7 retries, max_retries: 8, retry_timeout: 1s  - Server returned non-2xx status \
+        code: 503 Service Unavailable: <?xml version=\"1.0\"?><Error><Code>SlowDown</Code>\
+        <Message>Please reduce your request rate.</Message></Error>";
+
+    #[test]
+    fn a_request_given_up_is_said_once_with_status_code_message_and_retries() {
+        let (what, tried) = retried_request(GAVE_UP).expect("the client's form");
+        assert_eq!(
+            what,
+            "HTTP 503 Service Unavailable: SlowDown: Please reduce your request rate."
+        );
+        assert_eq!(tried, "after 7 retries in 1.1 s");
+        let timeout = "Generic S3 error: Error performing PUT http://h/b/k in 1.0s - HTTP error: \
+            error sending request";
+        let (what, tried) = retried_request(timeout).expect("the client's form");
+        assert_eq!(what, "HTTP error: error sending request");
+        assert_eq!(tried, "in 1.0 s");
+        assert_eq!(retried_request("something else"), None);
+    }
+
+    #[test]
+    fn retries_are_found_in_the_clients_message() {
+        let e = |text: &str| object_store::Error::Precondition {
+            path: "k".into(),
+            source: text.to_string().into(),
+        };
+        assert!(after_retries(&e(GAVE_UP)));
+        assert!(after_retries(&e(
+            "Error performing PUT u in 2s, after 1 retries, max"
+        )));
+        assert!(!after_retries(&e(
+            "Error performing PUT u in 2ms - Server returned 412"
+        )));
+        assert!(!after_retries(&e(
+            "Error performing PUT u in 2s, after 0 retries, max"
+        )));
+    }
+}

@@ -321,20 +321,37 @@ impl S3Backend {
             ) => None,
             Err(e) => return Err(self.io_error(&merged, e)),
         };
+        // The rest is tidying: the merged object reads the same bytes. The
+        // first request that fails (after the client's retries) ends it, so
+        // that a storm of 5xx costs one retry budget, not one per object,
+        // to a command whose append is acknowledged already. A 412 on a
+        // tombstone is a segment already emptied (by this merge's own
+        // retried PUT, or by another merger): the merge goes on.
         for p in chosen {
-            if p.key.contains(&format!("{MERGED_SUFFIX}/")) {
+            let done = if p.key.contains(&format!("{MERGED_SUFFIX}/")) {
                 // Superseded: only mergers create merged objects, and with
                 // the same bytes, so deleting one is safe.
-                let _ = self.delete_raw(&p.key);
+                self.delete_raw(&p.key)
             } else if let Some(tag) = &p.etag {
-                let _ = self.put(
+                match self.put(
                     &p.key,
                     Bytes::new(),
                     PutMode::Update(UpdateVersion {
                         e_tag: Some(tag.clone()),
                         version: None,
                     }),
-                );
+                ) {
+                    Err(
+                        object_store::Error::Precondition { .. }
+                        | object_store::Error::AlreadyExists { .. },
+                    ) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            } else {
+                Ok(())
+            };
+            if done.is_err() {
+                break;
             }
         }
         Ok(Some(Piece::with_data(merged, start, data, etag)))

@@ -66,6 +66,14 @@ impl TestServer {
                     .to_string_lossy()
                     .into_owned(),
             ),
+            // No user configuration file: the server is the environment's.
+            (
+                "XDG_CONFIG_HOME",
+                std::env::temp_dir()
+                    .join(format!("jpstore-test-config-{}", std::process::id()))
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
         ]
     }
 
@@ -76,8 +84,24 @@ impl TestServer {
 
     /// A backend of `location` on this server, with `settings`.
     pub fn backend_with(&self, location: S3Location, settings: ClientSettings) -> S3Backend {
+        self.backend_via_with(&self.endpoint, location, settings)
+    }
+
+    /// A backend of `location` on this server reached at `endpoint` (a
+    /// proxy in front of it).
+    pub fn backend_via(&self, endpoint: &str, location: S3Location) -> S3Backend {
+        self.backend_via_with(endpoint, location, ClientSettings::default())
+    }
+
+    /// [`TestServer::backend_via`] with `settings`.
+    pub fn backend_via_with(
+        &self,
+        endpoint: &str,
+        location: S3Location,
+        settings: ClientSettings,
+    ) -> S3Backend {
         let builder = AmazonS3Builder::new()
-            .with_endpoint(&self.endpoint)
+            .with_endpoint(endpoint)
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_access_key_id("jpstore-test")

@@ -460,6 +460,9 @@ fn no_credentials_are_named() {
             cmd.env_remove(k);
         }
     }
+    // No user configuration file either.
+    let config = tempfile::tempdir().expect("tempdir");
+    cmd.env("XDG_CONFIG_HOME", config.path());
     let out = cmd.output().expect("jp-store ran");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

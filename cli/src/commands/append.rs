@@ -59,6 +59,14 @@ pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<Ex
                     index + 1
                 );
             }
+            // A write of unknown outcome: the batch may be in the log (whole)
+            // or not, and saying either would be a guess.
+            Err(e @ (EngineError::SyncFailed { .. } | EngineError::Poisoned { .. })) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "the outcome of this append is unknown: the batch may be in the log (whole) \
+                     or not at all; read the conversation (jp-store view {id}) before appending it again"
+                )))
+            }
             Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
         };
     // Automatic compaction (D17) after a completed turn; the append itself

@@ -44,7 +44,7 @@ use jpstore_blobstore::backend::Backend;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{Store, StoreOptions};
-use jpstore_remote::{RequestCounts, S3Backend, S3Location};
+use jpstore_remote::{RequestCounts, S3Backend, S3Config, S3Location, UserConfig};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,51 +79,79 @@ impl fmt::Display for StoreLocation {
 /// request counts.
 static S3_BACKENDS: Mutex<Vec<(S3Location, S3Backend)>> = Mutex::new(Vec::new());
 
-/// The cache directory of stores on S3 (`--cache-dir`, `--no-cache`).
-#[derive(Clone, Debug)]
-pub enum CacheSetting {
-    /// Under the user's cache directory.
-    Default,
-    /// Under this directory.
-    Dir(PathBuf),
-    /// None.
-    Off,
+/// The cache of stores on S3 as the command line sets it (`--cache-dir`
+/// or `JP_STORE_CACHE_DIR`, `--cache-size`, `--no-cache`), over the user
+/// configuration file and the environment.
+#[derive(Clone, Debug, Default)]
+pub struct CacheFlags {
+    /// `--cache-dir` (or `JP_STORE_CACHE_DIR`).
+    pub dir: Option<PathBuf>,
+    /// `--cache-size`.
+    pub size: Option<u64>,
+    /// `--no-cache`.
+    pub off: bool,
 }
 
-static CACHE: OnceLock<CacheSetting> = OnceLock::new();
+static CACHE: OnceLock<CacheFlags> = OnceLock::new();
 
 /// Sets the cache of the stores on S3 this process opens.
-pub fn configure_cache(setting: CacheSetting) {
-    let _ = CACHE.set(setting);
+pub fn configure_cache(flags: CacheFlags) {
+    let _ = CACHE.set(flags);
+}
+
+/// The settings of stores on S3: the `[s3]` table of the user configuration
+/// file, the environment over it, the flags over both; read once.
+fn s3_config() -> Result<S3Config> {
+    static CONFIG: OnceLock<Result<S3Config, String>> = OnceLock::new();
+    let loaded = CONFIG.get_or_init(|| {
+        let mut config = UserConfig::load_default()
+            .and_then(|c| c.s3.with_env())
+            .map_err(|e| e.to_string())?;
+        let flags = CACHE.get().cloned().unwrap_or_default();
+        if let Some(dir) = flags.dir {
+            config.cache_dir = Some(dir);
+        }
+        if let Some(size) = flags.size {
+            config.cache_size = Some(size);
+        }
+        Ok(config)
+    });
+    loaded.clone().map_err(anyhow::Error::msg)
 }
 
 /// The cache directory of the store at `location`: one per endpoint, bucket
-/// and prefix, below the directory of `--cache-dir` (or the user's cache
-/// directory).
-fn cache_dir_of(location: &S3Location) -> Option<PathBuf> {
-    let base = match CACHE.get().unwrap_or(&CacheSetting::Default) {
-        CacheSetting::Off => return None,
-        CacheSetting::Dir(d) => d.clone(),
-        CacheSetting::Default => match std::env::var_os("XDG_CACHE_HOME") {
+/// and prefix, below the cache directory of the settings (or the user's
+/// cache directory).
+fn cache_dir_of(location: &S3Location, config: &S3Config) -> Option<PathBuf> {
+    if CACHE.get().is_some_and(|f| f.off) {
+        return None;
+    }
+    let base = match &config.cache_dir {
+        Some(d) => d.clone(),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
             Some(x) if !x.is_empty() => PathBuf::from(x).join("jp-store"),
             _ => PathBuf::from(std::env::var_os("HOME")?)
                 .join(".cache")
                 .join("jp-store"),
         },
     };
-    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+    let endpoint = config.endpoint.as_deref().unwrap_or_default();
     let key = format!("{endpoint}\n{}\n{}", location.bucket, location.prefix);
     let hex = jpstore_blobstore::BlobId::of(key.as_bytes()).to_hex();
     Some(base.join(format!("s3-{}-{}", location.bucket, &hex[..16])))
 }
 
-/// The backend of a store on S3, configured from the environment
-/// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
-/// `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...).
+/// The backend of a store on S3, configured by the user configuration file
+/// and the environment (`AWS_ENDPOINT_URL`, `AWS_REGION`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ALLOW_HTTP`, ...).
 pub(crate) fn s3_backend(location: &S3Location) -> Result<Arc<dyn Backend>> {
-    let mut backend = S3Backend::from_env(location.clone())?;
-    if let Some(dir) = cache_dir_of(location) {
-        match jpstore_remote::DiskCache::open(&dir, jpstore_remote::DEFAULT_CACHE_BYTES) {
+    let config = s3_config()?;
+    let mut backend = S3Backend::from_config(location.clone(), &config)?;
+    if let Some(dir) = cache_dir_of(location, &config) {
+        let size = config
+            .cache_size
+            .unwrap_or(jpstore_remote::DEFAULT_CACHE_BYTES);
+        match jpstore_remote::DiskCache::open(&dir, size) {
             Ok(cache) => {
                 crate::output::detail(&format!("cache {}", dir.display()));
                 backend = backend.with_cache(cache);

@@ -568,7 +568,6 @@ fn short_5xx_storms_are_retried_and_long_ones_fail_naming_key_status_and_message
         let out = s.run_env(&["--no-cache", "append", &id], &request(&text), &budget);
         s.proxy.clear();
         let err = stderr(&out);
-        eprintln!("{what}: {err}");
         assert!(!out.status.success(), "{what}: a long storm fails");
         assert!(
             err.contains(&s.url_of(&key)),
@@ -622,7 +621,6 @@ fn answers_held_past_the_request_timeout() {
         let o = outcome(&out);
         if o != Outcome::Acked {
             let err = stderr(&out);
-            eprintln!("{what}: {err}");
             assert!(
                 err.contains(&s.url) && err.contains("timed out"),
                 "{what}: the error names the object and the timeout: {err}"
@@ -784,10 +782,6 @@ fn two_writers_racing_through_a_slow_proxy_never_lose_or_duplicate() {
     });
     s.proxy.clear();
     let seen = s.requests(&id);
-    eprintln!(
-        "RACE {:?}",
-        results.iter().map(|r| (&r.0, &r.1)).collect::<Vec<_>>()
-    );
     for (text, o, err) in &results {
         let n = seen.iter().filter(|t| *t == text).count();
         match o {

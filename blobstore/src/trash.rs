@@ -75,7 +75,7 @@ impl BlobStore {
         };
         may_move().map_err(|e| self.io_error("move to trash", key, e))?;
         let to = prefix.join(key);
-        match self.backend().rename(key, &to) {
+        match self.backend().move_object(key, &to) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(self.backend_error(e)),

@@ -1790,6 +1790,21 @@ impl Backend for S3Backend {
         Ok(())
     }
 
+    fn move_object(&self, from: &Path, to: &Path) -> Result<(), BackendError> {
+        let f = self
+            .rel(from)
+            .map_err(|e| BackendError::io("move", from, e))?;
+        let t = self.rel(to).map_err(|e| BackendError::io("move", to, e))?;
+        // A server-side copy, then the delete of the source: a crash
+        // between leaves both names, never neither (5.4).
+        self.copy(&f, &t).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => BackendError::io("move", from, e),
+            _ => BackendError::unsynced(from, e),
+        })?;
+        self.delete_raw(&f)
+            .map_err(|e| self.write_error("move", from, &f, e))
+    }
+
     fn open_log(&self, key: &Path) -> io::Result<Box<dyn LogObject>> {
         let rel = self.rel(key)?;
         // A log this thread has just created holds what it wrote.

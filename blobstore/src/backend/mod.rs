@@ -370,6 +370,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// both names, never neither.
     fn rename(&self, from: &Path, to: &Path) -> Result<(), BackendError>;
 
+    /// Moves the object `from` to `to`, a name that nothing else writes
+    /// (the trash of a gc run, format-spec.md 5.5), as
+    /// [`Backend::rename`] does but without checking first that `to` is
+    /// free. `NotFound` when `from` is not there.
+    fn move_object(&self, from: &Path, to: &Path) -> Result<(), BackendError> {
+        self.rename(from, to)
+    }
+
     /// Opens the append-only object `key` to append to it (it must exist:
     /// it is created whole by [`Backend::put_if_absent`]). The caller holds
     /// the object's lock. The names of append-only objects end in `.log`:

@@ -64,7 +64,7 @@ pub(crate) type GroupKey = (u64, u32);
 pub struct GroupCacheStats {
     /// Groups held.
     pub groups: usize,
-    /// Bytes held: each group's raw length plus [`ENTRY_COST`] for its
+    /// Bytes held: each group's raw length plus 64 bytes (`ENTRY_COST`) for its
     /// bookkeeping (never more than the bound).
     pub bytes: u64,
     /// Reads that found their group in the cache.

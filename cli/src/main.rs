@@ -27,7 +27,7 @@ use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArg
 struct Cli {
     /// The store: a directory (or a file:// URL of one), or s3://BUCKET/PREFIX
     /// (endpoint, region and credentials from AWS_ENDPOINT_URL, AWS_REGION,
-    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, over the [s3]
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, over the `[s3]`
     /// table of the user configuration file: $JP_STORE_CONFIG, else
     /// $XDG_CONFIG_HOME/jp-store/config.toml or ~/.config/jp-store/config.toml).
     /// A URL of another kind is refused rather than taken for a directory name.
@@ -42,7 +42,7 @@ struct Cli {
     store: StoreLocation,
 
     /// Where a store on S3 keeps a local cache of its immutable objects
-    /// (blobs, packs, log segments). Default: cache_dir of the [s3] table of
+    /// (blobs, packs, log segments). Default: cache_dir of the `[s3]` table of
     /// the user configuration file, else $XDG_CACHE_HOME/jp-store, or
     /// ~/.cache/jp-store; one subdirectory per endpoint, bucket and prefix.
     #[arg(long, global = true, env = "JP_STORE_CACHE_DIR", value_name = "DIR")]
@@ -50,7 +50,7 @@ struct Cli {
 
     /// The bound of the cache of each store on S3 ("512 MiB", "2GiB", or
     /// bytes); the least recently used entries are evicted past it.
-    /// Default: JP_STORE_CACHE_SIZE, else cache_size of the [s3] table of
+    /// Default: JP_STORE_CACHE_SIZE, else cache_size of the `[s3]` table of
     /// the user configuration file, else 1 GiB.
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_cache_size)]
     cache_size: Option<u64>,

@@ -6,7 +6,7 @@
 //! walked, so a torn record is never seen.
 //!
 //! Entries are read where they lie: [`LogImage::heads`] borrows every entry
-//! head from the image, [`LogImage::body`] a record's decoded body, and
+//! head from the image, [`LogImage::entry_body`] an entry's head with its record's decoded body, and
 //! [`LogImage::entry`] decodes one entry to the owned model when a caller
 //! needs it.
 

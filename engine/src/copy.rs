@@ -160,16 +160,7 @@ pub fn open_or_init_like(
     root: PathBuf,
     options: StoreOptions,
 ) -> Result<(Store, bool)> {
-    let names: Vec<String> = backend
-        .list(Path::new("."))
-        .map_err(|source| Error::Io {
-            op: "list",
-            path: root.clone(),
-            source,
-        })?
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = crate::store::root_names(&*backend, &root)?;
     if names.iter().any(|n| n == CONVERSATIONS_DIR) {
         return Ok((Store::open(backend, options)?, false));
     }

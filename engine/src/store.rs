@@ -225,16 +225,7 @@ impl Store {
         root: PathBuf,
         options: StoreOptions,
     ) -> Result<(Store, bool)> {
-        let mut names: Vec<String> = backend
-            .list(Path::new("."))
-            .map_err(|source| Error::Io {
-                op: "list",
-                path: root.clone(),
-                source,
-            })?
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
+        let mut names = root_names(&*backend, &root)?;
         if names.iter().any(|n| n == CONVERSATIONS_DIR) {
             return Ok((Self::open(backend, options)?, false));
         }
@@ -949,6 +940,21 @@ fn is_absent(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
     )
+}
+
+/// The names at the root of the store in `backend` (shown as `root` in
+/// errors).
+pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<String>> {
+    Ok(backend
+        .list(Path::new("."))
+        .map_err(|source| Error::Io {
+            op: "list",
+            path: root.to_path_buf(),
+            source,
+        })?
+        .into_iter()
+        .map(|e| e.name)
+        .collect())
 }
 
 #[cfg(test)]

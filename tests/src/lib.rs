@@ -200,26 +200,61 @@ pub fn run_jp_store_as(store: &Path, ids: Option<(u32, u32)>, args: &[&str], std
 /// Runs `command` (which runs `jp-store` in the end, possibly through a
 /// shell) with `--store <store> <args>` added, as [`run_jp_store`] does.
 pub fn run_command(mut command: Command, store: &Path, args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = command
+    command
         .arg("--store")
         .arg(store)
         .args(args)
-        .env_remove("JP_STORE_DIR")
+        .env_remove("JP_STORE_DIR");
+    Run::from_output(output_of(&mut command, stdin))
+}
+
+/// Runs `command` as it is, with `stdin` as standard input (written from
+/// another thread, so large inputs cannot deadlock; a child that exits
+/// without reading it is fine); its status and output.
+pub fn output_of(command: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning jp-store");
     let mut input = child.stdin.take().expect("stdin of the child");
-    let out = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         s.spawn(move || {
             // A child that fails before reading closes the pipe: not an
             // error of the test.
             let _ = input.write_all(stdin);
         });
         child.wait_with_output().expect("waiting for jp-store")
-    });
-    Run::from_output(out)
+    })
+}
+
+/// Every object below `prefix` of `backend` (full keys, sorted), walking
+/// its sub-prefixes. Only what a HEAD finds counts: SeaweedFS lists a
+/// folder emptied a moment ago as an object for a while.
+pub fn keys_below(
+    backend: &dyn jpstore_blobstore::backend::Backend,
+    prefix: &Path,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![prefix.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let listed = match backend.list(&dir) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("list {}: {e}", dir.display()),
+        };
+        for e in listed {
+            let path = dir.join(&e.name);
+            if e.is_prefix() {
+                dirs.push(path);
+            } else if backend.head(&path).is_ok() {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// A canonical JP timestamp (as the engine renders it), distinct for each

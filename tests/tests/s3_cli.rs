@@ -4,10 +4,10 @@
 //! at once. Without a server the tests say they were skipped and why.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use jpstore_remote::testing::{server_or_skip, TestServer};
-use jpstore_tests::jp_store_bin;
+use jpstore_tests::{jp_store_bin, output_of};
 use serde_json::Value;
 
 struct S3Store {
@@ -55,18 +55,7 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
 }
 
 fn run(server: &TestServer, url: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = command(server, url, args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start jp-store");
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(stdin).expect("write stdin");
-    }
-    child.wait_with_output().expect("jp-store ran")
+    output_of(&mut command(server, url, args), stdin)
 }
 
 fn user(text: &str) -> Vec<u8> {

@@ -6,12 +6,12 @@
 //! none run without it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use jpstore_remote::testing::server_or_skip;
-use jpstore_tests::jp_store_bin;
 use jpstore_tests::s3_fault_proxy::{Fault, FaultProxy, Rule};
+use jpstore_tests::{jp_store_bin, output_of};
 
 /// A command with nothing of the environment that configures S3 (nor the
 /// user's own configuration), a home of its own.
@@ -30,18 +30,7 @@ fn bare(home: &Path, args: &[&str]) -> Command {
 }
 
 fn run(mut cmd: Command, stdin: &[u8]) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start jp-store");
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(stdin).expect("write stdin");
-    }
-    child.wait_with_output().expect("jp-store ran")
+    output_of(&mut cmd, stdin)
 }
 
 fn ok(cmd: Command, stdin: &[u8]) -> String {

@@ -19,8 +19,8 @@ use std::time::Duration;
 use jpstore_blobstore::backend::Backend;
 use jpstore_remote::testing::{server_or_skip, TestServer};
 use jpstore_remote::S3Location;
-use jpstore_tests::jp_store_bin;
 use jpstore_tests::s3_fault_proxy::{Fault, FaultProxy, Rule};
+use jpstore_tests::{jp_store_bin, output_of};
 use serde_json::{json, Value};
 
 /// A store on the test server, reached through a fault proxy.
@@ -80,9 +80,7 @@ impl Faulty {
     }
 
     fn run_env(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
-        self.spawn(args, stdin, env)
-            .wait_with_output()
-            .expect("jp-store ran")
+        output_of(&mut self.command(args, env), stdin)
     }
 
     /// Starts a command, its standard input written and closed.

@@ -12,7 +12,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_remote::testing::{server_or_skip, TestServer};
 use jpstore_remote::{ClientSettings, S3Location};
-use jpstore_tests::jp_store_bin;
+use jpstore_tests::{jp_store_bin, keys_below, output_of};
 
 /// `B` of these tests.
 const BOUND: Duration = Duration::from_secs(8);
@@ -70,18 +70,7 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
 }
 
 fn ok(server: &TestServer, url: &str, args: &[&str], stdin: &[u8]) -> String {
-    let mut child = command(server, url, args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start jp-store");
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(stdin).expect("write stdin");
-    }
-    let out: Output = child.wait_with_output().expect("jp-store ran");
+    let out = output_of(&mut command(server, url, args), stdin);
     assert!(
         out.status.success(),
         "jp-store {args:?} failed ({}): {}",
@@ -93,30 +82,6 @@ fn ok(server: &TestServer, url: &str, args: &[&str], stdin: &[u8]) -> String {
 
 fn store_of(backend: Arc<dyn Backend>) -> Store {
     Store::open(backend, StoreOptions::default()).expect("open the store on S3")
-}
-
-/// Every object key below the store's `prefix` (for looking at `gc/`).
-fn keys_below(backend: &dyn Backend, prefix: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![prefix.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let listed = match backend.list(&dir) {
-            Ok(l) => l,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => panic!("list {}: {e}", dir.display()),
-        };
-        for e in listed {
-            let path = dir.join(&e.name);
-            if e.is_prefix() {
-                dirs.push(path);
-            } else if backend.head(&path).is_ok() {
-                // SeaweedFS lists a folder emptied a moment ago as an
-                // object for a while; only what is there counts.
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 /// Entries from their JSON (the form `jp-store append` reads).

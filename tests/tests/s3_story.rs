@@ -9,11 +9,11 @@
 //! skipped and why.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use jpstore_remote::testing::{server_or_skip, TestServer};
-use jpstore_tests::jp_store_bin;
+use jpstore_tests::{jp_store_bin, keys_below, output_of};
 use serde_json::Value;
 
 /// `B` of format-spec.md 5.5 for every process here, in seconds.
@@ -38,18 +38,7 @@ fn machine(server: &TestServer, cache: &Path, store: &str, args: &[&str]) -> Com
 }
 
 fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start jp-store");
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(stdin).expect("write stdin");
-    }
-    child.wait_with_output().expect("jp-store ran")
+    output_of(cmd, stdin)
 }
 
 fn ok(cmd: &mut Command, stdin: &[u8]) -> String {
@@ -331,18 +320,7 @@ fn fsck_on_s3_finds_a_damaged_object_and_repair_moves_it_to_quarantine() {
     // server, say): same length, other bytes.
     let backend = server.backend(location.clone());
     use jpstore_blobstore::backend::{Backend, Expect};
-    let mut keys = Vec::new();
-    let mut dirs = vec![PathBuf::from("blobs/objects")];
-    while let Some(dir) = dirs.pop() {
-        for e in backend.list(&dir).expect("list") {
-            let path = dir.join(&e.name);
-            if e.is_prefix() {
-                dirs.push(path);
-            } else if backend.head(&path).is_ok() {
-                keys.push(path);
-            }
-        }
-    }
+    let keys = keys_below(&backend, Path::new("blobs/objects"));
     // The loose blobs (the content, the base config), each damaged in
     // place (a bit flipped by a disk of the server, say): same length,
     // other bytes.
@@ -397,18 +375,7 @@ fn fsck_on_s3_finds_a_damaged_object_and_repair_moves_it_to_quarantine() {
             key.display()
         );
     }
-    let mut quarantined = Vec::new();
-    let mut dirs = vec![PathBuf::from("quarantine")];
-    while let Some(dir) = dirs.pop() {
-        for e in backend.list(&dir).expect("list quarantine") {
-            let path = dir.join(&e.name);
-            if e.is_prefix() {
-                dirs.push(path);
-            } else if backend.head(&path).is_ok() {
-                quarantined.push(path);
-            }
-        }
-    }
+    let quarantined = keys_below(&backend, Path::new("quarantine"));
     let held: Vec<Vec<u8>> = quarantined
         .iter()
         .map(|q| {

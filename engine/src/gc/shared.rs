@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jpstore_blobstore::backend::{Backend, BackendError, Expect, LockKind, Put, Version};
+use jpstore_blobstore::backend::{Backend, Expect, LockKind, Put, Version};
 
 use super::{GcOptions, GcPhase, GcProgress, GcReport};
 use crate::conversation::gc_lock;
@@ -65,10 +65,6 @@ fn io_error(backend: &dyn Backend, op: &'static str, key: &Path, source: io::Err
     }
 }
 
-fn backend_error(backend: &dyn Backend, e: BackendError) -> Error {
-    Error::from_backend(backend, e)
-}
-
 /// The state the heartbeat shares with the run.
 #[derive(Debug)]
 struct Beat {
@@ -96,13 +92,13 @@ struct RunLock {
 impl RunLock {
     /// Takes `gc/lock` for `run`: creates it, or waits for the run that
     /// holds it to end, or takes it over when it is not renewed for
-    /// `stale_after`. Returns the lock and whether it was taken over.
+    /// `stale_after`.
     fn acquire(
         backend: &Arc<dyn Backend>,
         run: &str,
         stale_after: Duration,
         progress: &mut dyn FnMut(GcProgress),
-    ) -> Result<(RunLock, bool)> {
+    ) -> Result<RunLock> {
         let key = Path::new(LOCK_KEY);
         let scratch = Path::new(GC_PREFIX).join("lock.tmp");
         let body = |beat| {
@@ -118,10 +114,10 @@ impl RunLock {
             match backend.put_if_absent(key, &body(0)?, &scratch) {
                 Ok(Put::Created) => {
                     let version = Self::version(backend, key)?;
-                    return Ok((Self::start(backend, run, stale_after, version), false));
+                    return Ok(Self::start(backend, run, stale_after, version));
                 }
                 Ok(Put::Existed) => {}
-                Err(e) => return Err(backend_error(&**backend, e)),
+                Err(e) => return Err(Error::from_backend(&**backend, e)),
             }
             // Held: watch it. A renewal means a live run; no change for
             // `stale_after` means a run that died.
@@ -164,7 +160,7 @@ impl RunLock {
             match backend.replace(key, &body(0)?, &scratch, Expect::Version(seen), true) {
                 Ok(()) => {
                     let version = Self::version(backend, key)?;
-                    return Ok((Self::start(backend, run, stale_after, version), true));
+                    return Ok(Self::start(backend, run, stale_after, version));
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(Error::GcRunning {
@@ -173,7 +169,7 @@ impl RunLock {
                         renewed: "as it was taken over".into(),
                     })
                 }
-                Err(e) => return Err(backend_error(&**backend, e)),
+                Err(e) => return Err(Error::from_backend(&**backend, e)),
             }
         }
     }
@@ -260,7 +256,7 @@ impl RunLock {
                 .backend
                 .delete(&[key.to_path_buf()])
                 .map(|_| ())
-                .map_err(|e| backend_error(&*self.backend, e)),
+                .map_err(|e| Error::from_backend(&*self.backend, e)),
             _ => Ok(()),
         }
     }
@@ -410,7 +406,7 @@ pub(crate) fn gc_shared(
     // other processes by the lock object.
     let _exclusive = gc_lock(&*backend, LockKind::Exclusive)?;
     let run = new_run_id();
-    let (lock, _taken_over) = RunLock::acquire(&backend, &run, wait, progress)?;
+    let lock = RunLock::acquire(&backend, &run, wait, progress)?;
     let mut report = GcReport {
         dry_run: false,
         ..GcReport::default()

@@ -34,7 +34,7 @@
 //!   lock, is timed too).
 //!
 //! After each append group, the same operations run again interleaved
-//! (round-robin, one of each per round) and the medians and their ratios
+//! (one of each per round, in a shuffled order) and the medians and their ratios
 //! are printed: criterion measures one benchmark after the other, so a
 //! burst of disk traffic from another process skews the ratio of its
 //! figures; interleaved, every operation sees the same conditions. (They

@@ -1,8 +1,9 @@
 //! The headline comparisons in under a minute: `cargo bench --bench quick`.
 //!
 //! Not criterion: every comparison is a hand-written interleaved loop
-//! (`timing::interleaved`: the operations run round-robin, so a burst of
-//! load from another process lands on all of them alike) with a few rounds
+//! (`timing::interleaved`: the operations run one of each per round, in a
+//! shuffled order and with the allocator settled between them, so a burst
+//! of load from another process lands on all of them alike) with a few rounds
 //! and a time budget, and the figure is the median over rounds of the
 //! ratio of the two times in the same round (`Timings::ratio`). The
 //! workloads and floors are the component benches' (`setup`, `floor`), at

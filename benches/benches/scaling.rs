@@ -1,5 +1,5 @@
 //! How cost grows with size, each size beside its baseline or floor in an
-//! interleaved loop (`timing::interleaved`: round-robin, medians), not
+//! interleaved loop (`timing::interleaved`: one of each per round, shuffled, medians), not
 //! criterion: criterion measures one benchmark after another, and on this
 //! shared machine a sync's cost changes tenfold and a parse's threefold
 //! from one minute to the next, which bent its curves.

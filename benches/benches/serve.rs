@@ -1,6 +1,6 @@
 //! `jp-store serve` on big stores: what a page costs beside the CLI
 //! command that reads the same data, measured in the same interleaved loop
-//! (`timing::interleaved`: round-robin, medians of per-round ratios).
+//! (`timing::interleaved`: one of each per round, shuffled, medians of per-round ratios).
 //!
 //! Two stores: 1,000 and 10,000 small conversations (3 events each), each
 //! with one generated coding-agent conversation of 10,000 events. For

@@ -1,7 +1,20 @@
-//! Interleaved timing: operations run round-robin, one of each per round,
-//! so that a burst of load from another process lands on all of them alike
-//! and their ratios (per round, see [`Timings::ratio`]) hold on a shared,
-//! noisy machine.
+//! Interleaved timing: operations run one of each per round, in a shuffled
+//! order, so that a burst of load from another process lands on all of them
+//! alike and their ratios (per round, see [`Timings::ratio`]) hold on a
+//! shared, noisy machine.
+//!
+//! Two things an operation leaves behind are kept from the next one's time:
+//! - the allocator's deferred work: glibc's `free` of a small block only
+//!   puts it on a list, and the next request that its per-thread cache
+//!   cannot serve sorts every block on that list. After an operation that
+//!   frees a 20 MB parse tree, that is hundreds of microseconds billed to
+//!   whichever operation allocates next (a 10-event view measured 156 µs
+//!   after JP's parse of 10,000 events, 17 µs after itself).
+//!   [`settle_allocator`] runs that sort between operations, untimed.
+//! - who runs after whom: caches are cold after a large operation and warm
+//!   after a small one. With a fixed cyclic order an operation always
+//!   follows the same neighbour; shuffling every round gives each one every
+//!   neighbour.
 //!
 //! Criterion measures one benchmark after another; the benches use this
 //! beside it for the ratios they print, and the `quick` bench uses only
@@ -28,7 +41,8 @@ pub struct Timings {
     pub rounds: usize,
 }
 
-/// Runs `ops` round-robin (rotating which goes first) for at least
+/// Runs `ops` once each per round (in a shuffled order, the allocator
+/// settled between them) for at least
 /// `min_rounds` rounds, then until `max_rounds` rounds are done or `budget`
 /// is spent.
 pub fn interleaved(
@@ -43,6 +57,18 @@ pub fn interleaved(
     })
 }
 
+/// Seed of the order of the operations in the rounds (fixed: two runs
+/// shuffle alike).
+const ORDER_SEED: u64 = 0x6a70_2d6f_7264_6572;
+
+/// Has the allocator do, now, the bookkeeping that the frees of the last
+/// operation deferred (see the module's documentation): a request of 64 KiB
+/// is larger than anything glibc's per-thread cache holds, so serving it
+/// sorts every block freed since the last such request.
+pub fn settle_allocator() {
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(64 << 10)));
+}
+
 /// [`interleaved`] with the operations given by index: `run(i)` runs
 /// operation `i` (named `names[i]`) once and returns its time.
 pub fn interleaved_by(
@@ -53,11 +79,16 @@ pub fn interleaved_by(
     run: &mut dyn FnMut(usize) -> Duration,
 ) -> Timings {
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); names.len()];
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    let mut rng = crate::Rng::new(ORDER_SEED);
     let started = Instant::now();
     let mut rounds = 0;
     while rounds < max_rounds && (rounds < min_rounds || started.elapsed() < budget) {
-        for k in 0..names.len() {
-            let i = (rounds + k) % names.len();
+        for k in (1..order.len()).rev() {
+            order.swap(k, rng.below(k + 1));
+        }
+        for &i in &order {
+            settle_allocator();
             samples[i].push(run(i));
         }
         rounds += 1;

@@ -296,7 +296,8 @@ pub enum Compression {
     /// zstd level 19 in groups of 8 MiB: 24% smaller than `fast` (4.2 MB),
     /// writing at about 1 MB/s per core (an import about 20 times as long
     /// as with `fast`); a cold read of a small object decompresses up to
-    /// 8 MiB (about 10 ms). Imports use it.
+    /// 8 MiB (about 10 ms). Imports use it (and the engine compresses an
+    /// import's log records at its level).
     Max,
 }
 

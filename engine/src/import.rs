@@ -146,6 +146,7 @@ impl Store {
                 &entries,
                 self.options().log,
                 self.options().new_log_framing,
+                self.blobs().options().import_compression.settings().level,
             )?;
             let log_bytes = writer.log_end();
             drop(writer);

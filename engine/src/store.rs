@@ -606,6 +606,7 @@ impl Store {
                 entries,
                 self.options.log,
                 self.options.new_log_framing,
+                crate::conversation::sections::LOG_LEVEL,
             )
         };
         if let Some(id) = id {

@@ -345,7 +345,8 @@ impl Store {
             }
             builders.push(b);
         }
-        let sections = crate::parallel::map_ordered(&builders, |b| finish(b, true));
+        let level = self.options().blobs.import_compression.settings().level;
+        let sections = crate::parallel::map_ordered(&builders, |b| finish(b, Some(level)));
         let mut bytes = encode_file_header(LogFormat::v2()).to_vec();
         let (mut first, mut last) = (None, (0, 0));
         for s in &sections {

@@ -26,7 +26,8 @@ pub struct ImportArgs {
     pub(crate) json: bool,
     /// How the imported content is compressed: `fast` (zstd 3 in groups
     /// of 256 KiB), `balanced` (zstd 9, 1 MiB) or `max` (zstd 19, 8 MiB:
-    /// the smallest store, at about 1 MB/s per core). Default: max.
+    /// the smallest store, at about 1 MB/s per core). The logs' records
+    /// are compressed at the same level. Default: max.
     #[arg(long, value_name = "fast|balanced|max")]
     compression: Option<Compression>,
 }

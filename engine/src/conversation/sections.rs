@@ -17,13 +17,17 @@ use crate::event::binary::decode::{decode_entry, AuxFields, BodyParts, META_BASE
 use crate::event::binary::encode::RecordBuilder;
 use crate::event::binary::wire::put_ref;
 use crate::event::binary::{Kind, Part, RawHead, ENTRY_HEAD_LEN};
-use crate::event::Entry;
 use crate::log::{HeadsSection, CODEC_PLAIN, CODEC_ZSTD, HEADS_SECTION_HEADER_LEN};
 
 /// Sections smaller than this stay plain: a frame has a fixed cost to
 /// unpack that the small records of an agent's appends would pay on every
 /// read, and compressing costs the append (format-spec.md 4.2).
 pub const COMPRESS_MIN: usize = 16 * 1024;
+
+/// The zstd level of the records an agent writes (appends, new
+/// conversations, forks): cheap to write. Imports and upgrades use the
+/// level of the store's import compression (19 by default).
+pub const LOG_LEVEL: i32 = 3;
 /// A large body is compressed in runs of this many bytes, one zstd frame
 /// each: readers unpack them on all cores.
 pub const BODY_RUN: usize = 1 << 20;
@@ -62,9 +66,8 @@ pub fn push_meta(record: &mut RecordBuilder, patch: &MetaPatch) -> Result<(), St
 
 /// The sections of a record holding what `record` built. Each section is
 /// compressed when it is at least [`COMPRESS_MIN`] bytes and that saves at
-/// least an eighth of it (`compress` false keeps both plain), at zstd level
-/// 3 (the level of packed entries, [`super::codec`]).
-pub fn finish(record: &RecordBuilder, compress: bool) -> Sections {
+/// least an eighth of it, at zstd level `level` (`None` keeps both plain).
+pub fn finish(record: &RecordBuilder, level: Option<i32>) -> Sections {
     let plain_heads = record.heads.len() + record.aux.len();
     let mut section = HeadsSection {
         count: record.count,
@@ -73,18 +76,18 @@ pub fn finish(record: &RecordBuilder, compress: bool) -> Sections {
         heads_codec: CODEC_PLAIN,
         body_codec: CODEC_PLAIN,
     };
-    let packed_heads = (compress && plain_heads >= COMPRESS_MIN)
-        .then(|| {
+    let packed_heads = level
+        .filter(|_| plain_heads >= COMPRESS_MIN)
+        .and_then(|level| {
             let mut plain = Vec::with_capacity(plain_heads);
             plain.extend_from_slice(&record.heads);
             plain.extend_from_slice(&record.aux);
-            compress_frame(&plain)
+            compress_frame(&plain, level)
         })
-        .flatten()
         .filter(|frame| frame.len() <= plain_heads - plain_heads / 8);
-    let packed_body = (compress && record.body.len() >= COMPRESS_MIN)
-        .then(|| compress_runs(&record.body))
-        .flatten()
+    let packed_body = level
+        .filter(|_| record.body.len() >= COMPRESS_MIN)
+        .and_then(|level| compress_runs(&record.body, level))
         .filter(|runs| runs.len() <= record.body.len() - record.body.len() / 8);
     if packed_heads.is_some() {
         section.heads_codec = CODEC_ZSTD;
@@ -109,15 +112,23 @@ pub fn finish(record: &RecordBuilder, compress: bool) -> Sections {
 }
 
 /// One zstd frame declaring its size, or `None` if zstd failed.
-fn compress_frame(bytes: &[u8]) -> Option<Vec<u8>> {
-    with_zstd(|z| z.compressor.compress(bytes)).ok()
+/// (at level [`LOG_LEVEL`], the thread's compressor; at another, one made
+/// for the frame: its setup is small beside compressing a run at a high
+/// level).
+fn compress_frame(bytes: &[u8], level: i32) -> Option<Vec<u8>> {
+    if level == LOG_LEVEL {
+        return with_zstd(|z| z.compressor.compress(bytes)).ok();
+    }
+    zstd::bulk::Compressor::new(level)
+        .and_then(|mut z| z.compress(bytes))
+        .ok()
 }
 
 /// A compressed body: a u32 run count, a u32 raw and a u32 stored length per
 /// run, then the runs' frames; runs compressed on all cores.
-fn compress_runs(body: &[u8]) -> Option<Vec<u8>> {
+fn compress_runs(body: &[u8], level: i32) -> Option<Vec<u8>> {
     let runs: Vec<&[u8]> = body.chunks(BODY_RUN).collect();
-    let frames = crate::parallel::map_ordered(&runs, |run| compress_frame(run));
+    let frames = crate::parallel::map_ordered(&runs, |run| compress_frame(run, level));
     let frames: Vec<Vec<u8>> = frames.into_iter().collect::<Option<_>>()?;
     let mut out =
         Vec::with_capacity(4 + 8 * runs.len() + frames.iter().map(Vec::len).sum::<usize>());
@@ -353,22 +364,4 @@ pub fn decode_record(heads: &[u8], body: &[u8], max: u32) -> Result<Vec<LogEntry
         });
     }
     Ok(out)
-}
-
-/// Builds the sections of a record of `entries` (after `meta`, if any),
-/// compressed where worth it; an entry that cannot be encoded is
-/// `(its index in entries, why)`.
-pub fn encode_record(
-    meta: Option<&MetaPatch>,
-    entries: &[Entry],
-    compress: bool,
-) -> Result<Sections, (Option<usize>, String)> {
-    let mut record = RecordBuilder::new();
-    if let Some(m) = meta {
-        push_meta(&mut record, m).map_err(|e| (None, e))?;
-    }
-    for (i, e) in entries.iter().enumerate() {
-        record.push_entry(e).map_err(|why| (Some(i), why))?;
-    }
-    Ok(finish(&record, compress))
 }

@@ -114,12 +114,16 @@ impl<'s> ConversationWriter<'s> {
         entries: &[Entry],
         options: LogOptions,
         framing: Framing,
+        level: i32,
     ) -> Result<Self> {
         let backend = &**blobs.backend();
         // Records: the metadata alone, then the entries in batches that fit
         // the record size limit.
         let (format, records) = match framing {
-            Framing::V2 => (LogFormat::v2(), encode_new_log(&first, entries, options)?),
+            Framing::V2 => (
+                LogFormat::v2(),
+                encode_new_log(&first, entries, options, level)?,
+            ),
             Framing::V1 => (
                 LogFormat::v1(FLAG_PACKED),
                 encode_new_log_v1(&first, entries, options)?,
@@ -444,7 +448,7 @@ impl<'s> ConversationWriter<'s> {
                         .map_err(|why| unreadable(index, &why))?;
                 }
                 self.check_plain(&record)?;
-                let sections = sections::finish(&record, true);
+                let sections = sections::finish(&record, Some(sections::LOG_LEVEL));
                 self.framed(FramedRecord::split(
                     &sections.heads,
                     &sections.body,
@@ -515,7 +519,7 @@ impl<'s> ConversationWriter<'s> {
                     message: format!("the metadata patch would not read back: {found}"),
                 })?;
                 self.check_plain(&record)?;
-                let sections = sections::finish(&record, true);
+                let sections = sections::finish(&record, Some(sections::LOG_LEVEL));
                 self.framed(FramedRecord::split(
                     &sections.heads,
                     &sections.body,
@@ -616,6 +620,7 @@ fn encode_new_log(
     first: &MetaPatch,
     entries: &[Entry],
     options: LogOptions,
+    level: i32,
 ) -> Result<Vec<FramedRecord>> {
     let max = u64::from(options.max_record_size);
     let fits = |r: &RecordBuilder| u64::from(HEADS_SECTION_HEADER_LEN) + r.plain_len() <= max;
@@ -674,7 +679,7 @@ fn encode_new_log(
         builders.push(current);
     }
     // Large records (an import's, a fork's) are compressed on all cores.
-    let sections = crate::parallel::map_ordered(&builders, |b| sections::finish(b, true));
+    let sections = crate::parallel::map_ordered(&builders, |b| sections::finish(b, Some(level)));
     sections
         .iter()
         .map(|s| FramedRecord::split(&s.heads, &s.body, options.max_record_size).map_err(too_large))

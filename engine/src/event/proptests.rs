@@ -254,7 +254,7 @@ proptest! {
                 }
             }
         }
-        let sections = finish(&record, compress);
+        let sections = finish(&record, compress.then_some(crate::conversation::sections::LOG_LEVEL));
         let back = decode_record(&sections.heads, &sections.body, u32::MAX).expect("decode");
         let expected: Vec<LogEntry> = stored.iter().cycle().take(back.len()).cloned().map(LogEntry::Event).collect();
         prop_assert_eq!(&back, &expected);

@@ -1499,3 +1499,89 @@ proptest! {
         }
     }
 }
+
+/// The size of the files of `dir`.
+fn bytes_below(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).expect("list") {
+        let e = e.expect("entry");
+        let meta = e.metadata().expect("stat");
+        total += if meta.is_dir() {
+            bytes_below(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+#[test]
+fn the_import_compression_applies_to_the_logs_records_too() {
+    use jpstore_blobstore::Compression;
+    // A conversation whose record is large enough to be compressed: 400
+    // turns of reasoning and messages in words drawn from a small
+    // vocabulary (compressible, but not trivially).
+    let words = [
+        "the",
+        "log",
+        "record",
+        "reads",
+        "every",
+        "entry",
+        "head",
+        "before",
+        "its",
+        "body",
+        "writer",
+        "syncs",
+        "once",
+        "and",
+        "acknowledges",
+        "what",
+        "is",
+        "durable",
+    ];
+    let mut seed = 7u64;
+    let mut text = |n: usize| {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                words[(seed >> 33) as usize % words.len()]
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut events = Vec::new();
+    for t in 0..400 {
+        let ts = format!("2026-05-29 19:{:02}:{:02}.0", t / 60 % 60, t % 60);
+        events.push(json!({"type": "turn_start", "timestamp": ts}));
+        events.push(json!({"type": "chat_request", "timestamp": ts, "content": text(20)}));
+        events.push(json!({"type": "chat_response", "timestamp": ts, "reasoning": text(120)}));
+        events.push(json!({"type": "chat_response", "timestamp": ts, "message": text(60)}));
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399468-large");
+    write(&dir, "events.json", &Value::Array(events));
+    write(&dir, "metadata.json", &json!({"title": "large"}));
+    let mut logs = Vec::new();
+    for compression in [Compression::Fast, Compression::Max] {
+        let mut options = StoreOptions::default();
+        options.blobs.import_compression = compression;
+        let root = tmp.path().join(compression.name());
+        let store = Store::init_dir(&root, options).expect("init");
+        let kept = import_all(&store, tmp.path());
+        assert_eq!(kept.len(), 1);
+        let files = export(&store, &id_of(&dir));
+        assert_same_files(&dir, &files);
+        logs.push(bytes_below(&root.join("conversations")));
+    }
+    // Level 19 against level 3, on the same record.
+    assert!(
+        logs[1] < logs[0] - logs[0] / 50,
+        "max's logs ({} bytes) at least 2% smaller than fast's ({} bytes)",
+        logs[1],
+        logs[0]
+    );
+}

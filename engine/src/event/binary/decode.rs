@@ -551,10 +551,13 @@ pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
                     None => None,
                 },
                 author: author.map(str::to_owned),
-                resources: resources
-                    .resources()
-                    .map(|r| r.to_resource())
-                    .collect::<Result<_, _>>()?,
+                resources: {
+                    let mut out = Vec::with_capacity(resources.count);
+                    for r in resources.resources() {
+                        out.push(r.to_resource()?);
+                    }
+                    out
+                },
             })
         }
         (Kind::Message, _) => {
@@ -574,10 +577,16 @@ pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
         (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
             EventKind::ToolCallResponse(ToolCallResponse {
                 id: id.to_owned(),
-                content: blocks
-                    .blocks()
-                    .map(|b| b.to_block())
-                    .collect::<Result<_, _>>()?,
+                // Sized first and filled in place: collecting through
+                // `Result` grew the vector from nothing, moving every block
+                // (a few hundred bytes) at each growth.
+                content: {
+                    let mut out = Vec::with_capacity(blocks.count);
+                    for b in blocks.blocks() {
+                        out.push(b.to_block()?);
+                    }
+                    out
+                },
                 plain: head.flags & FLAG_PLAIN != 0,
                 is_error: head.flags & FLAG_IS_ERROR != 0,
             })

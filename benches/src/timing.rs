@@ -221,8 +221,9 @@ pub fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rounds_rotate_and_respect_the_limits() {
+    /// The order in which `interleaved` runs "a" and "b" for `rounds`
+    /// rounds, and the timings.
+    fn run_order(rounds: usize) -> (Vec<char>, Timings) {
         let order = std::cell::RefCell::new(Vec::new());
         let mut a = || {
             order.borrow_mut().push('a');
@@ -232,9 +233,29 @@ mod tests {
             order.borrow_mut().push('b');
             Duration::from_micros(3)
         };
-        let t = interleaved(3, 3, Duration::ZERO, &mut [("a", &mut a), ("b", &mut b)]);
+        let t = interleaved(
+            rounds,
+            rounds,
+            Duration::ZERO,
+            &mut [("a", &mut a), ("b", &mut b)],
+        );
+        (order.into_inner(), t)
+    }
+
+    #[test]
+    fn rounds_run_each_once_in_a_shuffled_order_and_respect_the_limits() {
+        let (order, t) = run_order(3);
         assert_eq!(t.rounds, 3);
-        assert_eq!(order.into_inner(), vec!['a', 'b', 'b', 'a', 'a', 'b']);
+        assert_eq!(order.len(), 6);
+        for round in order.chunks(2) {
+            assert!(round.contains(&'a') && round.contains(&'b'), "{order:?}");
+        }
+        // The same order in every run; over many rounds, each operation
+        // goes first in some and second in others.
+        assert_eq!(run_order(3).0, order);
+        let (many, _) = run_order(40);
+        let firsts: Vec<char> = many.chunks(2).map(|r| r[0]).collect();
+        assert!(firsts.contains(&'a') && firsts.contains(&'b'), "{firsts:?}");
         assert!((t.ratio(1, 0) - 3.0).abs() < 1e-9);
         assert_eq!(t.by_round[0].len(), 3);
         assert_eq!(median(vec![3, 1, 2]), 2);

@@ -23,10 +23,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use jpstore_blobstore::{BlobId, Location};
 
 use crate::conversation::codec::{self, LogEntry};
+use crate::conversation::meta::MetaPatch;
+use crate::conversation::sections::{decode_body, decode_meta, entry_body, OpenHeads};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
+use crate::event::binary::decode::{check_entry, BodyParts};
+use crate::event::binary::{Kind, Part};
+use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
-use crate::event::{Entry, EventKind};
 use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
@@ -664,43 +668,37 @@ impl Store {
         for record in &scanned.records {
             out.records += 1;
             let max = self.options().log.max_record_size;
-            let (decoded, problems) = decode_scanned(record, max);
-            for found in problems {
-                out.findings
-                    .push(finding("undecodable-entry", Some(record.offset), found));
-                out.damaged = true;
-            }
-            for entry in decoded {
-                let entry = match entry {
-                    LogEntry::Meta(m) => {
-                        if let Some(b) = m.base_config {
-                            base = Some((b, record.offset));
+            let mut problems = Vec::new();
+            visit_record(record, max, &mut problems, &mut |item| {
+                let head = match item {
+                    Visited::Meta(m) => {
+                        if let Some(b) = &m.base_config {
+                            base = Some((*b, record.offset));
                         }
-                        continue;
+                        return;
                     }
-                    LogEntry::Event(e) => e,
+                    Visited::Entry(head) => head,
                 };
                 out.entries += 1;
-                entry.for_each_content(&mut |r| out.refs.push((r.id, r.size, record.offset)));
-                if turns.step(&entry).opened {
+                head.for_each_content(&mut |r| out.refs.push((r.id, r.size, record.offset)));
+                if turns.step_role(head.turn_role()).opened {
                     requests.clear();
                 }
-                let Entry::Event(ev) = &entry else { continue };
-                match &ev.kind {
-                    EventKind::ToolCallRequest(r) => {
-                        requests.insert(r.id.clone());
+                match &head.kind {
+                    HeadKind::ToolCallRequest { id, .. } => {
+                        requests.insert((*id).to_owned());
                     }
-                    EventKind::ToolCallResponse(r) if !requests.contains(&r.id) => {
+                    HeadKind::ToolCallResponse { id, .. } if !requests.contains(*id) => {
                         out.findings.push(Finding {
                             severity: Severity::Warning,
                             ..finding(
                                 "unanswered-response",
                                 Some(record.offset),
-                                format!("tool_call_response `{}` answers no request of its turn (kept; the view drops it)", r.id),
+                                format!("tool_call_response `{id}` answers no request of its turn (kept; the view drops it)"),
                             )
                         });
                     }
-                    EventKind::Compaction(c) => {
+                    HeadKind::Compaction(c) => {
                         compactions += 1;
                         if c.from_turn > c.to_turn {
                             out.findings.push(finding(
@@ -716,16 +714,21 @@ impl Store {
                     }
                     // Checked against the compactions before it: an undo
                     // naming a later one would revoke it when it is made.
-                    EventKind::CompactionUndo(u) if u.undoes >= compactions => {
+                    HeadKind::CompactionUndo(undoes) if *undoes >= compactions => {
                         out.findings.push(finding(
                             "undo-target",
                             Some(record.offset),
-                            crate::conversation::state::undo_refusal(u.undoes, compactions),
+                            crate::conversation::state::undo_refusal(*undoes, compactions),
                         ));
                         out.damaged = true;
                     }
                     _ => {}
                 }
+            });
+            for found in problems {
+                out.findings
+                    .push(finding("undecodable-entry", Some(record.offset), found));
+                out.damaged = true;
             }
         }
         if let Some((b, offset)) = base {
@@ -956,32 +959,87 @@ impl Store {
     }
 }
 
-/// The entries of a record `scan` found valid (framing and checksums) that
-/// decode, and what does not decode in it (for a version 1 batch, each
-/// entry that does not; for a version 2 record, the record).
-fn decode_scanned(record: &crate::log::Record, max: u32) -> (Vec<LogEntry>, Vec<String>) {
-    let mut decoded = Vec::new();
-    let mut problems = Vec::new();
+/// An item of a record, as fsck checks it.
+enum Visited<'r> {
+    /// A metadata patch.
+    Meta(&'r MetaPatch),
+    /// An entry, by its head (its body checked).
+    Entry(EntryHead<'r>),
+}
+
+/// Visits the items of a record `scan` found valid (framing and checksums)
+/// that decode, after adding to `problems` what does not decode in it (for
+/// a version 1 batch, each entry that does not; for a version 2 record, the
+/// record: then nothing is visited). A version 2 record's entries are
+/// checked as decoding would check them ([`check_entry`]) but not built:
+/// fsck decides from their heads, as the view does.
+fn visit_record(
+    record: &crate::log::Record,
+    max: u32,
+    problems: &mut Vec<String>,
+    visit: &mut dyn FnMut(Visited<'_>),
+) {
     match &record.content {
         RecordContent::Batch(entries) => {
             if let Err(found) = codec::check_declared(entries.iter().map(Vec::as_slice), max) {
                 problems.push(format!("the record does not decode: {found}"));
-                return (decoded, problems);
+                return;
             }
+            let mut decoded = Vec::new();
             for (i, bytes) in entries.iter().enumerate() {
                 if let Err(found) = codec::decode_all(bytes, max, &mut decoded) {
                     problems.push(format!("entry {i} of the record does not decode: {found}"));
                 }
             }
+            for entry in &decoded {
+                visit(match entry {
+                    LogEntry::Meta(m) => Visited::Meta(m),
+                    LogEntry::Event(e) => Visited::Entry(EntryHead::of(e)),
+                });
+            }
         }
         RecordContent::Split { heads, body } => {
-            match crate::conversation::sections::decode_record(heads, body, max) {
-                Ok(entries) => decoded = entries,
-                Err(found) => problems.push(format!("the record does not decode: {found}")),
+            let checked = (|| -> std::result::Result<(), String> {
+                let body_len =
+                    u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
+                let open = OpenHeads::open(heads, body_len, max)?;
+                let decoded = decode_body(&open.section, body, max)?;
+                let mut metas = Vec::new();
+                let mut items = Vec::with_capacity(open.count());
+                for i in 0..open.count() {
+                    let raw = open.raw(i)?;
+                    let bytes = entry_body(&raw, &decoded)?;
+                    if raw.kind == Kind::MetaPatch {
+                        metas.push((items.len(), decode_meta(&raw, bytes)?));
+                        continue;
+                    }
+                    let head = check_entry(&raw, bytes)
+                        .and_then(|fields| {
+                            EntryHead::from_fields(&raw, &fields, &mut |raw| {
+                                BodyParts::new(raw, bytes)?.object(Part::Delta)
+                            })
+                        })
+                        .map_err(|e| format!("entry {i} of the record: {e}"))?;
+                    items.push(head);
+                }
+                // Every item checked: visited in record order.
+                let mut metas = metas.iter().peekable();
+                for (at, head) in items.into_iter().enumerate() {
+                    while let Some((_, m)) = metas.next_if(|(before, _)| *before == at) {
+                        visit(Visited::Meta(m));
+                    }
+                    visit(Visited::Entry(head));
+                }
+                for (_, m) in metas {
+                    visit(Visited::Meta(m));
+                }
+                Ok(())
+            })();
+            if let Err(found) = checked {
+                problems.push(format!("the record does not decode: {found}"));
             }
         }
     }
-    (decoded, problems)
 }
 
 #[cfg(test)]

@@ -273,6 +273,38 @@ proptest! {
     }
 
     #[test]
+    fn checking_an_entry_refuses_what_decoding_it_refuses(
+        vs in prop::collection::vec(entry(), 1..4),
+        damage in prop::collection::vec((any::<prop::sample::Index>(), 1..=255u8), 0..3),
+    ) {
+        let now = Timestamp::from_unix(0, 0).expect("epoch");
+        let mut record = RecordBuilder::new();
+        for v in &vs {
+            let e = parse_entry(v, ParseMode::Strict { now }).expect("generated entries are valid").hashed();
+            record.push_entry(&e).expect("encode");
+        }
+        let sections = finish(&record, None);
+        // Damage in the entry heads, their aux or the body (the section
+        // header is left alone, so the record still opens).
+        let mut bytes = [&sections.heads[..], &sections.body[..]].concat();
+        let header = crate::log::HEADS_SECTION_HEADER_LEN as usize;
+        for (at, xor) in &damage {
+            let i = header + at.index(bytes.len() - header);
+            bytes[i] ^= xor;
+        }
+        let (heads, body) = bytes.split_at(sections.heads.len());
+        let open = OpenHeads::open(heads, body.len() as u32, u32::MAX).expect("open");
+        let body = decode_body(&open.section, body, u32::MAX).expect("body");
+        for i in 0..open.count() {
+            let Ok(raw) = open.raw(i) else { continue };
+            let Ok(entry_bytes) = entry_body(&raw, &body) else { continue };
+            let checked = super::binary::decode::check_entry(&raw, entry_bytes).map(|_| ());
+            let decoded = super::binary::decode::decode_entry(&raw, entry_bytes).map(|_| ());
+            prop_assert_eq!(checked, decoded, "entry {}", i);
+        }
+    }
+
+    #[test]
     fn binary_records_never_panic(heads in prop::collection::vec(any::<u8>(), 0..300), body in prop::collection::vec(any::<u8>(), 0..100)) {
         let _ = decode_record(&heads, &body, 1 << 20);
         let mut with_header = crate::log::HeadsSection {

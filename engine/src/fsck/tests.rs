@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::event::input::parse_input;
 use crate::event::json::ParseMode;
+use crate::event::Entry;
 use crate::export::{conversation_json, ContentMode};
 use crate::{NewConversation, StoreOptions};
 

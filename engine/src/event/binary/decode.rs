@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::encode::*;
-use super::value::{read_object, read_value, skip_value};
+use super::value::{read_object, read_value, skip_object, skip_value};
 use super::wire::Reader;
 use super::{Kind, Part, RawHead, FLAG_IS_ERROR, FLAG_PLAIN};
 use crate::event::{
@@ -530,6 +530,36 @@ impl<'h, 'a> BodyParts<'h, 'a> {
         r.finish(part.name())?;
         Ok(o)
     }
+}
+
+/// Checks the entry of `head` as [`decode_entry`] would decode it (the same
+/// bytes refused, with the same message), without building it: its aux
+/// fields read, every body part checked (texts UTF-8, values read through,
+/// objects' keys distinct). Returns the aux fields. A metadata patch is
+/// not an entry: an error.
+pub fn check_entry<'a>(head: &RawHead<'a>, body: &[u8]) -> Result<AuxFields<'a>, String> {
+    let parts = BodyParts::new(head, body)?;
+    let fields = AuxFields::read(head.kind, head.aux)?;
+    if head.kind == Kind::MetaPatch {
+        return Err("a metadata patch where an entry is due".into());
+    }
+    // The part table was checked against the kind when the head was read
+    // (`Parts::read`): every part present is one `decode_entry` decodes,
+    // and every part it requires is present.
+    for (part, _, _) in head.parts.iter() {
+        if part.is_text() {
+            parts.text(part)?;
+            continue;
+        }
+        let mut r = Reader::new(parts.bytes(part).unwrap_or_default());
+        let checked = match part {
+            Part::Data | Part::Answer => skip_value(&mut r, 0),
+            _ => skip_object(&mut r, 0),
+        };
+        checked.map_err(|e| format!("body part {}: {e}", part.name()))?;
+        r.finish(part.name())?;
+    }
+    Ok(fields)
 }
 
 /// The entry of `head`, whose body bytes are `body` (checked by the

@@ -259,11 +259,48 @@ pub fn skip_value(r: &mut Reader<'_>, depth: usize) -> Result<(), String> {
                 skip_value(r, depth)?;
             }
         }
-        TAG_OBJECT => {
-            // Keys are checked to be distinct when the object is read.
-            read_object_after_tag(r, depth)?;
-        }
+        TAG_OBJECT => skip_object_after_tag(r, depth)?,
         other => return Err(r.error(format_args!("value tag {other:#04x}"))),
+    }
+    Ok(())
+}
+
+/// Checks one value that must be an object without building it (as
+/// [`read_object`] would accept it).
+pub fn skip_object(r: &mut Reader<'_>, depth: usize) -> Result<(), String> {
+    match r.u8()? {
+        TAG_OBJECT => skip_object_after_tag(r, depth),
+        other => Err(r.error(format_args!(
+            "value tag {other:#04x} where an object is due"
+        ))),
+    }
+}
+
+/// Objects of at most this many keys are checked for a key twice by
+/// comparing each key with those before it; larger ones with a hash set.
+const LINEAR_KEYS: usize = 16;
+
+/// [`read_object_after_tag`]'s checks, refusing what it refuses at the same
+/// place, with the keys borrowed and the values skipped.
+fn skip_object_after_tag(r: &mut Reader<'_>, depth: usize) -> Result<(), String> {
+    let depth = deeper(depth).map_err(|e| r.error(e))?;
+    let count = r.varint()?;
+    let count = bounded_count(r, count.saturating_mul(2))? / 2;
+    let mut small: Vec<&str> = Vec::new();
+    let mut large: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for _ in 0..count {
+        let key = r.str()?;
+        skip_value(r, depth)?;
+        let fresh = if count <= LINEAR_KEYS {
+            let fresh = !small.contains(&key);
+            small.push(key);
+            fresh
+        } else {
+            large.insert(key)
+        };
+        if !fresh {
+            return Err(r.error(format_args!("the key {key:?} twice in one object")));
+        }
     }
     Ok(())
 }
@@ -570,6 +607,46 @@ mod tests {
             );
         }
         back
+    }
+
+    /// An object of `keys` (each with a null value), in the binary form.
+    fn object_of(keys: &[String]) -> Vec<u8> {
+        let mut out = vec![TAG_OBJECT];
+        put_varint(&mut out, keys.len() as u64);
+        for k in keys {
+            put_str(&mut out, k);
+            out.push(TAG_NULL);
+        }
+        out
+    }
+
+    #[test]
+    fn skipping_an_object_refuses_a_key_twice_where_reading_it_does() {
+        // Small objects are checked key by key, large ones with a set.
+        for n in [2usize, LINEAR_KEYS, LINEAR_KEYS + 1, 100] {
+            let mut keys: Vec<String> = (0..n - 1).map(|i| format!("k{i}")).collect();
+            let fine = object_of(&keys);
+            assert_eq!(skip_value(&mut Reader::new(&fine), 0), Ok(()), "{n} keys");
+            assert_eq!(skip_object(&mut Reader::new(&fine), 0), Ok(()), "{n} keys");
+            keys.push(format!("k{}", n / 2 - 1));
+            let twice = object_of(&keys);
+            let read = read_object(&mut Reader::new(&twice), 0).map(|_| ());
+            assert!(read.is_err(), "{n} keys");
+            assert_eq!(skip_object(&mut Reader::new(&twice), 0), read, "{n} keys");
+            assert_eq!(skip_value(&mut Reader::new(&twice), 0), read, "{n} keys");
+            // Nested in an array, too.
+            let mut nested = vec![TAG_ARRAY, 1];
+            nested.extend_from_slice(&twice);
+            assert!(
+                skip_value(&mut Reader::new(&nested), 0).is_err(),
+                "{n} keys"
+            );
+        }
+        // An object part must be an object.
+        assert_eq!(
+            skip_object(&mut Reader::new(&[TAG_NULL]), 0),
+            read_object(&mut Reader::new(&[TAG_NULL]), 0).map(|_| ())
+        );
     }
 
     #[test]

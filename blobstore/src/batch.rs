@@ -546,6 +546,9 @@ pub(crate) fn put_batch<T>(
 ) -> Result<(BatchOutcome, T)> {
     store.ensure_writable()?;
     store.refresh_packs()?;
+    // After the caller's look at the store began (its gc window, on an
+    // object store), as the packs' listing is.
+    let loose = store.loose_listing_for(count)?;
     let mut ids = vec![None; count];
     let mut sizes = vec![0u64; count];
     let mut outcome = BatchOutcome::default();
@@ -556,7 +559,18 @@ pub(crate) fn put_batch<T>(
     parallel::workers(
         store.options().threads.min(count),
         2,
-        |sink| work(store, settings, count, read, &next, &claimed, sink),
+        |sink| {
+            let ctx = Shared {
+                store,
+                settings,
+                count,
+                read,
+                next: &next,
+                claimed: &claimed,
+                loose: loose.as_ref(),
+            };
+            work(&ctx, sink)
+        },
         |segment: Segment| {
             if !segment.groups.is_empty() {
                 let w = match writer.as_mut() {
@@ -618,19 +632,35 @@ pub(crate) fn put_batch<T>(
     Ok((outcome, t))
 }
 
+/// What the workers of a batch share.
+struct Shared<'a> {
+    store: &'a BlobStore,
+    settings: GroupSettings,
+    count: usize,
+    read: &'a (dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
+    /// The next item to take.
+    next: &'a AtomicUsize,
+    /// The new ids a worker has taken on (each stored once).
+    claimed: &'a Mutex<HashSet<BlobId>>,
+    /// The loose objects, listed once ([`BlobStore::loose_listing_for`]),
+    /// or `None`: asked per item.
+    loose: Option<&'a HashSet<BlobId>>,
+}
+
 /// A worker: takes items until none is left (or the caller stops), reads
 /// and hashes each, gathers the new ones in its open group (sealing it into
 /// its current segment when full), and sends the segment when it holds
 /// enough and at the end.
-fn work(
-    store: &BlobStore,
-    settings: GroupSettings,
-    count: usize,
-    read: &(dyn Fn(usize, &mut Vec<u8>) -> io::Result<()> + Sync),
-    next: &AtomicUsize,
-    claimed: &Mutex<HashSet<BlobId>>,
-    sink: &Sink<'_, Segment>,
-) -> Result<()> {
+fn work(ctx: &Shared<'_>, sink: &Sink<'_, Segment>) -> Result<()> {
+    let Shared {
+        store,
+        settings,
+        count,
+        read,
+        next,
+        claimed,
+        loose,
+    } = *ctx;
     let (mut data, mut scratch) = (Vec::new(), Vec::new());
     let mut open = OpenGroup::default();
     let mut segment = Segment::default();
@@ -647,7 +677,7 @@ fn work(
         })?;
         store.len_limit(data.len() as u64)?;
         let id = BlobId::of(&data);
-        let new = !store.exists_cached(&id)?
+        let new = !store.exists_cached_in(&id, loose)?
             && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
         if new && u32::try_from(data.len()).is_err() {
             // No group holds 4 GiB (format-spec.md 2.12): such an object

@@ -34,6 +34,10 @@ pub const TMP_DIR: &str = "tmp";
 /// while the descriptors held stay bounded, whatever the number of packs
 /// (format-spec.md 2.6).
 pub const OPEN_PACK_FILES: usize = 8;
+/// Batches of at least this many items on an object store list the loose
+/// objects once instead of asking per item
+/// ([`BlobStore::loose_listing_for`]).
+pub const LIST_LOOSE_FROM: usize = 8;
 
 /// Tunables of a [`BlobStore`].
 #[derive(Clone, Debug)]
@@ -598,6 +602,53 @@ impl BlobStore {
             return Ok(true);
         }
         self.loose_exists(&self.loose_path(id))
+    }
+
+    /// [`BlobStore::exists_cached`] with the loose objects looked up in
+    /// `loose` when it is given ([`BlobStore::loose_listing_for`]).
+    pub(crate) fn exists_cached_in(
+        &self,
+        id: &BlobId,
+        loose: Option<&HashSet<BlobId>>,
+    ) -> Result<bool> {
+        let Some(loose) = loose else {
+            return self.exists_cached(id);
+        };
+        self.fresh_for_writers()?;
+        Ok(loose.contains(id) || self.find_in_packs(id)?.is_some())
+    }
+
+    /// The ids of every loose object, listed at once, where that is cheaper
+    /// than asking for each of `count` items that no pack holds: on an
+    /// object store (where each question is a request) for batches of
+    /// [`LIST_LOOSE_FROM`] items or more; one listing is a request per
+    /// 1,000 objects. `None`: ask per item. On a file system a question is
+    /// one `stat` beneath the fanout directory, cheaper than listing all of
+    /// them. A loose object stored by another process after the listing is
+    /// not seen: the batch stores its content again, in its pack (a
+    /// duplicate, never a loss).
+    pub(crate) fn loose_listing_for(&self, count: usize) -> Result<Option<HashSet<BlobId>>> {
+        if self.backend.files().is_some() || count < LIST_LOOSE_FROM {
+            return Ok(None);
+        }
+        let objects = self.base.join(OBJECTS_DIR);
+        let listed = self
+            .backend
+            .list_objects_below(&objects)
+            .map_err(|e| self.io("list", &objects, e))?;
+        Ok(Some(
+            listed
+                .into_iter()
+                .filter(|(_, meta)| meta.kind == FileKind::Regular)
+                .filter_map(|(key, _)| {
+                    let hex: String = key
+                        .components()
+                        .filter_map(|c| c.as_os_str().to_str())
+                        .collect();
+                    BlobId::parse(&hex).ok()
+                })
+                .collect(),
+        ))
     }
 
     /// Whether a loose object is at `path`. A symbolic link, a FIFO, a

@@ -475,3 +475,38 @@ fn two_merges_of_the_same_packs_publish_the_same_pack_whatever_the_threads() {
     };
     assert_eq!(merged(&a, 2), merged(&b, 1));
 }
+
+#[test]
+fn a_batch_on_an_object_store_sees_loose_objects_through_one_listing() {
+    let backend = MemoryBackend::new();
+    let store = open(&backend, Options::default());
+    let items: Vec<Vec<u8>> = (0..20u32)
+        .map(|i| format!("item {i} {}", "x".repeat(i as usize)).into_bytes())
+        .collect();
+    // Three of them loose already, one in a fanout directory of its own.
+    for i in [2, 9, 17] {
+        store.put(&items[i]).expect("put");
+    }
+    let listed = store
+        .loose_listing_for(items.len())
+        .expect("list")
+        .expect("an object store lists");
+    assert_eq!(listed.len(), 3);
+    for i in [2, 9, 17] {
+        assert!(listed.contains(&BlobId::of(&items[i])));
+    }
+    // Small batches ask per item.
+    assert!(store.loose_listing_for(3).expect("list").is_none());
+    let out = store
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    assert_eq!(out.new_objects, items.len() - 3);
+    for (i, data) in items.iter().enumerate() {
+        assert_eq!(
+            &store.get(&BlobId::of(data)).expect("get"),
+            data,
+            "item {i}"
+        );
+    }
+    assert!(problems(&backend).is_empty());
+}

@@ -1639,6 +1639,19 @@ impl Backend for S3Backend {
         Ok(out)
     }
 
+    fn list_objects_below(&self, prefix: &Path) -> io::Result<Vec<(PathBuf, ObjectMeta)>> {
+        let rel = self.rel(prefix)?;
+        Ok(self
+            .list_below(&rel, usize::MAX)?
+            .into_iter()
+            .filter(|(_, m)| m.location.filename() != Some(PREFIX_MARKER))
+            .filter_map(|(r, m)| {
+                let below = r.strip_prefix(&rel)?.trim_start_matches('/');
+                Some((PathBuf::from(below), self.meta(&m, m.size)))
+            })
+            .collect())
+    }
+
     fn delete(&self, keys: &[PathBuf]) -> Result<usize, BackendError> {
         let mut deleted = 0;
         for key in keys {

@@ -477,3 +477,54 @@ fn errors_name_the_url_once() {
         "{err}"
     );
 }
+
+#[test]
+fn attach_lists_the_loose_objects_once_instead_of_asking_per_file() {
+    let Some(server) =
+        server_or_skip("attach_lists_the_loose_objects_once_instead_of_asking_per_file")
+    else {
+        return;
+    };
+    let s = S3Store::new(server, "attach-loose");
+    s.ok(&["init"], b"");
+    let id = s.ok(&["new", "--title", "attach"], b"").trim().to_string();
+    let files = tempfile::tempdir().expect("tempdir");
+    const FILES: usize = 60;
+    for i in 0..FILES {
+        std::fs::write(
+            files.path().join(format!("f{i:02}.txt")),
+            format!("file {i}: {}\n", "content ".repeat(i)),
+        )
+        .expect("write");
+    }
+    // Three of the files are in the store already, as loose objects.
+    for i in [3, 30, 59] {
+        let path = files.path().join(format!("f{i:02}.txt"));
+        s.ok(&["blob", "put", path.to_str().expect("UTF-8 path")], b"");
+    }
+    let dir = files.path().to_str().expect("UTF-8 path");
+    let out = s.run(&["-v", "--no-cache", "attach", &id, dir, "--json"], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["files"], FILES);
+    // The loose objects were seen: stored once, not again in the pack.
+    assert_eq!(report["new_blobs"], FILES - 3, "{report}");
+    let (n, _) = requests(&out);
+    // One listing of the loose objects, not a request per file that no
+    // pack holds (there were 60 more before).
+    eprintln!("attach requests: {n}");
+    assert!(n < 30, "attach of {FILES} files: {n} requests");
+    // Every file reads back, the three loose ones included.
+    let view = s.ok(&["view", &id], b"");
+    for i in [0, 3, 30, 59] {
+        assert!(
+            view.contains(&format!("file {i}: ")),
+            "file {i} in the view"
+        );
+    }
+    assert!(s.ok(&["fsck", "--json"], b"").contains("\"clean\": true"));
+}

@@ -174,6 +174,9 @@ impl Backend for SlowAppends {
     fn head(&self, key: &Path) -> io::Result<ObjectMeta> {
         self.inner.head(key)
     }
+    fn list_objects_below(&self, prefix: &Path) -> io::Result<Vec<(PathBuf, ObjectMeta)>> {
+        self.inner.list_objects_below(prefix)
+    }
     fn list(&self, prefix: &Path) -> io::Result<Vec<Listed>> {
         self.inner.list(prefix)
     }

@@ -345,6 +345,32 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// lists as empty.
     fn list(&self, prefix: &Path) -> io::Result<Vec<Listed>>;
 
+    /// Every object at any depth below `prefix`, a prefix that holds only
+    /// immutable objects (the loose objects of a blob store: no logs), as
+    /// its key relative to `prefix` with its metadata, in no particular
+    /// order; a missing prefix lists as empty. An object store answers with
+    /// one listing (paginated); the default walks [`Backend::list`], a
+    /// request per prefix.
+    fn list_objects_below(&self, prefix: &Path) -> io::Result<Vec<(PathBuf, ObjectMeta)>> {
+        let mut out = Vec::new();
+        let mut todo = vec![PathBuf::new()];
+        while let Some(rel) = todo.pop() {
+            let listed = match self.list(&prefix.join(&rel)) {
+                Ok(l) => l,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for l in listed {
+                let key = rel.join(&l.name);
+                match l.entry {
+                    ListedEntry::Object(meta) => out.push((key, meta)),
+                    ListedEntry::Prefix => todo.push(key),
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Deletes the objects `keys` (those already gone are skipped). The
     /// deletions are durable on return. Returns how many this call deleted.
     fn delete(&self, keys: &[PathBuf]) -> Result<usize, BackendError>;

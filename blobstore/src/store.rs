@@ -640,13 +640,7 @@ impl BlobStore {
             listed
                 .into_iter()
                 .filter(|(_, meta)| meta.kind == FileKind::Regular)
-                .filter_map(|(key, _)| {
-                    let hex: String = key
-                        .components()
-                        .filter_map(|c| c.as_os_str().to_str())
-                        .collect();
-                    BlobId::parse(&hex).ok()
-                })
+                .filter_map(|(key, _)| loose_id(&key))
                 .collect(),
         ))
     }
@@ -1105,11 +1099,30 @@ impl BlobStore {
 
     // ----- listing --------------------------------------------------------------
 
-    /// All loose objects, with size and modification time.
+    /// All loose objects, with size and modification time: on a file
+    /// system, a listing of each fanout directory; on an object store, one
+    /// listing of them all ([`Backend::list_objects_below`]: a request per
+    /// 1,000 objects instead of one per fanout prefix).
     pub fn loose_objects(&self) -> Result<Vec<LooseObject>> {
         let mut out = Vec::new();
-        for dir in self.fanout_dirs()? {
-            out.extend(self.loose_objects_in(&dir)?);
+        if self.backend.files().is_some() {
+            for dir in self.fanout_dirs()? {
+                out.extend(self.loose_objects_in(&dir)?);
+            }
+        } else {
+            let objects = self.base.join(OBJECTS_DIR);
+            let listed = self
+                .backend
+                .list_objects_below(&objects)
+                .map_err(|e| self.io("list", &objects, e))?;
+            out.extend(listed.into_iter().filter_map(|(key, meta)| {
+                let id = loose_id(&key)?;
+                (meta.kind == FileKind::Regular).then_some(LooseObject {
+                    id,
+                    stored_len: meta.len,
+                    modified: meta.modified,
+                })
+            }));
         }
         out.sort_by_key(|o| o.id);
         Ok(out)
@@ -1310,6 +1323,21 @@ impl BlobStore {
             .map_err(|e| self.backend_error(e))?;
         Ok(out)
     }
+}
+
+/// The id of the loose object at `key` below the objects prefix (`ab/cdef…`:
+/// a fanout directory of the id's first two hex digits, the other 62 as the
+/// name), or `None` for any other key.
+fn loose_id(key: &Path) -> Option<BlobId> {
+    let mut parts = key.components().map(|c| c.as_os_str().to_str());
+    let (Some(Some(dir)), Some(Some(name)), None) = (parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    if dir.len() != 2 {
+        return None;
+    }
+    BlobId::parse(&format!("{dir}{name}")).ok()
 }
 
 /// Progress of a batch put.

@@ -495,6 +495,17 @@ fn a_batch_on_an_object_store_sees_loose_objects_through_one_listing() {
     for i in [2, 9, 17] {
         assert!(listed.contains(&BlobId::of(&items[i])));
     }
+    // The listing of the loose objects (gc's, stats') comes from the same
+    // one request.
+    let loose: Vec<BlobId> = store
+        .loose_objects()
+        .expect("loose objects")
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    let mut expected: Vec<BlobId> = [2, 9, 17].iter().map(|&i| BlobId::of(&items[i])).collect();
+    expected.sort();
+    assert_eq!(loose, expected);
     // Small batches ask per item.
     assert!(store.loose_listing_for(3).expect("list").is_none());
     let out = store

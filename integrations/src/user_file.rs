@@ -8,7 +8,8 @@
 //!
 //! - A file is opened without blocking (`O_NONBLOCK`: opening a FIFO with no
 //!   writer returns at once instead of waiting for one) and without
-//!   becoming a controlling terminal (`O_NOCTTY`), then checked with
+//!   becoming a controlling terminal (`O_NOCTTY`), the flag kept (it does
+//!   not change reads of a regular file), then checked with
 //!   `fstat` on the open descriptor (no race with a rename): anything but a
 //!   regular file (a FIFO, a device such as `/dev/zero`, a socket, a
 //!   directory) is refused, naming what it is, before a byte is read.
@@ -63,9 +64,9 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, u64)>
     if !meta.is_file() {
         return Err(not_regular(kind_name(meta.file_type())));
     }
-    // Reads of a regular file never block; the flag is cleared so that
-    // nothing below depends on that.
-    rustix::fs::fcntl_setfl(&file, rustix::fs::fcntl_getfl(&file)? - OFlags::NONBLOCK)?;
+    // `O_NONBLOCK` stays: the file is only read, and the flag "has no
+    // effect for regular files" (Linux's open(2)). Clearing it cost two
+    // `fcntl` calls per file, 2,000 of an attach of 1,000 files.
     Ok((file, meta.len()))
 }
 

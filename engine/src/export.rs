@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::config::Settings;
 use crate::conversation::head::{self, Head};
 use crate::conversation::image::LogImage;
-use crate::conversation::read::{open_reader_at, read_conversation, Conversation};
+use crate::conversation::read::{open_reader_once, read_conversation, Conversation};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind};
@@ -136,7 +136,7 @@ impl Store {
     /// head otherwise unchanged).
     pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
         let backend = &**self.backend();
-        let reader = open_reader_at(backend, id, self.options().log, 0)?;
+        let reader = open_reader_once(backend, id, self.options().log)?;
         // The head is judged against the file the reader reads.
         let head = head::read_for_log(backend, id, reader.file());
         let reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));

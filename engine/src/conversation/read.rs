@@ -511,7 +511,33 @@ pub fn open_reader_at(
     options: LogOptions,
     proven_end: u64,
 ) -> Result<LogReader> {
-    match LogReader::open(backend, &id.log_path(), options) {
+    not_found_as_missing(
+        id,
+        LogReader::open(backend, &id.log_path(), options),
+        proven_end,
+    )
+}
+
+/// [`open_reader_at`] for one read of the log as it is now
+/// ([`LogReader::open_once`]: a short log read whole at once).
+pub fn open_reader_once(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    options: LogOptions,
+) -> Result<LogReader> {
+    not_found_as_missing(
+        id,
+        LogReader::open_once(backend, &id.log_path(), options),
+        0,
+    )
+}
+
+fn not_found_as_missing(
+    id: &ConversationId,
+    opened: Result<LogReader>,
+    proven_end: u64,
+) -> Result<LogReader> {
+    match opened {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(Error::NotFound { id: id.to_string() })
         }

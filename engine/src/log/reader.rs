@@ -43,6 +43,40 @@ impl LogReader {
         })
     }
 
+    /// [`LogReader::open`] for a reader that reads the log once, as it is
+    /// now (a view): a log of at most [`READ_WHOLE_UP_TO`] bytes is read
+    /// whole at once, and its header check, a head's evidence
+    /// (`head::read_for_log`) and the read of its records are served from
+    /// that copy, one `pread` where there were four. Records appended after
+    /// the open are not seen by this reader (a later reader sees them).
+    pub fn open_once(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
+        let display = backend.display(path);
+        let io = |op: &'static str, source: io::Error| Error::Io {
+            op,
+            path: display.clone(),
+            source,
+        };
+        let file = backend.open(path).map_err(|source| io("open", source))?;
+        let len = file.len().map_err(|source| io("stat", source))?;
+        let file: Box<dyn ObjectReader> = if len <= READ_WHOLE_UP_TO {
+            let mut bytes = vec![0u8; len as usize];
+            let mut done = 0;
+            while done < bytes.len() {
+                match file.read_at(&mut bytes[done..], done as u64) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(source) => return Err(io("read", source)),
+                }
+            }
+            bytes.truncate(done);
+            Box::new(ReadOnce { bytes })
+        } else {
+            file
+        };
+        Self::over(file, display, options)
+    }
+
     /// A reader of the log `file` (open already), shown as `path`; checks
     /// its file header.
     pub fn over(file: Box<dyn ObjectReader>, path: PathBuf, options: LogOptions) -> Result<Self> {
@@ -167,6 +201,30 @@ impl LogReader {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// Logs of at most this many bytes are read whole by
+/// [`LogReader::open_once`]: the 16-byte header, the first record and a
+/// short conversation's every record, in one read.
+pub const READ_WHOLE_UP_TO: u64 = 64 << 10;
+
+/// A log's bytes read at once ([`LogReader::open_once`]).
+#[derive(Debug)]
+struct ReadOnce {
+    bytes: Vec<u8>,
+}
+
+impl ObjectReader for ReadOnce {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let start = usize::try_from(offset).map_or(self.bytes.len(), |o| o.min(self.bytes.len()));
+        let n = buf.len().min(self.bytes.len() - start);
+        buf[..n].copy_from_slice(&self.bytes[start..start + n]);
+        Ok(n)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.bytes.len() as u64)
     }
 }
 

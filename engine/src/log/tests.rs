@@ -567,6 +567,49 @@ fn incremental_reads_return_only_what_was_appended_since() {
 }
 
 #[test]
+fn a_reader_opened_once_reads_what_a_reader_reads_as_of_its_open() {
+    for framing in FRAMINGS {
+        let (_dir, storage) = store();
+        let mut w = create(&storage, LOG, framing, LogOptions::default());
+        let records = |r: &LogReader| -> Vec<Vec<Vec<u8>>> {
+            r.records()
+                .expect("walk")
+                .map(|r| batch_of(&r.expect("record")))
+                .collect()
+        };
+        // Short (read whole at its open), then past the size read whole.
+        for (i, big) in [(1u32, false), (2, false), (5, true), (8, true)] {
+            append(&mut w, &batch(3, i, big)).expect("append");
+            let once = LogReader::open_once(&storage, Path::new(LOG), LogOptions::default())
+                .expect("once");
+            let plain =
+                LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+            assert_eq!(once.format(), plain.format());
+            assert_eq!(
+                records(&once),
+                records(&plain),
+                "{framing:?} after batch {i}"
+            );
+            assert_eq!(
+                once.read_file().expect("read"),
+                plain.read_file().expect("read")
+            );
+            // What is appended after its open is not seen by a short log's
+            // reader (it reads the log once, as it was).
+            let before = records(&once);
+            append(&mut w, &batch(3, i + 100, false)).expect("append");
+            if w.end() <= super::reader::READ_WHOLE_UP_TO {
+                assert_eq!(records(&once), before);
+            }
+        }
+        assert!(
+            w.end() > super::reader::READ_WHOLE_UP_TO,
+            "both sizes were read"
+        );
+    }
+}
+
+#[test]
 fn try_open_does_not_wait_for_a_held_lock() {
     let (_dir, storage) = store();
     let w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");

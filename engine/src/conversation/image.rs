@@ -102,16 +102,16 @@ impl LogImage {
                 record: Framing::V2.version(),
             });
         }
-        match Self::read_once(reader, id) {
+        match Self::read_bytes(reader, id, reader.read_file()?) {
             // Damage seen while a writer cut a torn tail and appended over
-            // it is not there on a second look; real damage is.
-            Err(e) if e.is_corruption() => Self::read_once(reader, id),
+            // it is not there on a second look, of the file as it is then
+            // (not of a copy the first look read); real damage is.
+            Err(e) if e.is_corruption() => Self::read_bytes(reader, id, reader.read_file_again()?),
             other => other,
         }
     }
 
-    fn read_once(reader: &LogReader, id: &ConversationId) -> Result<LogImage> {
-        let bytes = reader.read_file()?;
+    fn read_bytes(reader: &LogReader, id: &ConversationId, bytes: Vec<u8>) -> Result<LogImage> {
         let path = reader.path().to_path_buf();
         let max = reader.options().max_record_size;
         let corrupt = |offset: u64, found: String| Error::Corrupt {

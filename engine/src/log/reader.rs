@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct LogReader {
     file: Box<dyn ObjectReader>,
+    /// The log as read whole at the open ([`LogReader::open_once`]).
+    once: Option<ReadOnce>,
     path: PathBuf,
     format: LogFormat,
     options: LogOptions,
@@ -36,6 +38,7 @@ impl LogReader {
         let format = check_header(&*file, &display)?;
         Ok(LogReader {
             file,
+            once: None,
             path: display,
             format,
             options,
@@ -46,9 +49,10 @@ impl LogReader {
     /// [`LogReader::open`] for a reader that reads the log once, as it is
     /// now (a view): a log of at most [`READ_WHOLE_UP_TO`] bytes is read
     /// whole at once, and its header check, a head's evidence
-    /// (`head::read_for_log`) and the read of its records are served from
-    /// that copy, one `pread` where there were four. Records appended after
-    /// the open are not seen by this reader (a later reader sees them).
+    /// (`head::read_for_log`, through [`LogReader::file`]) and
+    /// [`LogReader::read_file`] are served from that copy, one `pread` where
+    /// there were four. Walks ([`LogReader::records`]) and a second look
+    /// after damage ([`LogReader::read_file_again`]) read the file itself.
     pub fn open_once(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
         let display = backend.display(path);
         let io = |op: &'static str, source: io::Error| Error::Io {
@@ -58,23 +62,25 @@ impl LogReader {
         };
         let file = backend.open(path).map_err(|source| io("open", source))?;
         let len = file.len().map_err(|source| io("stat", source))?;
-        let file: Box<dyn ObjectReader> = if len <= READ_WHOLE_UP_TO {
-            let mut bytes = vec![0u8; len as usize];
-            let mut done = 0;
-            while done < bytes.len() {
-                match file.read_at(&mut bytes[done..], done as u64) {
-                    Ok(0) => break,
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(source) => return Err(io("read", source)),
-                }
-            }
-            bytes.truncate(done);
-            Box::new(ReadOnce { bytes })
+        let once = if len <= READ_WHOLE_UP_TO {
+            Some(ReadOnce {
+                bytes: read_whole(&*file, len).map_err(|source| io("read", source))?,
+            })
         } else {
-            file
+            None
         };
-        Self::over(file, display, options)
+        let format = match &once {
+            Some(o) => check_header(o, &display)?,
+            None => check_header(&*file, &display)?,
+        };
+        Ok(LogReader {
+            file,
+            once,
+            path: display,
+            format,
+            options,
+            proven_end: 0,
+        })
     }
 
     /// A reader of the log `file` (open already), shown as `path`; checks
@@ -83,6 +89,7 @@ impl LogReader {
         let format = check_header(&*file, &path)?;
         Ok(LogReader {
             file,
+            once: None,
             path,
             format,
             options,
@@ -113,7 +120,10 @@ impl LogReader {
     /// The open file this reader reads (to check other evidence, such as a
     /// head cache, against the same file).
     pub fn file(&self) -> &dyn ObjectReader {
-        &*self.file
+        match &self.once {
+            Some(once) => once,
+            None => &*self.file,
+        }
     }
 
     /// The settings it reads with.
@@ -126,30 +136,21 @@ impl LogReader {
         self.format
     }
 
-    /// The whole file as it is now, read into memory (for readers that walk
-    /// it there: the view of a version 2 log).
+    /// The whole file, read into memory (for readers that walk it there: the
+    /// view of a version 2 log): as read at the open by a reader opened
+    /// once, else as it is now.
     pub fn read_file(&self) -> Result<Vec<u8>> {
-        let len = self.file.len().map_err(|source| self.io("stat", source))?;
-        let len = usize::try_from(len).map_err(|_| {
-            self.io(
-                "read",
-                io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"),
-            )
-        })?;
-        let mut bytes = vec![0u8; len];
-        let mut done = 0;
-        while done < len {
-            match self.file.read_at(&mut bytes[done..], done as u64) {
-                // Shrank since the stat (a writer cut a torn tail): what is
-                // left is the file.
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(source) => return Err(self.io("read", source)),
-            }
+        match &self.once {
+            Some(once) => Ok(once.bytes.clone()),
+            None => self.read_file_again(),
         }
-        bytes.truncate(done);
-        Ok(bytes)
+    }
+
+    /// The whole file as it is now, read again (a second look after
+    /// damage, which must not be the copy the first look saw).
+    pub fn read_file_again(&self) -> Result<Vec<u8>> {
+        let len = self.file.len().map_err(|source| self.io("stat", source))?;
+        read_whole(&*self.file, len).map_err(|source| self.io("read", source))
     }
 
     /// All records, from the first.
@@ -202,6 +203,25 @@ impl LogReader {
             source,
         }
     }
+}
+
+/// The `len` bytes of `file` (fewer if it shrank since its length was
+/// taken: a writer cut a torn tail; what is left is the file).
+fn read_whole(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"))?;
+    let mut bytes = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut bytes[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(done);
+    Ok(bytes)
 }
 
 /// Logs of at most this many bytes are read whole by

@@ -64,7 +64,7 @@ impl LogReader {
         let len = file.len().map_err(|source| io("stat", source))?;
         let once = if len <= READ_WHOLE_UP_TO {
             Some(ReadOnce {
-                bytes: read_whole(&*file, len).map_err(|source| io("read", source))?,
+                bytes: read_up_to(&*file, len).map_err(|source| io("read", source))?,
             })
         } else {
             None
@@ -150,7 +150,7 @@ impl LogReader {
     /// damage, which must not be the copy the first look saw).
     pub fn read_file_again(&self) -> Result<Vec<u8>> {
         let len = self.file.len().map_err(|source| self.io("stat", source))?;
-        read_whole(&*self.file, len).map_err(|source| self.io("read", source))
+        read_up_to(&*self.file, len).map_err(|source| self.io("read", source))
     }
 
     /// All records, from the first.
@@ -207,7 +207,7 @@ impl LogReader {
 
 /// The `len` bytes of `file` (fewer if it shrank since its length was
 /// taken: a writer cut a torn tail; what is left is the file).
-fn read_whole(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_up_to(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8>> {
     let len = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"))?;
     let mut bytes = vec![0u8; len];

@@ -15,7 +15,6 @@
 //! record after a lost one may depend on it. It is only ever a reason to
 //! keep something.
 
-use std::io;
 use std::path::Path;
 
 use jpstore_blobstore::backend::Backend;
@@ -118,26 +117,7 @@ pub fn read_whole(backend: &dyn Backend, path: &Path) -> Result<Vec<u8>> {
     };
     let file = backend.open(path).map_err(|e| io("open", e))?;
     let len = file.len().map_err(|e| io("stat", e))?;
-    let len = usize::try_from(len).map_err(|_| {
-        io(
-            "read",
-            io::Error::new(io::ErrorKind::OutOfMemory, "file larger than memory"),
-        )
-    })?;
-    let mut bytes = vec![0u8; len];
-    let mut done = 0;
-    while done < len {
-        match file.read_at(&mut bytes[done..], done as u64) {
-            // Shrank since the stat (a writer cut a torn tail): what is
-            // left is the file.
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io("read", e)),
-        }
-    }
-    bytes.truncate(done);
-    Ok(bytes)
+    super::reader::read_up_to(&*file, len).map_err(|e| io("read", e))
 }
 
 /// Walks `bytes` (a log, or a copy of part of one) from `start` tolerantly,

@@ -669,6 +669,9 @@ impl Store {
             out.records += 1;
             let max = self.options().log.max_record_size;
             let mut problems = Vec::new();
+            // What does not decode is reported before what the entries that
+            // do decode show (as it is found: first).
+            let first_finding = out.findings.len();
             visit_record(record, max, &mut problems, &mut |item| {
                 let head = match item {
                     Visited::Meta(m) => {
@@ -725,11 +728,13 @@ impl Store {
                     _ => {}
                 }
             });
-            for found in problems {
-                out.findings
-                    .push(finding("undecodable-entry", Some(record.offset), found));
-                out.damaged = true;
-            }
+            out.damaged |= !problems.is_empty();
+            out.findings.splice(
+                first_finding..first_finding,
+                problems
+                    .into_iter()
+                    .map(|found| finding("undecodable-entry", Some(record.offset), found)),
+            );
         }
         if let Some((b, offset)) = base {
             out.refs.push((b.id, b.size, offset));

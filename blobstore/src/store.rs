@@ -622,26 +622,17 @@ impl BlobStore {
     /// than asking for each of `count` items that no pack holds: on an
     /// object store (where each question is a request) for batches of
     /// [`LIST_LOOSE_FROM`] items or more; one listing is a request per
-    /// 1,000 objects. `None`: ask per item. On a file system a question is
-    /// one `stat` beneath the fanout directory, cheaper than listing all of
-    /// them. A loose object stored by another process after the listing is
-    /// not seen: the batch stores its content again, in its pack (a
-    /// duplicate, never a loss).
+    /// 1,000 objects ([`BlobStore::loose_objects`]). `None`: ask per item.
+    /// On a file system a question about a name that is not there is one
+    /// lookup, cheaper than listing every fanout directory. A loose object
+    /// stored by another process after the listing is not seen: the batch
+    /// stores its content again, in its pack (a duplicate, never a loss).
     pub(crate) fn loose_listing_for(&self, count: usize) -> Result<Option<HashSet<BlobId>>> {
         if self.backend.files().is_some() || count < LIST_LOOSE_FROM {
             return Ok(None);
         }
-        let objects = self.base.join(OBJECTS_DIR);
-        let listed = self
-            .backend
-            .list_objects_below(&objects)
-            .map_err(|e| self.io("list", &objects, e))?;
         Ok(Some(
-            listed
-                .into_iter()
-                .filter(|(_, meta)| meta.kind == FileKind::Regular)
-                .filter_map(|(key, _)| loose_id(&key))
-                .collect(),
+            self.loose_objects()?.into_iter().map(|o| o.id).collect(),
         ))
     }
 

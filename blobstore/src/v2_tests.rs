@@ -521,3 +521,37 @@ fn a_batch_on_an_object_store_sees_loose_objects_through_one_listing() {
     }
     assert!(problems(&backend).is_empty());
 }
+
+#[test]
+fn verify_on_an_object_store_checks_loose_objects_listed_once_in_jobs() {
+    let backend = MemoryBackend::new();
+    let store = open(&backend, Options::default());
+    // More than one job's worth.
+    let ids: Vec<BlobId> = (0..150u32)
+        .map(|i| {
+            store
+                .put(format!("loose object {i}").as_bytes())
+                .expect("put")
+                .id
+        })
+        .collect();
+    let report = store.verify_all(&mut |_| {}).expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.loose_objects, ids.len());
+    // A damaged one is found and named, the others still counted.
+    let damaged = ids[77];
+    let key = store.loose_path(&damaged);
+    let mut bytes = read(&backend, &key);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    write(&backend, &key, &bytes);
+    let mut last_progress = None;
+    let report = store
+        .verify_all(&mut |p| last_progress = Some(p))
+        .expect("verify");
+    assert_eq!(report.loose_objects, ids.len());
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].blob, Some(damaged));
+    let p = last_progress.expect("progress");
+    assert_eq!(p.done, p.total);
+}

@@ -20,7 +20,7 @@ use crate::pack::{
     PACK_VERSION_1,
 };
 use crate::parallel;
-use crate::store::{BlobStore, PACKS_DIR};
+use crate::store::{BlobStore, LooseObject, PACKS_DIR};
 
 /// Progress of [`BlobStore::verify_all`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -144,7 +144,15 @@ enum Job {
     /// The loose objects of one fanout directory: listed by the worker,
     /// then each read, decompressed and hashed.
     LooseDir(String),
+    /// Loose objects listed while planning (on an object store, where one
+    /// listing of them all is a request per 1,000 objects and a listing
+    /// per fanout prefix is 256 requests): each read, decompressed and
+    /// hashed.
+    Loose(Vec<LooseObject>),
 }
+
+/// Loose objects per [`Job::Loose`].
+const LOOSE_PER_JOB: usize = 64;
 
 /// A group of a pack of version 2 to verify: its number, its entry in the
 /// index (inside the pack, checked while planning), and its objects (inside
@@ -170,6 +178,7 @@ impl Job {
                 groups.iter().map(|g| g.entry.stored_len()).sum(),
             ),
             Job::LooseDir(_) => (0, 0),
+            Job::Loose(objects) => (objects.len(), objects.iter().map(|o| o.stored_len).sum()),
         }
     }
 }
@@ -360,7 +369,17 @@ impl BlobStore {
             .zip(&maps)
             .map(|(p, m)| Job::PackFile(Arc::clone(p), m.clone()))
             .collect();
-        jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
+        if self.backend().files().is_some() {
+            jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
+        } else {
+            let loose = self.loose_objects()?;
+            report.loose_objects += loose.len();
+            jobs.extend(
+                loose
+                    .chunks(LOOSE_PER_JOB)
+                    .map(|objects| Job::Loose(objects.to_vec())),
+            );
+        }
         // Entries that cannot be read at all are found while planning.
         let mut unreadable = 0;
         for (p, m) in packs.iter().zip(&maps) {
@@ -604,37 +623,38 @@ impl BlobStore {
             )?)),
             Job::LooseDir(dir) => {
                 let objects = self.loose_objects_in(dir)?;
-                let max = self.options().max_blob_len;
-                let mut problems = Vec::new();
-                for o in &objects {
-                    let checked = match self.read_loose_stored(&o.id, &mut buffers.stored) {
-                        // Removed by a concurrent sweep after listing:
-                        // nothing to verify.
-                        Ok(false) => continue,
-                        Ok(true) => object::check_stored(&buffers.stored)
-                            .and_then(|h| {
-                                object::check_content(
-                                    &buffers.stored,
-                                    &h,
-                                    &o.id,
-                                    max,
-                                    &mut buffers.content,
-                                )
-                            })
-                            .map(|_| ())
-                            .map_err(|d| self.loose_decode_error(&o.id, d)),
-                        Err(e) => Err(e),
-                    };
-                    problems.extend(as_problem(Some(o.id), checked)?);
-                }
                 Ok(Done {
                     checks: objects.len(),
                     bytes: objects.iter().map(|o| o.stored_len).sum(),
                     loose: Some(objects.len()),
-                    problems,
+                    problems: self.verify_loose(&objects, buffers)?,
                 })
             }
+            Job::Loose(objects) => Ok(planned(self.verify_loose(objects, buffers)?)),
         }
+    }
+
+    /// Reads, decompresses and hashes each of the loose `objects`; the
+    /// problems found (an object removed since it was listed is skipped).
+    fn verify_loose(&self, objects: &[LooseObject], buffers: &mut Buffers) -> Result<Vec<Problem>> {
+        let max = self.options().max_blob_len;
+        let mut problems = Vec::new();
+        for o in objects {
+            let checked = match self.read_loose_stored(&o.id, &mut buffers.stored) {
+                // Removed by a concurrent sweep after listing: nothing to
+                // verify.
+                Ok(false) => continue,
+                Ok(true) => object::check_stored(&buffers.stored)
+                    .and_then(|h| {
+                        object::check_content(&buffers.stored, &h, &o.id, max, &mut buffers.content)
+                    })
+                    .map(|_| ())
+                    .map_err(|d| self.loose_decode_error(&o.id, d)),
+                Err(e) => Err(e),
+            };
+            problems.extend(as_problem(Some(o.id), checked)?);
+        }
+        Ok(problems)
     }
 
     /// Verifies a run of a pack's entries (sorted by offset, inside the
@@ -1090,6 +1110,7 @@ mod tests {
                     groups.clone(),
                 ),
                 super::Job::LooseDir(d) => super::Job::LooseDir(d.clone()),
+                super::Job::Loose(objects) => super::Job::Loose(objects.clone()),
             };
             let done = store.verify_job(&job, &mut buffers).expect("job");
             out.extend(done.problems.iter().map(|p| (p.blob, p.error.to_string())));

@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pack_v2", pack_v2),
     ("log_file", log_file),
     ("log_entry", log_entry),
+    ("record_v2", record_v2),
     ("head_file", head_file),
     ("config_toml", config_toml),
     ("config_json", config_json),
@@ -120,6 +121,51 @@ pub fn log_file(data: &[u8]) {
 pub fn log_entry(data: &[u8]) {
     let mut out = Vec::new();
     let _ = jpstore_engine::conversation::codec::decode_all(data, 1 << 20, &mut out);
+}
+
+/// The sections of a record of version 2: a `u32` (little endian) length
+/// of the heads section, that section, then the body section. Decoded as a
+/// view or a writer decodes it (`decode_record`), and each entry checked as
+/// fsck checks it (`check_entry`), which must refuse exactly what decoding
+/// the entry refuses, with the same message: a difference panics.
+pub fn record_v2(data: &[u8]) {
+    use jpstore_engine::conversation::sections::{
+        decode_body, decode_meta, decode_record, entry_body, OpenHeads,
+    };
+    use jpstore_engine::event::binary::decode::{check_entry, decode_entry};
+    use jpstore_engine::event::binary::Kind;
+
+    let Some((len, rest)) = data.split_first_chunk::<4>() else {
+        return;
+    };
+    let split = usize::try_from(u32::from_le_bytes(*len))
+        .unwrap_or(usize::MAX)
+        .min(rest.len());
+    let (heads, body) = rest.split_at(split);
+    let max = 1 << 20;
+    let _ = decode_record(heads, body, max);
+    let Ok(body_len) = u32::try_from(body.len()) else {
+        return;
+    };
+    let Ok(open) = OpenHeads::open(heads, body_len, max) else {
+        return;
+    };
+    let Ok(decoded) = decode_body(&open.section, body, max) else {
+        return;
+    };
+    for i in 0..open.count() {
+        let Ok(raw) = open.raw(i) else { continue };
+        let Ok(bytes) = entry_body(&raw, &decoded) else {
+            continue;
+        };
+        if raw.kind == Kind::MetaPatch {
+            let _ = decode_meta(&raw, bytes);
+            continue;
+        }
+        let checked = check_entry(&raw, bytes).map(|_| ());
+        let built = decode_entry(&raw, bytes).map(|_| ());
+        assert_eq!(checked, built, "check_entry and decode_entry on entry {i}");
+    }
 }
 
 /// A head cache file.

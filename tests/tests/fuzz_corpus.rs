@@ -164,6 +164,7 @@ fn write_seed_corpus() {
         .expect("an index");
     write("pack_index", "index", &std::fs::read(idx).expect("idx"));
     write_pack_v2_seeds();
+    write_record_v2_seeds();
     write(
         "config_toml",
         "template.toml",
@@ -210,6 +211,83 @@ fn write_seed_corpus() {
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_pack_v2_seed_corpus() {
     write_pack_v2_seeds();
+}
+
+/// Writes the seeds of `record_v2`: the sections of records of version 2
+/// holding one entry of every kind (and an unknown one), plain and
+/// compressed. Run alone with `cargo test -p jpstore-tests --test
+/// fuzz_corpus -- --ignored write_record_v2_seeds`.
+#[test]
+#[ignore = "writes the seed corpus into the source tree"]
+fn write_record_v2_seeds() {
+    use jpstore_engine::conversation::sections::{finish, LOG_LEVEL};
+    use jpstore_engine::event::binary::encode::RecordBuilder;
+    use jpstore_engine::event::input::parse_input;
+    use jpstore_engine::event::json::ParseMode;
+    use jpstore_engine::timestamp::Timestamp;
+    use jpstore_engine::{NewConversation, Store, StoreOptions};
+
+    let events = r#"[{"type":"turn_start","timestamp":"2026-05-29 19:40:02.123"},
+{"type":"chat_request","timestamp":"2026-05-29 19:40:03.0","content":"hi","author":"me","resources":[{"uri":"file:///a.rs","mimeType":"text/x-rust","text":"fn a() {}"}]},
+{"type":"chat_response","timestamp":"2026-05-29 19:40:04.0","reasoning":"think","metadata":{"anthropic":{"signature":"c2lnbmF0dXJlIGJ5dGVzIG9mIGEgcHJvdmlkZXIsIGxvbmcgZW5vdWdoIHRvIGJlIHN0b3JlZCBhcyBieXRlcw=="}}},
+{"type":"chat_response","timestamp":"2026-05-29 19:40:04.5","message":"hello","k":[1,-2,1.5,null,true]},
+{"type":"chat_response","timestamp":"2026-05-29 19:40:04.6","data":{"x":[1,2]}},
+{"type":"tool_call_request","timestamp":"2026-05-29 19:40:05.0","id":"c1","name":"fs_read_file","arguments":{"path":"a.rs"}},
+{"type":"tool_call_response","timestamp":"2026-05-29 19:40:06.0","id":"c1","content":[{"type":"text","text":"x"},{"type":"resource","resource":{"uri":"file:///b","blob":"AAEC"}}],"is_error":false},
+{"type":"inquiry_request","timestamp":"2026-05-29 19:40:07.0","id":"q1","source":{"tool":"t"},"question":{"text":"ok?"}},
+{"type":"inquiry_response","timestamp":"2026-05-29 19:40:08.0","id":"q1","answer":true},
+{"type":"compaction","timestamp":"2026-05-29 19:40:09.0","from_turn":0,"to_turn":0,"reasoning":"strip","tool_calls":{"policy":"strip","request":true,"response":true},"tool_overrides":{"x":{"request":"keep"}},"source":"auto"},
+{"type":"compaction_undo","timestamp":"2026-05-29 19:40:10.0","undoes":0},
+{"type":"config_delta","timestamp":"2026-05-29 19:40:11.0","delta":{"a":{"b":[1,2]}}},
+{"type":"mystery","k":1}]"#;
+    let parsed = parse_input(
+        events,
+        ParseMode::Strict {
+            now: Timestamp::from_unix(0, 0).expect("epoch"),
+        },
+    )
+    .expect("events")
+    .entries;
+    // The entries in stored form (content as blob references), as a store
+    // reads them back.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
+    let id = jpstore_engine::conversation::ConversationId::parse("c").expect("id");
+    let mut w = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    w.append(parsed).expect("append");
+    drop(w);
+    let entries = store.read(&id).expect("read").entries;
+    let mut record = RecordBuilder::new();
+    // Enough of them for the sections to be worth compressing.
+    while record.plain_len() < 40_000 {
+        for e in &entries {
+            record.push_entry(e).expect("encode");
+        }
+    }
+    let dir = fuzz_dir().join("corpus").join("record_v2");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (name, level) in [("plain", None), ("zstd", Some(LOG_LEVEL))] {
+        let s = finish(&record, level);
+        let heads_len = u32::try_from(s.heads.len()).expect("small");
+        let seed = [&heads_len.to_le_bytes()[..], &s.heads, &s.body].concat();
+        std::fs::write(dir.join(name), seed).expect("write seed");
+    }
+    let mut one = RecordBuilder::new();
+    for e in &entries {
+        one.push_entry(e).expect("encode");
+    }
+    let s = finish(&one, None);
+    let heads_len = u32::try_from(s.heads.len()).expect("small");
+    std::fs::write(
+        dir.join("one_of_each"),
+        [&heads_len.to_le_bytes()[..], &s.heads, &s.body].concat(),
+    )
+    .expect("write seed");
 }
 
 fn write_pack_v2_seeds() {

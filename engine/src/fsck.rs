@@ -24,7 +24,7 @@ use jpstore_blobstore::{BlobId, Location};
 
 use crate::conversation::codec::{self, LogEntry};
 use crate::conversation::meta::MetaPatch;
-use crate::conversation::sections::{decode_body, decode_meta, entry_body, OpenHeads};
+use crate::conversation::sections::{decode_meta, OpenRecord};
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::binary::decode::{check_entry, BodyParts};
@@ -1005,15 +1005,11 @@ fn visit_record(
         }
         RecordContent::Split { heads, body } => {
             let checked = (|| -> std::result::Result<(), String> {
-                let body_len =
-                    u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
-                let open = OpenHeads::open(heads, body_len, max)?;
-                let decoded = decode_body(&open.section, body, max)?;
+                let open = OpenRecord::open(heads, body, max)?;
                 let mut metas = Vec::new();
                 let mut items = Vec::with_capacity(open.count());
                 for i in 0..open.count() {
-                    let raw = open.raw(i)?;
-                    let bytes = entry_body(&raw, &decoded)?;
+                    let (raw, bytes) = open.entry(i)?;
                     if raw.kind == Kind::MetaPatch {
                         metas.push((items.len(), decode_meta(&raw, bytes)?));
                         continue;

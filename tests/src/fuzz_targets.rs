@@ -129,9 +129,7 @@ pub fn log_entry(data: &[u8]) {
 /// fsck checks it (`check_entry`), which must refuse exactly what decoding
 /// the entry refuses, with the same message: a difference panics.
 pub fn record_v2(data: &[u8]) {
-    use jpstore_engine::conversation::sections::{
-        decode_body, decode_meta, decode_record, entry_body, OpenHeads,
-    };
+    use jpstore_engine::conversation::sections::{decode_meta, decode_record, OpenRecord};
     use jpstore_engine::event::binary::decode::{check_entry, decode_entry};
     use jpstore_engine::event::binary::Kind;
 
@@ -144,18 +142,11 @@ pub fn record_v2(data: &[u8]) {
     let (heads, body) = rest.split_at(split);
     let max = 1 << 20;
     let _ = decode_record(heads, body, max);
-    let Ok(body_len) = u32::try_from(body.len()) else {
+    let Ok(record) = OpenRecord::open(heads, body, max) else {
         return;
     };
-    let Ok(open) = OpenHeads::open(heads, body_len, max) else {
-        return;
-    };
-    let Ok(decoded) = decode_body(&open.section, body, max) else {
-        return;
-    };
-    for i in 0..open.count() {
-        let Ok(raw) = open.raw(i) else { continue };
-        let Ok(bytes) = entry_body(&raw, &decoded) else {
+    for i in 0..record.count() {
+        let Ok((raw, bytes)) = record.entry(i) else {
             continue;
         };
         if raw.kind == Kind::MetaPatch {

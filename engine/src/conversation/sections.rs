@@ -346,16 +346,46 @@ pub fn decode_meta(raw: &RawHead<'_>, body: &[u8]) -> Result<MetaPatch, String> 
     }
 }
 
+/// A record's two sections opened: its entry heads read and its body
+/// decoded (the body's checksum checked by the caller), for walking its
+/// entries.
+#[derive(Debug)]
+pub struct OpenRecord<'a> {
+    /// The heads section.
+    pub heads: OpenHeads<'a>,
+    /// The decoded body.
+    pub body: Cow<'a, [u8]>,
+}
+
+impl<'a> OpenRecord<'a> {
+    /// Opens the sections `heads` and `body`, at most `max` bytes decoded.
+    pub fn open(heads: &'a [u8], body: &'a [u8], max: u32) -> Result<OpenRecord<'a>, String> {
+        let body_len = u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
+        let heads = OpenHeads::open(heads, body_len, max)?;
+        let body = decode_body(&heads.section, body, max)?;
+        Ok(OpenRecord { heads, body })
+    }
+
+    /// Number of entries (metadata patches included).
+    pub fn count(&self) -> usize {
+        self.heads.count()
+    }
+
+    /// Entry `i`: its head, read and checked, and its body bytes.
+    pub fn entry(&self, i: usize) -> Result<(RawHead<'_>, &[u8]), String> {
+        let raw = self.heads.raw(i)?;
+        let bytes = entry_body(&raw, &self.body)?;
+        Ok((raw, bytes))
+    }
+}
+
 /// Every entry of a record, owned and in order, from its sections (the
 /// body's checksum checked by the caller).
 pub fn decode_record(heads: &[u8], body: &[u8], max: u32) -> Result<Vec<LogEntry>, String> {
-    let body_len = u32::try_from(body.len()).map_err(|_| "a body beyond 4 GiB".to_string())?;
-    let open = OpenHeads::open(heads, body_len, max)?;
-    let decoded = decode_body(&open.section, body, max)?;
-    let mut out = Vec::with_capacity(open.count());
-    for i in 0..open.count() {
-        let raw = open.raw(i)?;
-        let bytes = entry_body(&raw, &decoded)?;
+    let record = OpenRecord::open(heads, body, max)?;
+    let mut out = Vec::with_capacity(record.count());
+    for i in 0..record.count() {
+        let (raw, bytes) = record.entry(i)?;
         out.push(match raw.kind {
             Kind::MetaPatch => LogEntry::Meta(decode_meta(&raw, bytes)?),
             _ => LogEntry::Event(

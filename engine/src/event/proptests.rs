@@ -14,7 +14,9 @@ use super::head::EntryHead;
 use super::json::{parse_entry, payload_json, render_entry, ParseMode};
 use super::{BlobRef, Entry, Payload};
 use crate::conversation::codec::{decode, encode_event, LogEntry};
-use crate::conversation::sections::{decode_body, decode_record, entry_body, finish, OpenHeads};
+use crate::conversation::sections::{
+    decode_body, decode_record, entry_body, finish, OpenHeads, OpenRecord,
+};
 use crate::timestamp::Timestamp;
 
 fn text() -> impl Strategy<Value = String> {
@@ -293,11 +295,9 @@ proptest! {
             bytes[i] ^= xor;
         }
         let (heads, body) = bytes.split_at(sections.heads.len());
-        let open = OpenHeads::open(heads, body.len() as u32, u32::MAX).expect("open");
-        let body = decode_body(&open.section, body, u32::MAX).expect("body");
-        for i in 0..open.count() {
-            let Ok(raw) = open.raw(i) else { continue };
-            let Ok(entry_bytes) = entry_body(&raw, &body) else { continue };
+        let record = OpenRecord::open(heads, body, u32::MAX).expect("open");
+        for i in 0..record.count() {
+            let Ok((raw, entry_bytes)) = record.entry(i) else { continue };
             let checked = super::binary::decode::check_entry(&raw, entry_bytes).map(|_| ());
             let decoded = super::binary::decode::decode_entry(&raw, entry_bytes).map(|_| ());
             prop_assert_eq!(checked, decoded, "entry {}", i);

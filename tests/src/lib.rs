@@ -229,6 +229,18 @@ pub fn output_of(command: &mut Command, stdin: &[u8]) -> Output {
     })
 }
 
+/// The standard output of `out`, which must be a success: else a panic
+/// naming `what` (the command), its status and its standard error.
+pub fn stdout_of_success(out: Output, what: impl std::fmt::Debug) -> String {
+    assert!(
+        out.status.success(),
+        "jp-store {what:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 /// Every object below `prefix` of `backend` (full keys, sorted), walking
 /// its sub-prefixes. Only what a HEAD finds counts: SeaweedFS lists a
 /// folder emptied a moment ago as an object for a while.

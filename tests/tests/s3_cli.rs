@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use jpstore_remote::testing::{server_or_skip, TestServer};
-use jpstore_tests::{jp_store_bin, output_of};
+use jpstore_tests::{jp_store_bin, output_of, stdout_of_success};
 use serde_json::Value;
 
 struct S3Store {
@@ -32,14 +32,7 @@ impl S3Store {
 
     /// Runs a command that must succeed; its standard output.
     fn ok(&self, args: &[&str], stdin: &[u8]) -> String {
-        let out = self.run(args, stdin);
-        assert!(
-            out.status.success(),
-            "jp-store {args:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("UTF-8 output")
+        stdout_of_success(self.run(args, stdin), args)
     }
 }
 

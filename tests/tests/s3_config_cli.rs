@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use jpstore_remote::testing::server_or_skip;
 use jpstore_tests::s3_fault_proxy::{Fault, FaultProxy, Rule};
-use jpstore_tests::{jp_store_bin, output_of};
+use jpstore_tests::{jp_store_bin, output_of, stdout_of_success};
 
 /// A command with nothing of the environment that configures S3 (nor the
 /// user's own configuration), a home of its own.
@@ -34,14 +34,8 @@ fn run(mut cmd: Command, stdin: &[u8]) -> Output {
 }
 
 fn ok(cmd: Command, stdin: &[u8]) -> String {
-    let out = run(cmd, stdin);
-    assert!(
-        out.status.success(),
-        "failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    let what = format!("{cmd:?}");
+    stdout_of_success(run(cmd, stdin), what)
 }
 
 fn stderr(out: &Output) -> String {

@@ -20,7 +20,7 @@ use jpstore_blobstore::backend::Backend;
 use jpstore_remote::testing::{server_or_skip, TestServer};
 use jpstore_remote::S3Location;
 use jpstore_tests::s3_fault_proxy::{Fault, FaultProxy, Rule};
-use jpstore_tests::{jp_store_bin, output_of};
+use jpstore_tests::{jp_store_bin, output_of, stdout_of_success};
 use serde_json::{json, Value};
 
 /// A store on the test server, reached through a fault proxy.
@@ -106,14 +106,7 @@ impl Faulty {
 
     /// Runs a command that must succeed; its standard output.
     fn ok(&self, args: &[&str], stdin: &[u8]) -> String {
-        let out = self.run(args, stdin);
-        assert!(
-            out.status.success(),
-            "jp-store {args:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("UTF-8 output")
+        stdout_of_success(self.run(args, stdin), args)
     }
 
     /// A store with one conversation; its id.

@@ -30,7 +30,7 @@ use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_remote::testing::{server_or_skip, TestServer};
 use jpstore_remote::{ClientSettings, S3Location};
-use jpstore_tests::{jp_store_bin, keys_below, output_of};
+use jpstore_tests::{jp_store_bin, keys_below, output_of, stdout_of_success};
 
 /// `B` of these tests.
 const BOUND: Duration = Duration::from_secs(8);
@@ -70,14 +70,7 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
 }
 
 fn ok(server: &TestServer, url: &str, args: &[&str], stdin: &[u8]) -> String {
-    let out = output_of(&mut command(server, url, args), stdin);
-    assert!(
-        out.status.success(),
-        "jp-store {args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    stdout_of_success(output_of(&mut command(server, url, args), stdin), args)
 }
 
 fn store_of(backend: Arc<dyn Backend>) -> Store {

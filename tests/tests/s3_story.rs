@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use jpstore_remote::testing::{server_or_skip, TestServer};
-use jpstore_tests::{jp_store_bin, keys_below, output_of};
+use jpstore_tests::{jp_store_bin, keys_below, output_of, stdout_of_success};
 use serde_json::Value;
 
 /// `B` of format-spec.md 5.5 for every process here, in seconds.
@@ -42,14 +42,8 @@ fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
 }
 
 fn ok(cmd: &mut Command, stdin: &[u8]) -> String {
-    let out = run(cmd, stdin);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    let what = format!("{cmd:?}");
+    stdout_of_success(run(cmd, stdin), what)
 }
 
 fn workspace() -> PathBuf {

@@ -541,12 +541,7 @@ fn gc(
     // The unreferenced loose objects, which a copy does not send.
     let backend = process_backend(server, &location, None);
     let store = open(&backend);
-    for o in 0..shape.orphans {
-        store
-            .blobs()
-            .put(format!("unreferenced object {o}").as_bytes())
-            .expect("put");
-    }
+    maintenance::put_orphans(&store, shape.orphans);
     drop(store);
     let objects = list_every_object(&backend).expect("list the store");
     eprintln!(

@@ -116,16 +116,22 @@ pub fn build(root: &Path, shape: MaintenanceShape) -> (Store, Vec<Vec<u8>>) {
             .entries;
         w.append(entries).expect("append");
     }
-    for o in 0..shape.orphans {
+    put_orphans(&store, shape.orphans);
+    drop(store);
+    sync_tree(root);
+    let store = Store::open_dir(root, StoreOptions::default()).expect("open the store");
+    (store, all)
+}
+
+/// Puts `count` loose objects that nothing references (the garbage of the
+/// maintenance store).
+pub fn put_orphans(store: &Store, count: usize) {
+    for o in 0..count {
         store
             .blobs()
             .put(format!("unreferenced object {o}").as_bytes())
             .expect("put");
     }
-    drop(store);
-    sync_tree(root);
-    let store = Store::open_dir(root, StoreOptions::default()).expect("open the store");
-    (store, all)
 }
 
 /// `gc --dry-run` with no grace: marks every log, decides for every object,

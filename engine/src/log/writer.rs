@@ -283,21 +283,6 @@ impl LogWriter {
         Self::open_locked(backend, path, options, lock, recovery)
     }
 
-    /// Like [`LogWriter::open_under_lock`], of the log `file` the caller
-    /// opened holding `lock` ([`Backend::open_log`]): so that the evidence
-    /// in `recovery` is checked against the file the writer appends to, and
-    /// a log on an object store is listed once.
-    pub fn open_file_under_lock(
-        backend: &dyn Backend,
-        path: &Path,
-        options: LogOptions,
-        lock: Box<dyn LockGuard>,
-        file: Box<dyn LogObject>,
-        recovery: &Recovery,
-    ) -> Result<Self> {
-        Self::open_locked_file(backend, path, options, lock, file, recovery)
-    }
-
     /// Like [`LogWriter::open`], but returns `Ok(None)` at once if another
     /// writer holds the lock.
     pub fn try_open(
@@ -323,17 +308,19 @@ impl LogWriter {
         // The log is opened only now that the lock is held, so whatever
         // another writer did before releasing it (appends, a repair that
         // replaced the file) is what we read.
-        let display = backend.display(path);
-        let io = |op, source| Error::Io {
-            op,
-            path: display.clone(),
+        let file = backend.open_log(path).map_err(|source| Error::Io {
+            op: "open",
+            path: backend.display(path),
             source,
-        };
-        let file = backend.open_log(path).map_err(|e| io("open", e))?;
-        Self::open_locked_file(backend, path, options, lock, file, recovery)
+        })?;
+        Self::open_file_under_lock(backend, path, options, lock, file, recovery)
     }
 
-    fn open_locked_file(
+    /// Like [`LogWriter::open_under_lock`], of the log `file` the caller
+    /// opened holding `lock` ([`Backend::open_log`]): so that the evidence
+    /// in `recovery` is checked against the file the writer appends to, and
+    /// a log on an object store is listed once.
+    pub fn open_file_under_lock(
         backend: &dyn Backend,
         path: &Path,
         options: LogOptions,

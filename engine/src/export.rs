@@ -139,7 +139,7 @@ impl Store {
         let reader = open_reader_once(backend, id, self.options().log)?;
         // The head is judged against the file the reader reads.
         let head = head::read_for_log(backend, id, reader.file());
-        let reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));
+        let mut reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));
         let cache = head.as_ref().and_then(|h| h.settings.as_ref());
         let (source, (settings, fresh)) = match reader.format().framing {
             Framing::V1 => {
@@ -156,7 +156,7 @@ impl Store {
                 (ViewSource::Decoded(conv), settings)
             }
             Framing::V2 => {
-                let image = LogImage::read(&reader, id)?;
+                let image = LogImage::read(&mut reader, id)?;
                 let deltas = image.config_deltas()?;
                 let settings = self.settings_cached(
                     id,

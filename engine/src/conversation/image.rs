@@ -94,7 +94,7 @@ impl LogImage {
     /// record (and the bodies from the proven end on). It ends quietly at a
     /// torn tail (a record being written is not there yet); damage is an
     /// error naming the file and offset, confirmed by a second read.
-    pub fn read(reader: &LogReader, id: &ConversationId) -> Result<LogImage> {
+    pub fn read(reader: &mut LogReader, id: &ConversationId) -> Result<LogImage> {
         if reader.format().framing != Framing::V2 {
             return Err(Error::WrongFraming {
                 path: reader.path().to_path_buf(),
@@ -102,11 +102,15 @@ impl LogImage {
                 record: Framing::V2.version(),
             });
         }
-        match Self::read_bytes(reader, id, reader.read_file()?) {
+        let bytes = reader.take_file()?;
+        match Self::read_bytes(reader, id, bytes) {
             // Damage seen while a writer cut a torn tail and appended over
             // it is not there on a second look, of the file as it is then
-            // (not of a copy the first look read); real damage is.
-            Err(e) if e.is_corruption() => Self::read_bytes(reader, id, reader.read_file_again()?),
+            // (`take_file` reads it again); real damage is.
+            Err(e) if e.is_corruption() => {
+                let again = reader.take_file()?;
+                Self::read_bytes(reader, id, again)
+            }
             other => other,
         }
     }

@@ -314,10 +314,10 @@ pub fn read_conversation(
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<Conversation> {
-    let reader = open_reader(backend, id, options)?;
+    let mut reader = open_reader(backend, id, options)?;
     if reader.format().framing == Framing::V2 {
         // Read whole into memory, every body checked as it is decoded.
-        let image = super::image::LogImage::read(&reader, id)?;
+        let image = super::image::LogImage::read(&mut reader, id)?;
         let (entries, entry_records, state) = image.decode_all()?;
         return Ok(Conversation {
             id: id.clone(),

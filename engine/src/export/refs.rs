@@ -849,8 +849,8 @@ mod tests {
         .entries;
         w.append(entries).expect("append");
         drop(w);
-        let reader = open_reader(&**store.backend(), &id, store.options().log).expect("reader");
-        let image = LogImage::read(&reader, &id).expect("image");
+        let mut reader = open_reader(&**store.backend(), &id, store.options().log).expect("reader");
+        let image = LogImage::read(&mut reader, &id).expect("image");
         let parsed = image.parse_entries().expect("parse");
         let heads = image.heads_of(&parsed).expect("heads");
         let plan = crate::projection::plan_view(&heads, Some(&Default::default())).expect("plan");

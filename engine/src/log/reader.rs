@@ -49,10 +49,10 @@ impl LogReader {
     /// [`LogReader::open`] for a reader that reads the log once, as it is
     /// now (a view): a log of at most [`READ_WHOLE_UP_TO`] bytes is read
     /// whole at once, and its header check, a head's evidence
-    /// (`head::read_for_log`, through [`LogReader::file`]) and
-    /// [`LogReader::read_file`] are served from that copy, one `pread` where
+    /// (`head::read_for_log`, through [`LogReader::file`]) and the first
+    /// [`LogReader::take_file`] are served from that copy, one `pread` where
     /// there were four. Walks ([`LogReader::records`]) and a second look
-    /// after damage ([`LogReader::read_file_again`]) read the file itself.
+    /// after damage (a second `take_file`) read the file itself.
     pub fn open_once(backend: &dyn Backend, path: &Path, options: LogOptions) -> Result<Self> {
         let display = backend.display(path);
         let io = |op: &'static str, source: io::Error| Error::Io {
@@ -137,18 +137,14 @@ impl LogReader {
     }
 
     /// The whole file, read into memory (for readers that walk it there: the
-    /// view of a version 2 log): as read at the open by a reader opened
-    /// once, else as it is now.
-    pub fn read_file(&self) -> Result<Vec<u8>> {
-        match &self.once {
-            Some(once) => Ok(once.bytes.clone()),
-            None => self.read_file_again(),
+    /// view of a version 2 log). A reader opened once gives, the first time,
+    /// the copy it read at its open (moved out, not copied again); every
+    /// other call reads the file as it is now, so a second look after
+    /// damage does not see that copy again.
+    pub fn take_file(&mut self) -> Result<Vec<u8>> {
+        if let Some(once) = self.once.take() {
+            return Ok(once.bytes);
         }
-    }
-
-    /// The whole file as it is now, read again (a second look after
-    /// damage, which must not be the copy the first look saw).
-    pub fn read_file_again(&self) -> Result<Vec<u8>> {
         let len = self.file.len().map_err(|source| self.io("stat", source))?;
         read_up_to(&*self.file, len).map_err(|source| self.io("read", source))
     }

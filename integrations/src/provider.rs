@@ -41,8 +41,7 @@
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use jpstore_engine::config::settings::ModelId;
 use jpstore_engine::config::Settings;
@@ -52,8 +51,11 @@ use jpstore_engine::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Entry, EventKind, Object, Payload, Resource,
     ResourceContent, ToolCallRequest, ToolCallResponse,
 };
-use jpstore_engine::export::view_and_settings;
+use jpstore_engine::export::{view_and_settings, ConversationView};
 use jpstore_engine::Store;
+
+mod pretty;
+use pretty::Pretty;
 
 /// A provider whose request body [`provider_request`] renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,11 +77,7 @@ pub fn provider_request(
 ) -> Result<Value, Error> {
     let (view, settings) = view_and_settings(store, conversation)?;
     let options = RequestOptions::from_settings(&settings);
-    let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
-    match provider {
-        Provider::Anthropic => anthropic_request(&view, &options, &mut read),
-        Provider::OpenAi => openai_request(&view, &options, &mut read),
-    }
+    body_value(|out| write_request(store, &view, &options, provider, out))
 }
 
 /// [`provider_request`] of a conversation opened for its view
@@ -87,15 +85,38 @@ pub fn provider_request(
 /// current), which it consumes.
 pub fn provider_request_view(
     store: &Store,
-    view: jpstore_engine::export::ConversationView<'_>,
+    view: ConversationView<'_>,
     provider: Provider,
 ) -> Result<Value, Error> {
+    body_value(|out| write_provider_request_view(store, view, provider, out))
+}
+
+/// [`provider_request_view`] appended to `out` as pretty JSON, byte for
+/// byte as `serde_json::to_writer_pretty` writes that `Value` (what
+/// `jp-store view --format anthropic` prints), written while the view is
+/// walked ([`write_anthropic_request`]).
+pub fn write_provider_request_view(
+    store: &Store,
+    view: ConversationView<'_>,
+    provider: Provider,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let options = RequestOptions::from_settings(&view.settings().end);
     let view = view.into_entries()?;
+    write_request(store, &view, &options, provider, out)
+}
+
+fn write_request(
+    store: &Store,
+    view: &[Entry<Payload>],
+    options: &RequestOptions,
+    provider: Provider,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
     match provider {
-        Provider::Anthropic => anthropic_request(&view, &options, &mut read),
-        Provider::OpenAi => openai_request(&view, &options, &mut read),
+        Provider::Anthropic => write_anthropic_request(view, options, &mut read, out),
+        Provider::OpenAi => write_openai_request(view, options, &mut read, out),
     }
 }
 
@@ -171,22 +192,20 @@ impl Reader<'_, '_> {
         })
     }
 
-    fn text(&mut self, payload: &Payload) -> Result<String, Error> {
+    fn text<'p>(&mut self, payload: &'p Payload) -> Result<Cow<'p, str>, Error> {
         match payload {
             Payload::Inline(b) => match std::str::from_utf8(b) {
-                Ok(s) => Ok(s.to_owned()),
+                Ok(s) => Ok(Cow::Borrowed(s)),
                 Err(e) => Err(Error::Render {
                     what: format!("inline text is not UTF-8 ({e})"),
                 }),
             },
-            Payload::Ref(r) => String::from_utf8((self.content)(r)?).map_err(|e| Error::Render {
-                what: format!("blob {} is not UTF-8 text ({})", r.id, e.utf8_error()),
-            }),
+            Payload::Ref(r) => String::from_utf8((self.content)(r)?)
+                .map(Cow::Owned)
+                .map_err(|e| Error::Render {
+                    what: format!("blob {} is not UTF-8 text ({})", r.id, e.utf8_error()),
+                }),
         }
-    }
-
-    fn base64(&mut self, payload: &Payload) -> Result<String, Error> {
-        Ok(base64::engine::general_purpose::STANDARD.encode(self.bytes(payload)?))
     }
 }
 
@@ -290,27 +309,84 @@ fn sniff(bytes: &[u8]) -> Option<&'static str> {
 
 // ----- parts ---------------------------------------------------------------------
 
+/// Text as a request sends it, kept in the pieces it is made of (written
+/// into the body without being joined first).
+enum Text<'v> {
+    /// Text of the view or of a blob, as it is.
+    Plain(Cow<'v, str>),
+    /// A text resource of a tool response (RFD 058): its URI, a line break,
+    /// the fence and the language tag, a line break, the content, a line
+    /// break unless the content ends with one, the fence.
+    Fenced {
+        uri: &'v str,
+        fence: String,
+        language: &'static str,
+        content: Cow<'v, str>,
+    },
+}
+
+impl Text<'_> {
+    /// The pieces of the text, in order (unused ones empty).
+    fn pieces(&self) -> [&str; 8] {
+        match self {
+            Text::Plain(s) => [s, "", "", "", "", "", "", ""],
+            Text::Fenced {
+                uri,
+                fence,
+                language,
+                content,
+            } => {
+                let newline = if content.is_empty() || content.ends_with('\n') {
+                    ""
+                } else {
+                    "\n"
+                };
+                [uri, "\n", fence, language, "\n", content, newline, fence]
+            }
+        }
+    }
+
+    /// Whether the text is empty or white space only.
+    fn is_blank(&self) -> bool {
+        self.pieces().iter().all(|p| p.trim().is_empty())
+    }
+
+    fn write(&self, w: &mut Pretty<'_>) {
+        match self {
+            Text::Plain(s) => w.str(s),
+            Text::Fenced { .. } => w.str_pieces(self.pieces()),
+        }
+    }
+}
+
 /// A piece of user or tool content, before a provider's shape is applied.
 enum Part<'v> {
     /// Plain text.
-    Text(String),
+    Text(Text<'v>),
     /// A text resource attached to a request (`text` is its content, or its
     /// `formatted` text).
     Document {
         resource: &'v Resource<Payload>,
-        text: String,
+        text: Cow<'v, str>,
     },
-    /// A PDF, base64.
+    /// A PDF (sent in base64).
     Pdf {
         resource: &'v Resource<Payload>,
-        data: String,
+        data: Cow<'v, [u8]>,
     },
-    /// An image of a type both providers accept, base64.
+    /// An image of a type both providers accept (sent in base64).
     Image {
         resource: &'v Resource<Payload>,
         media_type: &'static str,
-        data: String,
+        data: Cow<'v, [u8]>,
     },
+}
+
+impl Part<'_> {
+    /// Whether Anthropic is sent the part: not a blank text.
+    fn is_sent_to_anthropic(&self) -> bool {
+        !matches!(self, Part::Text(t) if t.is_blank())
+    }
 }
 
 /// The title of a resource: `title`, else `name`, else `uri` (RFD 065).
@@ -347,12 +423,13 @@ fn binary_note(resource: &Resource<Payload>) -> String {
 /// its type must be recognised by its first bytes.
 fn binary_part<'v>(
     resource: &'v Resource<Payload>,
-    payload: &Payload,
+    payload: &'v Payload,
     reader: &mut Reader<'_, '_>,
     inline: bool,
 ) -> Result<Part<'v>, Error> {
+    let note = || Part::Text(Text::Plain(Cow::Owned(binary_note(resource))));
     if !inline {
-        return Ok(Part::Text(binary_note(resource)));
+        return Ok(note());
     }
     let declared = resource.mime_type.as_deref().map(essence);
     let bytes = match declared.as_deref() {
@@ -366,12 +443,11 @@ fn binary_part<'v>(
         (None, None) => None,
     };
     let Some(kind) = kind else {
-        return Ok(Part::Text(binary_note(resource)));
+        return Ok(note());
     };
-    let engine = base64::engine::general_purpose::STANDARD;
     let data = match bytes {
-        Some(b) => engine.encode(b),
-        None => reader.base64(payload)?,
+        Some(b) => b,
+        None => reader.bytes(payload)?,
     };
     Ok(if kind == "application/pdf" {
         Part::Pdf { resource, data }
@@ -407,8 +483,8 @@ fn request_resource<'v>(
 fn fence(text: &str) -> String {
     let mut longest = 0;
     let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
+    for c in text.bytes() {
+        if c == b'`' {
             run += 1;
             longest = longest.max(run);
         } else {
@@ -420,18 +496,13 @@ fn fence(text: &str) -> String {
 
 /// A text resource of a tool response without `formatted` (RFD 058): its URI,
 /// then the content in a fenced code block tagged by the MIME type.
-fn fenced(resource: &Resource<Payload>, text: &str) -> String {
-    let fence = fence(text);
-    let language = fence_language(resource.mime_type.as_deref());
-    let newline = if text.is_empty() || text.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    format!(
-        "{}\n{fence}{language}\n{text}{newline}{fence}",
-        resource.uri
-    )
+fn fenced<'v>(resource: &'v Resource<Payload>, content: Cow<'v, str>) -> Text<'v> {
+    Text::Fenced {
+        uri: &resource.uri,
+        fence: fence(&content),
+        language: fence_language(resource.mime_type.as_deref()),
+        content,
+    }
 }
 
 /// A block of a tool response. `inline_binary`: images and PDFs are sent as
@@ -442,24 +513,36 @@ fn tool_block<'v>(
     inline_binary: bool,
 ) -> Result<Part<'v>, Error> {
     match block {
-        Block::Text(t) => Ok(Part::Text(reader.text(&t.text)?)),
+        Block::Text(t) => Ok(Part::Text(Text::Plain(reader.text(&t.text)?))),
         Block::Resource(rb) => {
             let resource = &rb.resource;
             if let Some(formatted) = &resource.formatted {
-                return Ok(Part::Text(reader.text(formatted)?));
+                return Ok(Part::Text(Text::Plain(reader.text(formatted)?)));
             }
             match &resource.content {
-                ResourceContent::Text(p) => Ok(Part::Text(fenced(resource, &reader.text(p)?))),
+                ResourceContent::Text(p) => Ok(Part::Text(fenced(resource, reader.text(p)?))),
                 ResourceContent::Binary(p) => binary_part(resource, p, reader, inline_binary),
             }
         }
-        Block::Other(o) => Ok(Part::Text(Value::Object(o.clone()).to_string())),
+        Block::Other(o) => Ok(Part::Text(Text::Plain(Cow::Owned(
+            Value::Object(o.clone()).to_string(),
+        )))),
     }
 }
 
 /// The JSON of structured output, as text.
-fn data_text(data: &Value) -> String {
-    data.to_string()
+fn data_text(data: &Value) -> Text<'static> {
+    Text::Plain(Cow::Owned(data.to_string()))
+}
+
+/// The request body: written as pretty JSON into `out`, or as a `Value`
+/// read back from what was written.
+fn body_value(write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>) -> Result<Value, Error> {
+    let mut out = Vec::new();
+    write(&mut out)?;
+    serde_json::from_slice(&out).map_err(|e| Error::Render {
+        what: format!("the request body written is not JSON ({e})"),
+    })
 }
 
 // ----- Anthropic -----------------------------------------------------------------
@@ -499,83 +582,163 @@ fn find_signature(metadata: &Object) -> Option<&str> {
     None
 }
 
-fn anthropic_text(text: String) -> Option<Value> {
-    if text.trim().is_empty() {
-        None
-    } else {
-        Some(json!({"type": "text", "text": text}))
-    }
+/// A content block of an Anthropic message, as planned before it is
+/// written.
+enum AnthropicBlock<'v> {
+    /// Text, a document or an image.
+    Part(Part<'v>),
+    Thinking {
+        thinking: &'v str,
+        signature: &'v str,
+    },
+    ToolUse(&'v ToolCallRequest),
+    ToolResult {
+        response: &'v ToolCallResponse<Payload>,
+        /// The blocks sent: blank texts left out.
+        content: Vec<Part<'v>>,
+    },
 }
 
-fn anthropic_part(part: Part<'_>) -> Option<Value> {
-    match part {
-        Part::Text(text) => anthropic_text(text),
-        Part::Document { resource, text } => {
-            let mut block = json!({
-                "type": "document",
-                "source": {"type": "text", "media_type": "text/plain", "data": text},
-                "title": title(resource),
-            });
-            if let Some(d) = &resource.description {
-                block["context"] = Value::String(d.clone());
-            }
-            Some(block)
-        }
-        Part::Pdf { resource, data } => {
-            let mut block = json!({
-                "type": "document",
-                "source": {"type": "base64", "media_type": "application/pdf", "data": data},
-                "title": title(resource),
-            });
-            if let Some(d) = &resource.description {
-                block["context"] = Value::String(d.clone());
-            }
-            Some(block)
-        }
-        Part::Image {
-            media_type, data, ..
-        } => Some(json!({
-            "type": "image",
-            "source": {"type": "base64", "media_type": media_type, "data": data},
-        })),
-    }
+fn anthropic_text(text: Text<'_>) -> Option<AnthropicBlock<'_>> {
+    Some(Part::Text(text))
+        .filter(Part::is_sent_to_anthropic)
+        .map(AnthropicBlock::Part)
 }
 
-fn anthropic_request_blocks(
-    request: &ChatRequest<Payload>,
+fn anthropic_request_blocks<'v>(
+    request: &'v ChatRequest<Payload>,
     reader: &mut Reader<'_, '_>,
-) -> Result<Vec<Value>, Error> {
+) -> Result<Vec<AnthropicBlock<'v>>, Error> {
     let mut blocks = Vec::with_capacity(request.resources.len() + 1);
     for resource in &request.resources {
-        blocks.extend(anthropic_part(request_resource(resource, reader)?));
+        let part = request_resource(resource, reader)?;
+        if part.is_sent_to_anthropic() {
+            blocks.push(AnthropicBlock::Part(part));
+        }
     }
-    blocks.extend(anthropic_text(request.content.clone()));
+    blocks.extend(anthropic_text(Text::Plain(Cow::Borrowed(&request.content))));
     Ok(blocks)
 }
 
-fn anthropic_tool_result(
-    response: &ToolCallResponse<Payload>,
+fn anthropic_tool_result<'v>(
+    response: &'v ToolCallResponse<Payload>,
     reader: &mut Reader<'_, '_>,
-) -> Result<Value, Error> {
+) -> Result<AnthropicBlock<'v>, Error> {
     let mut content = Vec::with_capacity(response.content.len());
     for block in &response.content {
-        content.extend(anthropic_part(tool_block(block, reader, true)?));
+        let part = tool_block(block, reader, true)?;
+        if part.is_sent_to_anthropic() {
+            content.push(part);
+        }
     }
-    let mut result = json!({"type": "tool_result", "tool_use_id": response.id});
-    if !content.is_empty() {
-        result["content"] = Value::Array(content);
-    }
-    result["is_error"] = Value::Bool(response.is_error);
-    Ok(result)
+    Ok(AnthropicBlock::ToolResult { response, content })
 }
 
-fn anthropic_tool_use(call: &ToolCallRequest) -> Value {
-    json!({
-        "type": "tool_use",
-        "id": call.id,
-        "name": call.name,
-        "input": call.arguments,
-    })
+/// An Anthropic source object: `{"type", "media_type", "data"}`, the data
+/// text or base64 of bytes.
+fn write_anthropic_source(w: &mut Pretty<'_>, media_type: &str, data: Result<&str, &[u8]>) {
+    w.key("source");
+    w.begin_object();
+    w.key("type");
+    w.str(if data.is_ok() { "text" } else { "base64" });
+    w.key("media_type");
+    w.str(media_type);
+    w.key("data");
+    match data {
+        Ok(text) => w.str(text),
+        Err(bytes) => w.base64("", bytes),
+    }
+    w.end_object();
+}
+
+/// A document's `title` and (from the resource's description) `context`.
+fn write_anthropic_document_names(w: &mut Pretty<'_>, resource: &Resource<Payload>) {
+    w.key("title");
+    w.str(title(resource));
+    if let Some(d) = &resource.description {
+        w.key("context");
+        w.str(d);
+    }
+}
+
+fn write_anthropic_part(w: &mut Pretty<'_>, part: &Part<'_>) {
+    w.begin_object();
+    w.key("type");
+    match part {
+        Part::Text(text) => {
+            w.str("text");
+            w.key("text");
+            text.write(w);
+        }
+        Part::Document { resource, text } => {
+            w.str("document");
+            write_anthropic_source(w, "text/plain", Ok(text));
+            write_anthropic_document_names(w, resource);
+        }
+        Part::Pdf { resource, data } => {
+            w.str("document");
+            write_anthropic_source(w, "application/pdf", Err(data));
+            write_anthropic_document_names(w, resource);
+        }
+        Part::Image {
+            media_type, data, ..
+        } => {
+            w.str("image");
+            write_anthropic_source(w, media_type, Err(data));
+        }
+    }
+    w.end_object();
+}
+
+fn write_anthropic_block(w: &mut Pretty<'_>, block: &AnthropicBlock<'_>) {
+    let (thinking, signature) = match block {
+        AnthropicBlock::Part(part) => return write_anthropic_part(w, part),
+        AnthropicBlock::Thinking {
+            thinking,
+            signature,
+        } => (thinking, signature),
+        AnthropicBlock::ToolUse(call) => {
+            w.begin_object();
+            w.key("type");
+            w.str("tool_use");
+            w.key("id");
+            w.str(&call.id);
+            w.key("name");
+            w.str(&call.name);
+            w.key("input");
+            w.object(&call.arguments);
+            w.end_object();
+            return;
+        }
+        AnthropicBlock::ToolResult { response, content } => {
+            w.begin_object();
+            w.key("type");
+            w.str("tool_result");
+            w.key("tool_use_id");
+            w.str(&response.id);
+            if !content.is_empty() {
+                w.key("content");
+                w.begin_array();
+                for part in content {
+                    w.item();
+                    write_anthropic_part(w, part);
+                }
+                w.end_array();
+            }
+            w.key("is_error");
+            w.bool(response.is_error);
+            w.end_object();
+            return;
+        }
+    };
+    w.begin_object();
+    w.key("type");
+    w.str("thinking");
+    w.key("thinking");
+    w.str(thinking);
+    w.key("signature");
+    w.str(signature);
+    w.end_object();
 }
 
 /// Renders `view` as the body of an Anthropic Messages API request
@@ -586,20 +749,37 @@ fn anthropic_tool_use(call: &ToolCallRequest) -> Value {
 /// event's metadata holds a `signature` string (at any depth), and is left
 /// out otherwise. Fails when a payload cannot be read or text is not UTF-8
 /// ([`Error::Render`], naming the blob).
+///
+/// The body is [`write_anthropic_request`]'s JSON read back as a `Value`.
 pub fn anthropic_request(
     view: &[Entry<Payload>],
     options: &RequestOptions,
     content: &mut ContentReader<'_>,
 ) -> Result<Value, Error> {
+    body_value(|out| write_anthropic_request(view, options, content, out))
+}
+
+/// [`anthropic_request`] appended to `out` as pretty JSON (as
+/// `serde_json::to_writer_pretty` writes that `Value`), written while the
+/// view is walked: the content read from the blob store goes into `out`
+/// without a tree of values being built and dropped.
+pub fn write_anthropic_request(
+    view: &[Entry<Payload>],
+    options: &RequestOptions,
+    content: &mut ContentReader<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut reader = Reader { content };
-    let mut messages: Vec<(Role, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<(Role, Vec<AnthropicBlock<'_>>)> = Vec::new();
     for entry in view {
         let Some(event) = entry.event() else { continue };
         let (role, blocks) = match &event.kind {
             EventKind::ChatRequest(r) => (Role::User, anthropic_request_blocks(r, &mut reader)?),
             EventKind::ChatResponse(ChatResponse::Message(text)) => (
                 Role::Assistant,
-                anthropic_text(text.clone()).into_iter().collect(),
+                anthropic_text(Text::Plain(Cow::Borrowed(text)))
+                    .into_iter()
+                    .collect(),
             ),
             EventKind::ChatResponse(ChatResponse::Data(data)) => (
                 Role::Assistant,
@@ -609,12 +789,17 @@ pub fn anthropic_request(
                 match find_signature(&event.metadata) {
                     Some(signature) => (
                         Role::Assistant,
-                        vec![json!({"type": "thinking", "thinking": text, "signature": signature})],
+                        vec![AnthropicBlock::Thinking {
+                            thinking: text,
+                            signature,
+                        }],
                     ),
                     None => continue,
                 }
             }
-            EventKind::ToolCallRequest(call) => (Role::Assistant, vec![anthropic_tool_use(call)]),
+            EventKind::ToolCallRequest(call) => {
+                (Role::Assistant, vec![AnthropicBlock::ToolUse(call)])
+            }
             EventKind::ToolCallResponse(r) => {
                 (Role::User, vec![anthropic_tool_result(r, &mut reader)?])
             }
@@ -635,26 +820,41 @@ pub fn anthropic_request(
             _ => messages.push((role, blocks)),
         }
     }
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|(role, mut blocks)| {
-            if role == Role::User {
-                // Stable: tool results first, each group in its order.
-                blocks.sort_by_key(|b| b["type"] != "tool_result");
-            }
-            json!({"role": role.as_str(), "content": blocks})
-        })
-        .collect();
-    let mut body = Map::new();
+    let mut w = Pretty::new(out);
+    w.begin_object();
     if let Some(model) = &options.model {
-        body.insert("model".into(), Value::String(model.clone()));
+        w.key("model");
+        w.str(model);
     }
-    body.insert("max_tokens".into(), options.max_tokens.into());
+    w.key("max_tokens");
+    w.u64(options.max_tokens.into());
     if let Some(system) = options.system() {
-        body.insert("system".into(), Value::String(system.to_owned()));
+        w.key("system");
+        w.str(system);
     }
-    body.insert("messages".into(), Value::Array(messages));
-    Ok(Value::Object(body))
+    w.key("messages");
+    w.begin_array();
+    for (role, mut blocks) in messages {
+        if role == Role::User {
+            // Stable: tool results first, each group in its order.
+            blocks.sort_by_key(|b| !matches!(b, AnthropicBlock::ToolResult { .. }));
+        }
+        w.item();
+        w.begin_object();
+        w.key("role");
+        w.str(role.as_str());
+        w.key("content");
+        w.begin_array();
+        for block in &blocks {
+            w.item();
+            write_anthropic_block(&mut w, block);
+        }
+        w.end_array();
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    Ok(())
 }
 
 // ----- OpenAI --------------------------------------------------------------------
@@ -698,108 +898,152 @@ fn xml_resource(resource: &Resource<Payload>, text: &str) -> String {
 }
 
 /// The file name of a PDF part.
-fn file_name(resource: &Resource<Payload>) -> String {
+fn file_name(resource: &Resource<Payload>) -> &str {
     match &resource.name {
-        Some(name) => name.clone(),
+        Some(name) => name,
         None => resource
             .uri
             .rsplit('/')
             .find(|s| !s.is_empty())
-            .unwrap_or("document.pdf")
-            .to_owned(),
+            .unwrap_or("document.pdf"),
     }
 }
 
-fn openai_part(part: Part<'_>) -> Value {
+fn write_openai_part(w: &mut Pretty<'_>, part: &Part<'_>) {
+    w.begin_object();
+    w.key("type");
     match part {
-        Part::Text(text) => json!({"type": "text", "text": text}),
-        Part::Document { resource, text } => {
-            json!({"type": "text", "text": xml_resource(resource, &text)})
+        Part::Text(text) => {
+            w.str("text");
+            w.key("text");
+            text.write(w);
         }
-        Part::Pdf { resource, data } => json!({
-            "type": "file",
-            "file": {
-                "filename": file_name(resource),
-                "file_data": format!("data:application/pdf;base64,{data}"),
-            },
-        }),
+        Part::Document { resource, text } => {
+            w.str("text");
+            w.key("text");
+            w.str(&xml_resource(resource, text));
+        }
+        Part::Pdf { resource, data } => {
+            w.str("file");
+            w.key("file");
+            w.begin_object();
+            w.key("filename");
+            w.str(file_name(resource));
+            w.key("file_data");
+            w.base64("data:application/pdf;base64,", data);
+            w.end_object();
+        }
         Part::Image {
             media_type, data, ..
-        } => json!({
-            "type": "image_url",
-            "image_url": {"url": format!("data:{media_type};base64,{data}")},
-        }),
+        } => {
+            w.str("image_url");
+            w.key("image_url");
+            w.begin_object();
+            w.key("url");
+            w.base64(&format!("data:{media_type};base64,"), data);
+            w.end_object();
+        }
     }
+    w.end_object();
 }
 
 /// A part of a tool message, which holds text only.
-fn openai_tool_text(part: Part<'_>) -> String {
+fn openai_tool_text(part: Part<'_>) -> Text<'_> {
     match part {
         Part::Text(text) => text,
-        Part::Document { resource, text } => xml_resource(resource, &text),
-        Part::Pdf { resource, .. } | Part::Image { resource, .. } => binary_note(resource),
-    }
-}
-
-/// A message being built.
-enum OpenAiMessage {
-    /// Complete.
-    Done(Value),
-    /// An assistant message, to which tool calls may still be added.
-    Assistant {
-        content: Option<String>,
-        tool_calls: Vec<Value>,
-    },
-}
-
-impl OpenAiMessage {
-    fn into_json(self) -> Value {
-        match self {
-            OpenAiMessage::Done(v) => v,
-            OpenAiMessage::Assistant {
-                content,
-                tool_calls,
-            } => {
-                let mut m = json!({"role": "assistant", "content": content});
-                if !tool_calls.is_empty() {
-                    m["tool_calls"] = Value::Array(tool_calls);
-                }
-                m
-            }
+        Part::Document { resource, text } => Text::Plain(Cow::Owned(xml_resource(resource, &text))),
+        Part::Pdf { resource, .. } | Part::Image { resource, .. } => {
+            Text::Plain(Cow::Owned(binary_note(resource)))
         }
     }
 }
 
-fn openai_user(
-    request: &ChatRequest<Payload>,
-    reader: &mut Reader<'_, '_>,
-) -> Result<Value, Error> {
-    if request.resources.is_empty() {
-        return Ok(json!({"role": "user", "content": request.content}));
-    }
-    let mut parts = Vec::with_capacity(request.resources.len() + 1);
-    for resource in &request.resources {
-        parts.push(openai_part(request_resource(resource, reader)?));
-    }
-    if !request.content.is_empty() {
-        parts.push(json!({"type": "text", "text": request.content}));
-    }
-    Ok(json!({"role": "user", "content": parts}))
+/// A message of an OpenAI request, as planned before it is written.
+enum OpenAiMessage<'v> {
+    User {
+        request: &'v ChatRequest<Payload>,
+        /// The request's resources (none: the content is sent as a string).
+        parts: Vec<Part<'v>>,
+    },
+    /// An assistant message, to which tool calls may still be added.
+    Assistant {
+        content: Option<Text<'v>>,
+        /// Each call with its arguments as compact JSON text.
+        tool_calls: Vec<(&'v ToolCallRequest, String)>,
+    },
+    /// A tool message: its texts joined by blank lines.
+    Tool { id: &'v str, texts: Vec<Text<'v>> },
 }
 
-fn openai_tool(
-    response: &ToolCallResponse<Payload>,
-    reader: &mut Reader<'_, '_>,
-) -> Result<Value, Error> {
-    let mut texts = Vec::with_capacity(response.content.len());
-    for block in &response.content {
-        texts.push(openai_tool_text(tool_block(block, reader, false)?));
+fn write_openai_message(w: &mut Pretty<'_>, message: &OpenAiMessage<'_>) {
+    w.begin_object();
+    w.key("role");
+    match message {
+        OpenAiMessage::User { request, parts } => {
+            w.str("user");
+            w.key("content");
+            if request.resources.is_empty() {
+                w.str(&request.content);
+            } else {
+                w.begin_array();
+                for part in parts {
+                    w.item();
+                    write_openai_part(w, part);
+                }
+                if !request.content.is_empty() {
+                    w.item();
+                    write_openai_part(w, &Part::Text(Text::Plain(Cow::Borrowed(&request.content))));
+                }
+                w.end_array();
+            }
+        }
+        OpenAiMessage::Assistant {
+            content,
+            tool_calls,
+        } => {
+            w.str("assistant");
+            w.key("content");
+            match content {
+                Some(text) => text.write(w),
+                None => w.null(),
+            }
+            if !tool_calls.is_empty() {
+                w.key("tool_calls");
+                w.begin_array();
+                for (call, arguments) in tool_calls {
+                    w.item();
+                    w.begin_object();
+                    w.key("id");
+                    w.str(&call.id);
+                    w.key("type");
+                    w.str("function");
+                    w.key("function");
+                    w.begin_object();
+                    w.key("name");
+                    w.str(&call.name);
+                    w.key("arguments");
+                    w.str(arguments);
+                    w.end_object();
+                    w.end_object();
+                }
+                w.end_array();
+            }
+        }
+        OpenAiMessage::Tool { id, texts } => {
+            w.str("tool");
+            w.key("tool_call_id");
+            w.str(id);
+            w.key("content");
+            let separators = std::iter::once("").chain(std::iter::repeat("\n\n"));
+            w.str_pieces(
+                texts
+                    .iter()
+                    .zip(separators)
+                    .flat_map(|(text, separator)| std::iter::once(separator).chain(text.pieces())),
+            );
+        }
     }
-    Ok(json!({
-        "role": "tool",
-        "tool_call_id": response.id,
-        "content": texts.join("\n\n"),
-    }))
+    w.end_object();
 }
 
 /// Renders `view` as the body of an OpenAI Chat Completions request
@@ -812,31 +1056,43 @@ fn openai_tool(
 /// message with `content: null`. Reasoning is not sent. A tool message is
 /// the text of its blocks joined by blank lines. Fails when a payload cannot
 /// be read or text is not UTF-8 ([`Error::Render`], naming the blob).
+///
+/// The body is [`write_openai_request`]'s JSON read back as a `Value`.
 pub fn openai_request(
     view: &[Entry<Payload>],
     options: &RequestOptions,
     content: &mut ContentReader<'_>,
 ) -> Result<Value, Error> {
+    body_value(|out| write_openai_request(view, options, content, out))
+}
+
+/// [`openai_request`] appended to `out` as pretty JSON, written while the
+/// view is walked (see [`write_anthropic_request`]).
+pub fn write_openai_request(
+    view: &[Entry<Payload>],
+    options: &RequestOptions,
+    content: &mut ContentReader<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut reader = Reader { content };
-    let mut messages: Vec<OpenAiMessage> = Vec::new();
-    if let Some(system) = options.system() {
-        messages.push(OpenAiMessage::Done(
-            json!({"role": "system", "content": system}),
-        ));
-    }
+    let mut messages: Vec<OpenAiMessage<'_>> = Vec::new();
     // Whether the last message is an assistant message tool calls may join.
     let mut open = false;
     for entry in view {
         let Some(event) = entry.event() else { continue };
         match &event.kind {
             EventKind::TurnStart => open = false,
-            EventKind::ChatRequest(r) => {
-                messages.push(OpenAiMessage::Done(openai_user(r, &mut reader)?));
+            EventKind::ChatRequest(request) => {
+                let mut parts = Vec::with_capacity(request.resources.len());
+                for resource in &request.resources {
+                    parts.push(request_resource(resource, &mut reader)?);
+                }
+                messages.push(OpenAiMessage::User { request, parts });
                 open = false;
             }
             EventKind::ChatResponse(ChatResponse::Message(text)) => {
                 messages.push(OpenAiMessage::Assistant {
-                    content: Some(text.clone()),
+                    content: Some(Text::Plain(Cow::Borrowed(text))),
                     tool_calls: Vec::new(),
                 });
                 open = true;
@@ -850,14 +1106,7 @@ pub fn openai_request(
             }
             EventKind::ChatResponse(ChatResponse::Reasoning(_)) => {}
             EventKind::ToolCallRequest(call) => {
-                let call = json!({
-                    "id": call.id,
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        "arguments": Value::Object(call.arguments.clone()).to_string(),
-                    },
-                });
+                let call = (call, Value::Object(call.arguments.clone()).to_string());
                 match messages.last_mut() {
                     Some(OpenAiMessage::Assistant { tool_calls, .. }) if open => {
                         tool_calls.push(call)
@@ -869,8 +1118,15 @@ pub fn openai_request(
                 }
                 open = true;
             }
-            EventKind::ToolCallResponse(r) => {
-                messages.push(OpenAiMessage::Done(openai_tool(r, &mut reader)?));
+            EventKind::ToolCallResponse(response) => {
+                let mut texts = Vec::with_capacity(response.content.len());
+                for block in &response.content {
+                    texts.push(openai_tool_text(tool_block(block, &mut reader, false)?));
+                }
+                messages.push(OpenAiMessage::Tool {
+                    id: &response.id,
+                    texts,
+                });
                 open = false;
             }
             EventKind::InquiryRequest(_)
@@ -880,16 +1136,32 @@ pub fn openai_request(
             | EventKind::CompactionUndo(_) => {}
         }
     }
-    let mut body = Map::new();
+    let mut w = Pretty::new(out);
+    w.begin_object();
     if let Some(model) = &options.model {
-        body.insert("model".into(), Value::String(model.clone()));
+        w.key("model");
+        w.str(model);
     }
-    body.insert("max_completion_tokens".into(), options.max_tokens.into());
-    body.insert(
-        "messages".into(),
-        Value::Array(messages.into_iter().map(OpenAiMessage::into_json).collect()),
-    );
-    Ok(Value::Object(body))
+    w.key("max_completion_tokens");
+    w.u64(options.max_tokens.into());
+    w.key("messages");
+    w.begin_array();
+    if let Some(system) = options.system() {
+        w.item();
+        w.begin_object();
+        w.key("role");
+        w.str("system");
+        w.key("content");
+        w.str(system);
+        w.end_object();
+    }
+    for message in &messages {
+        w.item();
+        write_openai_message(&mut w, message);
+    }
+    w.end_array();
+    w.end_object();
+    Ok(())
 }
 
 #[cfg(test)]

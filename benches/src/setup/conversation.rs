@@ -293,19 +293,18 @@ pub fn open_and_view_refs(store: &Store, id: &ConversationId) -> Vec<u8> {
 }
 
 /// Open + `view --format anthropic` as the command runs it: the view
-/// opened, the Anthropic request body built (content read from the blob
-/// store) and written as pretty JSON into memory (`push_value_pretty`,
-/// as the command writes it).
+/// opened and the Anthropic request body written as pretty JSON into
+/// memory while it is walked (content read from the blob store).
 pub fn open_and_view_anthropic(store: &Store, id: &ConversationId) -> Vec<u8> {
     let view = store.open_view(id).expect("open the view");
-    let body = jpstore_integrations::provider::provider_request_view(
+    let mut json = Vec::new();
+    jpstore_integrations::provider::write_provider_request_view(
         store,
         view,
         jpstore_integrations::provider::Provider::Anthropic,
+        &mut json,
     )
     .expect("the request body");
-    let mut json = Vec::new();
-    jpstore_engine::event::binary::value::push_value_pretty(&mut json, &body);
     json
 }
 

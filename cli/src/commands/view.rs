@@ -46,12 +46,12 @@ pub fn view(
             bail!("--refs applies to --format json only: a provider request holds its content")
         }
         Some(p) => {
-            let doc = jpstore_integrations::provider::provider_request_view(&store, view, p)?;
-            // As serde_json's pretty printer writes it, strings escaped eight
-            // bytes at a time.
+            // As serde_json's pretty printer writes it, written while the
+            // view is walked.
             let mut json = Vec::new();
-            jpstore_engine::event::binary::value::push_value_pretty(&mut json, &doc);
-            drop(doc);
+            jpstore_integrations::provider::write_provider_request_view(
+                &store, view, p, &mut json,
+            )?;
             out.write_all(&json).context("writing to standard output")?;
         }
     }

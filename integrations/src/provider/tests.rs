@@ -143,12 +143,28 @@ fn options() -> RequestOptions {
     }
 }
 
+/// The body as written and as a `Value`, after checking that the bytes
+/// written are those of `serde_json`'s pretty printer of that value (the
+/// writer's indentation and escapes).
+fn written(write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>) -> Value {
+    let mut out = Vec::new();
+    write(&mut out).expect("the request body");
+    let value: Value = serde_json::from_slice(&out).expect("the body is JSON");
+    let pretty = serde_json::to_vec_pretty(&value).expect("serialize");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&pretty),
+        "written as serde_json writes it pretty"
+    );
+    value
+}
+
 fn anthropic(view: &[Entry<Payload>], blobs: &Blobs) -> Value {
-    anthropic_request(view, &options(), &mut |r: &BlobRef| blobs.read(r)).expect("anthropic")
+    written(|out| write_anthropic_request(view, &options(), &mut |r| blobs.read(r), out))
 }
 
 fn openai(view: &[Entry<Payload>], blobs: &Blobs) -> Value {
-    openai_request(view, &options(), &mut |r: &BlobRef| blobs.read(r)).expect("openai")
+    written(|out| write_openai_request(view, &options(), &mut |r| blobs.read(r), out))
 }
 
 fn b64(bytes: &[u8]) -> String {

@@ -501,10 +501,18 @@ fn next_escape(bytes: &[u8], from: usize) -> usize {
 
 /// Appends `s` as a JSON string, escaped as `serde_json` escapes it.
 pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    push_json_str_body(out, s);
+    out.push(b'"');
+}
+
+/// Appends `s` escaped as inside a JSON string, without the quotes: a
+/// string written in pieces is the quote, each piece's body, the quote.
+pub fn push_json_str_body(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
+    out.reserve(bytes.len());
     let mut start = 0;
     loop {
         let i = next_escape(bytes, start);
@@ -523,23 +531,26 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
         }
         start = i + 1;
     }
-    out.push(b'"');
 }
 
 /// Appends `v` as JSON text with two-space indentation, byte for byte as
 /// `serde_json::to_writer_pretty` writes it (strings escaped eight bytes
 /// at a time, see [`push_json_str`]).
 pub fn push_value_pretty(out: &mut Vec<u8>, v: &Value) {
-    push_pretty_at(out, v, 0);
+    push_value_pretty_at(out, v, 0);
 }
 
-fn push_pretty_at(out: &mut Vec<u8>, v: &Value, depth: usize) {
-    fn indent(out: &mut Vec<u8>, depth: usize) {
-        out.push(b'\n');
-        for _ in 0..depth {
-            out.extend_from_slice(b"  ");
-        }
+/// A line break and the indentation of `depth` in pretty JSON.
+pub fn push_pretty_indent(out: &mut Vec<u8>, depth: usize) {
+    out.push(b'\n');
+    for _ in 0..depth {
+        out.extend_from_slice(b"  ");
     }
+}
+
+/// [`push_value_pretty`] of a value nested `depth` levels deep (its
+/// inner lines indented as they are inside a document written whole).
+pub fn push_value_pretty_at(out: &mut Vec<u8>, v: &Value, depth: usize) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -556,28 +567,34 @@ fn push_pretty_at(out: &mut Vec<u8>, v: &Value, depth: usize) {
                 if i > 0 {
                     out.push(b',');
                 }
-                indent(out, depth + 1);
-                push_pretty_at(out, item, depth + 1);
+                push_pretty_indent(out, depth + 1);
+                push_value_pretty_at(out, item, depth + 1);
             }
-            indent(out, depth);
+            push_pretty_indent(out, depth);
             out.push(b']');
         }
-        Value::Object(map) if map.is_empty() => out.extend_from_slice(b"{}"),
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                indent(out, depth + 1);
-                push_json_str(out, key);
-                out.extend_from_slice(b": ");
-                push_pretty_at(out, item, depth + 1);
-            }
-            indent(out, depth);
-            out.push(b'}');
-        }
+        Value::Object(map) => push_object_pretty_at(out, map, depth),
     }
+}
+
+/// [`push_value_pretty_at`] of an object held as its map.
+pub fn push_object_pretty_at(out: &mut Vec<u8>, map: &Map<String, Value>, depth: usize) {
+    if map.is_empty() {
+        out.extend_from_slice(b"{}");
+        return;
+    }
+    out.push(b'{');
+    for (i, (key, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_pretty_indent(out, depth + 1);
+        push_json_str(out, key);
+        out.extend_from_slice(b": ");
+        push_value_pretty_at(out, item, depth + 1);
+    }
+    push_pretty_indent(out, depth);
+    out.push(b'}');
 }
 
 #[cfg(test)]

@@ -1,0 +1,186 @@
+//! A request body written as pretty JSON while it is walked, byte for byte
+//! as `serde_json::to_writer_pretty` writes the same document built as a
+//! `Value` (two-space indentation, `[]` and `{}` for empty containers,
+//! strings escaped as `serde_json` escapes them), without building one.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use jpstore_engine::event::binary::value::{
+    push_json_str, push_json_str_body, push_object_pretty_at, push_pretty_indent, push_u64,
+};
+
+/// The writer: containers are opened and closed by the caller, each
+/// member introduced by [`Pretty::key`] and each array item by
+/// [`Pretty::item`].
+pub(crate) struct Pretty<'o> {
+    out: &'o mut Vec<u8>,
+    /// Containers open.
+    depth: usize,
+    /// No member or item written yet in the innermost open container.
+    empty: bool,
+}
+
+impl<'o> Pretty<'o> {
+    pub(crate) fn new(out: &'o mut Vec<u8>) -> Self {
+        Pretty {
+            out,
+            depth: 0,
+            empty: true,
+        }
+    }
+
+    /// Before an array item: the comma after the previous one and the
+    /// item's line.
+    pub(crate) fn item(&mut self) {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        push_pretty_indent(self.out, self.depth);
+    }
+
+    /// An object member's key; its value is written next.
+    pub(crate) fn key(&mut self, key: &str) {
+        self.item();
+        push_json_str(self.out, key);
+        self.out.extend_from_slice(b": ");
+    }
+
+    pub(crate) fn begin_object(&mut self) {
+        self.open(b'{');
+    }
+
+    pub(crate) fn end_object(&mut self) {
+        self.close(b'}');
+    }
+
+    pub(crate) fn begin_array(&mut self) {
+        self.open(b'[');
+    }
+
+    pub(crate) fn end_array(&mut self) {
+        self.close(b']');
+    }
+
+    fn open(&mut self, bracket: u8) {
+        self.out.push(bracket);
+        self.depth += 1;
+        self.empty = true;
+    }
+
+    fn close(&mut self, bracket: u8) {
+        self.depth -= 1;
+        if !self.empty {
+            push_pretty_indent(self.out, self.depth);
+        }
+        // The container is an item or member of its parent, which is
+        // therefore not empty.
+        self.empty = false;
+        self.out.push(bracket);
+    }
+
+    /// A string.
+    pub(crate) fn str(&mut self, s: &str) {
+        push_json_str(self.out, s);
+    }
+
+    /// One string made of `pieces` in order, none of them joined first.
+    pub(crate) fn str_pieces<'s>(&mut self, pieces: impl IntoIterator<Item = &'s str>) {
+        self.out.push(b'"');
+        for piece in pieces {
+            push_json_str_body(self.out, piece);
+        }
+        self.out.push(b'"');
+    }
+
+    /// One string: `prefix` (which needs no escape: a fixed ASCII text
+    /// such as a data URL's start) and then `bytes` in standard base64.
+    pub(crate) fn base64(&mut self, prefix: &str, bytes: &[u8]) {
+        let engine = base64::engine::general_purpose::STANDARD;
+        self.out.push(b'"');
+        self.out.extend_from_slice(prefix.as_bytes());
+        self.out.extend_from_slice(engine.encode(bytes).as_bytes());
+        self.out.push(b'"');
+    }
+
+    pub(crate) fn u64(&mut self, n: u64) {
+        push_u64(self.out, n);
+    }
+
+    pub(crate) fn bool(&mut self, b: bool) {
+        self.out
+            .extend_from_slice(if b { b"true" } else { b"false" });
+    }
+
+    pub(crate) fn null(&mut self) {
+        self.out.extend_from_slice(b"null");
+    }
+
+    /// An object of the view as it is (a tool call's arguments).
+    pub(crate) fn object(&mut self, map: &Map<String, Value>) {
+        push_object_pretty_at(self.out, map, self.depth);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Each way of writing, against `serde_json`'s pretty printer of the
+    /// same document.
+    #[test]
+    fn writes_what_serde_json_writes_pretty() {
+        let nested = json!({"a": [1, {"b": null}, [], {}], "c": "q\"\n\u{1}"});
+        let image = [0u8, 1, 2, 250, 251, 252, 253];
+        let mut out = Vec::new();
+        let mut w = Pretty::new(&mut out);
+        w.begin_object();
+        w.key("empty array");
+        w.begin_array();
+        w.end_array();
+        w.key("empty object");
+        w.begin_object();
+        w.end_object();
+        w.key("items");
+        w.begin_array();
+        w.item();
+        w.str("tab\there");
+        w.item();
+        w.str_pieces(["uri\n", "```", "rs\n", "fn \"x\"", "\n```"]);
+        w.item();
+        w.u64(4096);
+        w.item();
+        w.bool(false);
+        w.item();
+        w.null();
+        w.item();
+        w.begin_object();
+        w.key("map");
+        w.object(nested.as_object().expect("an object"));
+        w.end_object();
+        w.item();
+        w.base64("data:image/png;base64,", &image);
+        w.end_array();
+        w.end_object();
+        let expected = json!({
+            "empty array": [],
+            "empty object": {},
+            "items": [
+                "tab\there",
+                "uri\n```rs\nfn \"x\"\n```",
+                4096,
+                false,
+                null,
+                {"map": nested},
+                format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(image)),
+            ],
+        });
+        let want = serde_json::to_vec_pretty(&expected).expect("serialize");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want)
+        );
+    }
+}

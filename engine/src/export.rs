@@ -138,8 +138,9 @@ impl Store {
         let backend = &**self.backend();
         let reader = open_reader_once(backend, id, self.options().log)?;
         // The head is judged against the file the reader reads.
-        let head = head::read_for_log(backend, id, reader.file());
-        let mut reader = reader.with_proven_end(head.as_ref().map_or(0, |h| h.log_end));
+        let for_log = head::read_for_log(backend, id, reader.file());
+        let mut reader = reader.with_proven_end(for_log.proven_end);
+        let head = for_log.head;
         let cache = head.as_ref().and_then(|h| h.settings.as_ref());
         let (source, (settings, fresh)) = match reader.format().framing {
             Framing::V1 => {

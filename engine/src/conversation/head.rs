@@ -14,24 +14,32 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect, ObjectReader};
-use jpstore_blobstore::BlobId;
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
+use jpstore_blobstore::BlobId;
+use serde_json::Value;
+
+use super::meta::Metadata;
 use super::state::ConversationState;
 use super::ConversationId;
+use crate::event::binary::value::{put_object, read_object};
+use crate::event::binary::wire::{put_ref, put_str, put_varint, Reader};
+use crate::event::turns::TurnCounter;
 use crate::log::{
     check_file_header, decode_record_header, Framing, RecordHeader, FILE_HEADER_LEN, FIRST_RECORD,
     RECORD_HEADER_LEN_V2,
 };
+use crate::timestamp::Timestamp;
 
 /// Name of the head cache inside a conversation's directory.
 pub const HEAD_FILE: &str = "head";
 /// Magic of a head file.
 pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
-/// Version of the head file layout (2: the settings cache; a head of
-/// version 1 is refused like any head that cannot be trusted, and written
-/// again).
-pub const HEAD_VERSION: u16 = 2;
+/// Version of the head file layout (3: a body read without a
+/// deserializer; 2: the settings cache added to a MessagePack body. A head
+/// of another version is refused like any head that cannot be trusted, and
+/// written again).
+pub const HEAD_VERSION: u16 = 3;
 /// Length of the head file's header.
 pub const HEAD_HEADER_LEN: usize = 16;
 /// Largest head file read (the state holds metadata and the current turn's
@@ -39,8 +47,7 @@ pub const HEAD_HEADER_LEN: usize = 16;
 pub const MAX_HEAD_LEN: u64 = 16 << 20;
 
 /// A folded state and the log prefix it covers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Head {
     /// End of the covered prefix: a record boundary.
     pub log_end: u64,
@@ -58,7 +65,6 @@ pub struct Head {
     pub state: ConversationState,
     /// The settings in effect at the start of the conversation, cached
     /// (format-spec.md 4.6): valid only for the key it holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsCache>,
 }
 
@@ -69,8 +75,7 @@ pub struct Head {
 /// `config.toml` as the store read it, the base config blob the log names,
 /// and this build's [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION).
 /// Config deltas are never cached: they are merged from the log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SettingsCache {
     /// SHA-256 of the bytes of `config.toml` (of no bytes when there is
     /// none).
@@ -99,10 +104,7 @@ pub fn head_path(id: &ConversationId) -> PathBuf {
 
 /// Encodes a head file.
 pub fn encode(head: &Head) -> Vec<u8> {
-    let body = match rmp_serde::to_vec_named(head) {
-        Ok(b) => b,
-        Err(e) => unreachable!("MessagePack encoding of a head failed: {e}"),
-    };
+    let body = encode_body(head);
     let mut out = Vec::with_capacity(HEAD_HEADER_LEN + body.len());
     out.extend_from_slice(&HEAD_MAGIC);
     out.extend_from_slice(&HEAD_VERSION.to_le_bytes());
@@ -115,9 +117,42 @@ pub fn encode(head: &Head) -> Vec<u8> {
 
 /// Decodes a head file; `None` if it is not a valid one of this version.
 pub fn decode(bytes: &[u8]) -> Option<Head> {
+    match decode_file(bytes)? {
+        HeadFile::Current(head) => Some(*head),
+        HeadFile::Older(_) => None,
+    }
+}
+
+/// A head file that decodes.
+enum HeadFile {
+    /// Of this version: evidence and cache.
+    Current(Box<Head>),
+    /// Of version 2: its evidence is still used, its cache is not.
+    Older(Evidence),
+}
+
+/// What a head proves about its log (format-spec.md 4.6, "The head as
+/// evidence").
+struct Evidence {
+    log_end: u64,
+    first_record_crc: u32,
+}
+
+/// The evidence of a head of version 2 (a MessagePack map of named fields;
+/// the others, its state and settings, are skipped).
+#[derive(serde::Deserialize)]
+struct EvidenceV2 {
+    log_end: u64,
+    first_record_crc: u32,
+}
+
+/// Decodes a head file of this version, or the evidence of one of version
+/// 2; `None` if it is neither.
+fn decode_file(bytes: &[u8]) -> Option<HeadFile> {
     let header = bytes.get(..HEAD_HEADER_LEN)?;
+    let version = u16::from_le_bytes([header[4], header[5]]);
     if header[0..4] != HEAD_MAGIC
-        || u16::from_le_bytes([header[4], header[5]]) != HEAD_VERSION
+        || !(2..=HEAD_VERSION).contains(&version)
         || header[6..8] != [0, 0]
     {
         return None;
@@ -128,10 +163,217 @@ pub fn decode(bytes: &[u8]) -> Option<Head> {
     if body.len() != len || crc32fast::hash(body) != crc {
         return None;
     }
+    if version == HEAD_VERSION {
+        return decode_body(body)
+            .ok()
+            .map(|h| HeadFile::Current(Box::new(h)));
+    }
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(body));
     de.set_max_depth(super::codec::MAX_DEPTH);
-    let head = Head::deserialize(&mut de).ok()?;
-    (de.position() == body.len() as u64).then_some(head)
+    let old = <EvidenceV2 as serde::Deserialize>::deserialize(&mut de).ok()?;
+    (de.position() == body.len() as u64).then_some(HeadFile::Older(Evidence {
+        log_end: old.log_end,
+        first_record_crc: old.first_record_crc,
+    }))
+}
+
+/// The body of a head file (format-spec.md 4.6): fixed fields, varints,
+/// strings and JSON values in the binary form of log entries, read back
+/// without a deserializer.
+fn encode_body(head: &Head) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    put_varint(&mut out, head.log_end);
+    put_varint(&mut out, head.last_record);
+    out.extend_from_slice(&head.last_record_crc.to_le_bytes());
+    out.extend_from_slice(&head.first_record_crc.to_le_bytes());
+    let state = &head.state;
+    match &state.metadata.base_config {
+        Some(r) => {
+            out.push(1);
+            put_ref(&mut out, r);
+        }
+        None => out.push(0),
+    }
+    // Metadata is JSON read from the log (nested at most as deep as an
+    // entry may be), so it encodes; if it did not, the cache would only
+    // be refused when read.
+    let _ = put_object(&mut out, &state.metadata.fields, 0);
+    put_varint(&mut out, state.entries);
+    put_varint(&mut out, state.unknown_entries);
+    put_varint(&mut out, state.records);
+    let (turn, has_event) = state.turns.parts();
+    put_option_varint(&mut out, turn);
+    out.push(u8::from(has_event));
+    put_varint(&mut out, state.open_requests.len() as u64);
+    for (id, tool) in &state.open_requests {
+        put_str(&mut out, id);
+        put_str(&mut out, tool);
+    }
+    match &state.last_event {
+        Some(t) => {
+            out.push(1);
+            out.extend_from_slice(&t.unix_secs().to_le_bytes());
+            put_varint(&mut out, u64::from(t.subsec_nanos()));
+        }
+        None => out.push(0),
+    }
+    put_varint(&mut out, state.blob_refs);
+    put_varint(&mut out, state.content_bytes);
+    put_varint(&mut out, state.compactions);
+    // The settings as the JSON of a config holding exactly them (their
+    // serialization), read back by `Settings::parse`; settings that do not
+    // serialize are not cached.
+    let settings =
+        head.settings
+            .as_ref()
+            .and_then(|cache| match serde_json::to_value(&cache.settings) {
+                Ok(Value::Object(config)) => Some((cache, config)),
+                _ => None,
+            });
+    match settings {
+        Some((cache, config)) => {
+            out.push(1);
+            out.extend_from_slice(cache.workspace.as_bytes());
+            match &cache.base_config {
+                Some(id) => {
+                    out.push(1);
+                    out.extend_from_slice(id.as_bytes());
+                }
+                None => out.push(0),
+            }
+            put_varint(&mut out, u64::from(cache.version));
+            let _ = put_object(&mut out, &config, 0);
+        }
+        None => out.push(0),
+    }
+    out
+}
+
+fn put_option_varint(out: &mut Vec<u8>, n: Option<u64>) {
+    match n {
+        Some(n) => {
+            out.push(1);
+            put_varint(out, n);
+        }
+        None => out.push(0),
+    }
+}
+
+/// Reads a presence byte: `0` absent, `1` present, anything else refused.
+fn present(r: &mut Reader<'_>) -> Result<bool, String> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(r.error(format_args!("presence byte {other:#04x}"))),
+    }
+}
+
+fn read_u32_le(r: &mut Reader<'_>) -> Result<u32, String> {
+    let b = r.take(4)?;
+    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn read_blob_id(r: &mut Reader<'_>) -> Result<BlobId, String> {
+    let b = r.take(32)?;
+    let mut id = [0u8; 32];
+    id.copy_from_slice(b);
+    Ok(BlobId::from_bytes(id))
+}
+
+/// Decodes the body of a head file of this version (what follows the
+/// header, whose CRC it is not checked against here: fuzzing and tools);
+/// the error says what was found where.
+pub fn decode_body(body: &[u8]) -> Result<Head, String> {
+    let mut r = Reader::new(body);
+    let log_end = r.varint()?;
+    let last_record = r.varint()?;
+    let last_record_crc = read_u32_le(&mut r)?;
+    let first_record_crc = read_u32_le(&mut r)?;
+    let base_config = if present(&mut r)? {
+        Some(r.blob_ref()?)
+    } else {
+        None
+    };
+    let fields = read_object(&mut r, 0)?;
+    let entries = r.varint()?;
+    let unknown_entries = r.varint()?;
+    let records = r.varint()?;
+    let turn = if present(&mut r)? {
+        Some(r.varint()?)
+    } else {
+        None
+    };
+    let has_event = present(&mut r)?;
+    let count = r.varint()?;
+    let mut open_requests: BTreeMap<String, String> = BTreeMap::new();
+    for _ in 0..count {
+        let id = r.str()?;
+        let tool = r.str()?;
+        // Written in order, each id once: anything else is not a head this
+        // code wrote.
+        if open_requests
+            .last_key_value()
+            .is_some_and(|(last, _)| last.as_str() >= id)
+        {
+            return Err(r.error("open requests out of order"));
+        }
+        open_requests.insert(id.to_owned(), tool.to_owned());
+    }
+    let last_event = if present(&mut r)? {
+        let b = r.take(8)?;
+        let mut secs = [0u8; 8];
+        secs.copy_from_slice(b);
+        let nanos = r.varint_u32()?;
+        Some(
+            Timestamp::from_unix(i64::from_le_bytes(secs), nanos)
+                .ok_or_else(|| r.error("a timestamp out of range"))?,
+        )
+    } else {
+        None
+    };
+    let state = ConversationState {
+        metadata: Metadata {
+            base_config,
+            fields,
+        },
+        entries,
+        unknown_entries,
+        records,
+        turns: TurnCounter::from_parts(turn, has_event),
+        open_requests,
+        last_event,
+        blob_refs: r.varint()?,
+        content_bytes: r.varint()?,
+        compactions: r.varint()?,
+    };
+    let settings = if present(&mut r)? {
+        let workspace = read_blob_id(&mut r)?;
+        let base_config = if present(&mut r)? {
+            Some(read_blob_id(&mut r)?)
+        } else {
+            None
+        };
+        let version = r.varint_u32()?;
+        let config = read_object(&mut r, 0)?;
+        let settings = crate::config::Settings::parse(&config).map_err(|e| r.error(e))?;
+        Some(SettingsCache {
+            workspace,
+            base_config,
+            version,
+            settings,
+        })
+    } else {
+        None
+    };
+    r.finish("a head")?;
+    Ok(Head {
+        log_end,
+        last_record,
+        last_record_crc,
+        first_record_crc,
+        state,
+        settings,
+    })
 }
 
 /// Reads the head cache of `id` and checks it against the log; `None` when
@@ -153,25 +395,61 @@ pub fn load_with(
     matches_log(log, &head).then_some(head)
 }
 
-/// The head file of `id` if it decodes and belongs to the log file `log`
-/// (its first record stores the head's `first_record_crc`): its `log_end`
-/// is the proven end ([`proven_end`]), and its settings cache may be used
-/// when its key matches. Not checked further against the log (see
-/// [`load`]).
-pub fn read_for_log(
-    backend: &dyn Backend,
-    id: &ConversationId,
-    log: &dyn ObjectReader,
-) -> Option<Head> {
-    let head = read(backend, id)?;
-    (log_first_record_crc(log) == Some(head.first_record_crc)).then_some(head)
+/// What the head file of `id` gives a reader of the log file `log`.
+#[derive(Debug)]
+pub struct ForLog {
+    /// The proven end ([`proven_end`]): the `log_end` of a head that
+    /// decodes and belongs to the log, of this version or of version 2;
+    /// else 0.
+    pub proven_end: u64,
+    /// The head, if it is of this version and belongs to the log: its
+    /// settings cache may be used when its key matches. Not checked further
+    /// against the log (see [`load`]).
+    pub head: Option<Head>,
 }
 
-/// The head file of `id` as it is, decoded; not checked against the log.
+/// The head file of `id` judged against the log file `log` (its first
+/// record stores the head's `first_record_crc`).
+pub fn read_for_log(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> ForLog {
+    let none = ForLog {
+        proven_end: 0,
+        head: None,
+    };
+    let Some(file) = read_file(backend, id) else {
+        return none;
+    };
+    let (evidence, head) = match file {
+        HeadFile::Current(head) => (
+            Evidence {
+                log_end: head.log_end,
+                first_record_crc: head.first_record_crc,
+            },
+            Some(*head),
+        ),
+        HeadFile::Older(evidence) => (evidence, None),
+    };
+    if log_first_record_crc(log) != Some(evidence.first_record_crc) {
+        return none;
+    }
+    ForLog {
+        proven_end: evidence.log_end,
+        head,
+    }
+}
+
+/// The head file of `id` as it is, decoded if of this version; not
+/// checked against the log.
 fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
+    match read_file(backend, id)? {
+        HeadFile::Current(head) => Some(*head),
+        HeadFile::Older(_) => None,
+    }
+}
+
+fn read_file(backend: &dyn Backend, id: &ConversationId) -> Option<HeadFile> {
     let file = backend.open(&head_path(id)).ok()?;
     let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
-    decode(&bytes)
+    decode_file(&bytes)
 }
 
 /// How far the log of `id` is known to have been whole: the `log_end` of a
@@ -195,7 +473,7 @@ pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
 
 /// [`proven_end`] of the log file `log` (the caller's handle).
 pub fn proven_end_with(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> u64 {
-    read_for_log(backend, id, log).map_or(0, |h| h.log_end)
+    read_for_log(backend, id, log).proven_end
 }
 
 /// Whether the log file `log` has, at `head.last_record`, a valid record
@@ -341,6 +619,26 @@ mod tests {
                 version: crate::config::SETTINGS_VERSION,
                 settings,
             }),
+        }
+    }
+
+    /// A head of version 2 (the committed store of version 2's): its
+    /// evidence is read, its cache is not, and flipping any byte of it
+    /// loses the evidence too.
+    #[test]
+    fn a_head_of_version_2_gives_its_evidence_only() {
+        let bytes =
+            include_bytes!("../../../tests/fixtures/store-v2/store/conversations/native/head");
+        assert_eq!(decode(bytes), None, "not a head of this version");
+        let Some(HeadFile::Older(evidence)) = decode_file(bytes) else {
+            panic!("the evidence of a head of version 2 is read");
+        };
+        // `log_end` is the body's first value: `cd 07 1a`, a u16.
+        assert_eq!(evidence.log_end, 0x071a);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.to_vec();
+            bad[i] ^= 0x10;
+            assert!(decode_file(&bad).is_none(), "flip at byte {i} accepted");
         }
     }
 

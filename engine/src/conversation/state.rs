@@ -13,10 +13,9 @@ use crate::event::turns::TurnCounter;
 use crate::event::{Entry, EventKind};
 use crate::timestamp::Timestamp;
 
-/// The folded state of a conversation's log. Its MessagePack form (serde
-/// derive, named fields) is stored in the head cache (format-spec.md 4.6).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The folded state of a conversation's log, as the head cache stores it
+/// (format-spec.md 4.6, `conversation/head.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConversationState {
     /// Metadata after every patch.
     pub metadata: Metadata,

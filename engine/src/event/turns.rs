@@ -33,6 +33,17 @@ impl TurnCounter {
         Self::default()
     }
 
+    /// The counter as stored in a head cache: the current turn, and
+    /// whether it holds a conversation event.
+    pub fn parts(&self) -> (Option<u64>, bool) {
+        (self.current, self.has_event)
+    }
+
+    /// A counter from its [`parts`](Self::parts).
+    pub fn from_parts(current: Option<u64>, has_event: bool) -> Self {
+        TurnCounter { current, has_event }
+    }
+
     /// Counts one entry and returns the turn it belongs to.
     pub fn step<C>(&mut self, entry: &Entry<C>) -> Step {
         self.step_role(role_of(entry))

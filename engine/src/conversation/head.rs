@@ -10,12 +10,11 @@
 //! (missing, damaged, stale beyond the log's end, another log) means: fold
 //! the whole log, as if there were no cache.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jpstore_blobstore::backend::{read_all, read_exact_at, Backend, Expect, ObjectReader};
-use std::collections::BTreeMap;
-
 use jpstore_blobstore::BlobId;
 use serde_json::Value;
 
@@ -36,9 +35,9 @@ pub const HEAD_FILE: &str = "head";
 /// Magic of a head file.
 pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
 /// Version of the head file layout (3: a body read without a
-/// deserializer; 2: the settings cache added to a MessagePack body. A head
-/// of another version is refused like any head that cannot be trusted, and
-/// written again).
+/// deserializer). A head of version 2 (a MessagePack body) gives its
+/// evidence only ([`read_for_log`]); one of any other version is refused
+/// like any head that cannot be trusted. Either is written again.
 pub const HEAD_VERSION: u16 = 3;
 /// Length of the head file's header.
 pub const HEAD_HEADER_LEN: usize = 16;

@@ -57,9 +57,12 @@ use std::time::{Duration, Instant};
 use jpstore_benches::bench_dir::{describe, fresh_run_dir};
 use jpstore_benches::floor::{
     batch_settings, compress_all, compress_grouped, cores, decompress_and_hash,
-    decompress_and_hash_groups, hash_and_compress, hash_and_compress_grouped,
+    decompress_and_hash_groups, escape_strings, files_below, hash_and_compress,
+    hash_and_compress_grouped, read_files, strings_of,
 };
-use jpstore_benches::setup::attach::{collect_and_attach, store_with_conversation, write_tree};
+use jpstore_benches::setup::attach::{
+    collect_and_attach, paths, store_with_conversation, write_tree,
+};
 use jpstore_benches::setup::conversation::{
     jp_parse, open_and_view_anthropic, open_and_view_refs, store_with, write_jp_events, AppendBench,
 };
@@ -300,6 +303,14 @@ fn conversation(run: &Path, report: &mut Report) {
         drop(black_box(v));
         spent
     };
+    // The least writing the `anthropic` body costs: escaping its strings
+    // into memory already in use.
+    let body: Value = serde_json::from_slice(&open_and_view_anthropic(&store, &id))
+        .expect("the request body is JSON");
+    let strings = strings_of(&body);
+    drop(body);
+    let mut escaped = Vec::new();
+    let mut escape_op = || timed(|| escape_strings(&strings, &mut escaped));
     let t = interleaved(
         5,
         50,
@@ -313,6 +324,7 @@ fn conversation(run: &Path, report: &mut Report) {
                 "JP read + parse + base64 decode, 10 events",
                 &mut jp_short_op,
             ),
+            ("escape the anthropic body's strings", &mut escape_op),
         ],
     );
     report.timings(
@@ -337,6 +349,7 @@ fn conversation(run: &Path, report: &mut Report) {
             ),
             ("jp_parse_10_vs_view_refs_10", 4, 3, None),
             ("view_refs_10_vs_jp_parse_10k", 3, 1, None),
+            ("jp_parse_vs_escape_anthropic_body", 1, 5, None),
         ],
     );
 }
@@ -444,6 +457,23 @@ fn attach(run: &Path, report: &mut Report) {
             }));
         })
     };
+    // What any attach does besides the floor: read the files, list the tree.
+    let tree_files = paths(&files, &tree);
+    let mut read_op = || {
+        timed(|| {
+            black_box(read_files(&tree_files, cores));
+        })
+    };
+    let mut list_op = || {
+        timed(|| {
+            let links = jpstore_integrations::attach::Links::default();
+            drop(black_box(jpstore_integrations::attach::collect(
+                std::slice::from_ref(&tree),
+                &tree,
+                links,
+            )));
+        })
+    };
     let t = interleaved(
         5,
         30,
@@ -452,6 +482,8 @@ fn attach(run: &Path, report: &mut Report) {
             ("attach", &mut attach_op),
             ("SHA-256 + zstd-3 in groups floor", &mut floor_op),
             ("SHA-256 + zstd-3 of each file", &mut each_op),
+            ("read the files", &mut read_op),
+            ("list the tree", &mut list_op),
         ],
     );
     report.timings(
@@ -468,6 +500,8 @@ fn attach(run: &Path, report: &mut Report) {
                 at_most("attach_within_1_3x_of_hash_zstd", 1.3),
             ),
             ("attach_1k_files_vs_hash_zstd_each_file", 0, 2, None),
+            ("attach_read_files_vs_hash_zstd_floor", 3, 1, None),
+            ("attach_list_tree_vs_hash_zstd_floor", 4, 1, None),
         ],
     );
 }
@@ -490,6 +524,14 @@ fn maintenance(run: &Path, report: &mut Report) {
     let mut fsck_op = || timed(|| drop(maintenance::fsck(&store, true)));
     let mut floor_op = || timed(|| decompress_and_hash_groups(&grouped, cores));
     let mut each_op = || timed(|| decompress_and_hash(&compressed, cores));
+    // What fsck does besides the floor: the log checks, reading the store.
+    let mut log_checks_op = || timed(|| drop(maintenance::fsck(&store, false)));
+    let store_files = files_below(&dir);
+    let mut read_op = || {
+        timed(|| {
+            black_box(read_files(&store_files, cores));
+        })
+    };
     let t = interleaved(
         5,
         5,
@@ -498,6 +540,8 @@ fn maintenance(run: &Path, report: &mut Report) {
             ("fsck --read-data", &mut fsck_op),
             ("decompress groups + SHA-256 floor", &mut floor_op),
             ("decompress each blob + SHA-256", &mut each_op),
+            ("fsck, log checks only", &mut log_checks_op),
+            ("read every file of the store", &mut read_op),
         ],
     );
     report.timings(
@@ -516,6 +560,8 @@ fn maintenance(run: &Path, report: &mut Report) {
                 at_most("fsck_read_data_within_1_2x_of_decompress_hash", 1.2),
             ),
             ("fsck_read_data_vs_decompress_hash_each_blob", 0, 2, None),
+            ("fsck_log_checks_vs_decompress_hash_floor", 3, 1, None),
+            ("fsck_read_files_vs_decompress_hash_floor", 4, 1, None),
         ],
     );
     drop((grouped, compressed));

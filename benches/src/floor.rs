@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -339,9 +339,87 @@ pub fn sha256_all(blobs: &[Vec<u8>], threads: usize) {
     });
 }
 
+/// Reads every file of `paths` (open, read, close, from the page cache) on
+/// `threads` threads, as a command that must read them does at the least.
+/// Returns the bytes read.
+pub fn read_files(paths: &[PathBuf], threads: usize) -> u64 {
+    let total = AtomicUsize::new(0);
+    on_threads(paths.len(), threads, &|| (), &|_, i| {
+        let bytes = std::fs::read(&paths[i]).expect("read a file");
+        total.fetch_add(bytes.len(), Ordering::Relaxed);
+    });
+    total.into_inner() as u64
+}
+
+/// The files below `dir`, walked (regular files only).
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("list a directory") {
+            let entry = entry.expect("a directory entry");
+            let kind = entry.file_type().expect("a file type");
+            if kind.is_dir() {
+                dirs.push(entry.path());
+            } else if kind.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+/// Every string of `value` (keys included), as written into a JSON text:
+/// what escaping it costs at the least.
+pub fn strings_of(value: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(o) => {
+                for (k, v) in o {
+                    out.push(k.clone());
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Escapes every string of `strings` as a JSON string into `out` (cleared
+/// first, its memory kept between calls), with the store's escaper.
+pub fn escape_strings(strings: &[String], out: &mut Vec<u8>) {
+    out.clear();
+    for s in strings {
+        jpstore_engine::event::binary::value::push_json_str(out, s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_walking_and_escaping() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("dirs");
+        std::fs::write(dir.path().join("a/one"), b"12345").expect("write");
+        std::fs::write(dir.path().join("a/b/two"), b"678").expect("write");
+        let files = files_below(dir.path());
+        assert_eq!(files.len(), 2);
+        assert_eq!(read_files(&files, 2), 8);
+        let strings = strings_of(&serde_json::json!({"k": ["a\"", {"q": 1}]}));
+        let mut out = Vec::new();
+        escape_strings(&strings, &mut out);
+        let mut sorted = strings.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["a\"", "k", "q"]);
+        assert_eq!(out.len(), br#""k""a\"""q""#.len());
+    }
 
     #[test]
     fn floors_round_trip() {

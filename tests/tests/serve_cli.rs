@@ -668,6 +668,34 @@ fn requests_naming_another_host_are_refused() {
     }
 }
 
+/// A browser keeps connections open between requests and opens several
+/// at once; a connection left idle, or holding a request whose answer is
+/// not read yet, must not hold back the next one. (The HTTP library used
+/// before could queue a new connection behind idle kept-alive ones until
+/// the browser closed them, 300 s later.)
+#[test]
+fn idle_and_unread_connections_do_not_hold_back_a_request() {
+    use std::io::Write as _;
+    let f = fixture();
+    let server = Server::start(&f.store);
+    let idle: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| std::net::TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    let unread: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(server.addr).expect("connect");
+            let head = format!("GET /stats HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
+            c.write_all(head.as_bytes()).expect("send a request");
+            c
+        })
+        .collect();
+    for target in ["/", "/stats", "/static/style.css"] {
+        let r = server.get(target);
+        assert_eq!(r.status, 200, "{target} beside idle connections");
+    }
+    drop((idle, unread));
+}
+
 #[test]
 fn only_loopback_unless_allowed_and_ctrl_c_stops() {
     let f = fixture();

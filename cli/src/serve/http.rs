@@ -3,13 +3,13 @@
 //! nowhere else). A panic in a handler becomes a 500 page for that request
 //! and the server goes on.
 
-use std::io::Cursor;
+use std::io::{self, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jpstore_engine::error::Error;
 use jpstore_engine::Store;
-use tiny_http::{Header, Method, Request, Response, StatusCode};
 
+use super::connection::{sendable, write_reply, Asked, Method};
 use super::index::Index;
 use super::layout::error_page;
 use super::reply::{Body, Caching, ContentType, Policy, Reply};
@@ -39,37 +39,30 @@ pub struct Site {
     pub hosts: Option<Vec<String>>,
 }
 
-/// The parts of a request the handlers look at.
-#[derive(Debug, Clone)]
-pub struct Asked {
-    /// The method.
-    pub method: Method,
-    /// The request target as sent.
-    pub target: String,
-    /// The `Host` header, if any.
-    pub host: Option<String>,
+/// Answers `asked` on `stream`.
+pub fn handle(site: &Site, asked: &Asked, stream: &mut impl Write) -> io::Result<()> {
+    let reply = answer_catching(|| answer(site, asked));
+    respond(stream, asked, reply)
 }
 
-impl Asked {
-    /// The parts of `request`.
-    pub fn of(request: &Request) -> Asked {
-        Asked {
-            method: request.method().clone(),
-            target: request.url().to_owned(),
-            host: request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("Host"))
-                .map(|h| h.value.as_str().to_owned()),
-        }
-    }
-}
-
-/// Answers `request`.
-pub fn handle(site: &Site, request: Request) {
-    let asked = Asked::of(&request);
-    let reply = answer_catching(|| answer(site, &asked));
-    respond(request, &asked, reply);
+/// A reply to a request that could not be read (400, 431): an error page.
+pub fn refuse(status: u16, stream: &mut impl Write) -> io::Result<()> {
+    let (heading, message) = match status {
+        431 => (
+            "Request too large",
+            "The request's headers are longer than this server reads.",
+        ),
+        _ => (
+            "Bad request",
+            "This is not an HTTP/1.1 request this server reads.",
+        ),
+    };
+    let asked = Asked {
+        method: Method::Get,
+        target: String::new(),
+        host: None,
+    };
+    respond(stream, &asked, error_reply(status, heading, message))
 }
 
 /// `answer()`, with a panic turned into a 500 page.
@@ -209,53 +202,35 @@ pub fn headers(reply: &Reply) -> Vec<(&'static str, String)> {
     headers
 }
 
-fn respond(request: Request, asked: &Asked, reply: Reply) {
-    let mut built = Vec::new();
-    for (name, value) in headers(&reply) {
-        match Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            Ok(h) => built.push(h),
-            Err(()) => {
-                // Not reached: every value is fixed or checked. A response
-                // without its headers is not sent.
-                eprintln!(
-                    "jp-store: serve: {}: header {name} not sendable",
-                    asked.target
-                );
-                let _ = request.respond(Response::empty(StatusCode(500)));
-                return;
-            }
-        }
+fn respond(stream: &mut impl Write, asked: &Asked, reply: Reply) -> io::Result<()> {
+    let head_only = asked.method == Method::Head;
+    let headers = headers(&reply);
+    if let Some((name, _)) = headers.iter().find(|(_, value)| !sendable(value)) {
+        // Not reached: every value is fixed or checked. A response without
+        // its headers is not sent.
+        eprintln!(
+            "jp-store: serve: {}: header {name} not sendable",
+            asked.target
+        );
+        return write_reply(stream, 500, &[], 0, &mut io::empty(), head_only);
     }
-    let status = StatusCode(reply.status);
     let result = match reply.body {
-        Body::Bytes(bytes) => {
-            let len = bytes.len();
-            request.respond(whole(Response::new(
-                status,
-                built,
-                Cursor::new(bytes),
-                Some(len),
-                None,
-            )))
+        Body::Bytes(bytes) => write_reply(
+            stream,
+            reply.status,
+            &headers,
+            bytes.len() as u64,
+            &mut bytes.as_slice(),
+            head_only,
+        ),
+        Body::Stream { mut reader, len } => {
+            write_reply(stream, reply.status, &headers, len, &mut reader, head_only)
         }
-        Body::Stream { reader, len } => match usize::try_from(len) {
-            Ok(len) => {
-                request.respond(whole(Response::new(status, built, reader, Some(len), None)))
-            }
-            Err(_) => request.respond(Response::empty(StatusCode(500))),
-        },
     };
-    if let Err(e) = result {
+    if let Err(e) = &result {
         eprintln!("jp-store: serve: {}: {e}", asked.target);
     }
-}
-
-/// `response` sent with its `Content-Length` rather than chunked (which
-/// tiny_http picks above 32 KiB): a body cut short by a failed read is then
-/// short of its length, where the chunked encoder would end it as if it
-/// were whole.
-fn whole<R: std::io::Read>(response: Response<R>) -> Response<R> {
-    response.with_chunked_threshold(usize::MAX)
+    result
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! read long agent conversations rather than JSON.
 //!
 //! Server-rendered HTML ([`html`] escapes everything it is given), a
-//! stylesheet and a small script compiled into the binary, over
-//! `tiny_http` (a small synchronous HTTP/1.1 server: a thread accepts and
-//! reads requests, a few workers here answer them; no async runtime).
+//! stylesheet and a small script compiled into the binary, over HTTP/1.1
+//! with one request per connection, each on a thread of its own
+//! ([`connection`]; no async runtime).
 //!
 //! | path | what |
 //! |---|---|
@@ -21,6 +21,7 @@
 //! GET and HEAD only, writes nothing to the store, and stops on Ctrl-C.
 
 mod blob;
+mod connection;
 mod conversation;
 mod html;
 mod http;
@@ -32,11 +33,11 @@ mod stats;
 mod url;
 
 use std::io::Write as _;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -47,8 +48,6 @@ use crate::output;
 
 /// The address `serve` listens on by default.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
-/// Threads answering requests.
-const WORKERS: usize = 4;
 /// How long a stop waits for the responses being sent to finish.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -74,19 +73,16 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
             "jp-store: warning: serving on {addr}, which is not a loopback address: anyone who can reach it can read every conversation of this store"
         );
     }
-    let server =
-        tiny_http::Server::http(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
-    let local = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| anyhow!("the server is not listening on an IP address"))?;
+    let listener = TcpListener::bind(addr).map_err(|e| anyhow!("cannot listen on {addr}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .context("the address the server listens on")?;
     let url = format!("http://{local}/");
     let site = Arc::new(http::Site {
         store,
         index: index::Index::new(),
         hosts: (!args.allow_remote).then(|| host_names(local)),
     });
-    let server = Arc::new(server);
     // The first SIGINT or SIGTERM stops the server; a second one while it
     // stops ends the process at once.
     let stopping = Arc::new(AtomicBool::new(false));
@@ -101,24 +97,12 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
         }
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?
     };
-    let (done, finished) = mpsc::channel::<()>();
-    for _ in 0..WORKERS {
-        let server = Arc::clone(&server);
-        let site = Arc::clone(&site);
+    let open = Arc::new(Open::default());
+    let accepting = {
         let stopping = Arc::clone(&stopping);
-        let done = done.clone();
-        std::thread::spawn(move || {
-            loop {
-                match server.recv() {
-                    Ok(request) => http::handle(&site, request),
-                    Err(_) if stopping.load(Ordering::SeqCst) => break,
-                    Err(e) => eprintln!("jp-store: serve: {e}"),
-                }
-            }
-            let _ = done.send(());
-        });
-    }
-    drop(done);
+        let open = Arc::clone(&open);
+        std::thread::spawn(move || accept(&listener, &site, &stopping, &open))
+    };
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{url}")
@@ -131,20 +115,94 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
     ));
     let _ = signals.forever().next();
     stopping.store(true, Ordering::SeqCst);
-    for _ in 0..WORKERS {
-        server.unblock();
-    }
+    // The accepting thread is woken by a connection of our own.
+    let _ = TcpStream::connect_timeout(&local, Duration::from_secs(1));
+    let _ = accepting.join();
     // Responses being sent are given a moment to finish; the store is only
     // read, so nothing is left half done when one is cut.
-    let deadline = std::time::Instant::now() + STOP_GRACE;
-    for _ in 0..WORKERS {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if finished.recv_timeout(left).is_err() {
-            break;
-        }
-    }
+    open.wait_all(STOP_GRACE);
     output::note("stopped serving");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The connections being answered, counted so that at most
+/// [`connection::MAX_CONNECTIONS`] are at once and a stop can wait for
+/// them.
+#[derive(Default)]
+struct Open {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Open {
+    /// Waits for a free place and takes it.
+    fn enter(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count >= connection::MAX_CONNECTIONS {
+            count = self.changed.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+        *count += 1;
+    }
+
+    fn leave(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until no connection is open, or `limit` has passed.
+    fn wait_all(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            count = self
+                .changed
+                .wait_timeout(count, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Accepts connections until `stopping`, each answered on a thread of its
+/// own.
+fn accept(listener: &TcpListener, site: &Arc<http::Site>, stopping: &AtomicBool, open: &Arc<Open>) {
+    for stream in listener.incoming() {
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => {
+                // A connection that failed before it was accepted (reset,
+                // out of descriptors for a moment): the next one is tried.
+                eprintln!("jp-store: serve: accepting a connection: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        open.enter();
+        let site = Arc::clone(site);
+        let left = Arc::clone(open);
+        let spawned = std::thread::Builder::new()
+            .name("serve-connection".into())
+            .spawn(move || {
+                connection::serve_connection(
+                    stream,
+                    |asked, stream| http::handle(&site, asked, stream),
+                    http::refuse,
+                );
+                left.leave();
+            });
+        if let Err(e) = spawned {
+            eprintln!("jp-store: serve: no thread for a connection: {e}");
+            open.leave();
+        }
+    }
 }
 
 /// The address to listen on: `addr` resolved, refused unless it is

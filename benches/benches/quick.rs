@@ -57,8 +57,8 @@ use std::time::{Duration, Instant};
 use jpstore_benches::bench_dir::{describe, fresh_run_dir};
 use jpstore_benches::floor::{
     batch_settings, compress_all, compress_grouped, cores, decompress_and_hash,
-    decompress_and_hash_groups, escape_strings, files_below, hash_and_compress,
-    hash_and_compress_grouped, read_files, strings_of,
+    decompress_and_hash_groups, escape_strings, hash_and_compress, hash_and_compress_grouped,
+    read_files, strings_of,
 };
 use jpstore_benches::setup::attach::{
     collect_and_attach, paths, store_with_conversation, write_tree,
@@ -66,11 +66,11 @@ use jpstore_benches::setup::attach::{
 use jpstore_benches::setup::conversation::{
     jp_parse, open_and_view_anthropic, open_and_view_refs, store_with, write_jp_events, AppendBench,
 };
-use jpstore_benches::setup::du;
 use jpstore_benches::setup::import::{
     import_all, plain_json_zstd19, read_and_parse_jp_files, write_workspace,
 };
 use jpstore_benches::setup::maintenance::{self, read_metadata, MaintenanceShape};
+use jpstore_benches::setup::{du, files_below};
 use jpstore_benches::timing::{human, interleaved, three_digits, timed, Timings};
 use jpstore_benches::ConversationShape;
 use jpstore_engine::conversation::ConversationId;

@@ -351,24 +351,6 @@ pub fn read_files(paths: &[PathBuf], threads: usize) -> u64 {
     total.into_inner() as u64
 }
 
-/// The files below `dir`, walked (regular files only).
-pub fn files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).expect("list a directory") {
-            let entry = entry.expect("a directory entry");
-            let kind = entry.file_type().expect("a file type");
-            if kind.is_dir() {
-                dirs.push(entry.path());
-            } else if kind.is_file() {
-                out.push(entry.path());
-            }
-        }
-    }
-    out
-}
-
 /// Every string of `value` (keys included), as written into a JSON text:
 /// what escaping it costs at the least.
 pub fn strings_of(value: &serde_json::Value) -> Vec<String> {
@@ -409,7 +391,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("a/b")).expect("dirs");
         std::fs::write(dir.path().join("a/one"), b"12345").expect("write");
         std::fs::write(dir.path().join("a/b/two"), b"678").expect("write");
-        let files = files_below(dir.path());
+        let files = crate::setup::files_below(dir.path());
         assert_eq!(files.len(), 2);
         assert_eq!(read_files(&files, 2), 8);
         let strings = strings_of(&serde_json::json!({"k": ["a\"", {"q": 1}]}));

@@ -10,7 +10,7 @@ pub mod maintenance;
 pub mod s3;
 pub mod unsynced;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Bytes of the files below `path` (not following links; 0 if missing).
 pub fn du(path: &Path) -> u64 {
@@ -26,6 +26,24 @@ pub fn du(path: &Path) -> u64 {
         total += if m.is_dir() { du(&p) } else { m.len() };
     }
     total
+}
+
+/// The regular files below `dir` (not following links).
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("list a directory") {
+            let entry = entry.expect("a directory entry");
+            let kind = entry.file_type().expect("a file type");
+            if kind.is_dir() {
+                dirs.push(entry.path());
+            } else if kind.is_file() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out
 }
 
 /// A store in a fresh directory below `root`, with every blob fan-out

@@ -42,7 +42,7 @@ pub struct Site {
 /// Answers `asked` on `stream`.
 pub fn handle(site: &Site, asked: &Asked, stream: &mut impl Write) -> io::Result<()> {
     let reply = answer_catching(|| answer(site, asked));
-    respond(stream, asked, reply)
+    respond(stream, asked.method == Method::Head, &asked.target, reply)
 }
 
 /// A reply to a request that could not be read (400, 431): an error page.
@@ -57,12 +57,8 @@ pub fn refuse(status: u16, stream: &mut impl Write) -> io::Result<()> {
             "This is not an HTTP/1.1 request this server reads.",
         ),
     };
-    let asked = Asked {
-        method: Method::Get,
-        target: String::new(),
-        host: None,
-    };
-    respond(stream, &asked, error_reply(status, heading, message))
+    let reply = error_reply(status, heading, message);
+    respond(stream, false, "(a request not read)", reply)
 }
 
 /// `answer()`, with a panic turned into a 500 page.
@@ -202,16 +198,14 @@ pub fn headers(reply: &Reply) -> Vec<(&'static str, String)> {
     headers
 }
 
-fn respond(stream: &mut impl Write, asked: &Asked, reply: Reply) -> io::Result<()> {
-    let head_only = asked.method == Method::Head;
+/// Writes `reply` (its body unless `head_only`); `target` names the
+/// request in errors.
+fn respond(stream: &mut impl Write, head_only: bool, target: &str, reply: Reply) -> io::Result<()> {
     let headers = headers(&reply);
     if let Some((name, _)) = headers.iter().find(|(_, value)| !sendable(value)) {
         // Not reached: every value is fixed or checked. A response without
         // its headers is not sent.
-        eprintln!(
-            "jp-store: serve: {}: header {name} not sendable",
-            asked.target
-        );
+        eprintln!("jp-store: serve: {target}: header {name} not sendable");
         return write_reply(stream, 500, &[], 0, &mut io::empty(), head_only);
     }
     let result = match reply.body {
@@ -228,7 +222,7 @@ fn respond(stream: &mut impl Write, asked: &Asked, reply: Reply) -> io::Result<(
         }
     };
     if let Err(e) = &result {
-        eprintln!("jp-store: serve: {}: {e}", asked.target);
+        eprintln!("jp-store: serve: {target}: {e}");
     }
     result
 }

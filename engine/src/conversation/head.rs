@@ -131,16 +131,10 @@ enum HeadFile {
 }
 
 /// What a head proves about its log (format-spec.md 4.6, "The head as
-/// evidence").
-struct Evidence {
-    log_end: u64,
-    first_record_crc: u32,
-}
-
-/// The evidence of a head of version 2 (a MessagePack map of named fields;
-/// the others, its state and settings, are skipped).
+/// evidence"). Read from a head of version 2 by name, the other fields of
+/// its MessagePack map (state, settings) skipped.
 #[derive(serde::Deserialize)]
-struct EvidenceV2 {
+struct Evidence {
     log_end: u64,
     first_record_crc: u32,
 }
@@ -169,11 +163,8 @@ fn decode_file(bytes: &[u8]) -> Option<HeadFile> {
     }
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(body));
     de.set_max_depth(super::codec::MAX_DEPTH);
-    let old = <EvidenceV2 as serde::Deserialize>::deserialize(&mut de).ok()?;
-    (de.position() == body.len() as u64).then_some(HeadFile::Older(Evidence {
-        log_end: old.log_end,
-        first_record_crc: old.first_record_crc,
-    }))
+    let evidence = <Evidence as serde::Deserialize>::deserialize(&mut de).ok()?;
+    (de.position() == body.len() as u64).then_some(HeadFile::Older(evidence))
 }
 
 /// The body of a head file (format-spec.md 4.6): fixed fields, varints,
@@ -267,18 +258,6 @@ fn present(r: &mut Reader<'_>) -> Result<bool, String> {
     }
 }
 
-fn read_u32_le(r: &mut Reader<'_>) -> Result<u32, String> {
-    let b = r.take(4)?;
-    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn read_blob_id(r: &mut Reader<'_>) -> Result<BlobId, String> {
-    let b = r.take(32)?;
-    let mut id = [0u8; 32];
-    id.copy_from_slice(b);
-    Ok(BlobId::from_bytes(id))
-}
-
 /// Decodes the body of a head file of this version (what follows the
 /// header, whose CRC it is not checked against here: fuzzing and tools);
 /// the error says what was found where.
@@ -286,8 +265,8 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
     let mut r = Reader::new(body);
     let log_end = r.varint()?;
     let last_record = r.varint()?;
-    let last_record_crc = read_u32_le(&mut r)?;
-    let first_record_crc = read_u32_le(&mut r)?;
+    let last_record_crc = r.u32_le()?;
+    let first_record_crc = r.u32_le()?;
     let base_config = if present(&mut r)? {
         Some(r.blob_ref()?)
     } else {
@@ -319,14 +298,9 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
         open_requests.insert(id.to_owned(), tool.to_owned());
     }
     let last_event = if present(&mut r)? {
-        let b = r.take(8)?;
-        let mut secs = [0u8; 8];
-        secs.copy_from_slice(b);
+        let secs = r.i64_le()?;
         let nanos = r.varint_u32()?;
-        Some(
-            Timestamp::from_unix(i64::from_le_bytes(secs), nanos)
-                .ok_or_else(|| r.error("a timestamp out of range"))?,
-        )
+        Some(Timestamp::from_unix(secs, nanos).ok_or_else(|| r.error("a timestamp out of range"))?)
     } else {
         None
     };
@@ -346,9 +320,9 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
         compactions: r.varint()?,
     };
     let settings = if present(&mut r)? {
-        let workspace = read_blob_id(&mut r)?;
+        let workspace = r.blob_id()?;
         let base_config = if present(&mut r)? {
-            Some(read_blob_id(&mut r)?)
+            Some(r.blob_id()?)
         } else {
             None
         };

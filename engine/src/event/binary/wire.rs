@@ -150,15 +150,30 @@ impl<'a> Reader<'a> {
                 mark[0], mark[1]
             )));
         }
+        let id = self.blob_id()?;
+        let size = self.varint()?;
+        Ok(BlobRef { id, size })
+    }
+
+    /// A blob id: its 32 bytes.
+    pub fn blob_id(&mut self) -> Result<BlobId, String> {
         let id: [u8; 32] = self
             .take(32)?
             .try_into()
             .map_err(|_| self.error("a short blob id"))?;
-        let size = self.varint()?;
-        Ok(BlobRef {
-            id: BlobId::from_bytes(id),
-            size,
-        })
+        Ok(BlobId::from_bytes(id))
+    }
+
+    /// Four bytes, a little-endian `u32`.
+    pub fn u32_le(&mut self) -> Result<u32, String> {
+        let b: [u8; 4] = self.take(4)?.try_into().map_err(|_| self.error("short"))?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Eight bytes, a little-endian `i64`.
+    pub fn i64_le(&mut self) -> Result<i64, String> {
+        let b: [u8; 8] = self.take(8)?.try_into().map_err(|_| self.error("short"))?;
+        Ok(i64::from_le_bytes(b))
     }
 
     /// Fails unless every byte was read.

@@ -177,13 +177,7 @@ fn encode_body(head: &Head) -> Vec<u8> {
     out.extend_from_slice(&head.last_record_crc.to_le_bytes());
     out.extend_from_slice(&head.first_record_crc.to_le_bytes());
     let state = &head.state;
-    match &state.metadata.base_config {
-        Some(r) => {
-            out.push(1);
-            put_ref(&mut out, r);
-        }
-        None => out.push(0),
-    }
+    put_optional(&mut out, state.metadata.base_config.as_ref(), put_ref);
     // Metadata is JSON read from the log (nested at most as deep as an
     // entry may be), so it encodes; if it did not, the cache would only
     // be refused when read.
@@ -192,21 +186,17 @@ fn encode_body(head: &Head) -> Vec<u8> {
     put_varint(&mut out, state.unknown_entries);
     put_varint(&mut out, state.records);
     let (turn, has_event) = state.turns.parts();
-    put_option_varint(&mut out, turn);
+    put_optional(&mut out, turn, put_varint);
     out.push(u8::from(has_event));
     put_varint(&mut out, state.open_requests.len() as u64);
     for (id, tool) in &state.open_requests {
         put_str(&mut out, id);
         put_str(&mut out, tool);
     }
-    match &state.last_event {
-        Some(t) => {
-            out.push(1);
-            out.extend_from_slice(&t.unix_secs().to_le_bytes());
-            put_varint(&mut out, u64::from(t.subsec_nanos()));
-        }
-        None => out.push(0),
-    }
+    put_optional(&mut out, state.last_event, |out, t| {
+        out.extend_from_slice(&t.unix_secs().to_le_bytes());
+        put_varint(out, u64::from(t.subsec_nanos()));
+    });
     put_varint(&mut out, state.blob_refs);
     put_varint(&mut out, state.content_bytes);
     put_varint(&mut out, state.compactions);
@@ -220,32 +210,37 @@ fn encode_body(head: &Head) -> Vec<u8> {
                 Ok(Value::Object(config)) => Some((cache, config)),
                 _ => None,
             });
-    match settings {
-        Some((cache, config)) => {
-            out.push(1);
-            out.extend_from_slice(cache.workspace.as_bytes());
-            match &cache.base_config {
-                Some(id) => {
-                    out.push(1);
-                    out.extend_from_slice(id.as_bytes());
-                }
-                None => out.push(0),
-            }
-            put_varint(&mut out, u64::from(cache.version));
-            let _ = put_object(&mut out, &config, 0);
-        }
-        None => out.push(0),
-    }
+    put_optional(&mut out, settings, |out, (cache, config)| {
+        out.extend_from_slice(cache.workspace.as_bytes());
+        put_optional(out, cache.base_config, |out, id| {
+            out.extend_from_slice(id.as_bytes())
+        });
+        put_varint(out, u64::from(cache.version));
+        let _ = put_object(out, &config, 0);
+    });
     out
 }
 
-fn put_option_varint(out: &mut Vec<u8>, n: Option<u64>) {
-    match n {
-        Some(n) => {
+/// A presence byte, then `value` written by `put` if there is one.
+fn put_optional<T>(out: &mut Vec<u8>, value: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
+    match value {
+        Some(v) => {
             out.push(1);
-            put_varint(out, n);
+            put(out, v);
         }
         None => out.push(0),
+    }
+}
+
+/// A presence byte, then the value `read` reads if it says there is one.
+fn read_optional<'a, T>(
+    r: &mut Reader<'a>,
+    read: impl FnOnce(&mut Reader<'a>) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    if present(r)? {
+        read(r).map(Some)
+    } else {
+        Ok(None)
     }
 }
 
@@ -267,20 +262,12 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
     let last_record = r.varint()?;
     let last_record_crc = r.u32_le()?;
     let first_record_crc = r.u32_le()?;
-    let base_config = if present(&mut r)? {
-        Some(r.blob_ref()?)
-    } else {
-        None
-    };
+    let base_config = read_optional(&mut r, Reader::blob_ref)?;
     let fields = read_object(&mut r, 0)?;
     let entries = r.varint()?;
     let unknown_entries = r.varint()?;
     let records = r.varint()?;
-    let turn = if present(&mut r)? {
-        Some(r.varint()?)
-    } else {
-        None
-    };
+    let turn = read_optional(&mut r, Reader::varint)?;
     let has_event = present(&mut r)?;
     let count = r.varint()?;
     let mut open_requests: BTreeMap<String, String> = BTreeMap::new();
@@ -297,13 +284,11 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
         }
         open_requests.insert(id.to_owned(), tool.to_owned());
     }
-    let last_event = if present(&mut r)? {
+    let last_event = read_optional(&mut r, |r| {
         let secs = r.i64_le()?;
         let nanos = r.varint_u32()?;
-        Some(Timestamp::from_unix(secs, nanos).ok_or_else(|| r.error("a timestamp out of range"))?)
-    } else {
-        None
-    };
+        Timestamp::from_unix(secs, nanos).ok_or_else(|| r.error("a timestamp out of range"))
+    })?;
     let state = ConversationState {
         metadata: Metadata {
             base_config,
@@ -319,25 +304,19 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
         content_bytes: r.varint()?,
         compactions: r.varint()?,
     };
-    let settings = if present(&mut r)? {
+    let settings = read_optional(&mut r, |r| {
         let workspace = r.blob_id()?;
-        let base_config = if present(&mut r)? {
-            Some(r.blob_id()?)
-        } else {
-            None
-        };
+        let base_config = read_optional(r, Reader::blob_id)?;
         let version = r.varint_u32()?;
-        let config = read_object(&mut r, 0)?;
+        let config = read_object(r, 0)?;
         let settings = crate::config::Settings::parse(&config).map_err(|e| r.error(e))?;
-        Some(SettingsCache {
+        Ok(SettingsCache {
             workspace,
             base_config,
             version,
             settings,
         })
-    } else {
-        None
-    };
+    })?;
     r.finish("a head")?;
     Ok(Head {
         log_end,
@@ -613,6 +592,16 @@ mod tests {
             bad[i] ^= 0x10;
             assert!(decode_file(&bad).is_none(), "flip at byte {i} accepted");
         }
+    }
+
+    /// The layout is pinned: a head of version 3 written by `jp-store`
+    /// (the fuzz seed) decodes and is written again byte for byte.
+    #[test]
+    fn a_written_head_of_version_3_is_written_again_byte_for_byte() {
+        let bytes = include_bytes!("../../../tests/fuzz/corpus/head_file/head");
+        let head = decode(bytes).expect("a head of version 3");
+        assert!(head.settings.is_some() && !head.state.open_requests.is_empty());
+        assert_eq!(encode(&head), bytes.to_vec());
     }
 
     #[test]

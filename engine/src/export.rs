@@ -138,7 +138,9 @@ impl Store {
         let backend = &**self.backend();
         let reader = open_reader_once(backend, id, self.options().log)?;
         // The head is judged against the file the reader reads.
-        let for_log = head::read_for_log(backend, id, reader.file());
+        let for_log = head::read_for_log(backend, id, reader.file(), &|key| {
+            self.remembered_settings(key)
+        });
         let mut reader = reader.with_proven_end(for_log.proven_end);
         let head = for_log.head;
         let cache = head.as_ref().and_then(|h| h.settings.as_ref());

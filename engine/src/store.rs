@@ -155,6 +155,8 @@ pub struct Store {
     workspace_file: std::sync::Mutex<Option<Arc<WorkspaceFile>>>,
     /// `config.toml` parsed, the first time it is needed.
     workspace: OnceLock<WorkspaceConfig>,
+    /// The settings computed so far, by base config.
+    settings_memo: settings_memo::SettingsMemo,
 }
 
 /// `config.toml` as a [`Store`] read it.
@@ -311,6 +313,7 @@ impl Store {
             options,
             workspace_file: std::sync::Mutex::new(None),
             workspace: OnceLock::new(),
+            settings_memo: settings_memo::SettingsMemo::default(),
         })
     }
 
@@ -789,11 +792,14 @@ impl Store {
     /// What jp-store reads of the config of conversation `id`
     /// ([`Store::conversation_settings`]), from its base config blob
     /// `base_config` and its config deltas `deltas` (each with its index
-    /// among the conversation's entries), using `cache` (a head cache's) for
-    /// the settings at its start when it was made from this `config.toml`
-    /// and this base config: then neither is parsed. Otherwise they are
-    /// computed (and checked) as `conversation_settings` does, and the cache
-    /// to keep for them is returned too.
+    /// among the conversation's entries). The settings at its start come
+    /// from `cache` (a head cache's) when it was made from this
+    /// `config.toml` and this base config, or from what this open store
+    /// computed before for the same base config
+    /// ([`Store::remembered_settings`]): then neither is parsed. Otherwise
+    /// they are computed (and checked) as `conversation_settings` does. When
+    /// they did not come from `cache`, the cache to keep for them is
+    /// returned too.
     pub fn settings_cached<'d>(
         &self,
         id: &ConversationId,
@@ -807,18 +813,31 @@ impl Store {
         let digest = self.workspace_digest()?;
         let base_id = base_config.map(|b| b.id);
         let (at_start, fresh) = match cache {
-            Some(c) if c.matches(&digest, base_id.as_ref()) => (c.settings.clone(), None),
+            Some(c) if c.matches(&digest, base_id.as_ref()) => {
+                if self.settings_memo.get(base_id.as_ref()).is_none() {
+                    self.settings_memo
+                        .put(base_id, Arc::new(c.settings.clone()));
+                }
+                (c.settings.clone(), None)
+            }
             _ => {
-                let mut settings = self.workspace_config()?.settings.clone();
-                let base = self.base_config_blob(base_config)?;
-                settings
-                    .merge_layer(&base)
-                    .map_err(|setting| Error::BadSetting {
-                        place: Box::new(SettingPlace::BaseConfig {
-                            conversation: id.to_string(),
-                        }),
-                        setting: Box::new(setting),
-                    })?;
+                let settings = match self.settings_memo.get(base_id.as_ref()) {
+                    Some(remembered) => (*remembered).clone(),
+                    None => {
+                        let mut settings = self.workspace_config()?.settings.clone();
+                        let base = self.base_config_blob(base_config)?;
+                        settings
+                            .merge_layer(&base)
+                            .map_err(|setting| Error::BadSetting {
+                                place: Box::new(SettingPlace::BaseConfig {
+                                    conversation: id.to_string(),
+                                }),
+                                setting: Box::new(setting),
+                            })?;
+                        self.settings_memo.put(base_id, Arc::new(settings.clone()));
+                        settings
+                    }
+                };
                 let fresh = crate::conversation::head::SettingsCache {
                     workspace: digest,
                     base_config: base_id,
@@ -836,6 +855,24 @@ impl Store {
             },
             fresh,
         ))
+    }
+
+    /// The settings this open store computed (or read from a head cache)
+    /// for a settings cache's `key`, if it has them: a key of this
+    /// `config.toml` and of this build's settings version. A head cache of
+    /// that key need not be parsed (format-spec.md 4.6).
+    pub fn remembered_settings(
+        &self,
+        key: crate::conversation::head::SettingsKey<'_>,
+    ) -> Option<Settings> {
+        if key.version != config::SETTINGS_VERSION
+            || *key.workspace != self.workspace_digest().ok()?
+        {
+            return None;
+        }
+        self.settings_memo
+            .get(key.base_config)
+            .map(|settings| (*settings).clone())
     }
 
     /// The base config of a conversation (empty if it has none).
@@ -957,6 +994,8 @@ pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<Strin
         .map(|e| e.name)
         .collect())
 }
+
+mod settings_memo;
 
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::meta::Metadata;
 use super::state::ConversationState;
 use super::ConversationId;
+use crate::config::Settings;
 use crate::event::binary::value::{put_object, read_object};
 use crate::event::binary::wire::{put_ref, put_str, put_varint, Reader};
 use crate::event::turns::TurnCounter;
@@ -84,7 +85,7 @@ pub struct SettingsCache {
     /// The settings version of the build that made it.
     pub version: u32,
     /// The settings.
-    pub settings: crate::config::Settings,
+    pub settings: Settings,
 }
 
 impl SettingsCache {
@@ -116,7 +117,7 @@ pub fn encode(head: &Head) -> Vec<u8> {
 
 /// Decodes a head file; `None` if it is not a valid one of this version.
 pub fn decode(bytes: &[u8]) -> Option<Head> {
-    match decode_file(bytes)? {
+    match decode_file(bytes, &|_| None)? {
         HeadFile::Current(head) => Some(*head),
         HeadFile::Older(_) => None,
     }
@@ -141,7 +142,7 @@ struct Evidence {
 
 /// Decodes a head file of this version, or the evidence of one of version
 /// 2; `None` if it is neither.
-fn decode_file(bytes: &[u8]) -> Option<HeadFile> {
+fn decode_file(bytes: &[u8], remembered: Remembered<'_>) -> Option<HeadFile> {
     let header = bytes.get(..HEAD_HEADER_LEN)?;
     let version = u16::from_le_bytes([header[4], header[5]]);
     if header[0..4] != HEAD_MAGIC
@@ -157,7 +158,7 @@ fn decode_file(bytes: &[u8]) -> Option<HeadFile> {
         return None;
     }
     if version == HEAD_VERSION {
-        return decode_body(body)
+        return decode_body_using(body, remembered)
             .ok()
             .map(|h| HeadFile::Current(Box::new(h)));
     }
@@ -257,6 +258,31 @@ fn present(r: &mut Reader<'_>) -> Result<bool, String> {
 /// header, whose CRC it is not checked against here: fuzzing and tools);
 /// the error says what was found where.
 pub fn decode_body(body: &[u8]) -> Result<Head, String> {
+    decode_body_using(body, &|_| None)
+}
+
+/// The key of a settings cache: the workspace digest, the base config and
+/// the settings version it was made for ([`SettingsCache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingsKey<'a> {
+    /// SHA-256 of `config.toml`.
+    pub workspace: &'a BlobId,
+    /// The base config blob.
+    pub base_config: Option<&'a BlobId>,
+    /// [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION) of the writer.
+    pub version: u32,
+}
+
+/// Settings the reader of a head already has for a key (a store's memo,
+/// [`Store::remembered_settings`](crate::Store::remembered_settings)):
+/// then the cached settings are not parsed.
+pub type Remembered<'a> = &'a dyn Fn(SettingsKey<'_>) -> Option<Settings>;
+
+/// [`decode_body`], with the settings of a cache whose key `remembered`
+/// knows taken from it instead of parsed from the body. The rest of the
+/// body is then not read (its checksum held): the settings cache is the
+/// body's last field.
+fn decode_body_using(body: &[u8], remembered: Remembered<'_>) -> Result<Head, String> {
     let mut r = Reader::new(body);
     let log_end = r.varint()?;
     let last_record = r.varint()?;
@@ -304,12 +330,26 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
         content_bytes: r.varint()?,
         compactions: r.varint()?,
     };
+    let mut known = false;
     let settings = read_optional(&mut r, |r| {
         let workspace = r.blob_id()?;
         let base_config = read_optional(r, Reader::blob_id)?;
         let version = r.varint_u32()?;
-        let config = read_object(r, 0)?;
-        let settings = crate::config::Settings::parse(&config).map_err(|e| r.error(e))?;
+        let key = SettingsKey {
+            workspace: &workspace,
+            base_config: base_config.as_ref(),
+            version,
+        };
+        let settings = match remembered(key) {
+            Some(settings) => {
+                known = true;
+                settings
+            }
+            None => {
+                let config = read_object(r, 0)?;
+                Settings::parse(&config).map_err(|e| r.error(e))?
+            }
+        };
         Ok(SettingsCache {
             workspace,
             base_config,
@@ -317,7 +357,9 @@ pub fn decode_body(body: &[u8]) -> Result<Head, String> {
             settings,
         })
     })?;
-    r.finish("a head")?;
+    if !known {
+        r.finish("a head")?;
+    }
     Ok(Head {
         log_end,
         last_record,
@@ -361,13 +403,19 @@ pub struct ForLog {
 }
 
 /// The head file of `id` judged against the log file `log` (its first
-/// record stores the head's `first_record_crc`).
-pub fn read_for_log(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> ForLog {
+/// record stores the head's `first_record_crc`). Settings cached for a key
+/// that `remembered` knows are taken from it, not parsed.
+pub fn read_for_log(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &dyn ObjectReader,
+    remembered: Remembered<'_>,
+) -> ForLog {
     let none = ForLog {
         proven_end: 0,
         head: None,
     };
-    let Some(file) = read_file(backend, id) else {
+    let Some(file) = read_file(backend, id, remembered) else {
         return none;
     };
     let (evidence, head) = match file {
@@ -392,16 +440,20 @@ pub fn read_for_log(backend: &dyn Backend, id: &ConversationId, log: &dyn Object
 /// The head file of `id` as it is, decoded if of this version; not
 /// checked against the log.
 fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
-    match read_file(backend, id)? {
+    match read_file(backend, id, &|_| None)? {
         HeadFile::Current(head) => Some(*head),
         HeadFile::Older(_) => None,
     }
 }
 
-fn read_file(backend: &dyn Backend, id: &ConversationId) -> Option<HeadFile> {
+fn read_file(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    remembered: Remembered<'_>,
+) -> Option<HeadFile> {
     let file = backend.open(&head_path(id)).ok()?;
     let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
-    decode_file(&bytes)
+    decode_file(&bytes, remembered)
 }
 
 /// How far the log of `id` is known to have been whole: the `log_end` of a
@@ -425,7 +477,9 @@ pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
 
 /// [`proven_end`] of the log file `log` (the caller's handle).
 pub fn proven_end_with(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> u64 {
-    read_for_log(backend, id, log).proven_end
+    // Only the evidence is wanted: any cached settings are left unparsed
+    // (the head, with settings that are not its own, is dropped).
+    read_for_log(backend, id, log, &|_| Some(Settings::default())).proven_end
 }
 
 /// Whether the log file `log` has, at `head.last_record`, a valid record
@@ -582,7 +636,7 @@ mod tests {
         let bytes =
             include_bytes!("../../../tests/fixtures/store-v2/store/conversations/native/head");
         assert_eq!(decode(bytes), None, "not a head of this version");
-        let Some(HeadFile::Older(evidence)) = decode_file(bytes) else {
+        let Some(HeadFile::Older(evidence)) = decode_file(bytes, &|_| None) else {
             panic!("the evidence of a head of version 2 is read");
         };
         // `log_end` is the body's first value: `cd 07 1a`, a u16.
@@ -590,7 +644,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes.to_vec();
             bad[i] ^= 0x10;
-            assert!(decode_file(&bad).is_none(), "flip at byte {i} accepted");
+            assert!(
+                decode_file(&bad, &|_| None).is_none(),
+                "flip at byte {i} accepted"
+            );
         }
     }
 
@@ -602,6 +659,38 @@ mod tests {
         let head = decode(bytes).expect("a head of version 3");
         assert!(head.settings.is_some() && !head.state.open_requests.is_empty());
         assert_eq!(encode(&head), bytes.to_vec());
+    }
+
+    /// Settings a reader has for the cache's key are taken from it, with
+    /// the key asked as written; any other key's are parsed.
+    #[test]
+    fn remembered_settings_are_taken_for_their_key_only() {
+        let head = sample();
+        let bytes = encode(&head);
+        let cache = head.settings.clone().expect("a cache");
+        let mut other = Settings::default();
+        other.assistant.system_prompt = Some("remembered".into());
+        let asked = std::cell::RefCell::new(Vec::new());
+        let remembered = |key: SettingsKey<'_>| {
+            asked
+                .borrow_mut()
+                .push((*key.workspace, key.base_config.copied(), key.version));
+            (key.base_config == cache.base_config.as_ref()).then(|| other.clone())
+        };
+        let Some(HeadFile::Current(read)) = decode_file(&bytes, &remembered) else {
+            panic!("the head decodes");
+        };
+        assert_eq!(read.settings.as_ref().map(|c| &c.settings), Some(&other));
+        assert_eq!((read.log_end, &read.state), (head.log_end, &head.state));
+        assert_eq!(
+            asked.take(),
+            vec![(cache.workspace, cache.base_config, cache.version)]
+        );
+        let not_known = |_: SettingsKey<'_>| None;
+        let Some(HeadFile::Current(read)) = decode_file(&bytes, &not_known) else {
+            panic!("the head decodes");
+        };
+        assert_eq!(*read, head);
     }
 
     #[test]

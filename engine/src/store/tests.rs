@@ -441,8 +441,29 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
         cache.settings.conversation.deduplication.enabled = Some(true);
     }
     crate::conversation::head::store(&**store.backend(), id, &head);
+    // The store that computed them remembers them (its config.toml, this
+    // version): the blob is not read again, the head's cache is replaced.
     counting.reset();
     let v = fresh.open_view(id).expect("view");
+    assert_eq!(
+        v.settings().base.conversation.deduplication.enabled,
+        Some(false)
+    );
+    assert_eq!(counting.opens_of(is_new), 0, "remembered by the store");
+    let cache = crate::conversation::head::load(&**store.backend(), id)
+        .and_then(|h| h.settings)
+        .expect("a settings cache");
+    assert_eq!(cache.version, crate::config::SETTINGS_VERSION);
+    assert_eq!(cache.settings, v.settings().base);
+    // A store that has not computed them does, when the version differs.
+    crate::conversation::head::store(&**store.backend(), id, &head);
+    let other = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    counting.reset();
+    let v = other.open_view(id).expect("view");
     assert_eq!(
         v.settings().base.conversation.deduplication.enabled,
         Some(false)
@@ -451,5 +472,54 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
         counting.opens_of(is_new),
         1,
         "another version is computed again"
+    );
+}
+
+#[test]
+fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() {
+    let (counting, store, ids) = counted_store();
+    // The three conversations share one base config: the first view
+    // computes the settings, the others take them from memory, and so does
+    // a head cache of the same key (not parsed: its settings replaced by
+    // other ones are not seen).
+    let reference = store
+        .conversation_settings(&store.read(&ids[0]).expect("read"))
+        .expect("settings");
+    let fresh = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    counting.reset();
+    for id in &ids {
+        let v = fresh.open_view(id).expect("view");
+        assert_eq!(v.settings().base, reference.base);
+    }
+    let blob_opens = counting.opens_of(|p| p.starts_with("blobs/objects"));
+    assert_eq!(blob_opens, 1, "the base config is read once");
+    let mut head = crate::conversation::head::load(&**store.backend(), &ids[1]).expect("head");
+    let cache = head.settings.as_mut().expect("a settings cache");
+    cache.settings.assistant.system_prompt = Some("not what the store computed".into());
+    crate::conversation::head::store(&**store.backend(), &ids[1], &head);
+    let v = fresh.open_view(&ids[1]).expect("view");
+    assert_eq!(v.settings().base, reference.base, "from memory");
+    // Another open store has not computed them: it reads the head's.
+    let other = Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    let v = other.open_view(&ids[1]).expect("view");
+    assert_eq!(
+        v.settings().base.assistant.system_prompt.as_deref(),
+        Some("not what the store computed"),
+        "from the head cache"
+    );
+    // Which it then remembers for another conversation of that base config
+    // (a head cache is trusted for its key: format-spec.md 4.6).
+    let v = other.open_view(&ids[2]).expect("view");
+    assert_eq!(
+        v.settings().base.assistant.system_prompt.as_deref(),
+        Some("not what the store computed")
     );
 }

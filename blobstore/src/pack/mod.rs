@@ -635,18 +635,26 @@ impl Pack {
     /// objects whose group number is out of range apart (damage, for the
     /// caller to report).
     pub fn group_members(&self) -> GroupMembers {
-        let mut groups: Vec<Vec<(usize, GroupedEntry)>> = vec![Vec::new(); self.shape.groups];
+        // Each group's objects are sorted as (offset, raw length) keys in
+        // one word beside their positions, then read again in that order:
+        // sorting the entries themselves (56 bytes each) was most of the
+        // time `fsck --read-data` spent planning.
+        let mut keys: Vec<Vec<(u64, usize)>> = vec![Vec::new(); self.shape.groups];
         let mut stray = Vec::new();
         for i in 0..self.shape.objects {
             let e = self.grouped(i);
-            match groups.get_mut(e.group as usize) {
-                Some(m) => m.push((i, e)),
+            match keys.get_mut(e.group as usize) {
+                Some(k) => k.push(((u64::from(e.offset) << 32) | u64::from(e.raw_len), i)),
                 None => stray.push((i, e)),
             }
         }
-        for m in &mut groups {
-            m.sort_unstable_by_key(|(_, e)| (e.offset, e.raw_len));
-        }
+        let groups = keys
+            .into_iter()
+            .map(|mut k| {
+                k.sort_unstable();
+                k.into_iter().map(|(_, i)| (i, self.grouped(i))).collect()
+            })
+            .collect();
         GroupMembers { groups, stray }
     }
 }

@@ -76,16 +76,38 @@ pub(super) fn misplaced_nodes(storage: &dyn Storage) -> Vec<Misplaced> {
     walk.dir(&blobs.join(TMP_DIR), None, |_| Some(Expect::File));
     let objects = blobs.join(OBJECTS_DIR);
     let fanout = |name: &str| name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit());
-    for name in walk.dir(&objects, None, |n| fanout(n).then_some(Expect::Dir)) {
-        walk.dir(&objects.join(name), None, |_| Some(Expect::File));
-    }
-    let ids = walk.dir(conversations, None, |n| {
+    // The directories that hold only files (a store's hundreds of fanout
+    // and conversation directories) are listed on every core; the findings
+    // are kept in the order of a walk on one thread.
+    let mut leaves: Vec<(PathBuf, Option<String>)> = walk
+        .dir(&objects, None, |n| fanout(n).then_some(Expect::Dir))
+        .into_iter()
+        .map(|name| (objects.join(name), None))
+        .collect();
+    let fanouts = leaves.len();
+    let mut listing = Walk {
+        storage,
+        out: Vec::new(),
+    };
+    let ids = listing.dir(conversations, None, |n| {
         ConversationId::parse(n).ok().map(|_| Expect::Dir)
     });
-    for id in ids {
-        let dir = conversations.join(&id);
-        walk.dir(&dir, Some(&id), |_| Some(Expect::File));
-    }
+    leaves.extend(
+        ids.into_iter()
+            .map(|id| (conversations.join(&id), Some(id))),
+    );
+    let mut found = crate::parallel::map_ordered(&leaves, |(dir, conversation)| {
+        let mut leaf = Walk {
+            storage,
+            out: Vec::new(),
+        };
+        leaf.dir(dir, conversation.as_deref(), |_| Some(Expect::File));
+        leaf.out
+    });
+    let in_conversations = found.split_off(fanouts);
+    walk.out.extend(found.into_iter().flatten());
+    walk.out.extend(listing.out);
+    walk.out.extend(in_conversations.into_iter().flatten());
     walk.out
 }
 

@@ -302,10 +302,10 @@ impl<'a> Repack<'a> {
             )));
         }
         let file = self.input(p)?;
-        for (g, objects) in members.groups.iter().enumerate() {
+        for (g, objects) in members.groups().enumerate() {
             let kept: Vec<_> = objects
                 .iter()
-                .map(|(_, o)| *o)
+                .map(|o| p.grouped(o.index()))
                 .filter(|o| keep(&o.id))
                 .collect();
             if kept.is_empty() {

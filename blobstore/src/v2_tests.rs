@@ -287,6 +287,37 @@ fn hostile_lengths_in_a_checksummed_index_are_errors_not_allocations() {
 }
 
 #[test]
+fn objects_overlapping_in_their_group_are_named_as_damage_of_the_index() {
+    let backend = MemoryBackend::new();
+    let (_, _, index_key) = small_pack(&backend);
+    // The second object of group 0 (in offset order) made to start inside
+    // the first.
+    forge(&backend, &index_key, |idx, n, _| {
+        let field = |idx: &Vec<u8>, i: usize, k: usize| {
+            let at = object_at(n, i) + 4 * k;
+            u32::from_le_bytes([idx[at], idx[at + 1], idx[at + 2], idx[at + 3]])
+        };
+        let mut first: Vec<usize> = (0..n).filter(|&i| field(idx, i, 0) == 0).collect();
+        first.sort_by_key(|&i| (field(idx, i, 1), field(idx, i, 2)));
+        let (a, b) = (first[0], first[1]);
+        assert!(
+            field(idx, a, 2) >= 2,
+            "the first object of group 0 is long enough"
+        );
+        let at = object_at(n, b) + 4;
+        let inside = field(idx, a, 1) + 1;
+        idx[at..at + 4].copy_from_slice(&inside.to_le_bytes());
+    });
+    let found = problems(&backend);
+    let overlap: Vec<_> = found
+        .iter()
+        .filter(|(blob, e)| blob.is_none() && e.to_string().contains("after the object before it"))
+        .collect();
+    assert_eq!(overlap.len(), 1, "{found:?}");
+    assert!(named(&overlap[0].1, &index_key), "{:?}", overlap[0].1);
+}
+
+#[test]
 fn a_forged_group_header_is_refused_before_a_large_allocation() {
     let backend = MemoryBackend::new();
     let (ids, pack_key, index_key) = small_pack(&backend);

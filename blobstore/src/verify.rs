@@ -16,7 +16,7 @@ use crate::group::{self, GROUP_HEADER_LEN};
 use crate::id::BlobId;
 use crate::object::{self, HEADER_LEN};
 use crate::pack::{
-    self, GroupEntry, GroupedEntry, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN,
+    self, GroupEntry, GroupMember, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN,
     PACK_VERSION_1,
 };
 use crate::parallel;
@@ -161,7 +161,7 @@ const LOOSE_PER_JOB: usize = 64;
 struct GroupRun {
     number: u32,
     entry: GroupEntry,
-    objects: Vec<GroupedEntry>,
+    objects: Vec<GroupMember>,
 }
 
 impl Job {
@@ -442,7 +442,7 @@ impl BlobStore {
                 found,
             },
         };
-        let shape = members.groups.iter().enumerate().find_map(|(g, objects)| {
+        let shape = members.groups().enumerate().find_map(|(g, objects)| {
             if objects.is_empty() {
                 return Some(index_error(
                     p.group_offset_in_index(g),
@@ -451,13 +451,13 @@ impl BlobStore {
                 ));
             }
             objects.windows(2).find_map(|w| {
-                let ((_, a), (i, b)) = (&w[0], &w[1]);
+                let (a, b) = (&w[0], &w[1]);
                 (u64::from(b.offset) < a.end()).then(|| {
                     index_error(
-                        p.entry_offset_in_index(*i),
+                        p.entry_offset_in_index(b.index()),
                         format!(
                             "{} in group {g} after the object before it, which ends at {}",
-                            b.id,
+                            p.id(b.index()),
                             a.end()
                         ),
                         format!("bytes {}..{}", b.offset, b.end()),
@@ -468,33 +468,33 @@ impl BlobStore {
         problems.extend(shape);
         let mut run: Vec<GroupRun> = Vec::new();
         let mut run_bytes = 0u64;
-        for (g, objects) in members.groups.into_iter().enumerate() {
+        for (g, objects) in members.groups().enumerate() {
             if objects.is_empty() {
                 continue;
             }
-            let objects: Vec<GroupedEntry> = objects.into_iter().map(|(_, e)| e).collect();
             let entry = match p.check_group_bounds(g, max) {
                 Ok(entry) => entry,
                 Err(msg) => {
-                    for o in &objects {
+                    for o in objects {
+                        let o = p.grouped(o.index());
                         problems.push(Problem {
                             blob: Some(o.id),
-                            error: self.grouped_bounds_error(p, o, msg.clone()),
+                            error: self.grouped_bounds_error(p, &o, msg.clone()),
                         });
                     }
                     unreadable += objects.len();
                     continue;
                 }
             };
-            let (inside, outside): (Vec<GroupedEntry>, Vec<GroupedEntry>) = objects
-                .into_iter()
-                .partition(|o| o.end() <= u64::from(entry.raw_len));
-            for o in &outside {
+            let fits = |o: &GroupMember| o.end() <= u64::from(entry.raw_len);
+            let inside: Vec<GroupMember> = objects.iter().copied().filter(fits).collect();
+            for o in objects.iter().filter(|o| !fits(o)) {
+                let o = p.grouped(o.index());
                 problems.push(Problem {
                     blob: Some(o.id),
                     error: self.grouped_bounds_error(
                         p,
-                        o,
+                        &o,
                         format!(
                             "object at {}+{} outside the {} raw bytes of group {g}",
                             o.offset, o.raw_len, entry.raw_len
@@ -502,7 +502,7 @@ impl BlobStore {
                     ),
                 });
             }
-            unreadable += outside.len();
+            unreadable += objects.len() - inside.len();
             if inside.is_empty() {
                 continue;
             }
@@ -767,7 +767,7 @@ impl BlobStore {
                         for g in groups {
                             for o in &g.objects {
                                 problems.push(Problem {
-                                    blob: Some(o.id),
+                                    blob: Some(p.id(o.index())),
                                     error: self.group_read_error(
                                         p,
                                         g.number,
@@ -802,7 +802,7 @@ impl BlobStore {
                 Err(e) => {
                     // The same damage for each object of the group.
                     problems.extend(g.objects.iter().map(|o| Problem {
-                        blob: Some(o.id),
+                        blob: Some(p.id(o.index())),
                         error: dup_error(&e),
                     }));
                     continue;
@@ -813,15 +813,16 @@ impl BlobStore {
                 // length the header matched.
                 let bytes = &raw[o.offset as usize..o.end() as usize];
                 let actual = BlobId::of(bytes);
-                if actual != o.id {
+                if !p.id_is(o.index(), &actual) {
+                    let id = p.id(o.index());
                     problems.push(Problem {
-                        blob: Some(o.id),
+                        blob: Some(id),
                         error: Error::Corrupt {
                             path: self.display(&p.pack_path),
                             offset: Some(g.entry.offset + GROUP_HEADER_LEN as u64),
                             expected: format!(
                                 "object {} (bytes {}..{} of group {}) with that SHA-256",
-                                o.id,
+                                id,
                                 o.offset,
                                 o.end(),
                                 g.number

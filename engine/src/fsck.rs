@@ -16,7 +16,7 @@
 //! A conversation whose blobs are missing or damaged is moved aside too, so
 //! that what stays is whole.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -31,6 +31,7 @@ use crate::event::binary::decode::{check_entry, BodyParts};
 use crate::event::binary::{Kind, Part};
 use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
+use crate::event::BlobRef;
 use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
@@ -463,11 +464,14 @@ impl Store {
         // up. Each size is looked up once however many references share it.
         let mut known = KnownBlobs::new(self.blobs().id_sizes()?);
         let mut conversations = Vec::with_capacity(ids.len());
+        // Conversations of one workspace share their base config: each is
+        // read and parsed once.
+        let mut base_configs = HashMap::new();
         for (i, id) in ids.iter().enumerate() {
             if interrupt.load(Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
-            conversations.push(self.check_conversation(id)?);
+            conversations.push(self.check_conversation(id, &mut base_configs)?);
             progress(i + 1);
         }
         // Every reference's listed size, found in one walk in id order.
@@ -569,7 +573,14 @@ impl Store {
 
     /// Checks one conversation's log: its findings, and its blob
     /// references with the offset of the record holding each.
-    fn check_conversation(&self, id: &ConversationId) -> Result<ConvCheck> {
+    /// `base_configs` holds what parsing each base config read so far
+    /// found wrong with it (nothing where it parses, or cannot be read: its
+    /// reference is checked as every other).
+    fn check_conversation(
+        &self,
+        id: &ConversationId,
+        base_configs: &mut HashMap<BlobId, Option<String>>,
+    ) -> Result<ConvCheck> {
         let backend = &**self.backend();
         let path = id.log_path();
         let display = backend.display(&path);
@@ -672,7 +683,8 @@ impl Store {
             // What does not decode is reported before what the entries that
             // do decode show (as it is found: first).
             let first_finding = out.findings.len();
-            visit_record(record, max, &mut problems, &mut |item| {
+            let mut content = |r: BlobRef| out.refs.push((r.id, r.size, record.offset));
+            visit_record(record, max, &mut problems, &mut content, &mut |item| {
                 let head = match item {
                     Visited::Meta(m) => {
                         if let Some(b) = &m.base_config {
@@ -683,7 +695,6 @@ impl Store {
                     Visited::Entry(head) => head,
                 };
                 out.entries += 1;
-                head.for_each_content(&mut |r| out.refs.push((r.id, r.size, record.offset)));
                 if turns.step_role(head.turn_role()).opened {
                     requests.clear();
                 }
@@ -738,12 +749,16 @@ impl Store {
         }
         if let Some((b, offset)) = base {
             out.refs.push((b.id, b.size, offset));
-            if let Ok(bytes) = self.blobs().get(&b.id) {
-                if let Err(e) = crate::config::parse_config_json(&bytes, "the base config") {
-                    out.findings
-                        .push(finding("base-config", Some(offset), e.to_string()));
-                    out.damaged = true;
-                }
+            let wrong = base_configs.entry(b.id).or_insert_with(|| {
+                let bytes = self.blobs().get(&b.id).ok()?;
+                crate::config::parse_config_json(&bytes, "the base config")
+                    .err()
+                    .map(|e| e.to_string())
+            });
+            if let Some(message) = wrong {
+                out.findings
+                    .push(finding("base-config", Some(offset), message.clone()));
+                out.damaged = true;
             }
         }
         Ok(out)
@@ -975,13 +990,16 @@ enum Visited<'r> {
 /// Visits the items of a record `scan` found valid (framing and checksums)
 /// that decode, after adding to `problems` what does not decode in it (for
 /// a version 1 batch, each entry that does not; for a version 2 record, the
-/// record: then nothing is visited). A version 2 record's entries are
-/// checked as decoding would check them ([`check_entry`]) but not built:
-/// fsck decides from their heads, as the view does.
+/// record: then nothing is visited), and hands `content` the content
+/// references of the entries visited, in order. A version 2 record's
+/// entries are checked as decoding would check them ([`check_entry`]) but
+/// not built: fsck decides from their heads, as the view does (and takes
+/// the references as the check reads them, not from a second reading).
 fn visit_record(
     record: &crate::log::Record,
     max: u32,
     problems: &mut Vec<String>,
+    content: &mut dyn FnMut(BlobRef),
     visit: &mut dyn FnMut(Visited<'_>),
 ) {
     match &record.content {
@@ -999,7 +1017,10 @@ fn visit_record(
             for entry in &decoded {
                 visit(match entry {
                     LogEntry::Meta(m) => Visited::Meta(m),
-                    LogEntry::Event(e) => Visited::Entry(EntryHead::of(e)),
+                    LogEntry::Event(e) => {
+                        e.for_each_content(&mut |r| content(*r));
+                        Visited::Entry(EntryHead::of(e))
+                    }
                 });
             }
         }
@@ -1008,13 +1029,14 @@ fn visit_record(
                 let open = OpenRecord::open(heads, body, max)?;
                 let mut metas = Vec::new();
                 let mut items = Vec::with_capacity(open.count());
+                let mut refs = Vec::new();
                 for i in 0..open.count() {
                     let (raw, bytes) = open.entry(i)?;
                     if raw.kind == Kind::MetaPatch {
                         metas.push((items.len(), decode_meta(&raw, bytes)?));
                         continue;
                     }
-                    let head = check_entry(&raw, bytes)
+                    let head = check_entry(&raw, bytes, &mut |r| refs.push(r))
                         .and_then(|fields| {
                             EntryHead::from_fields(&raw, &fields, &mut |raw| {
                                 BodyParts::new(raw, bytes)?.object(Part::Delta)
@@ -1024,6 +1046,7 @@ fn visit_record(
                     items.push(head);
                 }
                 // Every item checked: visited in record order.
+                refs.into_iter().for_each(&mut *content);
                 let mut metas = metas.iter().peekable();
                 for (at, head) in items.into_iter().enumerate() {
                     while let Some((_, m)) = metas.next_if(|(before, _)| *before == at) {

@@ -153,9 +153,19 @@ pub fn record_v2(data: &[u8]) {
             let _ = decode_meta(&raw, bytes);
             continue;
         }
-        let checked = check_entry(&raw, bytes).map(|_| ());
-        let built = decode_entry(&raw, bytes).map(|_| ());
-        assert_eq!(checked, built, "check_entry and decode_entry on entry {i}");
+        let mut seen = Vec::new();
+        let checked = check_entry(&raw, bytes, &mut |r| seen.push(r));
+        let built = decode_entry(&raw, bytes);
+        if let (Ok(_), Ok(entry)) = (&checked, &built) {
+            let mut refs = Vec::new();
+            entry.for_each_content(&mut |r| refs.push(*r));
+            assert_eq!(seen, refs, "the references check_entry saw on entry {i}");
+        }
+        assert_eq!(
+            checked.map(|_| ()),
+            built.map(|_| ()),
+            "check_entry and decode_entry on entry {i}"
+        );
     }
 }
 

@@ -196,6 +196,22 @@ pub(super) fn object_entry(index: &[u8], count: usize, i: usize, id: BlobId) -> 
     }
 }
 
+/// The group of object entry `i` of an index of `count` objects.
+pub(super) fn object_group(index: &[u8], count: usize, i: usize) -> u32 {
+    u32_at(index, object_entry_at(count, i))
+}
+
+/// Object entry `i` of an index of `count` objects without its id: its
+/// group, offset and raw length.
+pub(super) fn object_place(index: &[u8], count: usize, i: usize) -> (u32, u32, u32) {
+    let at = object_entry_at(count, i);
+    (
+        u32_at(index, at),
+        u32_at(index, at + 4),
+        u32_at(index, at + 8),
+    )
+}
+
 /// Group entry `g` of an index of `count` objects.
 pub(super) fn group_entry(index: &[u8], count: usize, g: usize) -> GroupEntry {
     let at = group_entry_at(count, g);

@@ -298,9 +298,16 @@ proptest! {
         let record = OpenRecord::open(heads, body, u32::MAX).expect("open");
         for i in 0..record.count() {
             let Ok((raw, entry_bytes)) = record.entry(i) else { continue };
-            let checked = super::binary::decode::check_entry(&raw, entry_bytes).map(|_| ());
-            let decoded = super::binary::decode::decode_entry(&raw, entry_bytes).map(|_| ());
-            prop_assert_eq!(checked, decoded, "entry {}", i);
+            let mut seen = Vec::new();
+            let checked = super::binary::decode::check_entry(&raw, entry_bytes, &mut |r| seen.push(r));
+            let decoded = super::binary::decode::decode_entry(&raw, entry_bytes);
+            if let (Ok(_), Ok(entry)) = (&checked, &decoded) {
+                // What fsck resolves is what the entry references.
+                let mut refs = Vec::new();
+                entry.for_each_content(&mut |r| refs.push(*r));
+                prop_assert_eq!(&seen, &refs, "references of entry {}", i);
+            }
+            prop_assert_eq!(checked.map(|_| ()), decoded.map(|_| ()), "entry {}", i);
         }
     }
 

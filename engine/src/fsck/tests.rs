@@ -115,6 +115,51 @@ fn a_clean_store_is_clean_and_orphans_are_information() {
 }
 
 #[test]
+fn a_base_config_that_does_not_parse_is_named_for_every_conversation_of_it() {
+    // Two conversations are given one base config blob that is JSON but
+    // not an object (read and parsed once), a third a good one.
+    let f = fixture();
+    let put = |bytes: &[u8]| crate::event::BlobRef {
+        id: f.store.blobs().put(bytes).expect("put").id,
+        size: bytes.len() as u64,
+    };
+    let (bad, good) = (put(b"[1]"), put(b"{\"a\":1}"));
+    for (name, base) in [("a", bad), ("b", good), ("c", bad)] {
+        conv(&f, name, 1, &|i| format!("content {i}"));
+        let mut w = f
+            .store
+            .writer(&ConversationId::parse(name).expect("id"))
+            .expect("writer");
+        w.set_metadata(MetaPatch {
+            base_config: Some(base),
+            fields: Default::default(),
+        })
+        .expect("metadata");
+    }
+    for read_data in [false, true] {
+        let r = run(&f, read_data, false);
+        let found: Vec<_> = of_kind(&r, "base-config")
+            .into_iter()
+            .map(|f| (f.conversation.clone(), f.severity))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Some("a".to_string()), Severity::Damage),
+                (Some("c".to_string()), Severity::Damage)
+            ]
+        );
+        let messages: Vec<_> = of_kind(&r, "base-config")
+            .into_iter()
+            .map(|f| f.message.clone())
+            .collect();
+        assert_eq!(messages[0], messages[1]);
+        assert!(messages[0].contains("an array"), "{}", messages[0]);
+        assert!(of_kind(&r, "missing-blob").is_empty());
+    }
+}
+
+#[test]
 fn a_flipped_byte_in_a_record_is_named_and_the_conversation_moved_aside() {
     let f = fixture();
     let offsets = conv(&f, "bad", 3, &|i| format!("bad {i}"));

@@ -18,7 +18,7 @@ use jpstore_blobstore::BlobId;
 use crate::conversation::codec::{self, LogEntry};
 use crate::conversation::sections::OpenHeads;
 use crate::error::Result;
-use crate::event::binary::decode::{AuxFields, BlockFields};
+use crate::event::binary::decode::AuxFields;
 use crate::log::{
     salvage_bytes, salvage_log, walk_batch_lossy, Framing, LogOptions, Piece, Salvage,
 };
@@ -108,27 +108,11 @@ pub(crate) fn heads_references(
     let mut ids = Vec::new();
     for i in 0..open.count() {
         let raw = open.raw(i)?;
-        match AuxFields::read(raw.kind, raw.aux)? {
-            AuxFields::ChatRequest { resources, .. } => {
-                for r in resources.resources() {
-                    ids.push(r.content.id);
-                    ids.extend(r.formatted.map(|f| f.id));
-                }
-            }
-            AuxFields::ToolCallResponse { blocks, .. } => {
-                for b in blocks.blocks() {
-                    match b {
-                        BlockFields::Text { text, .. } => ids.push(text.id),
-                        BlockFields::Resource { resource, .. } => {
-                            ids.push(resource.content.id);
-                            ids.extend(resource.formatted.map(|f| f.id));
-                        }
-                        BlockFields::Other(_) => {}
-                    }
-                }
-            }
-            AuxFields::MetaPatch { base_config } => ids.extend(base_config.map(|b| b.id)),
-            _ => {}
+        // The content references are taken as the aux is read and checked
+        // (an error returns, dropping them all).
+        let fields = AuxFields::read_visiting(raw.kind, raw.aux, &mut |r| ids.push(r.id))?;
+        if let AuxFields::MetaPatch { base_config } = fields {
+            ids.extend(base_config.map(|b| b.id));
         }
     }
     Ok(ids)

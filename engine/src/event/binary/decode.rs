@@ -118,6 +118,14 @@ impl<'a> ResourceFields<'a> {
         })
     }
 
+    /// Hands `f` the content's reference, then the `formatted` text's.
+    fn visit_content(&self, f: &mut impl FnMut(BlobRef)) {
+        f(self.content);
+        if let Some(formatted) = self.formatted {
+            f(formatted);
+        }
+    }
+
     /// The resource, owned.
     pub fn to_resource(&self) -> Result<Resource<BlobRef>, String> {
         Ok(Resource {
@@ -325,6 +333,20 @@ impl<'a> AuxFields<'a> {
     /// Reads and checks the aux fields of an entry of `kind` (every nested
     /// value checked; nothing may follow them).
     pub fn read(kind: Kind, aux: &'a [u8]) -> Result<AuxFields<'a>, String> {
+        Self::read_visiting(kind, aux, &mut |_| {})
+    }
+
+    /// [`AuxFields::read`] that hands `content` every content payload's
+    /// reference as it reads it, in document order (as
+    /// [`EntryHead::for_each_content`](crate::event::head::EntryHead::for_each_content)
+    /// would call it afterwards): who wants the references and the check
+    /// reads the list once. On an error, the references handed before it
+    /// are of bytes that do not read: the caller drops them.
+    pub fn read_visiting(
+        kind: Kind,
+        aux: &'a [u8],
+        content: &mut impl FnMut(BlobRef),
+    ) -> Result<AuxFields<'a>, String> {
         let mut r = Reader::new(aux);
         let fields = match kind {
             Kind::TurnStart
@@ -341,7 +363,11 @@ impl<'a> AuxFields<'a> {
                         return Err(r.error(format_args!("request presence bits {other:#04x}")))
                     }
                 };
-                let resources = read_list(&mut r, |r| ResourceFields::read(r).map(|_| true))?;
+                let resources = read_list(&mut r, |r| {
+                    let resource = ResourceFields::read(r)?;
+                    resource.visit_content(content);
+                    Ok(true)
+                })?;
                 AuxFields::ChatRequest { author, resources }
             }
             Kind::ToolCallRequest => AuxFields::ToolCallRequest {
@@ -350,8 +376,16 @@ impl<'a> AuxFields<'a> {
             },
             Kind::ToolCallResponse => {
                 let id = r.str()?;
-                let blocks = read_list(&mut r, |r| {
-                    BlockFields::read(r).map(|b| matches!(b, BlockFields::Resource { .. }))
+                let blocks = read_list(&mut r, |r| match BlockFields::read(r)? {
+                    BlockFields::Text { text, .. } => {
+                        content(text);
+                        Ok(false)
+                    }
+                    BlockFields::Resource { resource, .. } => {
+                        resource.visit_content(content);
+                        Ok(true)
+                    }
+                    BlockFields::Other(_) => Ok(false),
                 })?;
                 AuxFields::ToolCallResponse { id, blocks }
             }
@@ -375,7 +409,7 @@ impl<'a> AuxFields<'a> {
 /// whether it is a resource).
 fn read_list<'a>(
     r: &mut Reader<'a>,
-    item: impl Fn(&mut Reader<'a>) -> Result<bool, String>,
+    mut item: impl FnMut(&mut Reader<'a>) -> Result<bool, String>,
 ) -> Result<List<'a>, String> {
     let count = r.varint()?;
     let count = usize::try_from(count)
@@ -535,11 +569,17 @@ impl<'h, 'a> BodyParts<'h, 'a> {
 /// Checks the entry of `head` as [`decode_entry`] would decode it (the same
 /// bytes refused, with the same message), without building it: its aux
 /// fields read, every body part checked (texts UTF-8, values read through,
-/// objects' keys distinct). Returns the aux fields. A metadata patch is
-/// not an entry: an error.
-pub fn check_entry<'a>(head: &RawHead<'a>, body: &[u8]) -> Result<AuxFields<'a>, String> {
+/// objects' keys distinct). Returns the aux fields; `content` gets every
+/// content payload's reference as they are read
+/// ([`AuxFields::read_visiting`]: those handed before an error are to be
+/// dropped). A metadata patch is not an entry: an error.
+pub fn check_entry<'a>(
+    head: &RawHead<'a>,
+    body: &[u8],
+    content: &mut impl FnMut(BlobRef),
+) -> Result<AuxFields<'a>, String> {
     let parts = BodyParts::new(head, body)?;
-    let fields = AuxFields::read(head.kind, head.aux)?;
+    let fields = AuxFields::read_visiting(head.kind, head.aux, content)?;
     if head.kind == Kind::MetaPatch {
         return Err("a metadata patch where an entry is due".into());
     }

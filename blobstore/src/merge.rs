@@ -303,11 +303,14 @@ impl<'a> Repack<'a> {
         }
         let file = self.input(p)?;
         for (g, objects) in members.groups().enumerate() {
-            let kept: Vec<_> = objects
+            let mut kept: Vec<_> = objects
                 .iter()
-                .map(|o| p.grouped(o.index()))
+                .map(|o| members.entry(g, o))
                 .filter(|o| keep(&o.id))
                 .collect();
+            // In the order the group holds them (neighbours compress
+            // together when the group is encoded again).
+            kept.sort_by_key(|o| (o.offset, o.raw_len));
             if kept.is_empty() {
                 continue;
             }

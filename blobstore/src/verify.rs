@@ -16,8 +16,8 @@ use crate::group::{self, GROUP_HEADER_LEN};
 use crate::id::BlobId;
 use crate::object::{self, HEADER_LEN};
 use crate::pack::{
-    self, GroupEntry, GroupMember, Pack, PackEntry, ReadError, PACK_HEADER_LEN, PACK_TRAILER_LEN,
-    PACK_VERSION_1,
+    self, GroupEntry, GroupMember, GroupMembers, GroupedEntry, Pack, PackEntry, ReadError,
+    PACK_HEADER_LEN, PACK_TRAILER_LEN, PACK_VERSION_1,
 };
 use crate::parallel;
 use crate::store::{BlobStore, LooseObject, PACKS_DIR};
@@ -161,7 +161,25 @@ const LOOSE_PER_JOB: usize = 64;
 struct GroupRun {
     number: u32,
     entry: GroupEntry,
-    objects: Vec<GroupMember>,
+    /// The pack's objects by group (this group's: those that end inside
+    /// it are verified, the others were reported while planning).
+    members: Arc<GroupMembers>,
+    /// How many of this group's objects end inside it.
+    inside: usize,
+}
+
+impl GroupRun {
+    /// The objects to verify, in id order (their members and ids are read
+    /// front to back).
+    fn objects(&self) -> impl Iterator<Item = GroupedEntry> + '_ {
+        let g = self.number as usize;
+        let raw_len = u64::from(self.entry.raw_len);
+        self.members
+            .group(g)
+            .iter()
+            .filter(move |o| o.end() <= raw_len)
+            .map(move |o| self.members.entry(g, o))
+    }
 }
 
 impl Job {
@@ -174,7 +192,7 @@ impl Job {
                 (entries.len(), entries.iter().map(|e| e.stored_len).sum())
             }
             Job::Groups(_, _, groups) => (
-                groups.iter().map(|g| g.objects.len()).sum(),
+                groups.iter().map(|g| g.inside).sum(),
                 groups.iter().map(|g| g.entry.stored_len()).sum(),
             ),
             Job::LooseDir(_) => (0, 0),
@@ -417,7 +435,7 @@ impl BlobStore {
         problems: &mut Vec<Problem>,
     ) -> usize {
         let max = self.max_group_raw();
-        let members = p.group_members();
+        let members = Arc::new(p.group_members());
         let mut unreadable = 0;
         for (_, e) in &members.stray {
             problems.push(Problem {
@@ -450,19 +468,15 @@ impl BlobStore {
                     "none".into(),
                 ));
             }
-            objects.windows(2).find_map(|w| {
-                let (a, b) = (&w[0], &w[1]);
-                (u64::from(b.offset) < a.end()).then(|| {
-                    index_error(
-                        p.entry_offset_in_index(b.index()),
-                        format!(
-                            "{} in group {g} after the object before it, which ends at {}",
-                            p.id(b.index()),
-                            a.end()
-                        ),
-                        format!("bytes {}..{}", b.offset, b.end()),
-                    )
-                })
+            members.overlap(g).map(|(end, b)| {
+                index_error(
+                    p.entry_offset_in_index(b.index()),
+                    format!(
+                        "{} in group {g} after the object before it, which ends at {end}",
+                        members.id(&b),
+                    ),
+                    format!("bytes {}..{}", b.offset, b.end()),
+                )
             })
         });
         problems.extend(shape);
@@ -476,7 +490,7 @@ impl BlobStore {
                 Ok(entry) => entry,
                 Err(msg) => {
                     for o in objects {
-                        let o = p.grouped(o.index());
+                        let o = members.entry(g, o);
                         problems.push(Problem {
                             blob: Some(o.id),
                             error: self.grouped_bounds_error(p, &o, msg.clone()),
@@ -487,9 +501,9 @@ impl BlobStore {
                 }
             };
             let fits = |o: &GroupMember| o.end() <= u64::from(entry.raw_len);
-            let inside: Vec<GroupMember> = objects.iter().copied().filter(fits).collect();
+            let inside = objects.iter().filter(|o| fits(o)).count();
             for o in objects.iter().filter(|o| !fits(o)) {
-                let o = p.grouped(o.index());
+                let o = members.entry(g, o);
                 problems.push(Problem {
                     blob: Some(o.id),
                     error: self.grouped_bounds_error(
@@ -502,8 +516,8 @@ impl BlobStore {
                     ),
                 });
             }
-            unreadable += objects.len() - inside.len();
-            if inside.is_empty() {
+            unreadable += objects.len() - inside;
+            if inside == 0 {
                 continue;
             }
             if !run.is_empty() && run_bytes + entry.stored_len() > PACK_RUN_BYTES {
@@ -518,7 +532,8 @@ impl BlobStore {
             run.push(GroupRun {
                 number: g as u32,
                 entry,
-                objects: inside,
+                members: Arc::clone(&members),
+                inside,
             });
         }
         if !run.is_empty() {
@@ -765,9 +780,9 @@ impl BlobStore {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                         let mut problems = Vec::new();
                         for g in groups {
-                            for o in &g.objects {
+                            for o in g.objects() {
                                 problems.push(Problem {
-                                    blob: Some(p.id(o.index())),
+                                    blob: Some(o.id),
                                     error: self.group_read_error(
                                         p,
                                         g.number,
@@ -801,28 +816,27 @@ impl BlobStore {
                 Ok(raw) => raw,
                 Err(e) => {
                     // The same damage for each object of the group.
-                    problems.extend(g.objects.iter().map(|o| Problem {
-                        blob: Some(p.id(o.index())),
+                    problems.extend(g.objects().map(|o| Problem {
+                        blob: Some(o.id),
                         error: dup_error(&e),
                     }));
                     continue;
                 }
             };
-            for o in &g.objects {
+            for o in g.objects() {
                 // Inside the group (checked while planning), whose raw
                 // length the header matched.
                 let bytes = &raw[o.offset as usize..o.end() as usize];
                 let actual = BlobId::of(bytes);
-                if !p.id_is(o.index(), &actual) {
-                    let id = p.id(o.index());
+                if actual != o.id {
                     problems.push(Problem {
-                        blob: Some(id),
+                        blob: Some(o.id),
                         error: Error::Corrupt {
                             path: self.display(&p.pack_path),
                             offset: Some(g.entry.offset + GROUP_HEADER_LEN as u64),
                             expected: format!(
                                 "object {} (bytes {}..{} of group {}) with that SHA-256",
-                                id,
+                                o.id,
                                 o.offset,
                                 o.end(),
                                 g.number

@@ -410,16 +410,11 @@ impl Pack {
         BlobId::from_bytes(id)
     }
 
-    /// Whether the `i`-th id in id order is `id` (compared in place).
-    pub fn id_is(&self, i: usize, id: &BlobId) -> bool {
-        self.id_at(i) == id.as_bytes()
-    }
-
     /// The raw length of the `i`-th object in id order.
     pub fn raw_len(&self, i: usize) -> u64 {
         match self.shape.version {
             PACK_VERSION_1 => self.entry(i).raw_len,
-            _ => u64::from(self.grouped(i).raw_len),
+            _ => u64::from(v2::object_place(&self.index, self.shape.objects, i).2),
         }
     }
 
@@ -636,15 +631,19 @@ impl Pack {
     }
 
     /// The objects of each group of a pack of version 2, in group order,
-    /// each group's sorted by offset (then length), each with its position
-    /// in id order; objects whose group number is out of range apart
-    /// (damage, for the caller to report).
+    /// each group's in id order, each with its position in id order;
+    /// objects whose group number is out of range apart (damage, for the
+    /// caller to report).
     pub fn group_members(&self) -> GroupMembers {
         // A counting sort by group into one array (two passes over the
-        // index's object table, which hold no id), then each group's slice
-        // sorted: planning `fsck --read-data` did this for every pack on
-        // one thread, and a vector per group of 56-byte entries (each with
-        // its id copied, twice) was most of that time.
+        // index in id order: the second copies each id beside its group's
+        // others, so that who walks a group reads its members and their
+        // ids front to back). Planning `fsck --read-data` does this for
+        // every pack on one thread: sorting a vector per group of 56-byte
+        // entries by offset was most of that time, and reading the ids
+        // again in offset order (a cache miss each, in an index of
+        // thousands of objects) the next most. Only the overlap check wants
+        // offset order ([`GroupMembers::overlap`]).
         let count = self.shape.objects;
         let groups = self.shape.groups;
         let mut starts = vec![0usize; groups + 1];
@@ -662,24 +661,27 @@ impl Pack {
         }
         let mut next = starts.clone();
         let mut members = vec![GroupMember::default(); count - stray.len()];
+        let mut ids = vec![BlobId::from_bytes([0; 32]); members.len()];
         for i in 0..count {
             let (g, offset, raw_len) = v2::object_place(&self.index, count, i);
             let g = g as usize;
             if g < groups {
-                // A position fits in 32 bits: the fanout counts are u32.
-                members[next[g]] = GroupMember {
+                let slot = next[g];
+                // Positions and slots fit in 32 bits: the fanout counts
+                // are u32.
+                members[slot] = GroupMember {
                     offset,
                     raw_len,
                     position: i as u32,
+                    slot: slot as u32,
                 };
+                ids[slot] = self.id(i);
                 next[g] += 1;
             }
         }
-        for g in 0..groups {
-            members[starts[g]..starts[g + 1]].sort_unstable_by_key(|m| (m.offset, m.raw_len));
-        }
         GroupMembers {
             members,
+            ids,
             starts,
             stray,
         }
@@ -687,8 +689,7 @@ impl Pack {
 }
 
 /// An object of a group of a pack of version 2, as
-/// [`Pack::group_members`] lists it (its id is at its position in the
-/// index: [`Pack::id`]).
+/// [`Pack::group_members`] lists it (its id: [`GroupMembers::id`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupMember {
     /// Offset of its first byte in the group's raw content.
@@ -697,6 +698,8 @@ pub struct GroupMember {
     pub raw_len: u32,
     /// Its position in id order.
     pub position: u32,
+    /// Where [`GroupMembers`] keeps its id (beside its group's others).
+    slot: u32,
 }
 
 impl GroupMember {
@@ -715,9 +718,10 @@ impl GroupMember {
 /// ([`Pack::group_members`]).
 #[derive(Clone, Debug, Default)]
 pub struct GroupMembers {
-    /// Every object in a group, group by group, each group's sorted by
-    /// offset.
+    /// Every object in a group, group by group, each group's in id order.
     members: Vec<GroupMember>,
+    /// The members' ids, by slot (`members[i]`'s at `i`).
+    ids: Vec<BlobId>,
     /// Where each group's objects start in `members` (and, last, the end).
     starts: Vec<usize>,
     /// Objects whose group number is beyond the group table (damage), with
@@ -726,7 +730,7 @@ pub struct GroupMembers {
 }
 
 impl GroupMembers {
-    /// The objects of group `g`, sorted by offset (none past the table).
+    /// The objects of group `g`, in id order (none past the table).
     pub fn group(&self, g: usize) -> &[GroupMember] {
         match (self.starts.get(g), self.starts.get(g + 1)) {
             (Some(&from), Some(&to)) => &self.members[from..to],
@@ -737,6 +741,47 @@ impl GroupMembers {
     /// The objects of each group, in group order.
     pub fn groups(&self) -> impl Iterator<Item = &[GroupMember]> + '_ {
         self.starts.windows(2).map(|w| &self.members[w[0]..w[1]])
+    }
+
+    /// The first object of group `g`, in offset order, that starts before
+    /// the one before it ends (damage of the index), with where that one
+    /// ends.
+    pub fn overlap(&self, g: usize) -> Option<(u64, GroupMember)> {
+        let group = self.group(g);
+        // Offsets and lengths sorted as one word each; the member found
+        // again by them.
+        let mut keys: Vec<u64> = group
+            .iter()
+            .map(|m| (u64::from(m.offset) << 32) | u64::from(m.raw_len))
+            .collect();
+        keys.sort_unstable();
+        let place = |k: u64| ((k >> 32) as u32, k as u32);
+        let (before, after) = keys.windows(2).find_map(|w| {
+            let ((a_offset, a_len), (b_offset, b_len)) = (place(w[0]), place(w[1]));
+            let end = u64::from(a_offset) + u64::from(a_len);
+            (u64::from(b_offset) < end).then_some((end, (b_offset, b_len)))
+        })?;
+        let member = group
+            .iter()
+            .rev()
+            .find(|m| (m.offset, m.raw_len) == after)?;
+        Some((before, *member))
+    }
+
+    /// The id of `member`, one of these.
+    pub fn id(&self, member: &GroupMember) -> BlobId {
+        self.ids[member.slot as usize]
+    }
+
+    /// The entry of `member` of group `g` (as [`Pack::grouped`] reads it
+    /// at its position).
+    pub fn entry(&self, g: usize, member: &GroupMember) -> GroupedEntry {
+        GroupedEntry {
+            id: self.id(member),
+            group: g as u32,
+            offset: member.offset,
+            raw_len: member.raw_len,
+        }
     }
 }
 
@@ -953,7 +998,8 @@ mod tests {
         assert_eq!(members.groups().count(), 143);
         assert!(members
             .groups()
-            .all(|m| !m.is_empty() && m.windows(2).all(|w| w[0].offset < w[1].offset)));
+            .enumerate()
+            .all(|(g, m)| !m.is_empty() && members.overlap(g).is_none()));
         // Each object once, in its group, as the index places it.
         let mut seen = vec![false; objects.len()];
         for (g, group) in members.groups().enumerate() {

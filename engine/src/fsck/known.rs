@@ -44,15 +44,21 @@ fn sort_by_id<T: Copy>(items: Vec<T>, id: impl Fn(&T) -> &BlobId) -> Vec<T> {
     let Some(&first) = items.first() else {
         return items;
     };
+    // Both bytes counted in one pass over the items.
+    let mut counts = [[0usize; 256]; 2];
+    for item in &items {
+        let b = id(item).as_bytes();
+        counts[0][usize::from(b[0])] += 1;
+        counts[1][usize::from(b[1])] += 1;
+    }
     let mut from = items;
     let mut to = vec![first; from.len()];
     for byte in [1, 0] {
-        let mut next = [0usize; 257];
-        for item in &from {
-            next[usize::from(id(item).as_bytes()[byte]) + 1] += 1;
-        }
-        for b in 0..256 {
-            next[b + 1] += next[b];
+        let mut next = [0usize; 256];
+        let mut start = 0;
+        for (slot, count) in next.iter_mut().zip(&counts[byte]) {
+            *slot = start;
+            start += count;
         }
         for item in &from {
             let slot = &mut next[usize::from(id(item).as_bytes()[byte])];

@@ -1179,6 +1179,17 @@ impl BlobStore {
     /// one walk of every index, without sorting: for checking many
     /// references at once.
     pub fn id_sizes(&self) -> Result<Vec<(BlobId, Option<u64>)>> {
+        self.id_sizes_beside(None)
+    }
+
+    /// [`BlobStore::id_sizes`] with the loose objects `loose` where the
+    /// caller listed them already (fsck's walk of the store layout lists
+    /// every fanout directory): an object stored since is not in it, and is
+    /// found by looking it up, as any id a listing missed.
+    pub fn id_sizes_beside(
+        &self,
+        loose: Option<Vec<BlobId>>,
+    ) -> Result<Vec<(BlobId, Option<u64>)>> {
         // A merge in another process publishes its pack, then unlinks the
         // merged ones; a listing of `packs/` that runs meanwhile may see
         // neither. The packs loaded before this rescan (still mapped) and
@@ -1192,13 +1203,16 @@ impl BlobStore {
                 packs.push(p);
             }
         }
-        let loose = self.loose_objects()?;
+        let loose = match loose {
+            Some(ids) => ids,
+            None => self.loose_objects()?.into_iter().map(|o| o.id).collect(),
+        };
         let mut out =
             Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
         for p in packs {
             out.extend(p.id_sizes().map(|(id, size)| (id, Some(size))));
         }
-        out.extend(loose.into_iter().map(|o| (o.id, None)));
+        out.extend(loose.into_iter().map(|id| (id, None)));
         Ok(out)
     }
 

@@ -274,23 +274,29 @@ impl Store {
         let mut report = FsckReport::default();
         // Before anything else opens them: a FIFO where the layout keeps a
         // file would be refused by every open, never reported by one.
-        self.check_layout(options, &mut report)?;
+        let loose = self.check_layout(options, &mut report)?;
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
             self.repair_blobs(&mut report, progress, interrupt)?;
             stop()?;
         }
-        self.check_all(options, &mut report, progress, interrupt)?;
+        // The walk's listing of loose objects serves the references;
+        // repairing moves damaged ones aside after it: listed again then.
+        let loose = loose.filter(|_| !options.repair);
+        self.check_all(options, &mut report, progress, interrupt, loose)?;
         Ok(report)
     }
 
+    /// Checks the logs and (with `read_data`) the blobs; `loose` are the
+    /// store's loose objects where the layout walk listed them.
     fn check_all(
         &self,
         options: FsckOptions,
         report: &mut FsckReport,
         progress: &mut dyn FnMut(FsckProgress),
         interrupt: &AtomicBool,
+        loose: Option<Vec<BlobId>>,
     ) -> Result<()> {
         let ids = self.ids()?;
         report.conversations = ids.len();
@@ -306,7 +312,7 @@ impl Store {
             let (v, logs) = self.blobs().verify_all_beside(
                 &mut |p| progress(FsckProgress::Blobs(p.bytes_done, p.bytes_total)),
                 interrupt,
-                || self.check_logs(&ids, &mut |_| {}, interrupt),
+                || self.check_logs(&ids, &mut |_| {}, interrupt, loose),
             );
             let (v, logs) = (v?, logs?);
             progress(FsckProgress::Conversations(ids.len(), ids.len()));
@@ -347,6 +353,7 @@ impl Store {
                 &ids,
                 &mut |done| progress(FsckProgress::Conversations(done, ids.len())),
                 interrupt,
+                loose,
             )?
         };
         let mut to_quarantine: Vec<(ConversationId, String, Option<u64>)> = Vec::new();
@@ -451,18 +458,20 @@ impl Store {
     }
 
     /// Checks every conversation's log and resolves its blob references
-    /// against the store; `progress` gets the number checked so far.
+    /// against the store (its loose objects `loose` where they were listed
+    /// already); `progress` gets the number checked so far.
     fn check_logs(
         &self,
         ids: &[ConversationId],
         progress: &mut dyn FnMut(usize),
         interrupt: &AtomicBool,
+        loose: Option<Vec<BlobId>>,
     ) -> Result<LogsChecked> {
         // Every id in the store with its size where an index has it, and
         // whether a reference to it was seen; referenced ids that are not
         // listed (missing, or published since) are added as they are looked
         // up. Each size is looked up once however many references share it.
-        let mut known = KnownBlobs::new(self.blobs().id_sizes()?);
+        let mut known = KnownBlobs::new(self.blobs().id_sizes_beside(loose)?);
         let mut conversations = Vec::with_capacity(ids.len());
         // Conversations of one workspace share their base config: each is
         // read and parsed once.
@@ -767,12 +776,18 @@ impl Store {
     /// Reports every node of the layout that is not what the store keeps
     /// there (`layout.rs`) and, repairing, moves each into
     /// `quarantine/nodes/` under its path in the store.
-    fn check_layout(&self, options: FsckOptions, report: &mut FsckReport) -> Result<()> {
+    /// Returns the loose objects the walk listed (on a file system).
+    fn check_layout(
+        &self,
+        options: FsckOptions,
+        report: &mut FsckReport,
+    ) -> Result<Option<Vec<BlobId>>> {
         // Only a file system has nodes other than objects and directories.
         let Some(files) = self.backend().files() else {
-            return Ok(());
+            return Ok(None);
         };
-        for node in layout::misplaced_nodes(files) {
+        let layout = layout::walk(files);
+        for node in layout.misplaced {
             let shown = self.backend().display(&node.path);
             let message = format!(
                 "{} is {} where the store keeps {}; nothing opens it",
@@ -798,7 +813,7 @@ impl Store {
                 ));
             }
         }
-        Ok(())
+        Ok(layout.loose)
     }
 
     fn repair_blobs(

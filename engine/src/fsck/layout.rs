@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use jpstore_blobstore::storage::{FileKind, Storage};
-use jpstore_blobstore::{OBJECTS_DIR, PACKS_DIR, TMP_DIR};
+use jpstore_blobstore::{BlobId, OBJECTS_DIR, PACKS_DIR, TMP_DIR};
 
 use crate::conversation::{ConversationId, CONVERSATIONS_DIR, GC_LOCK};
 use crate::store::{BLOBS_DIR, CONFIG_FILE};
@@ -51,11 +51,25 @@ fn wrong(found: FileKind, expected: Expect) -> bool {
     }
 }
 
+/// What a walk of the layout found.
+pub(super) struct Layout {
+    /// The nodes that are not what the store keeps there, in walk order.
+    pub misplaced: Vec<Misplaced>,
+    /// The loose objects the walk listed: what the fanout directories
+    /// hold under blob ids' names, as the blob store lists them (every
+    /// name that is not a directory), in no particular order (fsck takes
+    /// them as its listing of loose objects instead of listing the fanout
+    /// directories again); `None` when one could not be listed (the blob
+    /// store's own listing then reports why).
+    pub loose: Option<Vec<BlobId>>,
+}
+
 /// Walks the layout below the store root of `storage`.
-pub(super) fn misplaced_nodes(storage: &dyn Storage) -> Vec<Misplaced> {
+pub(super) fn walk(storage: &dyn Storage) -> Layout {
     let mut walk = Walk {
         storage,
         out: Vec::new(),
+        files: None,
     };
     let root = Path::new(".");
     let blobs = Path::new(BLOBS_DIR);
@@ -79,15 +93,25 @@ pub(super) fn misplaced_nodes(storage: &dyn Storage) -> Vec<Misplaced> {
     // The directories that hold only files (a store's hundreds of fanout
     // and conversation directories) are listed on every core; the findings
     // are kept in the order of a walk on one thread.
-    let mut leaves: Vec<(PathBuf, Option<String>)> = walk
+    let mut top = Walk {
+        storage,
+        out: Vec::new(),
+        files: Some(Vec::new()),
+    };
+    let mut leaves: Vec<(PathBuf, Option<String>)> = top
         .dir(&objects, None, |n| fanout(n).then_some(Expect::Dir))
         .into_iter()
         .map(|name| (objects.join(name), None))
         .collect();
+    walk.out.append(&mut top.out);
+    // Where `objects/` could not be listed, the walk gives no listing of
+    // loose objects.
+    let objects_listed = top.files.is_some();
     let fanouts = leaves.len();
     let mut listing = Walk {
         storage,
         out: Vec::new(),
+        files: None,
     };
     let ids = listing.dir(conversations, None, |n| {
         ConversationId::parse(n).ok().map(|_| Expect::Dir)
@@ -100,20 +124,44 @@ pub(super) fn misplaced_nodes(storage: &dyn Storage) -> Vec<Misplaced> {
         let mut leaf = Walk {
             storage,
             out: Vec::new(),
+            // A fanout directory's files are loose objects.
+            files: conversation.is_none().then(Vec::new),
         };
         leaf.dir(dir, conversation.as_deref(), |_| Some(Expect::File));
-        leaf.out
+        let fanout = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let loose: Option<Vec<BlobId>> = leaf.files.map(|names| {
+            names
+                .into_iter()
+                .filter_map(|name| BlobId::parse(&format!("{fanout}{name}")).ok())
+                .collect()
+        });
+        (leaf.out, loose)
     });
     let in_conversations = found.split_off(fanouts);
-    walk.out.extend(found.into_iter().flatten());
+    let mut loose = objects_listed.then(Vec::new);
+    for (out, ids) in found {
+        walk.out.extend(out);
+        // A fanout directory that could not be listed: no listing.
+        match (&mut loose, ids) {
+            (Some(all), Some(ids)) => all.extend(ids),
+            _ => loose = None,
+        }
+    }
     walk.out.extend(listing.out);
-    walk.out.extend(in_conversations.into_iter().flatten());
     walk.out
+        .extend(in_conversations.into_iter().flat_map(|(out, _)| out));
+    Layout {
+        misplaced: walk.out,
+        loose,
+    }
 }
 
 struct Walk<'a> {
     storage: &'a dyn Storage,
     out: Vec<Misplaced>,
+    /// Where asked for (`Some` before the listing), the names listed that
+    /// are not directories; `None` after a listing that failed.
+    files: Option<Vec<String>>,
 }
 
 impl Walk<'_> {
@@ -131,6 +179,8 @@ impl Walk<'_> {
         // directory, a link, no permission) is reported where it is read, or
         // by the listing of its parent.
         let Ok(entries) = self.storage.read_dir(dir) else {
+            // Not listed: no names to give.
+            self.files = None;
             return Vec::new();
         };
         let mut dirs = Vec::new();
@@ -139,6 +189,13 @@ impl Walk<'_> {
                 continue;
             };
             let found = e.metadata.kind;
+            if let Some(files) = &mut self.files {
+                // As the blob store lists objects: every name that is not
+                // a directory.
+                if found != FileKind::Directory {
+                    files.push(e.name.clone());
+                }
+            }
             if wrong(found, expected) {
                 self.out.push(Misplaced {
                     path: if dir == Path::new(".") {
@@ -304,6 +361,48 @@ mod tests {
                 append(&store, &id).unwrap_or_else(|e| panic!("{what}: append after repair: {e}"));
             }
         }
+    }
+
+    /// The walk's listing of loose objects, which fsck resolves
+    /// references against, is the blob store's own: every name that is not
+    /// a directory and reads as a blob id, a special node too (its reader
+    /// then names it), and nothing else.
+    #[test]
+    fn the_walk_lists_the_loose_objects_as_the_blob_store_does() {
+        let (sim, store, _) = store();
+        let put: Vec<BlobId> = (0..20)
+            .map(|i| {
+                let bytes = format!("object {i}");
+                store.blobs().put(bytes.as_bytes()).expect("put").id
+            })
+            .collect();
+        let hex = BlobId::of(b"not stored").to_hex();
+        let special = format!("blobs/objects/{}/{}", &hex[..2], &hex[2..]);
+        sim.create_dir_all(Path::new(&format!("blobs/objects/{}", &hex[..2])))
+            .expect("mkdir");
+        sim.make_special(Path::new(&special), FileKind::Fifo)
+            .expect("mknod");
+        let dir = format!("blobs/objects/{}/{}", &hex[..2], "not-an-id");
+        sim.create_dir_all(Path::new(&dir)).expect("mkdir");
+        sim.create_dir_all(Path::new("blobs/objects/zz"))
+            .expect("not a fanout directory");
+        sim.make_special(
+            Path::new(&format!("blobs/objects/zz/{}", &hex[2..])),
+            FileKind::Fifo,
+        )
+        .expect("mknod");
+        let mut listed = walk(&sim).loose.expect("listed");
+        listed.sort();
+        let expected: Vec<BlobId> = store
+            .blobs()
+            .loose_objects()
+            .expect("list")
+            .into_iter()
+            .map(|o| o.id)
+            .collect();
+        assert_eq!(listed, expected);
+        assert!(put.iter().all(|id| listed.contains(id)));
+        assert!(listed.contains(&BlobId::parse(&hex).expect("id")));
     }
 
     /// Writers meet the node and fail naming it, never waiting.

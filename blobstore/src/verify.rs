@@ -141,9 +141,10 @@ enum Job {
     /// then each group checked and decompressed once and its objects
     /// hashed.
     Groups(Arc<Pack>, Option<Arc<Mapping>>, Vec<GroupRun>),
-    /// The loose objects of one fanout directory: listed by the worker,
-    /// then each read, decompressed and hashed.
-    LooseDir(String),
+    /// The loose objects of a few fanout directories
+    /// ([`FANOUT_DIRS_PER_JOB`]): listed by the worker, then each read,
+    /// decompressed and hashed.
+    LooseDirs(Vec<String>),
     /// Loose objects listed while planning (on an object store, where one
     /// listing of them all is a request per 1,000 objects and a listing
     /// per fanout prefix is 256 requests): each read, decompressed and
@@ -153,6 +154,11 @@ enum Job {
 
 /// Loose objects per [`Job::Loose`].
 const LOOSE_PER_JOB: usize = 64;
+
+/// Fanout directories per [`Job::LooseDirs`]: most of a store's hold a few
+/// loose objects or none, and a job of one cost more in handing it over and
+/// its result back (two thread wake-ups) than in listing it.
+const FANOUT_DIRS_PER_JOB: usize = 16;
 
 /// A group of a pack of version 2 to verify: its number, its entry in the
 /// index (inside the pack, checked while planning), and its objects (inside
@@ -195,7 +201,7 @@ impl Job {
                 groups.iter().map(|g| g.inside).sum(),
                 groups.iter().map(|g| g.entry.stored_len()).sum(),
             ),
-            Job::LooseDir(_) => (0, 0),
+            Job::LooseDirs(_) => (0, 0),
             Job::Loose(objects) => (objects.len(), objects.iter().map(|o| o.stored_len).sum()),
         }
     }
@@ -274,12 +280,13 @@ impl BlobStore {
     /// against its index (header, trailer checksum, object bounds). Damage does
     /// not stop the run: every problem is collected in the report. `progress`
     /// is called on the calling thread as checks complete (a pack run or a
-    /// fanout directory at a time).
+    /// few fanout directories at a time).
     ///
     /// Work is split in jobs for [`Options::threads`](crate::Options)
     /// workers: each pack file's checksum, runs of neighbouring objects of a
     /// pack (verified in offset order), and each fanout directory of loose
-    /// objects (listed by the worker, so listing is done in parallel too);
+    /// objects, a few at a time (listed by the worker, so listing is done
+    /// in parallel too);
     /// each worker reuses its buffers. A pack is mapped read-only once for
     /// all its jobs (its bytes are then neither copied nor read twice, for
     /// the checksum and for the objects); where it cannot be mapped, or its
@@ -293,7 +300,7 @@ impl BlobStore {
     /// after `interrupt` is set (by a signal handler, or another thread):
     /// it is looked at before the run and as each job's result comes in, so
     /// a run stops within one job per worker (at most 256 KiB of a pack, or
-    /// one fanout directory).
+    /// 16 fanout directories).
     pub fn verify_all_interruptible(
         &self,
         progress: &mut dyn FnMut(VerifyProgress),
@@ -388,7 +395,11 @@ impl BlobStore {
             .map(|(p, m)| Job::PackFile(Arc::clone(p), m.clone()))
             .collect();
         if self.backend().files().is_some() {
-            jobs.extend(self.fanout_dirs()?.into_iter().map(Job::LooseDir));
+            jobs.extend(
+                self.fanout_dirs()?
+                    .chunks(FANOUT_DIRS_PER_JOB)
+                    .map(|dirs| Job::LooseDirs(dirs.to_vec())),
+            );
         } else {
             let loose = self.loose_objects()?;
             report.loose_objects += loose.len();
@@ -636,8 +647,11 @@ impl BlobStore {
                 groups,
                 buffers,
             )?)),
-            Job::LooseDir(dir) => {
-                let objects = self.loose_objects_in(dir)?;
+            Job::LooseDirs(dirs) => {
+                let mut objects = Vec::new();
+                for dir in dirs {
+                    objects.extend(self.loose_objects_in(dir)?);
+                }
                 Ok(Done {
                     checks: objects.len(),
                     bytes: objects.iter().map(|o| o.stored_len).sum(),
@@ -1124,7 +1138,7 @@ mod tests {
                     map.clone().filter(|_| mapped),
                     groups.clone(),
                 ),
-                super::Job::LooseDir(d) => super::Job::LooseDir(d.clone()),
+                super::Job::LooseDirs(d) => super::Job::LooseDirs(d.clone()),
                 super::Job::Loose(objects) => super::Job::Loose(objects.clone()),
             };
             let done = store.verify_job(&job, &mut buffers).expect("job");

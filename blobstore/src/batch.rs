@@ -19,7 +19,7 @@ use crate::group::{self, Compression, GroupSettings};
 use crate::id::BlobId;
 use crate::pack::{self, GroupEntry, GroupedEntry, PackEntry};
 use crate::parallel::{self, Sink};
-use crate::store::{BatchOutcome, BatchProgress, BlobStore};
+use crate::store::{BatchOutcome, BatchProgress, BlobStore, LooseListing};
 
 /// Batch puts: many blobs as one pack (format-spec.md 2.5).
 impl BlobStore {
@@ -642,9 +642,9 @@ struct Shared<'a> {
     next: &'a AtomicUsize,
     /// The new ids a worker has taken on (each stored once).
     claimed: &'a Mutex<HashSet<BlobId>>,
-    /// The loose objects, listed once ([`BlobStore::loose_listing_for`]),
-    /// or `None`: asked per item.
-    loose: Option<&'a HashSet<BlobId>>,
+    /// The loose objects as listed ([`BlobStore::loose_listing_for`]), or
+    /// `None`: asked per item.
+    loose: Option<&'a LooseListing>,
 }
 
 /// A worker: takes items until none is left (or the caller stops), reads

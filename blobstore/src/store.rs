@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::backend::{
@@ -16,7 +16,7 @@ use crate::group::{self, Compression, MAX_GROUP_TARGET};
 use crate::id::BlobId;
 use crate::object::{self, Header, HEADER_LEN};
 use crate::pack::{self, Found, GroupedEntry, Pack, PackEntry};
-use crate::storage::{not_regular_error, parent_dir, symlink_error};
+use crate::storage::{not_regular_error, parent_dir, symlink_error, Storage};
 
 /// Directory of loose objects, below the store's base directory.
 pub const OBJECTS_DIR: &str = "objects";
@@ -38,6 +38,23 @@ pub const OPEN_PACK_FILES: usize = 8;
 /// objects once instead of asking per item
 /// ([`BlobStore::loose_listing_for`]).
 pub const LIST_LOOSE_FROM: usize = 8;
+/// Batches of at least this many items on a file system list the names in
+/// a fanout directory when an item first falls in it, instead of looking up
+/// each item's name ([`BlobStore::loose_listing_for`]): a lookup of a name
+/// that is not there cost about 6 µs, and listing a directory of a few
+/// names about as much as one lookup, so from two items per directory on
+/// the listing is the cheaper.
+pub const LIST_LOOSE_ON_FILES_FROM: usize = 512;
+
+/// What a batch knows of the loose objects without asking per item
+/// ([`BlobStore::loose_listing_for`]).
+pub(crate) enum LooseListing {
+    /// Every loose object, listed at once.
+    All(HashSet<BlobId>),
+    /// Each of the 256 fanout directories' objects, listed when first
+    /// wanted (`None`: the listing failed, and each item is asked for).
+    ByFanout(Box<[OnceLock<Option<HashSet<BlobId>>>]>),
+}
 
 /// Tunables of a [`BlobStore`].
 #[derive(Clone, Debug)]
@@ -609,31 +626,75 @@ impl BlobStore {
     pub(crate) fn exists_cached_in(
         &self,
         id: &BlobId,
-        loose: Option<&HashSet<BlobId>>,
+        loose: Option<&LooseListing>,
     ) -> Result<bool> {
         let Some(loose) = loose else {
             return self.exists_cached(id);
         };
         self.fresh_for_writers()?;
-        Ok(loose.contains(id) || self.find_in_packs(id)?.is_some())
+        if self.find_in_packs(id)?.is_some() {
+            return Ok(true);
+        }
+        match loose {
+            LooseListing::All(ids) => Ok(ids.contains(id)),
+            LooseListing::ByFanout(dirs) => {
+                let fanout = usize::from(id.as_bytes()[0]);
+                let listed = dirs[fanout].get_or_init(|| {
+                    let files = self.backend.files()?;
+                    self.list_fanout_names(files, fanout).ok()
+                });
+                match listed {
+                    Some(ids) => Ok(ids.contains(id)),
+                    // Not listed: asked.
+                    None => self.loose_exists(&self.loose_path(id)),
+                }
+            }
+        }
     }
 
-    /// The ids of every loose object, listed at once, where that is cheaper
-    /// than asking for each of `count` items that no pack holds: on an
-    /// object store (where each question is a request) for batches of
-    /// [`LIST_LOOSE_FROM`] items or more; one listing is a request per
-    /// 1,000 objects ([`BlobStore::loose_objects`]). `None`: ask per item.
-    /// On a file system a question about a name that is not there is one
-    /// lookup, cheaper than listing every fanout directory. A loose object
-    /// stored by another process after the listing is not seen: the batch
-    /// stores its content again, in its pack (a duplicate, never a loss).
-    pub(crate) fn loose_listing_for(&self, count: usize) -> Result<Option<HashSet<BlobId>>> {
-        if self.backend.files().is_some() || count < LIST_LOOSE_FROM {
+    /// What a batch of `count` items takes to know which of them are
+    /// loose objects, where that is cheaper than asking for each item that
+    /// no pack holds: on an object store (where each question is a request)
+    /// for batches of [`LIST_LOOSE_FROM`] items or more, one listing of
+    /// every loose object (a request per 1,000 objects,
+    /// [`BlobStore::loose_objects`]); on a file system for batches of
+    /// [`LIST_LOOSE_ON_FILES_FROM`] items or more, each fanout directory
+    /// listed by its names when an item first falls in it (by the worker
+    /// that meets it; no entry looked up where the listing says what it
+    /// is). A name there that is not a regular file is not an object: the
+    /// batch stores that content in its pack (where a lookup would have
+    /// refused the batch naming the node). `None`: ask per item. A loose
+    /// object stored by another process after the listing is not seen: the
+    /// batch stores its content again, in its pack (a duplicate, never a
+    /// loss).
+    pub(crate) fn loose_listing_for(&self, count: usize) -> Result<Option<LooseListing>> {
+        if self.backend.files().is_some() {
+            return Ok((count >= LIST_LOOSE_ON_FILES_FROM)
+                .then(|| LooseListing::ByFanout((0..256).map(|_| OnceLock::new()).collect())));
+        }
+        if count < LIST_LOOSE_FROM {
             return Ok(None);
         }
-        Ok(Some(
+        Ok(Some(LooseListing::All(
             self.loose_objects()?.into_iter().map(|o| o.id).collect(),
-        ))
+        )))
+    }
+
+    /// The ids of the regular files of fanout directory `fanout` (its
+    /// number, the ids' first byte), from their names and kinds only; none
+    /// where the directory is not there.
+    fn list_fanout_names(&self, files: &dyn Storage, fanout: usize) -> io::Result<HashSet<BlobId>> {
+        let dir = format!("{fanout:02x}");
+        let names = match files.read_dir_kinds(&self.base.join(OBJECTS_DIR).join(&dir)) {
+            Ok(names) => names,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(names
+            .into_iter()
+            .filter(|(_, kind)| *kind == FileKind::Regular)
+            .filter_map(|(name, _)| BlobId::parse(&format!("{dir}{name}")).ok())
+            .collect())
     }
 
     /// Whether a loose object is at `path`. A symbolic link, a FIFO, a

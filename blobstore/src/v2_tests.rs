@@ -507,6 +507,58 @@ fn two_merges_of_the_same_packs_publish_the_same_pack_whatever_the_threads() {
     assert_eq!(merged(&a, 2), merged(&b, 1));
 }
 
+/// A batch large enough to list the fanout directories by their names
+/// (`LIST_LOOSE_ON_FILES_FROM`) on a real directory: what is loose already
+/// is found and not stored again; a FIFO at an item's name is not an
+/// object, and its content goes into the pack, readable.
+#[test]
+fn a_large_batch_on_a_file_system_finds_loose_objects_by_listing_names() {
+    use crate::backend::FileBackend;
+    use crate::storage::{LocalStorage, Storage};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+    let store =
+        BlobStore::open(FileBackend::shared(storage), "blobs", Options::default()).expect("open");
+    let count = crate::store::LIST_LOOSE_ON_FILES_FROM + 100;
+    let items: Vec<Vec<u8>> = (0..count)
+        .map(|i| format!("item {i} of the batch").into_bytes())
+        .collect();
+    let loose = [3, 250, 511];
+    for i in loose {
+        store.put(&items[i]).expect("put");
+    }
+    let hex = BlobId::of(&items[7]).to_hex();
+    let fanout = dir.path().join("blobs/objects").join(&hex[..2]);
+    std::fs::create_dir_all(&fanout).expect("mkdir");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        fanout.join(&hex[2..]),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    assert!(matches!(
+        store.loose_listing_for(count).expect("listing"),
+        Some(crate::store::LooseListing::ByFanout(_))
+    ));
+    // Smaller batches look each name up.
+    let smaller = crate::store::LIST_LOOSE_ON_FILES_FROM - 1;
+    assert!(store.loose_listing_for(smaller).expect("small").is_none());
+    let out = store
+        .put_batch(count, |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    assert_eq!(out.new_objects, count - loose.len());
+    assert!(out.pack.is_some());
+    for (i, item) in items.iter().enumerate() {
+        assert_eq!(
+            &store.get(&BlobId::of(item)).expect("get"),
+            item,
+            "item {i}"
+        );
+    }
+}
+
 #[test]
 fn a_batch_on_an_object_store_sees_loose_objects_through_one_listing() {
     let backend = MemoryBackend::new();
@@ -518,10 +570,14 @@ fn a_batch_on_an_object_store_sees_loose_objects_through_one_listing() {
     for i in [2, 9, 17] {
         store.put(&items[i]).expect("put");
     }
-    let listed = store
+    let listed = match store
         .loose_listing_for(items.len())
         .expect("list")
-        .expect("an object store lists");
+        .expect("an object store lists")
+    {
+        crate::store::LooseListing::All(ids) => ids,
+        crate::store::LooseListing::ByFanout(_) => panic!("an object store lists at once"),
+    };
     assert_eq!(listed.len(), 3);
     for i in [2, 9, 17] {
         assert!(listed.contains(&BlobId::of(&items[i])));

@@ -337,6 +337,33 @@ impl Storage for LocalStorage {
         Ok(out)
     }
 
+    fn read_dir_kinds(&self, path: &Path) -> io::Result<Vec<(String, FileKind)>> {
+        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        let stat_base = fd.try_clone()?;
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::new(fd)? {
+            let entry = entry?;
+            let raw = entry.file_name();
+            if raw == c"." || raw == c".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                // The file system does not say: looked up, as `read_dir`
+                // does every entry.
+                rustix::fs::FileType::Unknown => {
+                    match rustix::fs::statat(&stat_base, raw, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => metadata_of_stat(&st).kind,
+                        Err(rustix::io::Errno::NOENT) => continue,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                known => kind_of(known),
+            };
+            out.push((raw.to_string_lossy().into_owned(), kind));
+        }
+        Ok(out)
+    }
+
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (from_dir, from_name) = self.parent(from)?;
         self.at(to, |to_dir, to_name| {
@@ -637,6 +664,47 @@ mod tests {
             .metadata(Path::new("objects/file/cd"))
             .expect_err("through a file");
         assert_ne!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    }
+
+    #[test]
+    fn a_listing_of_kinds_is_the_listing_without_the_metadata() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        mkfifo(&dir.path().join("fifo"));
+        let _socket =
+            std::os::unix::net::UnixListener::bind(dir.path().join("socket")).expect("bind");
+        fs::create_dir(dir.path().join("dir")).expect("mkdir");
+        fs::write(dir.path().join("file"), b"regular").expect("write");
+        std::os::unix::fs::symlink("file", dir.path().join("link")).expect("symlink");
+        let storage = LocalStorage::open(dir.path()).expect("open");
+        let mut kinds = storage.read_dir_kinds(Path::new(".")).expect("kinds");
+        kinds.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut listed: Vec<(String, FileKind)> = storage
+            .read_dir(Path::new("."))
+            .expect("list")
+            .into_iter()
+            .map(|e| (e.name, e.metadata.kind))
+            .collect();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(kinds, listed);
+        let names: Vec<(&str, FileKind)> = kinds.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+        assert_eq!(
+            names,
+            [
+                ("dir", FileKind::Directory),
+                ("fifo", FileKind::Fifo),
+                ("file", FileKind::Regular),
+                ("link", FileKind::Symlink),
+                ("socket", FileKind::Socket),
+            ]
+        );
+        let e = storage
+            .read_dir_kinds(Path::new("missing"))
+            .expect_err("missing");
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(
+            storage.read_dir_kinds(Path::new("link")).is_err(),
+            "a link is not followed"
+        );
     }
 
     #[test]

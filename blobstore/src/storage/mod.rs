@@ -226,6 +226,16 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn file_id(&self, path: &Path) -> io::Result<FileId>;
     /// Lists a directory (without `.` and `..`), in no particular order.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
+    /// Lists a directory as [`Storage::read_dir`] does, each name with its
+    /// kind only: where the listing itself says what an entry is (on
+    /// Linux, the `d_type` of most file systems), no entry is looked up.
+    fn read_dir_kinds(&self, path: &Path) -> io::Result<Vec<(String, FileKind)>> {
+        Ok(self
+            .read_dir(path)?
+            .into_iter()
+            .map(|e| (e.name, e.metadata.kind))
+            .collect())
+    }
     /// Publishes `from` under the name `to` without ever replacing an existing
     /// `to` (a hard link on POSIX): fails with [`io::ErrorKind::AlreadyExists`]
     /// if `to` exists. `from` stays; the caller removes it.

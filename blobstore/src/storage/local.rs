@@ -39,6 +39,24 @@ pub struct LocalStorage {
     dir: Arc<OwnedFd>,
 }
 
+/// The directory a `*at` call names its file in: the root's descriptor,
+/// or one opened below it.
+enum ParentDir<'s> {
+    Root(&'s OwnedFd),
+    Opened(OwnedFd),
+}
+
+impl std::ops::Deref for ParentDir<'_> {
+    type Target = OwnedFd;
+
+    fn deref(&self) -> &OwnedFd {
+        match self {
+            ParentDir::Root(dir) => dir,
+            ParentDir::Opened(dir) => dir,
+        }
+    }
+}
+
 impl LocalStorage {
     /// A storage rooted at `root`, which must exist and be a directory.
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Self> {
@@ -80,18 +98,24 @@ impl LocalStorage {
         beneath::open(self.dir.as_fd(), path, flags, mode).map_err(|e| self.explain(e, path))
     }
 
-    /// The parent directory of `path` (opened below the root) and its last
-    /// name, for the `*at` calls.
-    fn parent<'p>(&self, path: &'p Path) -> io::Result<(OwnedFd, &'p OsStr)> {
+    /// The parent directory of `path` (opened below the root, or the root
+    /// itself for a name in it) and its last name, for the `*at` calls.
+    fn parent<'p>(&self, path: &'p Path) -> io::Result<(ParentDir<'_>, &'p OsStr)> {
         check_relative(path)?;
         let mut names = beneath::components(path);
         let name = names
             .pop()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty path"))?;
+        if names.is_empty() {
+            // A name in the root (`gc.lock`, `config.toml`): the root's
+            // descriptor serves, where opening it again cost a writer two
+            // system calls of the dozen around each append.
+            return Ok((ParentDir::Root(&self.dir), name));
+        }
         let parent: PathBuf = names.iter().collect();
         let dir = beneath::open(self.dir.as_fd(), &parent, DIR_LOOKUP, 0)
             .map_err(|e| self.explain(e, path))?;
-        Ok((dir, name))
+        Ok((ParentDir::Opened(dir), name))
     }
 
     /// Runs a `*at` call on the last name of `path`.
@@ -367,14 +391,14 @@ impl Storage for LocalStorage {
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (from_dir, from_name) = self.parent(from)?;
         self.at(to, |to_dir, to_name| {
-            rustix::fs::linkat(&from_dir, from_name, to_dir, to_name, AtFlags::empty())
+            rustix::fs::linkat(&*from_dir, from_name, to_dir, to_name, AtFlags::empty())
         })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (from_dir, from_name) = self.parent(from)?;
         self.at(to, |to_dir, to_name| {
-            rustix::fs::renameat(&from_dir, from_name, to_dir, to_name)
+            rustix::fs::renameat(&*from_dir, from_name, to_dir, to_name)
         })
     }
 

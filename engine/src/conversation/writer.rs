@@ -293,8 +293,18 @@ impl<'s> ConversationWriter<'s> {
             })?;
         }
         // From the first look at the blob store until the record is durable,
-        // gc must not sweep (format-spec.md 4.7).
-        let _gc = super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?;
+        // gc must not sweep (format-spec.md 4.7). A batch without content
+        // (messages, reasoning, tool calls) never looks at it: no lock, which
+        // was a dozen system calls beside the append's one `fdatasync`.
+        let mut content = false;
+        for entry in &batch {
+            entry.for_each_content(&mut |_| content = true);
+        }
+        let _gc = if content {
+            Some(super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?)
+        } else {
+            None
+        };
         // 2. Content: hash inline payloads, check references.
         let mut new: HashMap<BlobId, Vec<u8>> = HashMap::new();
         let mut payloads = 0usize;

@@ -155,6 +155,31 @@ fn write_config_toml(storage: &dyn Storage, text: &str) {
     jpstore_blobstore::storage::write_all_at(&*file, text.as_bytes(), 0).expect("write");
 }
 
+/// An append whose entries hold no content does not look at the blob
+/// store, so it takes no gc lock (format-spec.md 4.7); one with content
+/// takes it once.
+#[test]
+fn only_an_append_with_content_takes_the_gc_lock() {
+    let (counting, store, ids) = counted_store();
+    let is_gc_lock = |p: &Path| p == Path::new("gc.lock");
+    let mut w = store.writer(&ids[0]).expect("writer");
+    counting.reset();
+    let text = "{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"q\"}\n\
+                {\"type\":\"chat_response\",\"message\":\"a\"}\n\
+                {\"type\":\"tool_call_request\",\"id\":\"c\",\"name\":\"t\",\"arguments\":{}}";
+    let plain = parse_input(text, ParseMode::Strict { now: now() }).expect("input");
+    w.append(plain.entries).expect("append");
+    assert_eq!(counting.opens_of(is_gc_lock), 0, "no content, no gc lock");
+    let response = "{\"type\":\"tool_call_response\",\"id\":\"c\",\"content\":\"out\"}";
+    let with_content = parse_input(response, ParseMode::Strict { now: now() }).expect("input");
+    w.append(with_content.entries).expect("append");
+    assert_eq!(counting.opens_of(is_gc_lock), 1, "content: the lock, once");
+    drop(w);
+    // Both read back.
+    let conv = store.read(&ids[0]).expect("read");
+    assert_eq!(conv.entries.len(), 12 + 4 + 1);
+}
+
 #[test]
 fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operation() {
     let (counting, store, ids) = counted_store();

@@ -118,6 +118,41 @@ impl LocalStorage {
         Ok((ParentDir::Opened(dir), name))
     }
 
+    /// The entries of directory `path` (without `.` and `..`), each name
+    /// (lossy: the store never creates names that are not UTF-8, and fsck
+    /// lists them so they are reported, not hidden) with what `info` makes
+    /// of its type as the listing says it and of a lookup of it (`None`
+    /// from the lookup: removed since the listing, by a concurrent sweep;
+    /// `None` from `info`: left out).
+    fn list<T>(
+        &self,
+        path: &Path,
+        mut info: impl FnMut(
+            rustix::fs::FileType,
+            &mut dyn FnMut() -> io::Result<Option<rustix::fs::Stat>>,
+        ) -> io::Result<Option<T>>,
+    ) -> io::Result<Vec<(String, T)>> {
+        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        let stat_base = fd.try_clone()?;
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::new(fd)? {
+            let entry = entry?;
+            let raw = entry.file_name();
+            if raw == c"." || raw == c".." {
+                continue;
+            }
+            let mut stat = || match rustix::fs::statat(&stat_base, raw, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => Ok(Some(st)),
+                Err(rustix::io::Errno::NOENT) => Ok(None),
+                Err(e) => Err(e.into()),
+            };
+            if let Some(found) = info(entry.file_type(), &mut stat)? {
+                out.push((raw.to_string_lossy().into_owned(), found));
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs a `*at` call on the last name of `path`.
     fn at<T>(
         &self,
@@ -335,57 +370,22 @@ impl Storage for LocalStorage {
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
-        let stat_base = fd.try_clone()?;
-        let mut out = Vec::new();
-        for entry in rustix::fs::Dir::new(fd)? {
-            let entry = entry?;
-            let raw = entry.file_name();
-            if raw == c"." || raw == c".." {
-                continue;
-            }
-            let st = match rustix::fs::statat(&stat_base, raw, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => st,
-                // Removed between listing and stat: a concurrent sweep.
-                Err(rustix::io::Errno::NOENT) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            // The store never creates names that are not UTF-8; list them
-            // for fsck with a lossy name so they are reported, not hidden.
-            let name = raw.to_string_lossy().into_owned();
-            out.push(DirEntry {
-                name,
-                metadata: metadata_of_stat(&st),
-            });
-        }
-        Ok(out)
+        self.list(path, |_, stat| Ok(stat()?.map(|st| metadata_of_stat(&st))))
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|(name, metadata)| DirEntry { name, metadata })
+                    .collect()
+            })
     }
 
     fn read_dir_kinds(&self, path: &Path) -> io::Result<Vec<(String, FileKind)>> {
-        let fd = self.open_beneath(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
-        let stat_base = fd.try_clone()?;
-        let mut out = Vec::new();
-        for entry in rustix::fs::Dir::new(fd)? {
-            let entry = entry?;
-            let raw = entry.file_name();
-            if raw == c"." || raw == c".." {
-                continue;
-            }
-            let kind = match entry.file_type() {
-                // The file system does not say: looked up, as `read_dir`
-                // does every entry.
-                rustix::fs::FileType::Unknown => {
-                    match rustix::fs::statat(&stat_base, raw, AtFlags::SYMLINK_NOFOLLOW) {
-                        Ok(st) => metadata_of_stat(&st).kind,
-                        Err(rustix::io::Errno::NOENT) => continue,
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                known => kind_of(known),
-            };
-            out.push((raw.to_string_lossy().into_owned(), kind));
-        }
-        Ok(out)
+        self.list(path, |listed, stat| match listed {
+            // The file system does not say: looked up, as `read_dir` does
+            // every entry.
+            rustix::fs::FileType::Unknown => Ok(stat()?.map(|st| metadata_of_stat(&st).kind)),
+            known => Ok(Some(kind_of(known))),
+        })
     }
 
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -690,14 +690,20 @@ mod tests {
         assert_ne!(e.kind(), io::ErrorKind::NotFound, "{e}");
     }
 
+    /// A FIFO, a socket (bound while the listener lives), a directory and a
+    /// regular file named by their kinds in `dir`.
+    fn one_of_each(dir: &Path) -> std::os::unix::net::UnixListener {
+        mkfifo(&dir.join("fifo"));
+        let socket = std::os::unix::net::UnixListener::bind(dir.join("socket")).expect("bind");
+        fs::create_dir(dir.join("dir")).expect("mkdir");
+        fs::write(dir.join("file"), b"regular").expect("write");
+        socket
+    }
+
     #[test]
     fn a_listing_of_kinds_is_the_listing_without_the_metadata() {
         let dir = tempfile::tempdir().expect("tempdir");
-        mkfifo(&dir.path().join("fifo"));
-        let _socket =
-            std::os::unix::net::UnixListener::bind(dir.path().join("socket")).expect("bind");
-        fs::create_dir(dir.path().join("dir")).expect("mkdir");
-        fs::write(dir.path().join("file"), b"regular").expect("write");
+        let _socket = one_of_each(dir.path());
         std::os::unix::fs::symlink("file", dir.path().join("link")).expect("symlink");
         let storage = LocalStorage::open(dir.path()).expect("open");
         let mut kinds = storage.read_dir_kinds(Path::new(".")).expect("kinds");
@@ -734,11 +740,7 @@ mod tests {
     #[test]
     fn only_regular_files_are_opened_and_none_blocks() {
         let dir = tempfile::tempdir().expect("tempdir");
-        mkfifo(&dir.path().join("fifo"));
-        let _socket =
-            std::os::unix::net::UnixListener::bind(dir.path().join("socket")).expect("bind");
-        fs::create_dir(dir.path().join("dir")).expect("mkdir");
-        fs::write(dir.path().join("file"), b"regular").expect("write");
+        let _socket = one_of_each(dir.path());
         let storage = LocalStorage::open(dir.path()).expect("open");
         // Opening a FIFO for reading with no writer waits forever unless the
         // open refuses it: the modes that would not block come first, so a

@@ -276,7 +276,10 @@ impl<'s> ConversationWriter<'s> {
     }
 
     /// Appends a batch of entries; content given inline goes to the blob
-    /// store first. All or nothing: on error nothing is appended.
+    /// store first. All or nothing: on error nothing is appended. A batch
+    /// with content holds the gc lock shared until its record is durable;
+    /// one without content takes no lock and does not wait for gc
+    /// (format-spec.md 4.7).
     pub fn append(&mut self, batch: Vec<Entry<Payload>>) -> Result<AppendOutcome> {
         if batch.is_empty() {
             return Err(Error::EmptyBatch {

@@ -138,6 +138,15 @@ fn counted_store() -> (Arc<CountingStorage>, Store, Vec<ConversationId>) {
     (counting, store, ids)
 }
 
+/// Another open of the store on `counting` (its own memory).
+fn reopen(counting: &Arc<CountingStorage>) -> Store {
+    Store::open(
+        FileBackend::shared(counting.clone()),
+        StoreOptions::default(),
+    )
+    .expect("open")
+}
+
 fn now() -> Timestamp {
     Timestamp::from_unix(1_780_000_000, 0).expect("time")
 }
@@ -287,11 +296,7 @@ fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operati
         assert_eq!(settings.conversation.deduplication.min_bytes, None);
     });
     assert_eq!(toml, 0, "an open store keeps what it read");
-    let reopened = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
+    let reopened = reopen(&counting);
     let (toml, _) = opens(&mut || {
         for _ in 0..3 {
             let config = reopened.workspace_config().expect("config");
@@ -311,11 +316,7 @@ fn a_workspace_config_that_fails_to_read_is_read_again() {
         &*counting.inner,
         "[conversation.deduplication]\nmin_bytes = \"big\"\n",
     );
-    let store = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
+    let store = reopen(&counting);
     let conv = store.read(&ids[0]).expect("read");
     let err = crate::export::view(&store, &conv).expect_err("a bad setting");
     assert_eq!(
@@ -362,11 +363,7 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
     };
     // (config.toml opens, base config opens) of a view by a fresh store.
     let view = |settle: &dyn Fn(&Store)| {
-        let store = Store::open(
-            FileBackend::shared(counting.clone()),
-            StoreOptions::default(),
-        )
-        .expect("open");
+        let store = reopen(&counting);
         counting.reset();
         let v = store.open_view(id).expect("view");
         let settings = v.settings().clone();
@@ -442,22 +439,20 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
                 .replace('/', "")
                 .ends_with(&new_base.id.to_string())
     };
-    let fresh = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
-    counting.reset();
-    let v = fresh.open_view(id).expect("view");
-    assert_eq!(
-        v.settings().base.conversation.deduplication.enabled,
-        Some(false)
-    );
-    assert_eq!(counting.opens_of(is_new), 1);
-    drop(v);
-    counting.reset();
-    fresh.open_view(id).expect("view");
-    assert_eq!(counting.opens_of(is_new), 0, "cached again");
+    // A view by `store`: the new base config's settings, and the reads of
+    // its blob.
+    let view = |store: &Store| {
+        counting.reset();
+        let v = store.open_view(id).expect("view");
+        assert_eq!(
+            v.settings().base.conversation.deduplication.enabled,
+            Some(false)
+        );
+        (v.settings().base.clone(), counting.opens_of(is_new))
+    };
+    let fresh = reopen(&counting);
+    assert_eq!(view(&fresh).1, 1);
+    assert_eq!(view(&fresh).1, 0, "cached again");
 
     // A cache of another settings version is not used.
     let mut head = crate::conversation::head::load(&**store.backend(), id).expect("head");
@@ -468,36 +463,17 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
     crate::conversation::head::store(&**store.backend(), id, &head);
     // The store that computed them remembers them (its config.toml, this
     // version): the blob is not read again, the head's cache is replaced.
-    counting.reset();
-    let v = fresh.open_view(id).expect("view");
-    assert_eq!(
-        v.settings().base.conversation.deduplication.enabled,
-        Some(false)
-    );
-    assert_eq!(counting.opens_of(is_new), 0, "remembered by the store");
+    let (settings, reads) = view(&fresh);
+    assert_eq!(reads, 0, "remembered by the store");
     let cache = crate::conversation::head::load(&**store.backend(), id)
         .and_then(|h| h.settings)
         .expect("a settings cache");
     assert_eq!(cache.version, crate::config::SETTINGS_VERSION);
-    assert_eq!(cache.settings, v.settings().base);
+    assert_eq!(cache.settings, settings);
     // A store that has not computed them does, when the version differs.
     crate::conversation::head::store(&**store.backend(), id, &head);
-    let other = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
-    counting.reset();
-    let v = other.open_view(id).expect("view");
-    assert_eq!(
-        v.settings().base.conversation.deduplication.enabled,
-        Some(false)
-    );
-    assert_eq!(
-        counting.opens_of(is_new),
-        1,
-        "another version is computed again"
-    );
+    let other = reopen(&counting);
+    assert_eq!(view(&other).1, 1, "another version is computed again");
 }
 
 #[test]
@@ -510,11 +486,7 @@ fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() 
     let reference = store
         .conversation_settings(&store.read(&ids[0]).expect("read"))
         .expect("settings");
-    let fresh = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
+    let fresh = reopen(&counting);
     counting.reset();
     for id in &ids {
         let v = fresh.open_view(id).expect("view");
@@ -529,11 +501,7 @@ fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() 
     let v = fresh.open_view(&ids[1]).expect("view");
     assert_eq!(v.settings().base, reference.base, "from memory");
     // Another open store has not computed them: it reads the head's.
-    let other = Store::open(
-        FileBackend::shared(counting.clone()),
-        StoreOptions::default(),
-    )
-    .expect("open");
+    let other = reopen(&counting);
     let v = other.open_view(&ids[1]).expect("view");
     assert_eq!(
         v.settings().base.assistant.system_prompt.as_deref(),

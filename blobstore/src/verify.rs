@@ -298,9 +298,9 @@ impl BlobStore {
 
     /// [`BlobStore::verify_all`] that stops with [`Error::Interrupted`] soon
     /// after `interrupt` is set (by a signal handler, or another thread):
-    /// it is looked at before the run and as each job's result comes in, so
-    /// a run stops within one job per worker (at most 256 KiB of a pack, or
-    /// 16 fanout directories).
+    /// it is looked at before the run, as each job's result comes in and
+    /// after the last, so a run stops within one job per worker (at most
+    /// 256 KiB of a pack, or 16 fanout directories).
     pub fn verify_all_interruptible(
         &self,
         progress: &mut dyn FnMut(VerifyProgress),
@@ -363,7 +363,16 @@ impl BlobStore {
                 joined,
             );
             report.bytes = p.bytes_total;
-            (verified.map(|()| report), done)
+            // Set as the last result came in (after its look): stopped all
+            // the same.
+            let verified = verified.and_then(|()| {
+                if interrupt.load(Ordering::Relaxed) {
+                    Err(Error::Interrupted)
+                } else {
+                    Ok(report)
+                }
+            });
+            (verified, done)
         })
     }
 

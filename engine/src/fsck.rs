@@ -315,10 +315,6 @@ impl Store {
                 || self.check_logs(&ids, &mut |_| {}, interrupt, loose),
             );
             let (v, logs) = (v?, logs?);
-            // Set as the last blob check completed: stopped all the same.
-            if interrupt.load(Ordering::Relaxed) {
-                return Err(Error::Interrupted);
-            }
             progress(FsckProgress::Conversations(ids.len(), ids.len()));
             report.blobs_read = v.loose_objects + v.packed_objects;
             report.bytes_read = v.bytes;

@@ -17,6 +17,7 @@
 pub mod backend;
 mod batch;
 mod cache;
+mod content;
 pub mod error;
 pub mod group;
 pub mod id;
@@ -36,6 +37,7 @@ mod verify;
 mod v2_tests;
 
 pub use cache::GroupCacheStats;
+pub use content::Content;
 pub use error::{Error, Result};
 pub use group::{Compression, GroupSettings};
 pub use id::BlobId;

@@ -11,6 +11,7 @@ use crate::backend::{
     read_exact_at, Backend, BackendError, FileKind, ListedEntry, ObjectReader, Put, Upload,
 };
 use crate::cache::{CachedGroup, GroupCache, GroupCacheStats};
+use crate::content::Content;
 use crate::error::{Error, Result};
 use crate::group::{self, Compression, MAX_GROUP_TARGET};
 use crate::id::BlobId;
@@ -764,6 +765,14 @@ impl BlobStore {
     /// place and intact in another (a loose copy and a packed copy), the intact
     /// copy is returned; if no copy is intact, the first damage is reported.
     pub fn get(&self, id: &BlobId) -> Result<Vec<u8>> {
+        self.get_content(id).map(Content::into_vec)
+    }
+
+    /// [`BlobStore::get`] without a copy where it can: an object of a pack
+    /// of version 2 is the range of its group's decompressed content, which
+    /// the group cache holds (the read holds the group as long as it lives,
+    /// whatever the cache evicts).
+    pub fn get_content(&self, id: &BlobId) -> Result<Content> {
         let mut first_err = None;
         // A pack found removed (merged or swept since its index was loaded)
         // sends the read to the packs listed now; a few rounds cover merges
@@ -772,7 +781,7 @@ impl BlobStore {
         for attempt in 0..ATTEMPTS {
             if let Some((p, found)) = self.find_in_packs(id)? {
                 let read = match found {
-                    Found::Object(e) => self.read_packed(&p, &e),
+                    Found::Object(e) => self.read_packed(&p, &e).map(Content::from),
                     Found::Grouped(e) => self.read_grouped(&p, &e),
                 };
                 match read {
@@ -787,7 +796,7 @@ impl BlobStore {
                 }
             }
             match self.read_loose(id) {
-                Ok(Some(data)) => return Ok(data),
+                Ok(Some(data)) => return Ok(data.into()),
                 Ok(None) => {}
                 Err(err) => {
                     first_err.get_or_insert(err);
@@ -871,7 +880,7 @@ impl BlobStore {
     /// group cache, or read, checked and decompressed (and kept in the
     /// cache); then the object's bytes, checked against its id (once per
     /// cached group: an object already checked in it is not hashed again).
-    pub(crate) fn read_grouped(&self, p: &Pack, e: &GroupedEntry) -> Result<Vec<u8>> {
+    pub(crate) fn read_grouped(&self, p: &Pack, e: &GroupedEntry) -> Result<Content> {
         let content = match self.groups.get((p.serial(), e.group)) {
             Some(content) => content,
             None => {
@@ -908,12 +917,13 @@ impl BlobStore {
         };
         // Inside the group (checked against the index before the group was
         // read, and here against what was read).
+        let range = e.offset as usize..e.end() as usize;
         let bytes = content
             .content
-            .get(e.offset as usize..e.end() as usize)
+            .get(range.clone())
             .ok_or_else(|| self.grouped_bounds_error(p, e, "outside its group".into()))?;
         if content.is_verified(e.offset, e.raw_len, &e.id) {
-            return Ok(bytes.to_vec());
+            return Ok(Content::of_group(content, range));
         }
         let actual = BlobId::of(bytes);
         if actual != e.id {
@@ -932,7 +942,7 @@ impl BlobStore {
             ));
         }
         content.set_verified(e.offset, e.raw_len, &e.id);
-        Ok(bytes.to_vec())
+        Ok(Content::of_group(content, range))
     }
 
     /// What the group cache holds and has done.

@@ -421,7 +421,7 @@ impl BlobStore {
             .map_err(|msg| self.grouped_bounds_error(pack, e, msg))?;
         if e.offset != 0 || e.raw_len != g.raw_len {
             let content = match self.read_grouped(pack, e) {
-                Ok(content) => content,
+                Ok(content) => content.into_vec(),
                 Err(Error::Io { ref source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                     return Ok(None)
                 }

@@ -6,7 +6,12 @@
 //! straight from its entry heads (`export/refs.rs`), with the settings from
 //! the head cache when they are current.
 
+mod events;
 mod refs;
+
+pub use events::{
+    find_signature, Arguments, TextRefs, ToolContent, ViewEvent, ViewEvents, SIGNATURE_KEY,
+};
 
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
@@ -216,6 +221,32 @@ impl ConversationView<'_> {
         let mut view = crate::projection::view_traced_owned(entries, &self.settings.base)?.entries;
         as_blocks(&mut view);
         Ok(view)
+    }
+
+    /// The view's events, as a provider request is made from them: for a
+    /// version 2 log, read from its image when they are asked for (texts
+    /// borrowed from the records' bodies, nothing decoded but entries of
+    /// rarer shapes), planned from entry heads as [`Self::render`] plans
+    /// them; for a version 1 log, [`Self::into_entries`].
+    pub fn into_events(self) -> Result<ViewEvents> {
+        let image = match self.source {
+            ViewSource::Image(image) => image,
+            ViewSource::Decoded(_) => return Ok(ViewEvents::of_entries(self.into_entries()?)),
+        };
+        let (plan, borrowed) = {
+            let parsed = image.parse_entries()?;
+            let heads = image.heads_of(&parsed)?;
+            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
+            let borrowed: Vec<bool> = (0..plan.items.len())
+                .map(|i| {
+                    parsed
+                        .get(plan.items[i].origin)
+                        .is_some_and(|p| events::is_borrowed(&plan, i, &p.raw, &p.fields))
+                })
+                .collect();
+            (plan, borrowed)
+        };
+        ViewEvents::of_image(image, plan, &borrowed)
     }
 
     /// The view as `view --format json` prints it: a pretty JSON array of

@@ -380,73 +380,76 @@ impl ViewPlan {
 
     fn build(&self, take: &mut dyn FnMut(usize) -> Option<Entry>) -> Vec<Entry<Payload>> {
         let mut out = Vec::with_capacity(self.items.len());
-        for (index, item) in self.items.iter().enumerate() {
-            let entry = match &item.kind {
-                ItemKind::SummaryStart { timestamp } => synthetic(*timestamp, EventKind::TurnStart),
-                ItemKind::SummaryRequest { timestamp } => synthetic(
-                    *timestamp,
-                    EventKind::ChatRequest(ChatRequest {
-                        content: SUMMARY_REQUEST.into(),
-                        schema: None,
-                        author: None,
-                        resources: Vec::new(),
-                    }),
-                ),
-                ItemKind::Summary { timestamp, text } => synthetic(
-                    *timestamp,
-                    EventKind::ChatResponse(ChatResponse::Message(text.clone())),
-                ),
-                ItemKind::Interrupted { timestamp, id } => synthetic(
-                    *timestamp,
-                    EventKind::ToolCallResponse(ToolCallResponse {
-                        id: id.clone(),
-                        content: vec![text_block(INTERRUPTED)],
-                        plain: true,
-                        is_error: true,
-                    }),
-                ),
-                ItemKind::Entry => {
-                    let Some(entry) = take(item.origin) else {
-                        continue;
-                    };
-                    let mut entry = to_payload(entry);
-                    apply_replacements(&mut entry, self.replaced(index));
-                    entry
-                }
-                ItemKind::StripArguments => {
-                    let Some(entry) = take(item.origin) else {
-                        continue;
-                    };
-                    let mut entry = to_payload(entry);
-                    if let Entry::Event(Event {
-                        kind: EventKind::ToolCallRequest(r),
-                        ..
-                    }) = &mut entry
-                    {
-                        r.arguments = Default::default();
-                    }
-                    entry
-                }
-                ItemKind::CompactedResponse { name } => {
-                    let Some(Entry::Event(e)) = take(item.origin) else {
-                        continue;
-                    };
-                    let EventKind::ToolCallResponse(r) = &e.kind else {
-                        continue;
-                    };
-                    Entry::Event(Event {
-                        timestamp: e.timestamp,
-                        kind: EventKind::ToolCallResponse(compacted_response(
-                            &r.id, name, r.is_error,
-                        )),
-                        metadata: e.metadata,
-                        extra: e.extra,
-                    })
-                }
-            };
-            out.push(entry);
+        for index in 0..self.items.len() {
+            out.extend(self.item_entry(index, take));
         }
         out
+    }
+
+    /// Item `index` of the view as an entry: built for an injected item,
+    /// else from its origin entry, which `take` gives (`None`, as an origin
+    /// that is not the entry the plan says: no item).
+    pub fn item_entry(
+        &self,
+        index: usize,
+        take: &mut dyn FnMut(usize) -> Option<Entry>,
+    ) -> Option<Entry<Payload>> {
+        let item = self.items.get(index)?;
+        Some(match &item.kind {
+            ItemKind::SummaryStart { timestamp } => synthetic(*timestamp, EventKind::TurnStart),
+            ItemKind::SummaryRequest { timestamp } => synthetic(
+                *timestamp,
+                EventKind::ChatRequest(ChatRequest {
+                    content: SUMMARY_REQUEST.into(),
+                    schema: None,
+                    author: None,
+                    resources: Vec::new(),
+                }),
+            ),
+            ItemKind::Summary { timestamp, text } => synthetic(
+                *timestamp,
+                EventKind::ChatResponse(ChatResponse::Message(text.clone())),
+            ),
+            ItemKind::Interrupted { timestamp, id } => synthetic(
+                *timestamp,
+                EventKind::ToolCallResponse(ToolCallResponse {
+                    id: id.clone(),
+                    content: vec![text_block(INTERRUPTED)],
+                    plain: true,
+                    is_error: true,
+                }),
+            ),
+            ItemKind::Entry => {
+                let mut entry = to_payload(take(item.origin)?);
+                apply_replacements(&mut entry, self.replaced(index));
+                entry
+            }
+            ItemKind::StripArguments => {
+                let mut entry = to_payload(take(item.origin)?);
+                if let Entry::Event(Event {
+                    kind: EventKind::ToolCallRequest(r),
+                    ..
+                }) = &mut entry
+                {
+                    r.arguments = Default::default();
+                }
+                entry
+            }
+            ItemKind::CompactedResponse { name } => {
+                let Entry::Event(e) = take(item.origin)? else {
+                    return None;
+                };
+                let EventKind::ToolCallResponse(r) = &e.kind else {
+                    return None;
+                };
+                Entry::Event(Event {
+                    timestamp: e.timestamp,
+                    kind: EventKind::ToolCallResponse(compacted_response(&r.id, name, r.is_error)),
+                    metadata: e.metadata,
+                    extra: e.extra,
+                })
+            }
+        })
     }
 }
 

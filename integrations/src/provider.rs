@@ -43,15 +43,16 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use jpstore_blobstore::Content;
 use jpstore_engine::config::settings::ModelId;
 use jpstore_engine::config::Settings;
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::{
-    BlobRef, Block, ChatRequest, ChatResponse, Entry, EventKind, Object, Payload, Resource,
-    ResourceContent, ToolCallRequest, ToolCallResponse,
+use jpstore_engine::event::binary::value::JsonStyle;
+use jpstore_engine::event::{BlobRef, Block, Entry, Payload, Resource, ResourceContent};
+use jpstore_engine::export::{
+    view_and_settings, Arguments, ConversationView, ToolContent, ViewEvent, ViewEvents,
 };
-use jpstore_engine::export::{view_and_settings, ConversationView};
 use jpstore_engine::Store;
 
 mod pretty;
@@ -102,8 +103,10 @@ pub fn write_provider_request_view(
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
     let options = RequestOptions::from_settings(&view.settings().end);
-    let view = view.into_entries()?;
-    write_request(store, &view, &options, provider, out)
+    let events = view.into_events()?;
+    let mut read =
+        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
+    write_events(events.iter(), &options, provider, &mut read, out)
 }
 
 fn write_request(
@@ -113,16 +116,47 @@ fn write_request(
     provider: Provider,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let mut read = |r: &BlobRef| -> Result<Vec<u8>, Error> { Ok(store.blobs().get(&r.id)?) };
+    let mut read =
+        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
+    write_events(entry_events(view), options, provider, &mut read, out)
+}
+
+/// The events of a view's entries.
+fn entry_events(view: &[Entry<Payload>]) -> impl Iterator<Item = Result<ViewEvent<'_>, Error>> {
+    view.iter().map(|e| Ok(ViewEvent::of(e)))
+}
+
+/// The request body of `provider` for a view's `events`, appended to `out`.
+fn write_events<'v>(
+    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
+    options: &RequestOptions,
+    provider: Provider,
+    content: &mut ContentReader<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     match provider {
-        Provider::Anthropic => write_anthropic_request(view, options, &mut read, out),
-        Provider::OpenAi => write_openai_request(view, options, &mut read, out),
+        Provider::Anthropic => write_anthropic_events(events, options, content, out),
+        Provider::OpenAi => write_openai_events(events, options, content, out),
     }
+}
+
+/// [`write_provider_request_view`] of a view's events
+/// ([`ConversationView::into_events`]).
+pub fn write_provider_request_events(
+    store: &Store,
+    events: &ViewEvents,
+    options: &RequestOptions,
+    provider: Provider,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let mut read =
+        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
+    write_events(events.iter(), options, provider, &mut read, out)
 }
 
 /// Reads the raw bytes of a referenced payload (the caller reads the blob
 /// store).
-pub type ContentReader<'a> = dyn FnMut(&BlobRef) -> Result<Vec<u8>, Error> + 'a;
+pub type ContentReader<'a> = dyn FnMut(&BlobRef) -> Result<Content, Error> + 'a;
 
 /// `max_tokens` when neither the caller nor the config sets it.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -188,7 +222,7 @@ impl Reader<'_, '_> {
     fn bytes<'p>(&mut self, payload: &'p Payload) -> Result<Cow<'p, [u8]>, Error> {
         Ok(match payload {
             Payload::Inline(b) => Cow::Borrowed(b),
-            Payload::Ref(r) => Cow::Owned((self.content)(r)?),
+            Payload::Ref(r) => Cow::Owned((self.content)(r)?.into_vec()),
         })
     }
 
@@ -200,12 +234,23 @@ impl Reader<'_, '_> {
                     what: format!("inline text is not UTF-8 ({e})"),
                 }),
             },
-            Payload::Ref(r) => String::from_utf8((self.content)(r)?)
+            Payload::Ref(r) => String::from_utf8(self.blob_text(r)?.into_vec())
                 .map(Cow::Owned)
-                .map_err(|e| Error::Render {
-                    what: format!("blob {} is not UTF-8 text ({})", r.id, e.utf8_error()),
-                }),
+                .map_err(|e| not_utf8(r, e.utf8_error())),
         }
+    }
+
+    /// The text of blob `r`, checked to be UTF-8.
+    fn blob_text(&mut self, r: &BlobRef) -> Result<Content, Error> {
+        let content = (self.content)(r)?;
+        std::str::from_utf8(&content).map_err(|e| not_utf8(r, e))?;
+        Ok(content)
+    }
+}
+
+fn not_utf8(r: &BlobRef, e: std::str::Utf8Error) -> Error {
+    Error::Render {
+        what: format!("blob {} is not UTF-8 text ({e})", r.id),
     }
 }
 
@@ -314,6 +359,9 @@ fn sniff(bytes: &[u8]) -> Option<&'static str> {
 enum Text<'v> {
     /// Text of the view or of a blob, as it is.
     Plain(Cow<'v, str>),
+    /// The text of a blob, checked to be UTF-8 when it was read (shared with
+    /// the group cache, not copied).
+    Blob(Content),
     /// A text resource of a tool response (RFD 058): its URI, a line break,
     /// the fence and the language tag, a line break, the content, a line
     /// break unless the content ends with one, the fence.
@@ -326,10 +374,11 @@ enum Text<'v> {
 }
 
 impl Text<'_> {
-    /// The pieces of the text, in order (unused ones empty).
-    fn pieces(&self) -> [&str; 8] {
+    /// The pieces of the text, in order (unused ones empty), each UTF-8.
+    fn pieces(&self) -> [&[u8]; 8] {
         match self {
-            Text::Plain(s) => [s, "", "", "", "", "", "", ""],
+            Text::Plain(s) => [s.as_bytes(), b"", b"", b"", b"", b"", b"", b""],
+            Text::Blob(c) => [c, b"", b"", b"", b"", b"", b"", b""],
             Text::Fenced {
                 uri,
                 fence,
@@ -341,21 +390,30 @@ impl Text<'_> {
                 } else {
                     "\n"
                 };
-                [uri, "\n", fence, language, "\n", content, newline, fence]
+                [uri, "\n", fence, language, "\n", content, newline, fence].map(str::as_bytes)
             }
         }
     }
 
     /// Whether the text is empty or white space only.
     fn is_blank(&self) -> bool {
-        self.pieces().iter().all(|p| p.trim().is_empty())
+        self.pieces().iter().all(|p| blank(p))
     }
 
     fn write(&self, w: &mut Pretty<'_>) {
-        match self {
-            Text::Plain(s) => w.str(s),
-            Text::Fenced { .. } => w.str_pieces(self.pieces()),
-        }
+        w.str_pieces(self.pieces());
+    }
+}
+
+/// Whether UTF-8 `bytes` are white space only (as `str::trim` sees it),
+/// looking no further than the first byte that is not ASCII white space
+/// when it is ASCII.
+fn blank(bytes: &[u8]) -> bool {
+    let ascii_white = |b: &u8| *b == b' ' || (b'\t'..=b'\r').contains(b);
+    match bytes.iter().position(|b| !ascii_white(b)) {
+        None => true,
+        Some(i) if bytes[i].is_ascii() => false,
+        Some(i) => std::str::from_utf8(&bytes[i..]).is_ok_and(|s| s.trim().is_empty()),
     }
 }
 
@@ -562,26 +620,6 @@ impl Role {
     }
 }
 
-/// The first string leaf whose key is `signature`, searched depth first in
-/// document order.
-fn find_signature(metadata: &Object) -> Option<&str> {
-    // Values are pushed in reverse so that they pop in document order.
-    let mut stack: Vec<(Option<&str>, &Value)> = metadata
-        .iter()
-        .rev()
-        .map(|(k, v)| (Some(k.as_str()), v))
-        .collect();
-    while let Some((key, value)) = stack.pop() {
-        match value {
-            Value::String(s) if key == Some("signature") => return Some(s),
-            Value::Object(o) => stack.extend(o.iter().rev().map(|(k, v)| (Some(k.as_str()), v))),
-            Value::Array(a) => stack.extend(a.iter().rev().map(|v| (None, v))),
-            _ => {}
-        }
-    }
-    None
-}
-
 /// A content block of an Anthropic message, as planned before it is
 /// written.
 enum AnthropicBlock<'v> {
@@ -589,11 +627,16 @@ enum AnthropicBlock<'v> {
     Part(Part<'v>),
     Thinking {
         thinking: &'v str,
-        signature: &'v str,
+        signature: Cow<'v, str>,
     },
-    ToolUse(&'v ToolCallRequest),
+    ToolUse {
+        id: &'v str,
+        name: &'v str,
+        arguments: Arguments<'v>,
+    },
     ToolResult {
-        response: &'v ToolCallResponse<Payload>,
+        id: &'v str,
+        is_error: bool,
         /// The blocks sent: blank texts left out.
         content: Vec<Part<'v>>,
     },
@@ -606,32 +649,53 @@ fn anthropic_text(text: Text<'_>) -> Option<AnthropicBlock<'_>> {
 }
 
 fn anthropic_request_blocks<'v>(
-    request: &'v ChatRequest<Payload>,
+    content: &'v str,
+    resources: &'v [Resource<Payload>],
     reader: &mut Reader<'_, '_>,
 ) -> Result<Vec<AnthropicBlock<'v>>, Error> {
-    let mut blocks = Vec::with_capacity(request.resources.len() + 1);
-    for resource in &request.resources {
+    let mut blocks = Vec::with_capacity(resources.len() + 1);
+    for resource in resources {
         let part = request_resource(resource, reader)?;
         if part.is_sent_to_anthropic() {
             blocks.push(AnthropicBlock::Part(part));
         }
     }
-    blocks.extend(anthropic_text(Text::Plain(Cow::Borrowed(&request.content))));
+    blocks.extend(anthropic_text(Text::Plain(Cow::Borrowed(content))));
     Ok(blocks)
 }
 
+/// The parts of a tool response's content. `inline_binary`: images and
+/// PDFs are sent as such (else as notes).
+fn tool_parts<'v>(
+    content: ToolContent<'v>,
+    reader: &mut Reader<'_, '_>,
+    inline_binary: bool,
+) -> Result<Vec<Part<'v>>, Error> {
+    match content {
+        ToolContent::Blocks(blocks) => blocks
+            .iter()
+            .map(|block| tool_block(block, reader, inline_binary))
+            .collect(),
+        ToolContent::Texts(texts) => texts
+            .iter()
+            .map(|r| Ok(Part::Text(Text::Blob(reader.blob_text(&r)?))))
+            .collect(),
+    }
+}
+
 fn anthropic_tool_result<'v>(
-    response: &'v ToolCallResponse<Payload>,
+    id: &'v str,
+    is_error: bool,
+    content: ToolContent<'v>,
     reader: &mut Reader<'_, '_>,
 ) -> Result<AnthropicBlock<'v>, Error> {
-    let mut content = Vec::with_capacity(response.content.len());
-    for block in &response.content {
-        let part = tool_block(block, reader, true)?;
-        if part.is_sent_to_anthropic() {
-            content.push(part);
-        }
-    }
-    Ok(AnthropicBlock::ToolResult { response, content })
+    let mut content = tool_parts(content, reader, true)?;
+    content.retain(Part::is_sent_to_anthropic);
+    Ok(AnthropicBlock::ToolResult {
+        id,
+        is_error,
+        content,
+    })
 }
 
 /// An Anthropic source object: `{"type", "media_type", "data"}`, the data
@@ -690,32 +754,43 @@ fn write_anthropic_part(w: &mut Pretty<'_>, part: &Part<'_>) {
     w.end_object();
 }
 
-fn write_anthropic_block(w: &mut Pretty<'_>, block: &AnthropicBlock<'_>) {
+fn write_anthropic_block(w: &mut Pretty<'_>, block: &AnthropicBlock<'_>) -> Result<(), Error> {
     let (thinking, signature) = match block {
-        AnthropicBlock::Part(part) => return write_anthropic_part(w, part),
+        AnthropicBlock::Part(part) => {
+            write_anthropic_part(w, part);
+            return Ok(());
+        }
         AnthropicBlock::Thinking {
             thinking,
             signature,
         } => (thinking, signature),
-        AnthropicBlock::ToolUse(call) => {
+        AnthropicBlock::ToolUse {
+            id,
+            name,
+            arguments,
+        } => {
             w.begin_object();
             w.key("type");
             w.str("tool_use");
             w.key("id");
-            w.str(&call.id);
+            w.str(id);
             w.key("name");
-            w.str(&call.name);
+            w.str(name);
             w.key("input");
-            w.object(&call.arguments);
+            w.arguments(arguments)?;
             w.end_object();
-            return;
+            return Ok(());
         }
-        AnthropicBlock::ToolResult { response, content } => {
+        AnthropicBlock::ToolResult {
+            id,
+            is_error,
+            content,
+        } => {
             w.begin_object();
             w.key("type");
             w.str("tool_result");
             w.key("tool_use_id");
-            w.str(&response.id);
+            w.str(id);
             if !content.is_empty() {
                 w.key("content");
                 w.begin_array();
@@ -726,9 +801,9 @@ fn write_anthropic_block(w: &mut Pretty<'_>, block: &AnthropicBlock<'_>) {
                 w.end_array();
             }
             w.key("is_error");
-            w.bool(response.is_error);
+            w.bool(*is_error);
             w.end_object();
-            return;
+            return Ok(());
         }
     };
     w.begin_object();
@@ -739,6 +814,7 @@ fn write_anthropic_block(w: &mut Pretty<'_>, block: &AnthropicBlock<'_>) {
     w.key("signature");
     w.str(signature);
     w.end_object();
+    Ok(())
 }
 
 /// Renders `view` as the body of an Anthropic Messages API request
@@ -769,48 +845,66 @@ pub fn write_anthropic_request(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
+    write_anthropic_events(entry_events(view), options, content, out)
+}
+
+/// [`write_anthropic_request`] of a view's events.
+fn write_anthropic_events<'v>(
+    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
+    options: &RequestOptions,
+    content: &mut ContentReader<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut reader = Reader { content };
-    let mut messages: Vec<(Role, Vec<AnthropicBlock<'_>>)> = Vec::new();
-    for entry in view {
-        let Some(event) = entry.event() else { continue };
-        let (role, blocks) = match &event.kind {
-            EventKind::ChatRequest(r) => (Role::User, anthropic_request_blocks(r, &mut reader)?),
-            EventKind::ChatResponse(ChatResponse::Message(text)) => (
+    let mut messages: Vec<(Role, Vec<AnthropicBlock<'v>>)> = Vec::new();
+    for event in events {
+        let (role, blocks) = match event? {
+            ViewEvent::Request { content, resources } => (
+                Role::User,
+                anthropic_request_blocks(content, resources, &mut reader)?,
+            ),
+            ViewEvent::Message(text) => (
                 Role::Assistant,
                 anthropic_text(Text::Plain(Cow::Borrowed(text)))
                     .into_iter()
                     .collect(),
             ),
-            EventKind::ChatResponse(ChatResponse::Data(data)) => (
+            ViewEvent::Data(data) => (
                 Role::Assistant,
                 anthropic_text(data_text(data)).into_iter().collect(),
             ),
-            EventKind::ChatResponse(ChatResponse::Reasoning(text)) => {
-                match find_signature(&event.metadata) {
-                    Some(signature) => (
-                        Role::Assistant,
-                        vec![AnthropicBlock::Thinking {
-                            thinking: text,
-                            signature,
-                        }],
-                    ),
-                    None => continue,
-                }
-            }
-            EventKind::ToolCallRequest(call) => {
-                (Role::Assistant, vec![AnthropicBlock::ToolUse(call)])
-            }
-            EventKind::ToolCallResponse(r) => {
-                (Role::User, vec![anthropic_tool_result(r, &mut reader)?])
-            }
-            // Not part of what a model is sent (a view holds none of them;
-            // listed so that a new kind must be decided on here).
-            EventKind::TurnStart
-            | EventKind::InquiryRequest(_)
-            | EventKind::InquiryResponse(_)
-            | EventKind::ConfigDelta(_)
-            | EventKind::Compaction(_)
-            | EventKind::CompactionUndo(_) => continue,
+            ViewEvent::Reasoning { text, signature } => match signature {
+                Some(signature) => (
+                    Role::Assistant,
+                    vec![AnthropicBlock::Thinking {
+                        thinking: text,
+                        signature,
+                    }],
+                ),
+                None => continue,
+            },
+            ViewEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => (
+                Role::Assistant,
+                vec![AnthropicBlock::ToolUse {
+                    id,
+                    name,
+                    arguments,
+                }],
+            ),
+            ViewEvent::ToolResult {
+                id,
+                is_error,
+                content,
+            } => (
+                Role::User,
+                vec![anthropic_tool_result(id, is_error, content, &mut reader)?],
+            ),
+            // Not part of what a model is sent.
+            ViewEvent::TurnStart | ViewEvent::Other => continue,
         };
         if blocks.is_empty() {
             continue;
@@ -847,7 +941,7 @@ pub fn write_anthropic_request(
         w.begin_array();
         for block in &blocks {
             w.item();
-            write_anthropic_block(&mut w, block);
+            write_anthropic_block(&mut w, block)?;
         }
         w.end_array();
         w.end_object();
@@ -961,15 +1055,15 @@ fn openai_tool_text(part: Part<'_>) -> Text<'_> {
 /// A message of an OpenAI request, as planned before it is written.
 enum OpenAiMessage<'v> {
     User {
-        request: &'v ChatRequest<Payload>,
+        content: &'v str,
         /// The request's resources (none: the content is sent as a string).
         parts: Vec<Part<'v>>,
     },
     /// An assistant message, to which tool calls may still be added.
     Assistant {
         content: Option<Text<'v>>,
-        /// Each call with its arguments as compact JSON text.
-        tool_calls: Vec<(&'v ToolCallRequest, String)>,
+        /// Each call's id and name, with its arguments as compact JSON text.
+        tool_calls: Vec<(&'v str, &'v str, String)>,
     },
     /// A tool message: its texts joined by blank lines.
     Tool { id: &'v str, texts: Vec<Text<'v>> },
@@ -979,20 +1073,20 @@ fn write_openai_message(w: &mut Pretty<'_>, message: &OpenAiMessage<'_>) {
     w.begin_object();
     w.key("role");
     match message {
-        OpenAiMessage::User { request, parts } => {
+        OpenAiMessage::User { content, parts } => {
             w.str("user");
             w.key("content");
-            if request.resources.is_empty() {
-                w.str(&request.content);
+            if parts.is_empty() {
+                w.str(content);
             } else {
                 w.begin_array();
                 for part in parts {
                     w.item();
                     write_openai_part(w, part);
                 }
-                if !request.content.is_empty() {
+                if !content.is_empty() {
                     w.item();
-                    write_openai_part(w, &Part::Text(Text::Plain(Cow::Borrowed(&request.content))));
+                    write_openai_part(w, &Part::Text(Text::Plain(Cow::Borrowed(content))));
                 }
                 w.end_array();
             }
@@ -1010,17 +1104,17 @@ fn write_openai_message(w: &mut Pretty<'_>, message: &OpenAiMessage<'_>) {
             if !tool_calls.is_empty() {
                 w.key("tool_calls");
                 w.begin_array();
-                for (call, arguments) in tool_calls {
+                for (id, name, arguments) in tool_calls {
                     w.item();
                     w.begin_object();
                     w.key("id");
-                    w.str(&call.id);
+                    w.str(id);
                     w.key("type");
                     w.str("function");
                     w.key("function");
                     w.begin_object();
                     w.key("name");
-                    w.str(&call.name);
+                    w.str(name);
                     w.key("arguments");
                     w.str(arguments);
                     w.end_object();
@@ -1034,7 +1128,7 @@ fn write_openai_message(w: &mut Pretty<'_>, message: &OpenAiMessage<'_>) {
             w.key("tool_call_id");
             w.str(id);
             w.key("content");
-            let separators = std::iter::once("").chain(std::iter::repeat("\n\n"));
+            let separators = std::iter::once(&b""[..]).chain(std::iter::repeat(&b"\n\n"[..]));
             w.str_pieces(
                 texts
                     .iter()
@@ -1074,39 +1168,57 @@ pub fn write_openai_request(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
+    write_openai_events(entry_events(view), options, content, out)
+}
+
+/// [`write_openai_request`] of a view's events.
+fn write_openai_events<'v>(
+    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
+    options: &RequestOptions,
+    content: &mut ContentReader<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
     let mut reader = Reader { content };
-    let mut messages: Vec<OpenAiMessage<'_>> = Vec::new();
+    let mut messages: Vec<OpenAiMessage<'v>> = Vec::new();
     // Whether the last message is an assistant message tool calls may join.
     let mut open = false;
-    for entry in view {
-        let Some(event) = entry.event() else { continue };
-        match &event.kind {
-            EventKind::TurnStart => open = false,
-            EventKind::ChatRequest(request) => {
-                let mut parts = Vec::with_capacity(request.resources.len());
-                for resource in &request.resources {
+    for event in events {
+        match event? {
+            ViewEvent::TurnStart => open = false,
+            ViewEvent::Request { content, resources } => {
+                let mut parts = Vec::with_capacity(resources.len());
+                for resource in resources {
                     parts.push(request_resource(resource, &mut reader)?);
                 }
-                messages.push(OpenAiMessage::User { request, parts });
+                messages.push(OpenAiMessage::User { content, parts });
                 open = false;
             }
-            EventKind::ChatResponse(ChatResponse::Message(text)) => {
+            ViewEvent::Message(text) => {
                 messages.push(OpenAiMessage::Assistant {
                     content: Some(Text::Plain(Cow::Borrowed(text))),
                     tool_calls: Vec::new(),
                 });
                 open = true;
             }
-            EventKind::ChatResponse(ChatResponse::Data(data)) => {
+            ViewEvent::Data(data) => {
                 messages.push(OpenAiMessage::Assistant {
                     content: Some(data_text(data)),
                     tool_calls: Vec::new(),
                 });
                 open = true;
             }
-            EventKind::ChatResponse(ChatResponse::Reasoning(_)) => {}
-            EventKind::ToolCallRequest(call) => {
-                let call = (call, Value::Object(call.arguments.clone()).to_string());
+            ViewEvent::Reasoning { .. } => {}
+            ViewEvent::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                let mut compact = Vec::new();
+                arguments.write_json(&mut compact, JsonStyle::Compact)?;
+                let compact = String::from_utf8(compact).map_err(|e| Error::Render {
+                    what: format!("tool call arguments written as JSON that is not UTF-8 ({e})"),
+                })?;
+                let call = (id, name, compact);
                 match messages.last_mut() {
                     Some(OpenAiMessage::Assistant { tool_calls, .. }) if open => {
                         tool_calls.push(call)
@@ -1118,22 +1230,15 @@ pub fn write_openai_request(
                 }
                 open = true;
             }
-            EventKind::ToolCallResponse(response) => {
-                let mut texts = Vec::with_capacity(response.content.len());
-                for block in &response.content {
-                    texts.push(openai_tool_text(tool_block(block, &mut reader, false)?));
-                }
-                messages.push(OpenAiMessage::Tool {
-                    id: &response.id,
-                    texts,
-                });
+            ViewEvent::ToolResult { id, content, .. } => {
+                let texts = tool_parts(content, &mut reader, false)?
+                    .into_iter()
+                    .map(openai_tool_text)
+                    .collect();
+                messages.push(OpenAiMessage::Tool { id, texts });
                 open = false;
             }
-            EventKind::InquiryRequest(_)
-            | EventKind::InquiryResponse(_)
-            | EventKind::ConfigDelta(_)
-            | EventKind::Compaction(_)
-            | EventKind::CompactionUndo(_) => {}
+            ViewEvent::Other => {}
         }
     }
     let mut w = Pretty::new(out);

@@ -341,3 +341,50 @@ proptest! {
         let _ = decode(&with_kind);
     }
 }
+
+/// Values whose objects' keys are few, `signature` among them, so that a
+/// search for it meets strings, base64 strings stored as bytes and other
+/// values under that key, at every depth.
+fn keyed_value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(
+                (prop::sample::select(vec!["signature", "a", "b"]), inner),
+                0..4
+            )
+            .prop_map(|members| Value::Object(
+                members
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect()
+            )),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The search of the binary form finds what the search of the object
+    /// finds.
+    #[test]
+    fn a_signature_is_found_in_the_binary_form_as_in_the_object(
+        members in prop::collection::vec(
+            (prop::sample::select(vec!["signature", "a", "b"]), keyed_value()),
+            0..5,
+        )
+    ) {
+        let object: Map<String, Value> =
+            members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let mut bytes = Vec::new();
+        super::binary::value::put_object(&mut bytes, &object, 0).expect("encode");
+        let mut r = super::binary::wire::Reader::new(&bytes);
+        let found = super::binary::value::find_string_leaf(&mut r, crate::export::SIGNATURE_KEY)
+            .expect("checked bytes are searched");
+        prop_assert_eq!(
+            found.as_deref(),
+            crate::export::find_signature(&object)
+        );
+    }
+}

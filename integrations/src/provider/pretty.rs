@@ -4,11 +4,11 @@
 //! strings escaped as `serde_json` escapes them), without building one.
 
 use base64::Engine as _;
-use serde_json::{Map, Value};
 
 use jpstore_engine::event::binary::value::{
-    push_json_str, push_json_str_body, push_object_pretty_at, push_pretty_indent, push_u64,
+    push_json_str, push_json_utf8_body, push_pretty_indent, push_u64, JsonStyle,
 };
+use jpstore_engine::export::Arguments;
 
 /// The writer: containers are opened and closed by the caller, each
 /// member introduced by [`Pretty::key`] and each array item by
@@ -85,11 +85,12 @@ impl<'o> Pretty<'o> {
         push_json_str(self.out, s);
     }
 
-    /// One string made of `pieces` in order, none of them joined first.
-    pub(crate) fn str_pieces<'s>(&mut self, pieces: impl IntoIterator<Item = &'s str>) {
+    /// One string made of `pieces` in order, none of them joined first
+    /// (each UTF-8: a `str`'s bytes, or a blob's text checked when read).
+    pub(crate) fn str_pieces<'s>(&mut self, pieces: impl IntoIterator<Item = &'s [u8]>) {
         self.out.push(b'"');
         for piece in pieces {
-            push_json_str_body(self.out, piece);
+            push_json_utf8_body(self.out, piece);
         }
         self.out.push(b'"');
     }
@@ -117,9 +118,12 @@ impl<'o> Pretty<'o> {
         self.out.extend_from_slice(b"null");
     }
 
-    /// An object of the view as it is (a tool call's arguments).
-    pub(crate) fn object(&mut self, map: &Map<String, Value>) {
-        push_object_pretty_at(self.out, map, self.depth);
+    /// A tool call's arguments, as they are held.
+    pub(crate) fn arguments(
+        &mut self,
+        arguments: &Arguments<'_>,
+    ) -> Result<(), jpstore_engine::error::Error> {
+        arguments.write_json(self.out, JsonStyle::Pretty(self.depth))
     }
 }
 
@@ -148,7 +152,7 @@ mod tests {
         w.item();
         w.str("tab\there");
         w.item();
-        w.str_pieces(["uri\n", "```", "rs\n", "fn \"x\"", "\n```"]);
+        w.str_pieces(["uri\n", "```", "rs\n", "fn \"x\"", "\n```"].map(str::as_bytes));
         w.item();
         w.u64(4096);
         w.item();
@@ -158,7 +162,8 @@ mod tests {
         w.item();
         w.begin_object();
         w.key("map");
-        w.object(nested.as_object().expect("an object"));
+        w.arguments(&Arguments::Object(nested.as_object().expect("an object")))
+            .expect("arguments of the model are written");
         w.end_object();
         w.item();
         w.base64("data:image/png;base64,", &image);

@@ -8,8 +8,10 @@ use serde_json::{json, Value};
 
 use super::*;
 use jpstore_engine::event::{
-    Compaction, Event, ResourceBlock, TextBlock, ToolCallPolicy, ToolCallRequest,
+    ChatRequest, ChatResponse, Compaction, Event, EventKind, ResourceBlock, TextBlock,
+    ToolCallPolicy, ToolCallRequest, ToolCallResponse,
 };
+use jpstore_engine::export::find_signature;
 use jpstore_engine::timestamp::Timestamp;
 
 // ----- building views ------------------------------------------------------------
@@ -30,10 +32,14 @@ impl Blobs {
         Payload::Ref(r)
     }
 
-    fn read(&self, r: &BlobRef) -> Result<Vec<u8>, Error> {
-        self.0.get(&r.id).cloned().ok_or_else(|| Error::Render {
-            what: format!("test reader has no blob {}", r.id),
-        })
+    fn read(&self, r: &BlobRef) -> Result<Content, Error> {
+        self.0
+            .get(&r.id)
+            .cloned()
+            .map(Content::from)
+            .ok_or_else(|| Error::Render {
+                what: format!("test reader has no blob {}", r.id),
+            })
     }
 }
 
@@ -182,7 +188,7 @@ fn provider_simple_exchange() {
         system: Some("Be brief.".into()),
     };
     let mut none =
-        |r: &BlobRef| -> Result<Vec<u8>, Error> { panic!("nothing to read, asked for {}", r.id) };
+        |r: &BlobRef| -> Result<Content, Error> { panic!("nothing to read, asked for {}", r.id) };
     assert_eq!(
         anthropic_request(&view, &options, &mut none).expect("anthropic"),
         json!({
@@ -227,7 +233,7 @@ fn provider_empty_view_gives_a_body_without_messages() {
         system: Some(String::new()),
         ..RequestOptions::default()
     };
-    let mut none = |_: &BlobRef| -> Result<Vec<u8>, Error> { panic!("nothing to read") };
+    let mut none = |_: &BlobRef| -> Result<Content, Error> { panic!("nothing to read") };
     assert_eq!(
         anthropic_request(&[], &bare, &mut none).expect("anthropic"),
         json!({"max_tokens": 4096, "messages": []})
@@ -806,7 +812,7 @@ fn provider_text_that_is_not_utf8_is_an_error_naming_the_blob() {
     );
     // Errors of the reader pass through.
     let mut failing =
-        |_: &BlobRef| -> Result<Vec<u8>, Error> { Err(Error::NotFound { id: "gone".into() }) };
+        |_: &BlobRef| -> Result<Content, Error> { Err(Error::NotFound { id: "gone".into() }) };
     let view = vec![
         ask("q"),
         call("c", "t", json!({})),
@@ -867,4 +873,32 @@ fn provider_options_from_settings() {
         RequestOptions::from_settings(&settings(json!({}))),
         RequestOptions::default()
     );
+}
+
+/// A blob's text is blank exactly when `str::trim` leaves nothing of it
+/// (every white space `char::is_whitespace` knows, ASCII or not).
+#[test]
+fn provider_blank_text_is_what_trim_empties() {
+    let cases = [
+        "",
+        " ",
+        "\t\n\r",
+        "\u{0b}",
+        "\u{0c}",
+        "\u{a0}",
+        " \u{3000}\u{2028} ",
+        "\u{85}",
+        "x",
+        " x ",
+        "\u{a0}x",
+        "é",
+        "\u{200b}",
+        "\n\n\u{feff}",
+    ];
+    for s in cases {
+        assert_eq!(blank(s.as_bytes()), s.trim().is_empty(), "{s:?}");
+    }
+    proptest::proptest!(|(s in "[ \\t\\n\\x0b\\x0c\\r\\u{85}\\u{a0}\\u{3000}a-zé]{0,6}")| {
+        proptest::prop_assert_eq!(blank(s.as_bytes()), s.trim().is_empty());
+    });
 }

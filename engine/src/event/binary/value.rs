@@ -265,6 +265,68 @@ pub fn skip_value(r: &mut Reader<'_>, depth: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The first string leaf of a value whose key is `key`, searched depth
+/// first in document order, without building the value: what a search of
+/// the [`Value`] [`read_value`] gives finds (a string stored as base64
+/// bytes is given as its base64 text, the others borrowed). The bytes were
+/// checked already; an error here says they were not.
+pub fn find_string_leaf<'a>(
+    r: &mut Reader<'a>,
+    key: &str,
+) -> Result<Option<std::borrow::Cow<'a, str>>, String> {
+    find_string_leaf_at(r, key, false, 0)
+}
+
+/// [`find_string_leaf`] of a value that is the member `key` of its object
+/// when `keyed`.
+fn find_string_leaf_at<'a>(
+    r: &mut Reader<'a>,
+    key: &str,
+    keyed: bool,
+    depth: usize,
+) -> Result<Option<std::borrow::Cow<'a, str>>, String> {
+    use std::borrow::Cow;
+    let tag = r.rest().first().copied();
+    match tag {
+        Some(TAG_STR) if keyed => {
+            r.u8()?;
+            Ok(Some(Cow::Borrowed(r.str()?)))
+        }
+        Some(TAG_BASE64) if keyed => {
+            r.u8()?;
+            let len = r.varint()?;
+            let len = usize::try_from(len).map_err(|_| r.error("a huge base64 length"))?;
+            Ok(Some(Cow::Owned(B64.encode(r.take(len)?))))
+        }
+        Some(TAG_ARRAY) => {
+            r.u8()?;
+            let depth = deeper(depth).map_err(|e| r.error(e))?;
+            let count = r.varint()?;
+            let count = bounded_count(r, count)?;
+            for _ in 0..count {
+                if let Some(found) = find_string_leaf_at(r, key, false, depth)? {
+                    return Ok(Some(found));
+                }
+            }
+            Ok(None)
+        }
+        Some(TAG_OBJECT) => {
+            r.u8()?;
+            let depth = deeper(depth).map_err(|e| r.error(e))?;
+            let count = r.varint()?;
+            let count = bounded_count(r, count.saturating_mul(2))? / 2;
+            for _ in 0..count {
+                let member = r.str()?;
+                if let Some(found) = find_string_leaf_at(r, key, member == key, depth)? {
+                    return Ok(Some(found));
+                }
+            }
+            Ok(None)
+        }
+        _ => skip_value(r, depth).map(|()| None),
+    }
+}
+
 /// Checks one value that must be an object without building it (as
 /// [`read_object`] would accept it).
 pub fn skip_object(r: &mut Reader<'_>, depth: usize) -> Result<(), String> {
@@ -510,8 +572,14 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
 /// Appends `s` escaped as inside a JSON string, without the quotes: a
 /// string written in pieces is the quote, each piece's body, the quote.
 pub fn push_json_str_body(out: &mut Vec<u8>, s: &str) {
+    push_json_utf8_body(out, s.as_bytes());
+}
+
+/// [`push_json_str_body`] of bytes the caller checked to be UTF-8 (a
+/// blob's text read once and checked once): a JSON string escapes byte by
+/// byte, so the bytes need not be made a `&str` again to be written.
+pub fn push_json_utf8_body(out: &mut Vec<u8>, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
     out.reserve(bytes.len());
     let mut start = 0;
     loop {

@@ -161,11 +161,112 @@ pub fn record_v2(data: &[u8]) {
             entry.for_each_content(&mut |r| refs.push(*r));
             assert_eq!(seen, refs, "the references check_entry saw on entry {i}");
         }
+        if let (Ok(fields), Ok(entry)) = (&checked, &built) {
+            same_event(&raw, fields, bytes, entry, i);
+        }
         assert_eq!(
             checked.map(|_| ()),
             built.map(|_| ()),
             "check_entry and decode_entry on entry {i}"
         );
+    }
+}
+
+/// The event a provider request reads of a stored entry, borrowed where it
+/// lies (`ViewEvent::of_stored`), against the event of the same entry
+/// decoded: the same text, signature, arguments (written as JSON, compact
+/// and pretty) and content references.
+fn same_event(
+    raw: &jpstore_engine::event::binary::RawHead<'_>,
+    fields: &jpstore_engine::event::binary::decode::AuxFields<'_>,
+    body: &[u8],
+    entry: &jpstore_engine::event::Entry,
+    i: usize,
+) {
+    use jpstore_engine::event::binary::decode::{AuxFields, BlockFields};
+    use jpstore_engine::event::binary::Kind;
+    use jpstore_engine::export::ViewEvent;
+    use jpstore_engine::projection::ItemKind;
+    let borrowed_shape = match (raw.kind, fields) {
+        (Kind::Data, _) => false,
+        (Kind::ChatRequest, AuxFields::ChatRequest { resources, .. }) => resources.count == 0,
+        (Kind::ToolCallResponse, AuxFields::ToolCallResponse { blocks, .. }) => blocks
+            .blocks()
+            .all(|b| matches!(b, BlockFields::Text { .. })),
+        _ => true,
+    };
+    if !borrowed_shape {
+        return;
+    }
+    let decoded = entry.clone().into_payload_refs();
+    for kind in [ItemKind::Entry, ItemKind::StripArguments] {
+        let stored = ViewEvent::of_stored(raw, body, &kind)
+            .unwrap_or_else(|e| panic!("entry {i} checked but not read borrowed: {e}"));
+        let mut owned = decoded.clone();
+        if let (
+            ItemKind::StripArguments,
+            jpstore_engine::event::Entry::Event(jpstore_engine::event::Event {
+                kind: jpstore_engine::event::EventKind::ToolCallRequest(r),
+                ..
+            }),
+        ) = (&kind, &mut owned)
+        {
+            r.arguments = Default::default();
+        }
+        assert_eq!(
+            event_form(&stored),
+            event_form(&ViewEvent::of(&owned)),
+            "entry {i} read borrowed and decoded, as {kind:?}"
+        );
+    }
+}
+
+/// What a provider request takes of an event, as text.
+fn event_form(event: &jpstore_engine::export::ViewEvent<'_>) -> String {
+    use jpstore_engine::event::binary::value::JsonStyle;
+    use jpstore_engine::event::{Block, Payload};
+    use jpstore_engine::export::{ToolContent, ViewEvent};
+    match event {
+        ViewEvent::ToolCall {
+            id,
+            name,
+            arguments,
+        } => {
+            let mut compact = Vec::new();
+            let mut pretty = Vec::new();
+            let written = arguments
+                .write_json(&mut compact, JsonStyle::Compact)
+                .and_then(|()| arguments.write_json(&mut pretty, JsonStyle::Pretty(3)));
+            format!(
+                "call {id:?} {name:?} {written:?} {} {}",
+                String::from_utf8_lossy(&compact),
+                String::from_utf8_lossy(&pretty)
+            )
+        }
+        ViewEvent::ToolResult {
+            id,
+            is_error,
+            content,
+        } => {
+            let refs: Vec<String> = match content {
+                ToolContent::Texts(texts) => texts.iter().map(|r| r.id.to_string()).collect(),
+                ToolContent::Blocks(blocks) => blocks
+                    .iter()
+                    .map(|b| match b {
+                        Block::Text(t) => match &t.text {
+                            Payload::Ref(r) => r.id.to_string(),
+                            Payload::Inline(b) => format!("inline {b:?}"),
+                        },
+                        other => format!("{other:?}"),
+                    })
+                    .collect(),
+            };
+            format!("result {id:?} {is_error} {refs:?}")
+        }
+        ViewEvent::Request { content, resources } => {
+            format!("request {content:?} {}", resources.len())
+        }
+        other => format!("{other:?}"),
     }
 }
 

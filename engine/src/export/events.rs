@@ -197,6 +197,23 @@ impl<'v> ViewEvent<'v> {
     }
 }
 
+impl<'v> ViewEvent<'v> {
+    /// The event of the stored entry of head `raw` and body bytes `body`
+    /// (the record's checksum checked), as the view's item of `kind` (an
+    /// entry as it is, or a call with its arguments stripped) shows it:
+    /// refused as decoding refuses it ([`check_entry`]), then read where it
+    /// lies. For the shapes a view reads borrowed (any but structured
+    /// output, which is an error, and resources, which are left out).
+    pub fn of_stored(
+        raw: &RawHead<'v>,
+        body: &'v [u8],
+        kind: &ItemKind,
+    ) -> std::result::Result<ViewEvent<'v>, String> {
+        let fields = check_entry(raw, body, &mut |_| {})?;
+        borrowed_event(raw, fields, BodyParts::new(raw, body)?, kind)
+    }
+}
+
 /// The first string leaf named [`SIGNATURE_KEY`] of `metadata`, searched
 /// depth first in document order.
 pub fn find_signature(metadata: &Object) -> Option<&str> {
@@ -336,10 +353,8 @@ impl ViewEvents {
         }
         let item = &plan.items[i];
         let (raw, body, _) = image.entry_body(item.origin)?;
-        let damage = |found: String| image.damage(item.origin, found);
-        let fields = check_entry(&raw, body, &mut |_| {}).map_err(damage)?;
-        let parts = BodyParts::new(&raw, body).map_err(damage)?;
-        borrowed_event(&raw, fields, parts, &item.kind).map_err(damage)
+        ViewEvent::of_stored(&raw, body, &item.kind)
+            .map_err(|found| image.damage(item.origin, found))
     }
 
     /// Every event, in order.

@@ -441,6 +441,15 @@ enum Part<'v> {
 }
 
 impl Part<'_> {
+    /// About how many bytes the part takes written.
+    fn weight(&self) -> usize {
+        match self {
+            Part::Text(text) => text.pieces().iter().map(|p| p.len()).sum(),
+            Part::Document { text, .. } => text.len(),
+            Part::Pdf { data, .. } | Part::Image { data, .. } => data.len() / 3 * 4,
+        }
+    }
+
     /// Whether Anthropic is sent the part: not a blank text.
     fn is_sent_to_anthropic(&self) -> bool {
         !matches!(self, Part::Text(t) if t.is_blank())
@@ -640,6 +649,22 @@ enum AnthropicBlock<'v> {
         /// The blocks sent: blank texts left out.
         content: Vec<Part<'v>>,
     },
+}
+
+impl AnthropicBlock<'_> {
+    /// About how many bytes the block takes written (to share the writing
+    /// between cores).
+    fn weight(&self) -> usize {
+        match self {
+            AnthropicBlock::Part(part) => part.weight(),
+            AnthropicBlock::Thinking {
+                thinking,
+                signature,
+            } => thinking.len() + signature.len(),
+            AnthropicBlock::ToolUse { arguments, .. } => arguments.weight(),
+            AnthropicBlock::ToolResult { content, .. } => content.iter().map(Part::weight).sum(),
+        }
+    }
 }
 
 fn anthropic_text(text: Text<'_>) -> Option<AnthropicBlock<'_>> {
@@ -928,24 +953,31 @@ fn write_anthropic_events<'v>(
     }
     w.key("messages");
     w.begin_array();
-    for (role, mut blocks) in messages {
-        if role == Role::User {
+    for (role, blocks) in &mut messages {
+        if *role == Role::User {
             // Stable: tool results first, each group in its order.
             blocks.sort_by_key(|b| !matches!(b, AnthropicBlock::ToolResult { .. }));
         }
-        w.item();
-        w.begin_object();
-        w.key("role");
-        w.str(role.as_str());
-        w.key("content");
-        w.begin_array();
-        for block in &blocks {
-            w.item();
-            write_anthropic_block(&mut w, block)?;
-        }
-        w.end_array();
-        w.end_object();
     }
+    w.items(
+        &messages,
+        |(_, blocks)| blocks.iter().map(AnthropicBlock::weight).sum(),
+        |w, (role, blocks)| {
+            w.item();
+            w.begin_object();
+            w.key("role");
+            w.str(role.as_str());
+            w.key("content");
+            w.begin_array();
+            for block in blocks {
+                w.item();
+                write_anthropic_block(w, block)?;
+            }
+            w.end_array();
+            w.end_object();
+            Ok::<(), Error>(())
+        },
+    )?;
     w.end_array();
     w.end_object();
     Ok(())
@@ -1067,6 +1099,30 @@ enum OpenAiMessage<'v> {
     },
     /// A tool message: its texts joined by blank lines.
     Tool { id: &'v str, texts: Vec<Text<'v>> },
+}
+
+impl OpenAiMessage<'_> {
+    /// About how many bytes the message takes written.
+    fn weight(&self) -> usize {
+        match self {
+            OpenAiMessage::User { content, parts } => {
+                content.len() + parts.iter().map(Part::weight).sum::<usize>()
+            }
+            OpenAiMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let text = content
+                    .as_ref()
+                    .map_or(0, |t| t.pieces().iter().map(|p| p.len()).sum::<usize>());
+                text + tool_calls.iter().map(|(_, _, a)| a.len()).sum::<usize>()
+            }
+            OpenAiMessage::Tool { texts, .. } => texts
+                .iter()
+                .map(|t| t.pieces().iter().map(|p| p.len()).sum::<usize>())
+                .sum(),
+        }
+    }
 }
 
 fn write_openai_message(w: &mut Pretty<'_>, message: &OpenAiMessage<'_>) {
@@ -1260,10 +1316,11 @@ fn write_openai_events<'v>(
         w.str(system);
         w.end_object();
     }
-    for message in &messages {
+    w.items(&messages, OpenAiMessage::weight, |w, message| {
         w.item();
-        write_openai_message(&mut w, message);
-    }
+        write_openai_message(w, message);
+        Ok::<(), Error>(())
+    })?;
     w.end_array();
     w.end_object();
     Ok(())

@@ -287,13 +287,17 @@ impl LogImage {
     /// The head of entry `i` as stored (kind, flags, timestamp, aux, body
     /// range), and the offset of its record.
     pub fn raw(&self, i: usize) -> Result<(RawHead<'_>, u64)> {
-        let place = *self.entries.get(i).ok_or_else(|| {
+        self.raw_at(self.place(i)?)
+    }
+
+    /// Where entry `i` lies.
+    fn place(&self, i: usize) -> Result<Place> {
+        self.entries.get(i).copied().ok_or_else(|| {
             self.corrupt(
                 self.log_end,
                 format!("no entry {i} of {}", self.entries.len()),
             )
-        })?;
-        self.raw_at(place)
+        })
     }
 
     /// The decoded body of record `r`, its checksum checked the first time
@@ -331,15 +335,22 @@ impl LogImage {
             .records
             .binary_search_by_key(&record_offset, |r| r.offset)
             .map_err(|_| self.corrupt(record_offset, "no record there".into()))?;
+        self.body_in(raw, r)
+    }
+
+    /// The body bytes of entry `raw` of record `r` (checked before they are
+    /// handed out).
+    fn body_in(&self, raw: &RawHead<'_>, r: usize) -> Result<&[u8]> {
         let body = self.record_body(r)?;
-        entry_body(raw, body).map_err(|found| self.corrupt(record_offset, found))
+        entry_body(raw, body).map_err(|found| self.corrupt(self.records[r].offset, found))
     }
 
     /// The head of entry `i`, its body bytes (checked first) and the
     /// offset of its record; `BodyParts::new(&head, body)` reads its parts.
     pub fn entry_body(&self, i: usize) -> Result<(RawHead<'_>, &[u8], u64)> {
-        let (raw, offset) = self.raw(i)?;
-        let body = self.body_of(&raw, offset)?;
+        let place = self.place(i)?;
+        let (raw, offset) = self.raw_at(place)?;
+        let body = self.body_in(&raw, place.record as usize)?;
         Ok((raw, body, offset))
     }
 

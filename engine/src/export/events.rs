@@ -88,6 +88,14 @@ pub enum Arguments<'v> {
 }
 
 impl Arguments<'_> {
+    /// About how many bytes the arguments take written.
+    pub fn weight(&self) -> usize {
+        match self {
+            Arguments::Object(o) => 16 * o.len(),
+            Arguments::Encoded(bytes) => bytes.map_or(2, <[u8]>::len),
+        }
+    }
+
     /// Appends the arguments as JSON text, byte for byte as `serde_json`
     /// writes the object (pretty: as nested `depth` levels deep in a
     /// document written pretty).

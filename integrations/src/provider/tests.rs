@@ -902,3 +902,52 @@ fn provider_blank_text_is_what_trim_empties() {
         proptest::prop_assert_eq!(blank(s.as_bytes()), s.trim().is_empty());
     });
 }
+
+/// A body of a few MiB is written on two cores ([`Pretty::items`]): the
+/// same bytes as `serde_json` writes pretty, and the same messages as the
+/// turns written one by one (each small enough to be written on one).
+#[test]
+fn provider_large_bodies_are_written_in_halves_as_in_one_piece() {
+    let mut blobs = Blobs::default();
+    let mut turns = Vec::new();
+    for t in 0..240 {
+        let id = format!("call_{t}");
+        let output = format!("line \"{t}\"\t\\ of the tool's output\n").repeat(300);
+        turns.push(vec![
+            turn(),
+            ask(&format!("question {t}: \"why?\"\n")),
+            reasoning(
+                &format!("thinking {t}"),
+                json!({"anthropic": {"signature": b64(&[t as u8; 64])}}),
+            ),
+            call(
+                &id,
+                "fs_read_file",
+                json!({"path": format!("src/{t}.rs"), "n": t}),
+            ),
+            result(&id, vec![text(blobs.put(output.into_bytes()))], t % 7 == 0),
+            answer(&format!("answer {t} \u{2028} é")),
+        ]);
+    }
+    let view: Vec<Entry<Payload>> = turns.concat();
+    for (write, messages_key) in [
+        (
+            anthropic as fn(&[Entry<Payload>], &Blobs) -> Value,
+            "messages",
+        ),
+        (openai, "messages"),
+    ] {
+        let whole = write(&view, &blobs);
+        let one_by_one: Vec<Value> = turns
+            .iter()
+            .flat_map(|t| {
+                let body = write(t, &blobs);
+                body[messages_key].as_array().expect("messages").clone()
+            })
+            .collect();
+        let messages = whole[messages_key].as_array().expect("messages");
+        assert!(serde_json::to_vec(&whole).expect("json").len() > 2 << 20);
+        assert_eq!(messages.len(), one_by_one.len());
+        assert!(messages == &one_by_one, "the same messages");
+    }
+}

@@ -207,17 +207,51 @@ pub(crate) fn read_up_to(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8
     let len = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"))?;
     let mut bytes = vec![0u8; len];
+    let done = if len >= READ_IN_HALVES && crate::parallel::cores() >= 2 {
+        // Copying a long log out of the page cache is most of the time of
+        // a view of it: both halves at once.
+        let (first, later) = bytes.split_at_mut(len / 2);
+        let start = first.len();
+        let (done_first, done_later) = std::thread::scope(|scope| {
+            let helper = scope.spawn(|| read_into(file, later, start as u64));
+            let mine = read_into(file, first, 0);
+            let theirs = helper
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (mine, theirs)
+        });
+        let done_first = done_first?;
+        let done_later = done_later?;
+        // A file that shrank meanwhile ends where the first half does.
+        if done_first < start {
+            done_first
+        } else {
+            start + done_later
+        }
+    } else {
+        read_into(file, &mut bytes, 0)?
+    };
+    bytes.truncate(done);
+    Ok(bytes)
+}
+
+/// Logs of at least this many bytes are read in two halves at once
+/// ([`read_up_to`]).
+pub(crate) const READ_IN_HALVES: usize = 1 << 20;
+
+/// Reads `buf.len()` bytes of `file` from `offset` into `buf` (fewer at
+/// the end of the file): how many.
+fn read_into(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
-    while done < len {
-        match file.read_at(&mut bytes[done..], done as u64) {
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    bytes.truncate(done);
-    Ok(bytes)
+    Ok(done)
 }
 
 /// Logs of at most this many bytes are read whole by

@@ -614,6 +614,31 @@ fn a_reader_opened_once_reads_what_a_reader_reads_as_of_its_open() {
 }
 
 #[test]
+fn a_long_log_is_read_in_two_halves_as_it_is_on_disk() {
+    let (dir, storage) = store();
+    let mut w = create(&storage, LOG, Framing::V2, LogOptions::default());
+    let mut i = 0;
+    while w.end() <= super::reader::READ_IN_HALVES as u64 + 4096 {
+        i += 1;
+        append(&mut w, &batch(5, i, true)).expect("append");
+    }
+    let on_disk = fs::read(dir.path().join(LOG)).expect("read the file");
+    let file = storage.open(Path::new(LOG)).expect("open");
+    let len = on_disk.len() as u64;
+    // The whole file, an odd length, and more than there is (a file that
+    // shrank since its length was taken: what there is).
+    for asked in [len, len - 1, len - 4097, len + 1, len * 2] {
+        let read = super::reader::read_up_to(&*file, asked).expect("read");
+        let want = &on_disk[..(asked.min(len) as usize)];
+        assert_eq!(read.len(), want.len(), "asked {asked} of {len}");
+        assert!(read == want, "asked {asked} of {len}: the file's bytes");
+    }
+    let mut reader =
+        LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
+    assert_eq!(reader.take_file().expect("read"), on_disk);
+}
+
+#[test]
 fn try_open_does_not_wait_for_a_held_lock() {
     let (_dir, storage) = store();
     let w = LogWriter::create(&storage, Path::new(LOG), LogOptions::default()).expect("create");

@@ -234,8 +234,7 @@ impl ConversationView<'_> {
             ViewSource::Decoded(_) => return Ok(ViewEvents::of_entries(self.into_entries()?)),
         };
         let (plan, borrowed) = {
-            let parsed = image.parse_entries()?;
-            let heads = image.heads_of(&parsed)?;
+            let (parsed, heads) = image.parse_entries_and_heads()?;
             let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
             let borrowed: Vec<bool> = (0..plan.items.len())
                 .map(|i| {
@@ -257,8 +256,7 @@ impl ConversationView<'_> {
     pub fn render(self, mode: ContentMode) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         if let (ViewSource::Image(image), ContentMode::Refs) = (&self.source, mode) {
-            let parsed = image.parse_entries()?;
-            let heads = image.heads_of(&parsed)?;
+            let (parsed, heads) = image.parse_entries_and_heads()?;
             let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
             drop(heads);
             out.reserve(image.len() * 200);

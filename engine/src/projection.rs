@@ -164,6 +164,20 @@ enum Action {
 
 /// Rules 1-7, decided from the heads.
 fn decide(heads: &[EntryHead<'_>]) -> Vec<Action> {
+    // Without a compaction no policy applies: every entry is kept as it
+    // is, undos dropped (the turns and the tool names are not needed).
+    if !heads
+        .iter()
+        .any(|h| matches!(h.kind, HeadKind::Compaction(_)))
+    {
+        return heads
+            .iter()
+            .map(|h| match h.kind {
+                HeadKind::CompactionUndo(_) => Action::Drop,
+                _ => Action::Keep,
+            })
+            .collect();
+    }
     let mut counter = TurnCounter::new();
     let turn_of: Vec<u64> = heads
         .iter()

@@ -70,6 +70,10 @@ pub struct ParsedEntry<'a> {
     pub offset: u64,
 }
 
+/// Entries parsed, and their heads, in order
+/// ([`LogImage::parse_entries_and_heads`]).
+pub type ParsedAndHeads<'a> = (Vec<ParsedEntry<'a>>, Vec<EntryHead<'a>>);
+
 /// Entries of an image parsed on all cores from this many on.
 const PARALLEL_PARSE: usize = 4096;
 
@@ -374,19 +378,31 @@ impl LogImage {
     /// Every entry's head and aux fields, read and checked, in order (on
     /// all cores for long logs).
     pub fn parse_entries(&self) -> Result<Vec<ParsedEntry<'_>>> {
-        let parse = |places: &[Place]| -> Result<Vec<ParsedEntry<'_>>> {
-            let mut out = Vec::with_capacity(places.len());
+        Ok(self.parse_chunks(false)?.0)
+    }
+
+    /// [`LogImage::parse_entries`] and [`LogImage::heads_of`] them, in one
+    /// pass (on all cores for long logs).
+    pub fn parse_entries_and_heads(&self) -> Result<ParsedAndHeads<'_>> {
+        self.parse_chunks(true)
+    }
+
+    /// Every entry parsed, and its head if `heads`, in order: on all cores,
+    /// in one chunk of entries each, for long logs. (Each chunk's vectors
+    /// are sized first: collected through `Result`, they grew from nothing,
+    /// moving every entry at each growth.)
+    fn parse_chunks(&self, heads: bool) -> Result<ParsedAndHeads<'_>> {
+        let parse = |places: &[Place]| -> Result<ParsedAndHeads<'_>> {
+            let mut parsed = Vec::with_capacity(places.len());
+            let mut made = Vec::with_capacity(if heads { places.len() } else { 0 });
             for &place in places {
-                let (raw, offset) = self.raw_at(place)?;
-                let fields = AuxFields::read(raw.kind, raw.aux)
-                    .map_err(|found| self.corrupt(offset, found))?;
-                out.push(ParsedEntry {
-                    raw,
-                    fields,
-                    offset,
-                });
+                let p = self.parsed(place)?;
+                if heads {
+                    made.push(self.head_of(&p)?);
+                }
+                parsed.push(p);
             }
-            Ok(out)
+            Ok((parsed, made))
         };
         let threads = crate::parallel::cores();
         if self.entries.len() < PARALLEL_PARSE || threads < 2 {
@@ -397,27 +413,52 @@ impl LogImage {
             .chunks(self.entries.len().div_ceil(threads))
             .collect();
         let mut parts = crate::parallel::map_ordered(&chunks, |c| parse(c)).into_iter();
-        let mut out = parts.next().unwrap_or_else(|| Ok(Vec::new()))?;
-        out.reserve(self.entries.len() - out.len());
+        let (mut parsed, mut made) = parts
+            .next()
+            .unwrap_or_else(|| Ok((Vec::new(), Vec::new())))?;
+        parsed.reserve(self.entries.len() - parsed.len());
+        made.reserve(if heads {
+            self.entries.len() - made.len()
+        } else {
+            0
+        });
         for part in parts {
-            out.append(&mut part?);
+            let (mut p, mut h) = part?;
+            parsed.append(&mut p);
+            made.append(&mut h);
         }
-        Ok(out)
+        Ok((parsed, made))
+    }
+
+    /// The entry at `place`, its head and aux fields read and checked.
+    fn parsed(&self, place: Place) -> Result<ParsedEntry<'_>> {
+        let (raw, offset) = self.raw_at(place)?;
+        let fields =
+            AuxFields::read(raw.kind, raw.aux).map_err(|found| self.corrupt(offset, found))?;
+        Ok(ParsedEntry {
+            raw,
+            fields,
+            offset,
+        })
     }
 
     /// The heads of the entries `parsed` ([`LogImage::parse_entries`]),
     /// config deltas decoded from their bodies.
     pub fn heads_of<'a>(&'a self, parsed: &[ParsedEntry<'a>]) -> Result<Vec<EntryHead<'a>>> {
-        parsed
-            .iter()
-            .map(|p| {
-                EntryHead::from_fields(&p.raw, &p.fields, &mut |raw| {
-                    let body = self.body_of(raw, p.offset).map_err(|e| e.to_string())?;
-                    BodyParts::new(raw, body)?.object(Part::Delta)
-                })
-                .map_err(|found| self.corrupt(p.offset, found))
-            })
-            .collect()
+        let mut heads = Vec::with_capacity(parsed.len());
+        for p in parsed {
+            heads.push(self.head_of(p)?);
+        }
+        Ok(heads)
+    }
+
+    /// The head of the entry `p`, a config delta decoded from its body.
+    fn head_of<'a>(&'a self, p: &ParsedEntry<'a>) -> Result<EntryHead<'a>> {
+        EntryHead::from_fields(&p.raw, &p.fields, &mut |raw| {
+            let body = self.body_of(raw, p.offset).map_err(|e| e.to_string())?;
+            BodyParts::new(raw, body)?.object(Part::Delta)
+        })
+        .map_err(|found| self.corrupt(p.offset, found))
     }
 
     /// Entry `i`, decoded to the owned model (its body checked first).

@@ -104,9 +104,7 @@ pub fn write_provider_request_view(
 ) -> Result<(), Error> {
     let options = RequestOptions::from_settings(&view.settings().end);
     let events = view.into_events()?;
-    let mut read =
-        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
-    write_events(events.iter(), &options, provider, &mut read, out)
+    write_provider_request_events(store, &events, &options, provider, out)
 }
 
 fn write_request(
@@ -141,7 +139,8 @@ fn write_events<'v>(
 }
 
 /// [`write_provider_request_view`] of a view's events
-/// ([`ConversationView::into_events`]).
+/// ([`ConversationView::into_events`]): a long view planned in two halves
+/// on two cores.
 pub fn write_provider_request_events(
     store: &Store,
     events: &ViewEvents,
@@ -149,9 +148,12 @@ pub fn write_provider_request_events(
     provider: Provider,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let mut read =
-        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
-    write_events(events.iter(), options, provider, &mut read, out)
+    match provider {
+        Provider::Anthropic => {
+            plan_in_halves::<AnthropicPlan<'_>>(events, store)?.write(options, out)
+        }
+        Provider::OpenAi => plan_in_halves::<OpenAiPlan<'_>>(events, store)?.write(options, out),
+    }
 }
 
 /// Reads the raw bytes of a referenced payload (the caller reads the blob
@@ -880,13 +882,21 @@ fn write_anthropic_events<'v>(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let mut reader = Reader { content };
-    let mut messages: Vec<(Role, Vec<AnthropicBlock<'v>>)> = Vec::new();
-    for event in events {
-        let (role, blocks) = match event? {
+    plan_events::<AnthropicPlan<'v>>(events, content)?.write(options, out)
+}
+
+/// The messages of an Anthropic request, as planned from a view's events.
+#[derive(Default)]
+struct AnthropicPlan<'v> {
+    messages: Vec<(Role, Vec<AnthropicBlock<'v>>)>,
+}
+
+impl<'v> Planner<'v> for AnthropicPlan<'v> {
+    fn push(&mut self, event: ViewEvent<'v>, reader: &mut Reader<'_, '_>) -> Result<(), Error> {
+        let (role, blocks) = match event {
             ViewEvent::Request { content, resources } => (
                 Role::User,
-                anthropic_request_blocks(content, resources, &mut reader)?,
+                anthropic_request_blocks(content, resources, reader)?,
             ),
             ViewEvent::Message(text) => (
                 Role::Assistant,
@@ -906,7 +916,7 @@ fn write_anthropic_events<'v>(
                         signature,
                     }],
                 ),
-                None => continue,
+                None => return Ok(()),
             },
             ViewEvent::ToolCall {
                 id,
@@ -926,61 +936,80 @@ fn write_anthropic_events<'v>(
                 content,
             } => (
                 Role::User,
-                vec![anthropic_tool_result(id, is_error, content, &mut reader)?],
+                vec![anthropic_tool_result(id, is_error, content, reader)?],
             ),
             // Not part of what a model is sent.
-            ViewEvent::TurnStart | ViewEvent::Other => continue,
+            ViewEvent::TurnStart | ViewEvent::Other => return Ok(()),
         };
-        if blocks.is_empty() {
-            continue;
+        if !blocks.is_empty() {
+            self.join_message(role, blocks);
         }
-        match messages.last_mut() {
+        Ok(())
+    }
+
+    fn join(&mut self, later: Self) {
+        for (role, blocks) in later.messages {
+            self.join_message(role, blocks);
+        }
+    }
+}
+
+impl<'v> AnthropicPlan<'v> {
+    /// A message of `role` after the others: merged into the last one when
+    /// it is of the same role.
+    fn join_message(&mut self, role: Role, blocks: Vec<AnthropicBlock<'v>>) {
+        match self.messages.last_mut() {
             Some((last, existing)) if *last == role => existing.extend(blocks),
-            _ => messages.push((role, blocks)),
+            _ => self.messages.push((role, blocks)),
         }
     }
-    let mut w = Pretty::new(out);
-    w.begin_object();
-    if let Some(model) = &options.model {
-        w.key("model");
-        w.str(model);
-    }
-    w.key("max_tokens");
-    w.u64(options.max_tokens.into());
-    if let Some(system) = options.system() {
-        w.key("system");
-        w.str(system);
-    }
-    w.key("messages");
-    w.begin_array();
-    for (role, blocks) in &mut messages {
-        if *role == Role::User {
-            // Stable: tool results first, each group in its order.
-            blocks.sort_by_key(|b| !matches!(b, AnthropicBlock::ToolResult { .. }));
+
+    /// The request body, appended to `out`.
+    fn write(self, options: &RequestOptions, out: &mut Vec<u8>) -> Result<(), Error> {
+        let mut messages = self.messages;
+        let mut w = Pretty::new(out);
+        w.begin_object();
+        if let Some(model) = &options.model {
+            w.key("model");
+            w.str(model);
         }
-    }
-    w.items(
-        &messages,
-        |(_, blocks)| blocks.iter().map(AnthropicBlock::weight).sum(),
-        |w, (role, blocks)| {
-            w.item();
-            w.begin_object();
-            w.key("role");
-            w.str(role.as_str());
-            w.key("content");
-            w.begin_array();
-            for block in blocks {
-                w.item();
-                write_anthropic_block(w, block)?;
+        w.key("max_tokens");
+        w.u64(options.max_tokens.into());
+        if let Some(system) = options.system() {
+            w.key("system");
+            w.str(system);
+        }
+        w.key("messages");
+        w.begin_array();
+        for (role, blocks) in &mut messages {
+            if *role == Role::User {
+                // Stable: tool results first, each group in its order.
+                blocks.sort_by_key(|b| !matches!(b, AnthropicBlock::ToolResult { .. }));
             }
-            w.end_array();
-            w.end_object();
-            Ok::<(), Error>(())
-        },
-    )?;
-    w.end_array();
-    w.end_object();
-    Ok(())
+        }
+        w.items(
+            &messages,
+            |(_, blocks)| blocks.iter().map(AnthropicBlock::weight).sum(),
+            |w, (role, blocks)| {
+                w.item();
+                w.begin_object();
+                w.key("role");
+                w.str(role.as_str());
+                w.key("content");
+                w.begin_array();
+                for block in blocks {
+                    w.item();
+                    write_anthropic_block(w, block)?;
+                }
+                w.end_array();
+                w.end_object();
+                Ok::<(), Error>(())
+            },
+        )?;
+        w.end_array();
+        w.end_object();
+        Ok(())
+    }
 }
 
 // ----- OpenAI --------------------------------------------------------------------
@@ -1234,34 +1263,43 @@ fn write_openai_events<'v>(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let mut reader = Reader { content };
-    let mut messages: Vec<OpenAiMessage<'v>> = Vec::new();
-    // Whether the last message is an assistant message tool calls may join.
-    let mut open = false;
-    for event in events {
-        match event? {
-            ViewEvent::TurnStart => open = false,
+    plan_events::<OpenAiPlan<'v>>(events, content)?.write(options, out)
+}
+
+/// The messages of an OpenAI request, as planned from a view's events.
+#[derive(Default)]
+struct OpenAiPlan<'v> {
+    messages: Vec<OpenAiMessage<'v>>,
+    /// Whether the last message is an assistant message tool calls may join.
+    open: bool,
+}
+
+impl<'v> Planner<'v> for OpenAiPlan<'v> {
+    fn push(&mut self, event: ViewEvent<'v>, reader: &mut Reader<'_, '_>) -> Result<(), Error> {
+        let messages = &mut self.messages;
+        match event {
+            ViewEvent::TurnStart => self.open = false,
             ViewEvent::Request { content, resources } => {
                 let mut parts = Vec::with_capacity(resources.len());
                 for resource in resources {
-                    parts.push(request_resource(resource, &mut reader)?);
+                    parts.push(request_resource(resource, reader)?);
                 }
                 messages.push(OpenAiMessage::User { content, parts });
-                open = false;
+                self.open = false;
             }
             ViewEvent::Message(text) => {
                 messages.push(OpenAiMessage::Assistant {
                     content: Some(Text::Plain(Cow::Borrowed(text))),
                     tool_calls: Vec::new(),
                 });
-                open = true;
+                self.open = true;
             }
             ViewEvent::Data(data) => {
                 messages.push(OpenAiMessage::Assistant {
                     content: Some(data_text(data)),
                     tool_calls: Vec::new(),
                 });
-                open = true;
+                self.open = true;
             }
             ViewEvent::Reasoning { .. } => {}
             ViewEvent::ToolCall {
@@ -1276,7 +1314,7 @@ fn write_openai_events<'v>(
                 })?;
                 let call = (id, name, compact);
                 match messages.last_mut() {
-                    Some(OpenAiMessage::Assistant { tool_calls, .. }) if open => {
+                    Some(OpenAiMessage::Assistant { tool_calls, .. }) if self.open => {
                         tool_calls.push(call)
                     }
                     _ => messages.push(OpenAiMessage::Assistant {
@@ -1284,46 +1322,122 @@ fn write_openai_events<'v>(
                         tool_calls: vec![call],
                     }),
                 }
-                open = true;
+                self.open = true;
             }
             ViewEvent::ToolResult { id, content, .. } => {
-                let texts = tool_parts(content, &mut reader, false)?
+                let texts = tool_parts(content, reader, false)?
                     .into_iter()
                     .map(openai_tool_text)
                     .collect();
                 messages.push(OpenAiMessage::Tool { id, texts });
-                open = false;
+                self.open = false;
             }
             ViewEvent::Other => {}
         }
+        Ok(())
     }
-    let mut w = Pretty::new(out);
-    w.begin_object();
-    if let Some(model) = &options.model {
-        w.key("model");
-        w.str(model);
+
+    /// `later` was planned from a `turn_start` on (where no tool call joins
+    /// a message before it): its messages follow.
+    fn join(&mut self, later: Self) {
+        self.messages.extend(later.messages);
+        self.open = later.open;
     }
-    w.key("max_completion_tokens");
-    w.u64(options.max_tokens.into());
-    w.key("messages");
-    w.begin_array();
-    if let Some(system) = options.system() {
-        w.item();
+}
+
+impl OpenAiPlan<'_> {
+    /// The request body, appended to `out`.
+    fn write(self, options: &RequestOptions, out: &mut Vec<u8>) -> Result<(), Error> {
+        let messages = self.messages;
+        let mut w = Pretty::new(out);
         w.begin_object();
-        w.key("role");
-        w.str("system");
-        w.key("content");
-        w.str(system);
+        if let Some(model) = &options.model {
+            w.key("model");
+            w.str(model);
+        }
+        w.key("max_completion_tokens");
+        w.u64(options.max_tokens.into());
+        w.key("messages");
+        w.begin_array();
+        if let Some(system) = options.system() {
+            w.item();
+            w.begin_object();
+            w.key("role");
+            w.str("system");
+            w.key("content");
+            w.str(system);
+            w.end_object();
+        }
+        w.items(&messages, OpenAiMessage::weight, |w, message| {
+            w.item();
+            write_openai_message(w, message);
+            Ok::<(), Error>(())
+        })?;
+        w.end_array();
         w.end_object();
+        Ok(())
     }
-    w.items(&messages, OpenAiMessage::weight, |w, message| {
-        w.item();
-        write_openai_message(w, message);
-        Ok::<(), Error>(())
-    })?;
-    w.end_array();
-    w.end_object();
-    Ok(())
+}
+
+// ----- planning --------------------------------------------------------------------
+
+/// A provider's request, planned from a view's events one by one.
+trait Planner<'v>: Default + Send {
+    /// Plans `event`, after those pushed before.
+    fn push(&mut self, event: ViewEvent<'v>, reader: &mut Reader<'_, '_>) -> Result<(), Error>;
+
+    /// Appends what was planned from the events after those of `self`,
+    /// from a `turn_start` on.
+    fn join(&mut self, later: Self);
+}
+
+/// The plan of `events`, content read through `content`.
+fn plan_events<'v, P: Planner<'v>>(
+    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
+    content: &mut ContentReader<'_>,
+) -> Result<P, Error> {
+    let mut reader = Reader { content };
+    let mut plan = P::default();
+    for event in events {
+        plan.push(event?, &mut reader)?;
+    }
+    Ok(plan)
+}
+
+/// Views of at least this many events are planned in two halves on two
+/// cores ([`plan_in_halves`]).
+const PARALLEL_PLAN: usize = 2048;
+
+/// The plan of a view's `events`, content read from `store`: a long view in
+/// two halves on two cores, split at the first `turn_start` from the
+/// middle on (no message of a provider's joins events on both sides of one
+/// but Anthropic's, which [`Planner::join`] merges), the later half planned
+/// by another thread and joined after the first.
+fn plan_in_halves<'v, P: Planner<'v>>(events: &'v ViewEvents, store: &Store) -> Result<P, Error> {
+    let plan = |range: std::ops::Range<usize>| -> Result<P, Error> {
+        let mut read =
+            |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
+        plan_events(range.map(|i| events.event(i)), &mut read)
+    };
+    let n = events.len();
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let split = (n >= PARALLEL_PLAN && cores >= 2)
+        .then(|| events.turn_start_from(n / 2))
+        .flatten()
+        .filter(|&k| k > 0);
+    let Some(split) = split else {
+        return plan(0..n);
+    };
+    std::thread::scope(|scope| {
+        let later = scope.spawn(|| plan(split..n));
+        let first = plan(0..split);
+        let later = later
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let mut first = first?;
+        first.join(later?);
+        Ok(first)
+    })
 }
 
 #[cfg(test)]

@@ -473,3 +473,67 @@ fn a_conversation_with_every_rule_gives_the_same_views_in_both_versions() {
     let rare: Vec<Step> = (0..RARE).map(Step::Rare).collect();
     check(&[steps, rare].concat());
 }
+
+/// A view long enough to be planned in two halves (split at a
+/// `turn_start`, or at the one injected before a summary) gives the bytes
+/// of the same view planned in one piece, from its entries, for both
+/// providers and both log versions.
+#[test]
+fn a_long_view_is_planned_in_halves_as_in_one_piece() {
+    use jpstore_integrations::provider::{
+        write_anthropic_request, write_openai_request, RequestOptions,
+    };
+    let turn = |k: usize| Step::Turn {
+        request: format!("question {k}"),
+        attachments: vec![],
+        reasoning: Some((format!("thought {k}"), k % 2 == 0)),
+        calls: vec![Call {
+            tool: (k % 3) as u8,
+            response: Some((true, 0, 0)),
+            error: k % 5 == 0,
+        }],
+        // No answer: every turn ends with a tool result, so the user
+        // messages on both sides of the split are one message (Anthropic).
+        answer: None,
+    };
+    let mut steps: Vec<Step> = (0..480).map(turn).collect();
+    // A summary over turns in the middle (where the halves meet), rarer
+    // shapes, and a tool call left without a response at the end.
+    steps.insert(
+        400,
+        Step::Compaction {
+            from: 190,
+            len: 30,
+            summary: true,
+            reasoning: false,
+            tools: 0,
+            overrides: false,
+        },
+    );
+    steps.extend((0..RARE).map(Step::Rare));
+    let batches = batches(&steps);
+    let dir = tempfile::tempdir().expect("tempdir");
+    for framing in [Framing::V1, Framing::V2] {
+        let (store, id) = conversation(&dir.path().join(format!("{framing:?}")), framing, &batches);
+        let view = || store.open_view(&id).expect("view");
+        let options = RequestOptions::from_settings(&view().settings().end);
+        let entries = view().into_entries().expect("entries");
+        assert!(entries.len() > 2048, "{} entries", entries.len());
+        let mut read = |r: &jpstore_engine::event::BlobRef| {
+            Ok(store.blobs().get_content(&r.id)?)
+        };
+        for p in [Provider::Anthropic, Provider::OpenAi] {
+            let mut halves = Vec::new();
+            write_provider_request_view(&store, view(), p, &mut halves).expect("halves");
+            let mut whole = Vec::new();
+            match p {
+                Provider::Anthropic => {
+                    write_anthropic_request(&entries, &options, &mut read, &mut whole)
+                }
+                Provider::OpenAi => write_openai_request(&entries, &options, &mut read, &mut whole),
+            }
+            .expect("one piece");
+            assert!(halves == whole, "{framing:?} {p:?}: the same bytes");
+        }
+    }
+}

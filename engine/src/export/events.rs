@@ -365,6 +365,30 @@ impl ViewEvents {
             .map_err(|found| image.damage(item.origin, found))
     }
 
+    /// The first event at or after `i` that is a `turn_start` (one of the
+    /// view's entries, or injected before a summary), if any.
+    pub fn turn_start_from(&self, i: usize) -> Option<usize> {
+        match &self.source {
+            Source::Entries(entries) => (i..entries.len()).find(|&j| {
+                matches!(
+                    entries[j].event().map(|e| &e.kind),
+                    Some(EventKind::TurnStart)
+                )
+            }),
+            Source::Image(events) => (i..events.plan.items.len()).find(|&j| {
+                let item = &events.plan.items[j];
+                match item.kind {
+                    ItemKind::SummaryStart { .. } => true,
+                    ItemKind::Entry => events
+                        .image
+                        .raw(item.origin)
+                        .is_ok_and(|(raw, _)| raw.kind == Kind::TurnStart),
+                    _ => false,
+                }
+            }),
+        }
+    }
+
     /// Every event, in order.
     pub fn iter(&self) -> impl Iterator<Item = Result<ViewEvent<'_>>> {
         (0..self.len()).map(|i| self.event(i))

@@ -123,4 +123,5 @@ pub mod upgrade;
 
 pub use append::{AppendReport, AutoCompaction};
 pub use log::{CutTail, LogOptions};
+pub use parallel::cores;
 pub use store::{NewConversation, Store, StoreOptions};

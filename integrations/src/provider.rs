@@ -1420,8 +1420,7 @@ fn plan_in_halves<'v, P: Planner<'v>>(events: &'v ViewEvents, store: &Store) -> 
         plan_events(range.map(|i| events.event(i)), &mut read)
     };
     let n = events.len();
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let split = (n >= PARALLEL_PLAN && cores >= 2)
+    let split = (n >= PARALLEL_PLAN && jpstore_engine::cores() >= 2)
         .then(|| events.turn_start_from(n / 2))
         .flatten()
         .filter(|&k| k > 0);

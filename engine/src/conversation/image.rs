@@ -393,8 +393,15 @@ impl LogImage {
     /// moving every entry at each growth.)
     fn parse_chunks(&self, heads: bool) -> Result<ParsedAndHeads<'_>> {
         let parse = |places: &[Place]| -> Result<ParsedAndHeads<'_>> {
-            let mut parsed = Vec::with_capacity(places.len());
-            let mut made = Vec::with_capacity(if heads { places.len() } else { 0 });
+            // The first chunk's vectors take the others after them: sized
+            // for all entries.
+            let room = if std::ptr::eq(places.as_ptr(), self.entries.as_ptr()) {
+                self.entries.len()
+            } else {
+                places.len()
+            };
+            let mut parsed = Vec::with_capacity(room);
+            let mut made = Vec::with_capacity(if heads { room } else { 0 });
             for &place in places {
                 let p = self.parsed(place)?;
                 if heads {

@@ -48,7 +48,6 @@ impl<'o> Pretty<'o> {
     ) -> Result<(), E> {
         let weights: Vec<usize> = items.iter().map(weight).collect();
         let total: usize = weights.iter().sum();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // The first item past half the weight starts the later half; it is
         // never the first item (the later half writes a comma first).
         let mut sum = 0;
@@ -59,7 +58,11 @@ impl<'o> Pretty<'o> {
                 sum * 2 >= total
             })
             .map_or(0, |i| i + 1);
-        if total < PARALLEL_WRITE || cores < 2 || split == 0 || split >= items.len() {
+        if total < PARALLEL_WRITE
+            || split == 0
+            || split >= items.len()
+            || jpstore_engine::cores() < 2
+        {
             return items.iter().try_for_each(|item| write(self, item));
         }
         let (first, later) = items.split_at(split);

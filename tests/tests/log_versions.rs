@@ -519,9 +519,7 @@ fn a_long_view_is_planned_in_halves_as_in_one_piece() {
         let options = RequestOptions::from_settings(&view().settings().end);
         let entries = view().into_entries().expect("entries");
         assert!(entries.len() > 2048, "{} entries", entries.len());
-        let mut read = |r: &jpstore_engine::event::BlobRef| {
-            Ok(store.blobs().get_content(&r.id)?)
-        };
+        let mut read = |r: &jpstore_engine::event::BlobRef| Ok(store.blobs().get_content(&r.id)?);
         for p in [Provider::Anthropic, Provider::OpenAi] {
             let mut halves = Vec::new();
             write_provider_request_view(&store, view(), p, &mut halves).expect("halves");

@@ -634,6 +634,25 @@ fn run_chromium(browser: &Path, extra: &[String], url: &str) -> std::process::Ou
     run_chromium_within(browser, extra, url, CHROMIUM_LIMIT)
 }
 
+/// `command` spawned, again while it fails with `ETXTBSY`: a program
+/// written by this process (a test's script) is "busy" while a child that
+/// another thread forked meanwhile still holds the descriptor it was
+/// written through, until that child's `exec` closes it (a few
+/// milliseconds at most).
+fn spawn_written(command: &mut Command) -> std::io::Result<std::process::Child> {
+    const ETXTBSY: i32 = 26;
+    let mut tries = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// [`run_chromium`] with the limit `limit`.
 fn run_chromium_within(
     browser: &Path,
@@ -643,7 +662,8 @@ fn run_chromium_within(
 ) -> std::process::Output {
     use std::os::unix::process::CommandExt as _;
     let profile = tempfile::tempdir().expect("a profile directory");
-    let mut child = Command::new(browser)
+    let mut command = Command::new(browser);
+    command
         .args(chromium_args(profile.path()))
         .args(extra)
         .arg(url)
@@ -652,8 +672,8 @@ fn run_chromium_within(
         .stderr(Stdio::piped())
         // A process group of its own, so that its renderer and helper
         // processes are killed with it.
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    let mut child = spawn_written(&mut command)
         .unwrap_or_else(|e| panic!("running {}: {e}", browser.display()));
     // The output is read as it comes (a full pipe would block it), into
     // buffers that can be looked at without waiting for the readers.

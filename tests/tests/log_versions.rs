@@ -535,3 +535,54 @@ fn a_long_view_is_planned_in_halves_as_in_one_piece() {
         }
     }
 }
+
+/// A request body of a version 2 log reads the bodies of the entries it
+/// sends, checked first: damage to one is an error naming the log; damage
+/// to a body it does not use (the conversation's metadata patch) is not
+/// its to report, and reading the whole conversation reports it
+/// (format-spec.md 3, "What the checksums cover").
+#[test]
+fn a_request_body_reports_damage_to_a_body_it_sends() {
+    let steps = vec![Step::Turn {
+        request: "the question".into(),
+        attachments: vec![],
+        reasoning: None,
+        calls: vec![],
+        answer: Some("an answer that is sent".into()),
+    }];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, id) = conversation(dir.path(), Framing::V2, &batches(&steps));
+    // The head cache proves the records whole: a bad body is damage, not a
+    // record being written.
+    drop(store.writer(&id).expect("a writer"));
+    let log = store.display(&id.log_path());
+    let bytes = std::fs::read(&log).expect("read log");
+    let flip = |needle: &[u8]| {
+        let at = bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("the text is in the log");
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x20;
+        std::fs::write(&log, damaged).expect("write log");
+    };
+    let body = |p| {
+        let mut out = Vec::new();
+        write_provider_request_view(&store, store.open_view(&id)?, p, &mut out).map(|()| out)
+    };
+    for p in [Provider::Anthropic, Provider::OpenAi] {
+        flip(b"an answer that is sent");
+        let err = body(p).expect_err("damage to a body it sends");
+        assert!(err.is_corruption(), "{p:?}: {err}");
+        assert!(
+            err.to_string().contains(&log.display().to_string()),
+            "{err}"
+        );
+        // The creation's metadata patch (its `created` field).
+        flip(b"created");
+        body(p).expect("a body it does not read");
+        assert!(store.read(&id).expect_err("read whole").is_corruption());
+    }
+    std::fs::write(&log, &bytes).expect("write log");
+    assert!(body(Provider::Anthropic).is_ok());
+}

@@ -487,22 +487,36 @@ fn a_long_view_is_planned_in_halves_as_in_one_piece() {
         request: format!("question {k}"),
         attachments: vec![],
         reasoning: Some((format!("thought {k}"), k % 2 == 0)),
-        calls: vec![Call {
-            tool: (k % 3) as u8,
-            response: Some((true, 0, 0)),
-            error: k % 5 == 0,
-        }],
+        // A text response, read borrowed, and a resource one, decoded (on
+        // every core: there are more than `PARALLEL_DECODE` of them).
+        calls: vec![
+            Call {
+                tool: (k % 3) as u8,
+                response: Some((true, 0, 0)),
+                error: k % 5 == 0,
+            },
+            Call {
+                tool: 0,
+                response: Some((false, (k % 3) as u8, (k % 2) as u8)),
+                error: false,
+            },
+            Call {
+                tool: 1,
+                response: Some((false, (k % 2) as u8, (k % 3) as u8)),
+                error: k % 7 == 0,
+            },
+        ],
         // No answer: every turn ends with a tool result, so the user
         // messages on both sides of the split are one message (Anthropic).
         answer: None,
     };
-    let mut steps: Vec<Step> = (0..480).map(turn).collect();
+    let mut steps: Vec<Step> = (0..360).map(turn).collect();
     // A summary over turns in the middle (where the halves meet), rarer
     // shapes, and a tool call left without a response at the end.
     steps.insert(
-        400,
+        300,
         Step::Compaction {
-            from: 190,
+            from: 150,
             len: 30,
             summary: true,
             reasoning: false,

@@ -271,6 +271,30 @@ struct ImageEvents {
 /// An item read from the image when it is asked for.
 const NOT_DECODED: u32 = u32::MAX;
 
+/// Items of rarer shapes decoded on all cores from this many on.
+const PARALLEL_DECODE: usize = 512;
+
+/// Item `index` of the view `plan` of the log in `image`, decoded.
+fn item_entry(image: &LogImage, plan: &ViewPlan, index: usize) -> Result<Entry<Payload>> {
+    let mut failed = None;
+    let entry = plan.item_entry(index, &mut |origin| match image.entry(origin) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            failed = Some(e);
+            None
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    entry.ok_or_else(|| {
+        image.damage(
+            plan.items[index].origin,
+            "an entry that is not what the view's plan made of it".into(),
+        )
+    })
+}
+
 impl ViewEvents {
     /// The events of the view's `entries`.
     pub(super) fn of_entries(entries: Vec<Entry<Payload>>) -> ViewEvents {
@@ -287,31 +311,32 @@ impl ViewEvents {
         plan: ViewPlan,
         borrowed: &[bool],
     ) -> Result<ViewEvents> {
+        let rare: Vec<usize> = (0..plan.items.len())
+            .filter(|&i| !borrowed.get(i).copied().unwrap_or(false))
+            .collect();
+        let decode = |indices: &[usize]| -> Result<Vec<Entry<Payload>>> {
+            let mut out = Vec::with_capacity(indices.len());
+            for &index in indices {
+                out.push(item_entry(&image, &plan, index)?);
+            }
+            Ok(out)
+        };
+        // Many of them (a conversation of attachments, say): decoded on
+        // every core, in one chunk each.
+        let threads = crate::parallel::cores();
+        let decoded = if rare.len() < PARALLEL_DECODE || threads < 2 {
+            decode(&rare)?
+        } else {
+            let chunks: Vec<&[usize]> = rare.chunks(rare.len().div_ceil(threads)).collect();
+            let mut decoded = Vec::with_capacity(rare.len());
+            for part in crate::parallel::map_ordered(&chunks, |c| decode(c)) {
+                decoded.extend(part?);
+            }
+            decoded
+        };
         let mut slots = vec![NOT_DECODED; plan.items.len()];
-        let mut decoded = Vec::new();
-        for (index, slot) in slots.iter_mut().enumerate() {
-            if borrowed.get(index).copied().unwrap_or(false) {
-                continue;
-            }
-            let mut failed = None;
-            let entry = plan.item_entry(index, &mut |origin| match image.entry(origin) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    failed = Some(e);
-                    None
-                }
-            });
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            let entry = entry.ok_or_else(|| {
-                image.damage(
-                    plan.items[index].origin,
-                    "an entry that is not what the view's plan made of it".into(),
-                )
-            })?;
-            *slot = decoded.len() as u32;
-            decoded.push(entry);
+        for (k, &index) in rare.iter().enumerate() {
+            slots[index] = k as u32;
         }
         Ok(ViewEvents {
             source: Source::Image(Box::new(ImageEvents {

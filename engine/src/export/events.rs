@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::conversation::image::LogImage;
 use crate::error::{Error, Result};
-use crate::event::binary::decode::{check_entry, AuxFields, BlockFields, BodyParts, List};
+use crate::event::binary::decode::{
+    check_entry_with_texts, AuxFields, BlockFields, BodyParts, List,
+};
 use crate::event::binary::value::{find_string_leaf, write_json, JsonStyle};
 use crate::event::binary::wire::Reader;
 use crate::event::binary::{Kind, Part, RawHead, FLAG_IS_ERROR};
@@ -217,8 +219,10 @@ impl<'v> ViewEvent<'v> {
         body: &'v [u8],
         kind: &ItemKind,
     ) -> std::result::Result<ViewEvent<'v>, String> {
-        let fields = check_entry(raw, body, &mut |_| {})?;
-        borrowed_event(raw, fields, BodyParts::new(raw, body)?, kind)
+        // Each entry has one text part at most: the one it sends.
+        let mut text = "";
+        let fields = check_entry_with_texts(raw, body, &mut |_| {}, &mut |_, t| text = t)?;
+        borrowed_event(raw, fields, text, BodyParts::new(raw, body)?, kind)
     }
 }
 
@@ -449,23 +453,25 @@ pub(super) fn is_borrowed(
     }
 }
 
-/// The event of an entry read from its head, aux and body parts (checked),
-/// as the view's item of `kind` shows it.
+/// The event of an entry read from its head, aux, text part (`text`, its
+/// only one) and other body parts (checked), as the view's item of `kind`
+/// shows it.
 fn borrowed_event<'v>(
     raw: &RawHead<'v>,
     fields: AuxFields<'v>,
+    text: &'v str,
     parts: BodyParts<'_, 'v>,
     kind: &ItemKind,
 ) -> std::result::Result<ViewEvent<'v>, String> {
     Ok(match (raw.kind, fields) {
         (Kind::TurnStart, _) => ViewEvent::TurnStart,
         (Kind::ChatRequest, AuxFields::ChatRequest { .. }) => ViewEvent::Request {
-            content: parts.text(Part::Content)?,
+            content: text,
             resources: &[],
         },
-        (Kind::Message, _) => ViewEvent::Message(parts.text(Part::Message)?),
+        (Kind::Message, _) => ViewEvent::Message(text),
         (Kind::Reasoning, _) => ViewEvent::Reasoning {
-            text: parts.text(Part::Reasoning)?,
+            text,
             signature: match parts.bytes(Part::Metadata) {
                 Some(metadata) => find_string_leaf(&mut Reader::new(metadata), SIGNATURE_KEY)?,
                 None => None,

@@ -578,6 +578,18 @@ pub fn check_entry<'a>(
     body: &[u8],
     content: &mut impl FnMut(BlobRef),
 ) -> Result<AuxFields<'a>, String> {
+    check_entry_with_texts(head, body, content, &mut |_, _| {})
+}
+
+/// [`check_entry`] that hands `texts` each text part (its part and its
+/// text) as it is checked: who reads the texts where they lie checks them
+/// once.
+pub fn check_entry_with_texts<'a: 'b, 'b>(
+    head: &RawHead<'a>,
+    body: &'b [u8],
+    content: &mut impl FnMut(BlobRef),
+    texts: &mut impl FnMut(Part, &'b str),
+) -> Result<AuxFields<'a>, String> {
     let parts = BodyParts::new(head, body)?;
     let fields = AuxFields::read_visiting(head.kind, head.aux, content)?;
     if head.kind == Kind::MetaPatch {
@@ -588,7 +600,7 @@ pub fn check_entry<'a>(
     // and every part it requires is present.
     for (part, _, _) in head.parts.iter() {
         if part.is_text() {
-            parts.text(part)?;
+            texts(part, parts.text(part)?);
             continue;
         }
         let mut r = Reader::new(parts.bytes(part).unwrap_or_default());

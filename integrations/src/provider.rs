@@ -116,26 +116,15 @@ fn write_request(
 ) -> Result<(), Error> {
     let mut read =
         |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
-    write_events(entry_events(view), options, provider, &mut read, out)
+    match provider {
+        Provider::Anthropic => write_anthropic_request(view, options, &mut read, out),
+        Provider::OpenAi => write_openai_request(view, options, &mut read, out),
+    }
 }
 
 /// The events of a view's entries.
 fn entry_events(view: &[Entry<Payload>]) -> impl Iterator<Item = Result<ViewEvent<'_>, Error>> {
     view.iter().map(|e| Ok(ViewEvent::of(e)))
-}
-
-/// The request body of `provider` for a view's `events`, appended to `out`.
-fn write_events<'v>(
-    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
-    options: &RequestOptions,
-    provider: Provider,
-    content: &mut ContentReader<'_>,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    match provider {
-        Provider::Anthropic => write_anthropic_events(events, options, content, out),
-        Provider::OpenAi => write_openai_events(events, options, content, out),
-    }
 }
 
 /// [`write_provider_request_view`] of a view's events
@@ -236,7 +225,7 @@ impl Reader<'_, '_> {
                     what: format!("inline text is not UTF-8 ({e})"),
                 }),
             },
-            Payload::Ref(r) => String::from_utf8(self.blob_text(r)?.into_vec())
+            Payload::Ref(r) => String::from_utf8((self.content)(r)?.into_vec())
                 .map(Cow::Owned)
                 .map_err(|e| not_utf8(r, e.utf8_error())),
         }
@@ -397,6 +386,11 @@ impl Text<'_> {
         }
     }
 
+    /// Its length in bytes.
+    fn len(&self) -> usize {
+        self.pieces().iter().map(|p| p.len()).sum()
+    }
+
     /// Whether the text is empty or white space only.
     fn is_blank(&self) -> bool {
         self.pieces().iter().all(|p| blank(p))
@@ -446,7 +440,7 @@ impl Part<'_> {
     /// About how many bytes the part takes written.
     fn weight(&self) -> usize {
         match self {
-            Part::Text(text) => text.pieces().iter().map(|p| p.len()).sum(),
+            Part::Text(text) => text.len(),
             Part::Document { text, .. } => text.len(),
             Part::Pdf { data, .. } | Part::Image { data, .. } => data.len() / 3 * 4,
         }
@@ -872,17 +866,7 @@ pub fn write_anthropic_request(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    write_anthropic_events(entry_events(view), options, content, out)
-}
-
-/// [`write_anthropic_request`] of a view's events.
-fn write_anthropic_events<'v>(
-    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
-    options: &RequestOptions,
-    content: &mut ContentReader<'_>,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    plan_events::<AnthropicPlan<'v>>(events, content)?.write(options, out)
+    plan_events::<AnthropicPlan<'_>>(entry_events(view), content)?.write(options, out)
 }
 
 /// The messages of an Anthropic request, as planned from a view's events.
@@ -1141,15 +1125,10 @@ impl OpenAiMessage<'_> {
                 content,
                 tool_calls,
             } => {
-                let text = content
-                    .as_ref()
-                    .map_or(0, |t| t.pieces().iter().map(|p| p.len()).sum::<usize>());
-                text + tool_calls.iter().map(|(_, _, a)| a.len()).sum::<usize>()
+                content.as_ref().map_or(0, Text::len)
+                    + tool_calls.iter().map(|(_, _, a)| a.len()).sum::<usize>()
             }
-            OpenAiMessage::Tool { texts, .. } => texts
-                .iter()
-                .map(|t| t.pieces().iter().map(|p| p.len()).sum::<usize>())
-                .sum(),
+            OpenAiMessage::Tool { texts, .. } => texts.iter().map(Text::len).sum(),
         }
     }
 }
@@ -1253,17 +1232,7 @@ pub fn write_openai_request(
     content: &mut ContentReader<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    write_openai_events(entry_events(view), options, content, out)
-}
-
-/// [`write_openai_request`] of a view's events.
-fn write_openai_events<'v>(
-    events: impl Iterator<Item = Result<ViewEvent<'v>, Error>>,
-    options: &RequestOptions,
-    content: &mut ContentReader<'_>,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    plan_events::<OpenAiPlan<'v>>(events, content)?.write(options, out)
+    plan_events::<OpenAiPlan<'_>>(entry_events(view), content)?.write(options, out)
 }
 
 /// The messages of an OpenAI request, as planned from a view's events.

@@ -371,8 +371,7 @@ impl LogImage {
     /// The heads of every entry, in order: checked (aux read whole), config
     /// deltas decoded from their bodies. Nothing else of a body is read.
     pub fn heads(&self) -> Result<Vec<EntryHead<'_>>> {
-        let parsed = self.parse_entries()?;
-        self.heads_of(&parsed)
+        Ok(self.parse_entries_and_heads()?.1)
     }
 
     /// Every entry's head and aux fields, read and checked, in order (on
@@ -381,8 +380,9 @@ impl LogImage {
         Ok(self.parse_chunks(false)?.0)
     }
 
-    /// [`LogImage::parse_entries`] and [`LogImage::heads_of`] them, in one
-    /// pass (on all cores for long logs).
+    /// [`LogImage::parse_entries`] and the entries' heads (config deltas
+    /// decoded from their bodies), in one pass (on all cores for long
+    /// logs).
     pub fn parse_entries_and_heads(&self) -> Result<ParsedAndHeads<'_>> {
         self.parse_chunks(true)
     }
@@ -447,16 +447,6 @@ impl LogImage {
             fields,
             offset,
         })
-    }
-
-    /// The heads of the entries `parsed` ([`LogImage::parse_entries`]),
-    /// config deltas decoded from their bodies.
-    pub fn heads_of<'a>(&'a self, parsed: &[ParsedEntry<'a>]) -> Result<Vec<EntryHead<'a>>> {
-        let mut heads = Vec::with_capacity(parsed.len());
-        for p in parsed {
-            heads.push(self.head_of(p)?);
-        }
-        Ok(heads)
     }
 
     /// The head of the entry `p`, a config delta decoded from its body.

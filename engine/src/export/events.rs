@@ -106,7 +106,9 @@ impl Arguments<'_> {
             Arguments::Object(o) => {
                 match style {
                     JsonStyle::Compact => {
-                        out.extend_from_slice(Value::from((*o).clone()).to_string().as_bytes())
+                        serde_json::to_writer(&mut *out, o).map_err(|e| Error::Render {
+                            what: format!("tool call arguments as JSON: {e}"),
+                        })?
                     }
                     JsonStyle::Pretty(depth) => {
                         crate::event::binary::value::push_object_pretty_at(out, o, depth)
@@ -149,16 +151,6 @@ impl<'v> TextRefs<'v> {
             BlockFields::Text { text, .. } => Some(text),
             BlockFields::Resource { .. } | BlockFields::Other(_) => None,
         })
-    }
-
-    /// How many blocks.
-    pub fn len(&self) -> usize {
-        self.blocks.count
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.blocks.count == 0
     }
 }
 

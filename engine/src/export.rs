@@ -147,8 +147,7 @@ impl Store {
             self.remembered_settings(key)
         });
         let mut reader = reader.with_proven_end(for_log.proven_end);
-        let head = for_log.head;
-        let cache = head.as_ref().and_then(|h| h.settings.as_ref());
+        let cache = for_log.settings.as_ref();
         let (source, (settings, fresh)) = match reader.format().framing {
             Framing::V1 => {
                 drop(reader);
@@ -175,9 +174,11 @@ impl Store {
                 (ViewSource::Image(image), settings)
             }
         };
-        if let (Some(fresh), Some(head)) = (fresh, head) {
-            // The head's evidence is left as it was (records it covered are
-            // still whole): only its cached settings change.
+        // The head, decoded whole now from the bytes read (rarely: its
+        // settings were made for another config or build), keeps its
+        // evidence (records it covered are still whole): only its cached
+        // settings change.
+        if let (Some(fresh), Some(head)) = (fresh, for_log.file.as_deref().and_then(head::decode)) {
             head::store(
                 backend,
                 id,
@@ -259,7 +260,6 @@ impl ConversationView<'_> {
             let (parsed, heads) = image.parse_entries_and_heads()?;
             let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
             drop(heads);
-            out.reserve(image.len() * 200);
             refs::render_refs(image, &parsed, &plan, &mut out)?;
             return Ok(out);
         }

@@ -15,7 +15,7 @@ use crate::conversation::meta::MetaPatch;
 use crate::conversation::read::{read_conversation, read_state, Conversation};
 use crate::conversation::state::ConversationState;
 use crate::conversation::writer::ConversationWriter;
-use crate::conversation::{ConversationId, CONVERSATIONS_DIR, LOG_FILE};
+use crate::conversation::{ConversationId, CONVERSATIONS_DIR};
 use crate::error::{Error, Result};
 use crate::event::{BlobRef, EventKind, Object};
 use crate::log::{Framing, LogOptions};
@@ -674,7 +674,7 @@ impl Store {
             let Ok(id) = ConversationId::parse(&e.name) else {
                 continue;
             };
-            match self.backend.head(&id.dir().join(LOG_FILE)) {
+            match self.backend.head(&id.log_path()) {
                 Err(e) if is_absent(&e) => {}
                 // Anything at the log's name is listed, a directory there
                 // too, and so is a conversation directory that cannot be

@@ -276,7 +276,28 @@ fn event_form(event: &jpstore_engine::export::ViewEvent<'_>) -> String {
 pub fn head_file(data: &[u8]) {
     use jpstore_engine::conversation::head;
     let _ = head::decode(data);
-    if let Ok(decoded) = head::decode_body(data) {
+    let whole = head::decode_body(data);
+    // What a view reads (evidence and settings, the state skipped) is what
+    // the whole head gives, and refused alike.
+    let for_log = head::decode_body_for_log(data, &|_| None);
+    assert_eq!(
+        whole.as_ref().ok().map(|h| (
+            h.log_end,
+            h.last_record,
+            h.last_record_crc,
+            h.first_record_crc,
+            &h.settings
+        )),
+        for_log.as_ref().ok().map(|(e, settings)| (
+            e.log_end,
+            e.last_record,
+            e.last_record_crc,
+            e.first_record_crc,
+            settings
+        )),
+        "a head read for its log as decoded whole"
+    );
+    if let Ok(decoded) = whole {
         assert_eq!(
             head::decode(&head::encode(&decoded)),
             Some(decoded),

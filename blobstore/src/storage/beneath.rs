@@ -68,7 +68,7 @@ pub(super) fn open(
         use rustix::fs::ResolveFlags;
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
         // An empty path is not accepted by openat2; "." is the directory.
-        let target: &Path = if components(path).is_empty() {
+        let target: &Path = if !path.components().any(|c| matches!(c, Component::Normal(_))) {
             Path::new(".")
         } else {
             path

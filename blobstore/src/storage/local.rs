@@ -296,7 +296,13 @@ impl Storage for LocalStorage {
         if path == Path::new(".") {
             self.root.clone()
         } else {
-            self.root.join(path)
+            // `root.join(path)`, allocated once (a join copies the root,
+            // then grows the copy for the path).
+            let mut shown =
+                PathBuf::with_capacity(self.root.as_os_str().len() + path.as_os_str().len() + 1);
+            shown.push(&self.root);
+            shown.push(path);
+            shown
         }
     }
 

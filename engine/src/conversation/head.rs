@@ -22,7 +22,7 @@ use super::meta::Metadata;
 use super::state::ConversationState;
 use super::ConversationId;
 use crate::config::Settings;
-use crate::event::binary::value::{put_object, read_object};
+use crate::event::binary::value::{put_object, read_object, skip_object};
 use crate::event::binary::wire::{put_ref, put_str, put_varint, Reader};
 use crate::event::turns::TurnCounter;
 use crate::log::{
@@ -99,7 +99,7 @@ impl SettingsCache {
 
 /// Path of the head file of `id`, relative to the store root.
 pub fn head_path(id: &ConversationId) -> PathBuf {
-    id.dir().join(HEAD_FILE)
+    id.file(HEAD_FILE)
 }
 
 /// Encodes a head file.
@@ -117,16 +117,17 @@ pub fn encode(head: &Head) -> Vec<u8> {
 
 /// Decodes a head file; `None` if it is not a valid one of this version.
 pub fn decode(bytes: &[u8]) -> Option<Head> {
-    match decode_file(bytes, &|_| None)? {
-        HeadFile::Current(head) => Some(*head),
+    match decode_file(bytes, decode_body)? {
+        HeadFile::Current(head) => Some(head),
         HeadFile::Older(_) => None,
     }
 }
 
 /// A head file that decodes.
-enum HeadFile {
-    /// Of this version: evidence and cache.
-    Current(Box<Head>),
+enum HeadFile<T> {
+    /// Of this version: what its body gave (the head, or its evidence and
+    /// cache).
+    Current(T),
     /// Of version 2: its evidence is still used, its cache is not.
     Older(Evidence),
 }
@@ -140,9 +141,12 @@ struct Evidence {
     first_record_crc: u32,
 }
 
-/// Decodes a head file of this version, or the evidence of one of version
-/// 2; `None` if it is neither.
-fn decode_file(bytes: &[u8], remembered: Remembered<'_>) -> Option<HeadFile> {
+/// Decodes a head file of this version (its body by `current`), or the
+/// evidence of one of version 2; `None` if it is neither.
+fn decode_file<T>(
+    bytes: &[u8],
+    current: impl FnOnce(&[u8]) -> Result<T, String>,
+) -> Option<HeadFile<T>> {
     let header = bytes.get(..HEAD_HEADER_LEN)?;
     let version = u16::from_le_bytes([header[4], header[5]]);
     if header[0..4] != HEAD_MAGIC
@@ -158,9 +162,7 @@ fn decode_file(bytes: &[u8], remembered: Remembered<'_>) -> Option<HeadFile> {
         return None;
     }
     if version == HEAD_VERSION {
-        return decode_body_using(body, remembered)
-            .ok()
-            .map(|h| HeadFile::Current(Box::new(h)));
+        return current(body).ok().map(HeadFile::Current);
     }
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(body));
     de.set_max_depth(super::codec::MAX_DEPTH);
@@ -284,38 +286,107 @@ pub type Remembered<'a> = &'a dyn Fn(SettingsKey<'_>) -> Option<Settings>;
 /// body's last field.
 fn decode_body_using(body: &[u8], remembered: Remembered<'_>) -> Result<Head, String> {
     let mut r = Reader::new(body);
-    let log_end = r.varint()?;
-    let last_record = r.varint()?;
-    let last_record_crc = r.u32_le()?;
-    let first_record_crc = r.u32_le()?;
-    let base_config = read_optional(&mut r, Reader::blob_ref)?;
-    let fields = read_object(&mut r, 0)?;
+    let evidence = read_evidence(&mut r)?;
+    let state = read_state(&mut r, Build::State)?;
+    let settings = read_settings_cache(&mut r, remembered)?;
+    Ok(Head {
+        log_end: evidence.log_end,
+        last_record: evidence.last_record,
+        last_record_crc: evidence.last_record_crc,
+        first_record_crc: evidence.first_record_crc,
+        // `Build::State` builds it.
+        state: state.unwrap_or_default(),
+        settings,
+    })
+}
+
+/// [`decode_body_using`] for a reader that wants only the evidence and
+/// the settings cache (a view): the state between them is checked as
+/// decoding checks it (a body one refuses, the other refuses) but not
+/// built, which spares a view the allocations of its metadata and open
+/// requests.
+pub fn decode_body_for_log(
+    body: &[u8],
+    remembered: Remembered<'_>,
+) -> Result<(BodyEvidence, Option<SettingsCache>), String> {
+    let mut r = Reader::new(body);
+    let evidence = read_evidence(&mut r)?;
+    read_state(&mut r, Build::Nothing)?;
+    let settings = read_settings_cache(&mut r, remembered)?;
+    Ok((evidence, settings))
+}
+
+/// The fixed fields that open a head body: where the covered prefix ends
+/// and the checksums that tie it to its log (those of [`Head`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyEvidence {
+    /// [`Head::log_end`].
+    pub log_end: u64,
+    /// [`Head::last_record`].
+    pub last_record: u64,
+    /// [`Head::last_record_crc`].
+    pub last_record_crc: u32,
+    /// [`Head::first_record_crc`].
+    pub first_record_crc: u32,
+}
+
+fn read_evidence(r: &mut Reader<'_>) -> Result<BodyEvidence, String> {
+    Ok(BodyEvidence {
+        log_end: r.varint()?,
+        last_record: r.varint()?,
+        last_record_crc: r.u32_le()?,
+        first_record_crc: r.u32_le()?,
+    })
+}
+
+/// Whether [`read_state`] builds the state or only checks it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Build {
+    State,
+    Nothing,
+}
+
+/// The folded state of a head body, built or (`Build::Nothing`) checked
+/// alike and skipped.
+fn read_state(r: &mut Reader<'_>, build: Build) -> Result<Option<ConversationState>, String> {
+    let base_config = read_optional(r, Reader::blob_ref)?;
+    let fields = match build {
+        Build::State => Some(read_object(r, 0)?),
+        Build::Nothing => {
+            skip_object(r, 0)?;
+            None
+        }
+    };
     let entries = r.varint()?;
     let unknown_entries = r.varint()?;
     let records = r.varint()?;
-    let turn = read_optional(&mut r, Reader::varint)?;
-    let has_event = present(&mut r)?;
+    let turn = read_optional(r, Reader::varint)?;
+    let has_event = present(r)?;
     let count = r.varint()?;
     let mut open_requests: BTreeMap<String, String> = BTreeMap::new();
+    let mut last: Option<&str> = None;
     for _ in 0..count {
         let id = r.str()?;
         let tool = r.str()?;
         // Written in order, each id once: anything else is not a head this
         // code wrote.
-        if open_requests
-            .last_key_value()
-            .is_some_and(|(last, _)| last.as_str() >= id)
-        {
+        if last.is_some_and(|last| last >= id) {
             return Err(r.error("open requests out of order"));
         }
-        open_requests.insert(id.to_owned(), tool.to_owned());
+        last = Some(id);
+        if build == Build::State {
+            open_requests.insert(id.to_owned(), tool.to_owned());
+        }
     }
-    let last_event = read_optional(&mut r, |r| {
+    let last_event = read_optional(r, |r| {
         let secs = r.i64_le()?;
         let nanos = r.varint_u32()?;
         Timestamp::from_unix(secs, nanos).ok_or_else(|| r.error("a timestamp out of range"))
     })?;
-    let state = ConversationState {
+    let blob_refs = r.varint()?;
+    let content_bytes = r.varint()?;
+    let compactions = r.varint()?;
+    Ok(fields.map(|fields| ConversationState {
         metadata: Metadata {
             base_config,
             fields,
@@ -326,12 +397,21 @@ fn decode_body_using(body: &[u8], remembered: Remembered<'_>) -> Result<Head, St
         turns: TurnCounter::from_parts(turn, has_event),
         open_requests,
         last_event,
-        blob_refs: r.varint()?,
-        content_bytes: r.varint()?,
-        compactions: r.varint()?,
-    };
+        blob_refs,
+        content_bytes,
+        compactions,
+    }))
+}
+
+/// The settings cache that ends a head body. The settings of a key that
+/// `remembered` knows are taken from it, and the rest of the body is then
+/// not read (its checksum held: the settings are the body's last field).
+fn read_settings_cache(
+    r: &mut Reader<'_>,
+    remembered: Remembered<'_>,
+) -> Result<Option<SettingsCache>, String> {
     let mut known = false;
-    let settings = read_optional(&mut r, |r| {
+    let settings = read_optional(r, |r| {
         let workspace = r.blob_id()?;
         let base_config = read_optional(r, Reader::blob_id)?;
         let version = r.varint_u32()?;
@@ -360,14 +440,7 @@ fn decode_body_using(body: &[u8], remembered: Remembered<'_>) -> Result<Head, St
     if !known {
         r.finish("a head")?;
     }
-    Ok(Head {
-        log_end,
-        last_record,
-        last_record_crc,
-        first_record_crc,
-        state,
-        settings,
-    })
+    Ok(settings)
 }
 
 /// Reads the head cache of `id` and checks it against the log; `None` when
@@ -396,10 +469,13 @@ pub struct ForLog {
     /// decodes and belongs to the log, of this version or of version 2;
     /// else 0.
     pub proven_end: u64,
-    /// The head, if it is of this version and belongs to the log: its
-    /// settings cache may be used when its key matches. Not checked further
-    /// against the log (see [`load`]).
-    pub head: Option<Head>,
+    /// The settings cache of a head of this version that belongs to the
+    /// log: it may be used when its key matches. The head's state is
+    /// checked but not built (a writer or a listing [`load`]s it).
+    pub settings: Option<SettingsCache>,
+    /// The bytes of that head file as read, for a reader that replaces its
+    /// settings cache ([`decode`] them): the head is not read again.
+    pub file: Option<Vec<u8>>,
 }
 
 /// The head file of `id` judged against the log file `log` (its first
@@ -413,47 +489,57 @@ pub fn read_for_log(
 ) -> ForLog {
     let none = ForLog {
         proven_end: 0,
-        head: None,
+        settings: None,
+        file: None,
     };
-    let Some(file) = read_file(backend, id, remembered) else {
+    let Some(bytes) = read_bytes(backend, id) else {
         return none;
     };
-    let (evidence, head) = match file {
-        HeadFile::Current(head) => (
+    let Some(decoded) = decode_file(&bytes, |body| decode_body_for_log(body, remembered)) else {
+        return none;
+    };
+    let (evidence, settings, current) = match decoded {
+        HeadFile::Current((evidence, settings)) => (
             Evidence {
-                log_end: head.log_end,
-                first_record_crc: head.first_record_crc,
+                log_end: evidence.log_end,
+                first_record_crc: evidence.first_record_crc,
             },
-            Some(*head),
+            settings,
+            true,
         ),
-        HeadFile::Older(evidence) => (evidence, None),
+        HeadFile::Older(evidence) => (evidence, None, false),
     };
     if log_first_record_crc(log) != Some(evidence.first_record_crc) {
         return none;
     }
     ForLog {
         proven_end: evidence.log_end,
-        head,
+        settings,
+        file: current.then_some(bytes),
     }
 }
 
 /// The head file of `id` as it is, decoded if of this version; not
 /// checked against the log.
 fn read(backend: &dyn Backend, id: &ConversationId) -> Option<Head> {
-    match read_file(backend, id, &|_| None)? {
-        HeadFile::Current(head) => Some(*head),
+    match read_file(backend, id, decode_body)? {
+        HeadFile::Current(head) => Some(head),
         HeadFile::Older(_) => None,
     }
 }
 
-fn read_file(
+fn read_file<T>(
     backend: &dyn Backend,
     id: &ConversationId,
-    remembered: Remembered<'_>,
-) -> Option<HeadFile> {
+    current: impl FnOnce(&[u8]) -> Result<T, String>,
+) -> Option<HeadFile<T>> {
+    decode_file(&read_bytes(backend, id)?, current)
+}
+
+/// The bytes of the head file of `id`, if it can be read.
+fn read_bytes(backend: &dyn Backend, id: &ConversationId) -> Option<Vec<u8>> {
     let file = backend.open(&head_path(id)).ok()?;
-    let bytes = read_all(&*file, MAX_HEAD_LEN).ok()?;
-    decode_file(&bytes, remembered)
+    read_all(&*file, MAX_HEAD_LEN).ok()
 }
 
 /// How far the log of `id` is known to have been whole: the `log_end` of a
@@ -636,7 +722,7 @@ mod tests {
         let bytes =
             include_bytes!("../../../tests/fixtures/store-v2/store/conversations/native/head");
         assert_eq!(decode(bytes), None, "not a head of this version");
-        let Some(HeadFile::Older(evidence)) = decode_file(bytes, &|_| None) else {
+        let Some(HeadFile::Older(evidence)) = decode_file(bytes, decode_body) else {
             panic!("the evidence of a head of version 2 is read");
         };
         // `log_end` is the body's first value: `cd 07 1a`, a u16.
@@ -645,7 +731,7 @@ mod tests {
             let mut bad = bytes.to_vec();
             bad[i] ^= 0x10;
             assert!(
-                decode_file(&bad, &|_| None).is_none(),
+                decode_file(&bad, decode_body).is_none(),
                 "flip at byte {i} accepted"
             );
         }
@@ -677,7 +763,9 @@ mod tests {
                 .push((*key.workspace, key.base_config.copied(), key.version));
             (key.base_config == cache.base_config.as_ref()).then(|| other.clone())
         };
-        let Some(HeadFile::Current(read)) = decode_file(&bytes, &remembered) else {
+        let Some(HeadFile::Current(read)) =
+            decode_file(&bytes, |body| decode_body_using(body, &remembered))
+        else {
             panic!("the head decodes");
         };
         assert_eq!(read.settings.as_ref().map(|c| &c.settings), Some(&other));
@@ -687,10 +775,51 @@ mod tests {
             vec![(cache.workspace, cache.base_config, cache.version)]
         );
         let not_known = |_: SettingsKey<'_>| None;
-        let Some(HeadFile::Current(read)) = decode_file(&bytes, &not_known) else {
+        let Some(HeadFile::Current(read)) =
+            decode_file(&bytes, |body| decode_body_using(body, &not_known))
+        else {
             panic!("the head decodes");
         };
-        assert_eq!(*read, head);
+        assert_eq!(read, head);
+    }
+
+    /// What a view reads of a head (evidence and settings, the state
+    /// checked and skipped) is what decoding the whole head gives, and a
+    /// body one refuses the other refuses: every byte of a body flipped
+    /// and every prefix of it (the file's CRC is not in the way here).
+    #[test]
+    fn a_head_read_for_its_log_accepts_what_decoding_accepts() {
+        let seed = include_bytes!("../../../tests/fuzz/corpus/head_file/head");
+        let mut bodies = vec![encode_body(&sample()), seed[HEAD_HEADER_LEN..].to_vec()];
+        for body in bodies.clone() {
+            for i in 0..body.len() {
+                for bit in [0x01, 0x10, 0x80] {
+                    let mut bad = body.clone();
+                    bad[i] ^= bit;
+                    bodies.push(bad);
+                }
+            }
+            bodies.extend((0..body.len()).map(|cut| body[..cut].to_vec()));
+        }
+        let mut accepted = 0;
+        for body in &bodies {
+            let whole = decode_body(body).map(|h| {
+                let evidence = BodyEvidence {
+                    log_end: h.log_end,
+                    last_record: h.last_record,
+                    last_record_crc: h.last_record_crc,
+                    first_record_crc: h.first_record_crc,
+                };
+                (evidence, h.settings)
+            });
+            let for_log = decode_body_for_log(body, &|_| None);
+            assert_eq!(whole.is_ok(), for_log.is_ok(), "{whole:?} / {for_log:?}");
+            if let (Ok(whole), Ok(for_log)) = (whole, for_log) {
+                assert_eq!(whole, for_log);
+                accepted += 1;
+            }
+        }
+        assert!(accepted > 2, "some flips still decode ({accepted})");
     }
 
     #[test]

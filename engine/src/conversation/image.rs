@@ -131,7 +131,10 @@ impl LogImage {
         let mut walker = Walker::in_memory(&bytes, Framing::V2, max)
             .with_proven_end(reader.proven_end())
             .with_lazy_bodies();
-        let mut records = Vec::new();
+        // Sized for a short log's records at once (a vector grown from
+        // nothing allocates three times for ten records, and a short view
+        // is made of a few dozen allocations); a long log's grow.
+        let mut records = Vec::with_capacity((bytes.len() / 128).min(256));
         let mut pos = FIRST_RECORD;
         let io = |source| Error::Io {
             op: "read",
@@ -204,7 +207,8 @@ impl LogImage {
             order: Vec::new(),
             log_end,
         };
-        let mut order = Vec::new();
+        let count: usize = image.records.iter().map(|r| r.section.count as usize).sum();
+        let mut order = Vec::with_capacity(count);
         for (r, record) in image.records.iter().enumerate() {
             let plain = image.plain(record);
             for i in 0..record.section.count {
@@ -216,11 +220,9 @@ impl LogImage {
                 order.push((place, is_meta));
             }
         }
-        image.entries = order
-            .iter()
-            .filter(|(_, meta)| !meta)
-            .map(|(p, _)| *p)
-            .collect();
+        let mut entries = Vec::with_capacity(order.len());
+        entries.extend(order.iter().filter(|(_, meta)| !meta).map(|(p, _)| *p));
+        image.entries = entries;
         image.order = order;
         Ok(image)
     }

@@ -182,12 +182,29 @@ impl ConversationId {
 
     /// The conversation's directory, relative to the store root.
     pub fn dir(&self) -> PathBuf {
-        PathBuf::from(CONVERSATIONS_DIR).join(&self.0)
+        self.file("")
+    }
+
+    /// The file `name` in the conversation's directory, relative to the
+    /// store root (the directory itself for an empty name), made in one
+    /// allocation: a view of a short conversation makes a few such paths,
+    /// and each join of a path to another allocated twice.
+    pub fn file(&self, name: &str) -> PathBuf {
+        let mut path =
+            String::with_capacity(CONVERSATIONS_DIR.len() + self.0.len() + name.len() + 2);
+        path.push_str(CONVERSATIONS_DIR);
+        path.push('/');
+        path.push_str(&self.0);
+        if !name.is_empty() {
+            path.push('/');
+            path.push_str(name);
+        }
+        PathBuf::from(path)
     }
 
     /// The conversation's log, relative to the store root.
     pub fn log_path(&self) -> PathBuf {
-        self.dir().join(LOG_FILE)
+        self.file(LOG_FILE)
     }
 }
 

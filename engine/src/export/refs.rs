@@ -232,10 +232,10 @@ pub(crate) fn render_refs(
     plan: &ViewPlan,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    out.push(b'[');
     let threads = crate::parallel::cores();
     if plan.items.len() < PARALLEL_RENDER || threads < 2 {
-        out.reserve(plan.items.len() * BYTES_PER_ITEM);
+        out.reserve(plan.items.len() * BYTES_PER_ITEM + 3);
+        out.push(b'[');
         render_items(image, parsed, plan, 0..plan.items.len(), out)?;
     } else {
         let per = plan.items.len().div_ceil(threads);
@@ -244,7 +244,8 @@ pub(crate) fn render_refs(
             .collect();
         // The first part is written into `out` (room made for all of
         // them), the others beside it and copied after it.
-        out.reserve(plan.items.len() * BYTES_PER_ITEM);
+        out.reserve(plan.items.len() * BYTES_PER_ITEM + 3);
+        out.push(b'[');
         let first = std::sync::Mutex::new(Some(std::mem::take(out)));
         let mut parts = crate::parallel::map_ordered(&ranges, |range| {
             let taken = match range.start {

@@ -348,14 +348,15 @@ fn skip_object_after_tag(r: &mut Reader<'_>, depth: usize) -> Result<(), String>
     let depth = deeper(depth).map_err(|e| r.error(e))?;
     let count = r.varint()?;
     let count = bounded_count(r, count.saturating_mul(2))? / 2;
-    let mut small: Vec<&str> = Vec::new();
+    // The keys of a small object are kept on the stack.
+    let mut small: [&str; LINEAR_KEYS] = [""; LINEAR_KEYS];
     let mut large: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for _ in 0..count {
+    for k in 0..count {
         let key = r.str()?;
         skip_value(r, depth)?;
         let fresh = if count <= LINEAR_KEYS {
-            let fresh = !small.contains(&key);
-            small.push(key);
+            let fresh = !small[..k].contains(&key);
+            small[k] = key;
             fresh
         } else {
             large.insert(key)

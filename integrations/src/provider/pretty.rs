@@ -26,6 +26,15 @@ pub(crate) struct Pretty<'o> {
 /// microseconds, writing a MiB of escaped text about half a millisecond.
 const PARALLEL_WRITE: usize = 1 << 20;
 
+/// Bytes to make room for when writing `count` items of `weight` bytes of
+/// content in all: their content with a quarter more for escapes, and the
+/// keys and indentation of each. A request body of 7,840 messages of 11.9
+/// MB of content measured 14.3 MB (this gives 15.9); what is not written
+/// is never touched.
+fn room(weight: usize, count: usize) -> usize {
+    weight + weight / 4 + count * 128
+}
+
 impl<'o> Pretty<'o> {
     pub(crate) fn new(out: &'o mut Vec<u8>) -> Self {
         Pretty {
@@ -48,6 +57,10 @@ impl<'o> Pretty<'o> {
     ) -> Result<(), E> {
         let weights: Vec<usize> = items.iter().map(weight).collect();
         let total: usize = weights.iter().sum();
+        // Room for all of them at once: a body of megabytes grown by
+        // doubling copies itself at each step (glibc's `realloc` moves a
+        // large block of the heap), and the later half is appended.
+        self.out.reserve(room(total, items.len()));
         // The first item past half the weight starts the later half; it is
         // never the first item (the later half writes a comma first).
         let mut sum = 0;
@@ -70,7 +83,7 @@ impl<'o> Pretty<'o> {
         let later_weight: usize = weights[split..].iter().sum();
         let written = std::thread::scope(|scope| {
             let helper = scope.spawn(|| {
-                let mut out = Vec::with_capacity(later_weight + later_weight / 8);
+                let mut out = Vec::with_capacity(room(later_weight, later.len()));
                 let mut w = Pretty {
                     out: &mut out,
                     depth,

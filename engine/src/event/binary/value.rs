@@ -611,9 +611,17 @@ pub fn push_value_pretty(out: &mut Vec<u8>, v: &Value) {
 
 /// A line break and the indentation of `depth` in pretty JSON.
 pub fn push_pretty_indent(out: &mut Vec<u8>, depth: usize) {
-    out.push(b'\n');
-    for _ in 0..depth {
-        out.extend_from_slice(b"  ");
+    /// A line break and the indentation of the deepest levels a request
+    /// body or a view reaches, copied at once.
+    const LINE: &[u8; 33] = b"\n                                ";
+    match LINE.get(..1 + 2 * depth) {
+        Some(line) => out.extend_from_slice(line),
+        None => {
+            out.push(b'\n');
+            for _ in 0..depth {
+                out.extend_from_slice(b"  ");
+            }
+        }
     }
 }
 
@@ -733,6 +741,31 @@ mod tests {
             skip_object(&mut Reader::new(&[TAG_NULL]), 0),
             read_object(&mut Reader::new(&[TAG_NULL]), 0).map(|_| ())
         );
+    }
+
+    /// Indentation is copied from a line of 16 levels; deeper levels are
+    /// written two spaces at a time, as `serde_json` writes every level.
+    #[test]
+    fn deep_values_are_indented_as_serde_json_indents_them() {
+        for depth in [0usize, 1, 15, 16, 17, 24, 40] {
+            let mut v = json!({"leaf": [1, "two"]});
+            for level in 0..depth {
+                v = if level % 2 == 0 {
+                    json!([v, level])
+                } else {
+                    json!({"level": level, "inner": v})
+                };
+            }
+            assert_eq!(round_trip(&v), v, "depth {depth}");
+            let mut pretty = Vec::new();
+            push_value_pretty(&mut pretty, &v);
+            let expected = serde_json::to_vec_pretty(&v).expect("serialize");
+            assert_eq!(
+                String::from_utf8_lossy(&pretty),
+                String::from_utf8_lossy(&expected),
+                "depth {depth}"
+            );
+        }
     }
 
     #[test]

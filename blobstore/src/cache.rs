@@ -10,21 +10,74 @@
 //! a group that passed its checks. An object taken out of a cached group is
 //! checked against its id on its first read from it; the group remembers
 //! the objects that passed (the content is immutable), so reading them
-//! again hashes nothing.
+//! again hashes nothing. It remembers too which of its ranges a reader
+//! found to be UTF-8 ([`crate::Content::check_utf8`]), so that a process
+//! that writes the same request body again (an agent, at each step) does
+//! not read its texts once more only to check them.
+//!
+//! A read of a cached group costs two look-ups (the group, the object's
+//! check), so both are made cheap: keys are numbers and SHA-256 digests,
+//! hashed by [`KeyHasher`]; the cache's use order is brought up to date
+//! when it evicts, not at each read.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::BlobId;
 
-/// A decompressed group: its raw content and the objects of it already
+/// A hasher for the cache's keys, which are small numbers and SHA-256
+/// digests: each word is folded in by a rotation, an exclusive or and a
+/// multiplication (the step of rustc's FxHash), where the standard
+/// SipHash spends more on a 40-byte key than the look-up does. A crafted
+/// pack that made keys collide would slow the look-ups of its own groups,
+/// nothing else.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+type Keyed = BuildHasherDefault<KeyHasher>;
+
+/// A decompressed group: its raw content, the objects of it already
 /// checked against their id (offset, length and id, as the index gave
-/// them).
+/// them) and the ranges of it found to be UTF-8.
 #[derive(Debug)]
 pub(crate) struct CachedGroup {
     /// The group's raw content.
     pub(crate) content: Vec<u8>,
-    verified: Mutex<HashSet<(u32, u32, BlobId)>>,
+    verified: Mutex<HashSet<(u32, u32, BlobId), Keyed>>,
+    pub(crate) utf8: Mutex<HashSet<(usize, usize), Keyed>>,
 }
 
 impl CachedGroup {
@@ -32,11 +85,27 @@ impl CachedGroup {
     pub(crate) fn new(content: Vec<u8>) -> Self {
         Self {
             content,
-            verified: Mutex::new(HashSet::new()),
+            verified: Mutex::new(HashSet::default()),
+            utf8: Mutex::new(HashSet::default()),
         }
     }
 
-    fn verified(&self) -> std::sync::MutexGuard<'_, HashSet<(u32, u32, BlobId)>> {
+    /// Whether the bytes `range` of the content are UTF-8: checked once,
+    /// remembered when they are; the error of the check when they are not
+    /// (or the range lies outside the content).
+    pub(crate) fn check_utf8(&self, range: &std::ops::Range<usize>) -> Result<(), Utf8Check> {
+        let key = (range.start, range.end);
+        let lock = || self.utf8.lock().unwrap_or_else(|e| e.into_inner());
+        if lock().contains(&key) {
+            return Ok(());
+        }
+        let bytes = self.content.get(range.clone()).ok_or(Utf8Check::Outside)?;
+        std::str::from_utf8(bytes).map_err(Utf8Check::NotUtf8)?;
+        lock().insert(key);
+        Ok(())
+    }
+
+    fn verified(&self) -> std::sync::MutexGuard<'_, HashSet<(u32, u32, BlobId), Keyed>> {
         self.verified.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -50,6 +119,15 @@ impl CachedGroup {
     pub(crate) fn set_verified(&self, offset: u32, len: u32, id: &BlobId) {
         self.verified().insert((offset, len, *id));
     }
+}
+
+/// Why [`CachedGroup::check_utf8`] refused a range.
+#[derive(Debug)]
+pub(crate) enum Utf8Check {
+    /// The range lies outside the content.
+    Outside,
+    /// The bytes are not UTF-8.
+    NotUtf8(std::str::Utf8Error),
 }
 
 /// What the cache counts for a group beside its raw length, so that the
@@ -75,11 +153,21 @@ pub struct GroupCacheStats {
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<GroupKey, (Arc<CachedGroup>, u64)>,
-    /// Use order: the tick of each entry's last use.
+    entries: HashMap<GroupKey, Entry, Keyed>,
+    /// Use order, as of each entry's `queued` tick: an entry used since
+    /// is put back at its `used` tick when it comes up for eviction.
     order: BTreeMap<u64, GroupKey>,
     tick: u64,
     stats: GroupCacheStats,
+}
+
+/// A held group, the tick of its last use and the tick it is queued under
+/// in the use order (the same, or older).
+#[derive(Debug)]
+struct Entry {
+    group: Arc<CachedGroup>,
+    used: u64,
+    queued: u64,
 }
 
 /// A bytes-bounded LRU of decompressed groups.
@@ -107,17 +195,11 @@ impl GroupCache {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        let (content, old) = match inner.entries.get_mut(&key) {
-            Some((content, used)) => {
-                let old = std::mem::replace(used, tick);
-                (Arc::clone(content), old)
-            }
-            None => return None,
-        };
-        inner.order.remove(&old);
-        inner.order.insert(tick, key);
+        let entry = inner.entries.get_mut(&key)?;
+        entry.used = tick;
+        let group = Arc::clone(&entry.group);
         inner.stats.hits += 1;
-        Some(content)
+        Some(group)
     }
 
     /// Counts a group decompressed for a read, and keeps it unless it is
@@ -133,18 +215,34 @@ impl GroupCache {
         }
         inner.tick += 1;
         let tick = inner.tick;
-        if let Some((old, used)) = inner.entries.insert(key, (content, tick)) {
-            inner.order.remove(&used);
-            inner.stats.bytes -= old.content.len() as u64 + ENTRY_COST;
+        let entry = Entry {
+            group: content,
+            used: tick,
+            queued: tick,
+        };
+        if let Some(old) = inner.entries.insert(key, entry) {
+            inner.order.remove(&old.queued);
+            inner.stats.bytes -= old.group.content.len() as u64 + ENTRY_COST;
         }
         inner.order.insert(tick, key);
         inner.stats.bytes += len;
         while inner.stats.bytes > self.bound {
-            let Some((_, oldest)) = inner.order.pop_first() else {
+            let Some((queued, oldest)) = inner.order.pop_first() else {
                 break;
             };
-            if let Some((gone, _)) = inner.entries.remove(&oldest) {
-                inner.stats.bytes -= gone.content.len() as u64 + ENTRY_COST;
+            let Some(entry) = inner.entries.get_mut(&oldest) else {
+                continue;
+            };
+            if entry.used != queued {
+                // Used since it was queued: back in the order where its
+                // last use puts it.
+                entry.queued = entry.used;
+                let used = entry.used;
+                inner.order.insert(used, oldest);
+                continue;
+            }
+            if let Some(gone) = inner.entries.remove(&oldest) {
+                inner.stats.bytes -= gone.group.content.len() as u64 + ENTRY_COST;
             }
         }
         inner.stats.groups = inner.entries.len();
@@ -158,12 +256,12 @@ impl GroupCache {
             .entries
             .iter()
             .filter(|(k, _)| k.0 == serial)
-            .map(|(k, (_, used))| (*k, *used))
+            .map(|(k, entry)| (*k, entry.queued))
             .collect();
-        for (key, used) in doomed {
-            inner.order.remove(&used);
-            if let Some((gone, _)) = inner.entries.remove(&key) {
-                inner.stats.bytes -= gone.content.len() as u64 + ENTRY_COST;
+        for (key, queued) in doomed {
+            inner.order.remove(&queued);
+            if let Some(gone) = inner.entries.remove(&key) {
+                inner.stats.bytes -= gone.group.content.len() as u64 + ENTRY_COST;
             }
         }
         inner.stats.groups = inner.entries.len();
@@ -211,6 +309,63 @@ mod tests {
         cache.forget_pack(1);
         assert_eq!(cache.stats().groups, 1);
         assert_eq!(cache.stats().bytes, 20 + ENTRY_COST);
+    }
+
+    /// The cache against a model of an LRU (a list in use order, the least
+    /// recently used evicted first) over a long run of inserts, reads and
+    /// forgotten packs: the same groups are held after every step, so
+    /// bringing the use order up to date only at eviction changes nothing
+    /// a reader sees.
+    #[test]
+    fn the_cache_holds_what_a_plain_lru_holds() {
+        let bound = 10 * (100 + ENTRY_COST);
+        let cache = GroupCache::new(bound);
+        let mut model: Vec<(GroupKey, u64)> = Vec::new();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for step in 0..20_000 {
+            let key = (next(3), next(24) as u32);
+            match next(10) {
+                0..=3 => {
+                    let len = 20 + next(200);
+                    cache.insert(key, group(len as usize, 0));
+                    let cost = len + ENTRY_COST;
+                    model.retain(|(k, _)| *k != key);
+                    if cost <= bound / 4 {
+                        model.push((key, cost));
+                        while model.iter().map(|(_, c)| c).sum::<u64>() > bound {
+                            model.remove(0);
+                        }
+                    }
+                }
+                4..=8 => {
+                    let held = cache.get(key).is_some();
+                    let at = model.iter().position(|(k, _)| *k == key);
+                    assert_eq!(held, at.is_some(), "step {step}: read of {key:?}");
+                    if let Some(at) = at {
+                        let used = model.remove(at);
+                        model.push(used);
+                    }
+                }
+                _ => {
+                    let serial = key.0;
+                    cache.forget_pack(serial);
+                    model.retain(|(k, _)| k.0 != serial);
+                }
+            }
+            let s = cache.stats();
+            assert_eq!(s.groups, model.len(), "step {step}");
+            assert_eq!(
+                s.bytes,
+                model.iter().map(|(_, c)| c).sum::<u64>(),
+                "step {step}"
+            );
+        }
     }
 
     #[test]

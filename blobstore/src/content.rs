@@ -7,7 +7,7 @@ use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
-use crate::cache::CachedGroup;
+use crate::cache::{CachedGroup, Utf8Check};
 
 /// A blob's content (see the module documentation); derefs to its bytes.
 pub struct Content(Repr);
@@ -25,6 +25,22 @@ impl Content {
     /// the range lies inside it).
     pub(crate) fn of_group(group: Arc<CachedGroup>, range: Range<usize>) -> Content {
         Content(Repr::Group { group, range })
+    }
+
+    /// Whether the bytes are UTF-8 text, with the error of the check when
+    /// they are not. The range of a shared group is checked once: the
+    /// group cache remembers it while it holds the group.
+    pub fn check_utf8(&self) -> Result<(), std::str::Utf8Error> {
+        match &self.0 {
+            Repr::Owned(bytes) => std::str::from_utf8(bytes).map(|_| ()),
+            Repr::Group { group, range } => match group.check_utf8(range) {
+                Ok(()) => Ok(()),
+                Err(Utf8Check::NotUtf8(e)) => Err(e),
+                // Never (the read checked the range): the bytes it derefs
+                // to, none, are checked.
+                Err(Utf8Check::Outside) => std::str::from_utf8(self).map(|_| ()),
+            },
+        }
     }
 
     /// The bytes as a vector of their own (copied out of a shared group).
@@ -86,5 +102,33 @@ mod tests {
         // The group outlives the cache's hold on it for as long as a read
         // holds it.
         assert_eq!(Arc::strong_count(&group), 1);
+    }
+
+    /// Text is checked as `str::from_utf8` checks it, in owned bytes and in
+    /// a shared group's ranges alike; a group remembers the ranges that
+    /// passed (a cut inside a character does not pass, the whole does), and
+    /// nothing else.
+    #[test]
+    fn text_is_checked_once_per_range_of_a_group() {
+        let text = "añb€c".as_bytes().to_vec();
+        assert!(Content::from(text.clone()).check_utf8().is_ok());
+        let bad = Content::from(vec![b'a', 0xff]).check_utf8();
+        assert_eq!(bad.map_err(|e| e.valid_up_to()), Err(1));
+        let group = Arc::new(CachedGroup::new(text.clone()));
+        for start in 0..=text.len() {
+            for end in start..=text.len() {
+                let expected = std::str::from_utf8(&text[start..end]).map(|_| ());
+                let shared = Content::of_group(Arc::clone(&group), start..end);
+                assert_eq!(shared.check_utf8(), expected, "{start}..{end}");
+                // Asked again: the same answer, remembered or checked.
+                assert_eq!(shared.check_utf8(), expected, "{start}..{end} again");
+                let remembered = group
+                    .utf8
+                    .lock()
+                    .map(|set| set.contains(&(start, end)))
+                    .unwrap_or(false);
+                assert_eq!(remembered, expected.is_ok(), "{start}..{end} remembered");
+            }
+        }
     }
 }

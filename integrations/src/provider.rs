@@ -234,7 +234,7 @@ impl Reader<'_, '_> {
     /// The text of blob `r`, checked to be UTF-8.
     fn blob_text(&mut self, r: &BlobRef) -> Result<Content, Error> {
         let content = (self.content)(r)?;
-        std::str::from_utf8(&content).map_err(|e| not_utf8(r, e))?;
+        content.check_utf8().map_err(|e| not_utf8(r, e))?;
         Ok(content)
     }
 }

@@ -473,8 +473,11 @@ pub struct ForLog {
     /// log: it may be used when its key matches. The head's state is
     /// checked but not built (a writer or a listing [`load`]s it).
     pub settings: Option<SettingsCache>,
-    /// The bytes of that head file as read, for a reader that replaces its
-    /// settings cache ([`decode`] them): the head is not read again.
+    /// The bytes of that head file as read, when its settings were not
+    /// ones the reader remembers (it may replace them: [`decode`] the
+    /// bytes, the head is not read again). Otherwise they are freed at
+    /// once: a short view allocates next, and a block freed just now is
+    /// the one in the CPU's caches.
     pub file: Option<Vec<u8>>,
 }
 
@@ -495,7 +498,13 @@ pub fn read_for_log(
     let Some(bytes) = read_bytes(backend, id) else {
         return none;
     };
-    let Some(decoded) = decode_file(&bytes, |body| decode_body_for_log(body, remembered)) else {
+    let known = std::cell::Cell::new(false);
+    let noting = |key: SettingsKey<'_>| {
+        let settings = remembered(key);
+        known.set(settings.is_some());
+        settings
+    };
+    let Some(decoded) = decode_file(&bytes, |body| decode_body_for_log(body, &noting)) else {
         return none;
     };
     let (evidence, settings, current) = match decoded {
@@ -515,7 +524,7 @@ pub fn read_for_log(
     ForLog {
         proven_end: evidence.log_end,
         settings,
-        file: current.then_some(bytes),
+        file: (current && !known.get()).then_some(bytes),
     }
 }
 

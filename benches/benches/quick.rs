@@ -347,7 +347,12 @@ fn conversation(run: &Path, report: &mut Report) {
                 2,
                 at_least("view_anthropic_5x_faster_than_jp_parse", 5.0),
             ),
-            ("jp_parse_10_vs_view_refs_10", 4, 3, None),
+            (
+                "jp_parse_10_vs_view_refs_10",
+                4,
+                3,
+                at_least("view_refs_10_faster_than_jp_parse_10", 1.0),
+            ),
             ("view_refs_10_vs_jp_parse_10k", 3, 1, None),
             ("jp_parse_vs_escape_anthropic_body", 1, 5, None),
         ],

@@ -17,57 +17,16 @@
 //!
 //! A read of a cached group costs two look-ups (the group, the object's
 //! check), so both are made cheap: keys are numbers and SHA-256 digests,
-//! hashed by [`KeyHasher`]; the cache's use order is brought up to date
-//! when it evicts, not at each read.
+//! hashed by [`FastHasher`](crate::fast_hash::FastHasher) (SipHash cost
+//! more than the look-up; a pack crafted to make its keys collide slows
+//! the look-ups of its own groups only); the cache's use order is brought
+//! up to date when it evicts, not at each read.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::fast_hash::{FastMap, FastSet};
 use crate::BlobId;
-
-/// A hasher for the cache's keys, which are small numbers and SHA-256
-/// digests: each word is folded in by a rotation, an exclusive or and a
-/// multiplication (the step of rustc's FxHash), where the standard
-/// SipHash spends more on a 40-byte key than the look-up does. A crafted
-/// pack that made keys collide would slow the look-ups of its own groups,
-/// nothing else.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
-
-impl KeyHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-}
-
-type Keyed = BuildHasherDefault<KeyHasher>;
 
 /// A decompressed group: its raw content, the objects of it already
 /// checked against their id (offset, length and id, as the index gave
@@ -76,8 +35,8 @@ type Keyed = BuildHasherDefault<KeyHasher>;
 pub(crate) struct CachedGroup {
     /// The group's raw content.
     pub(crate) content: Vec<u8>,
-    verified: Mutex<HashSet<(u32, u32, BlobId), Keyed>>,
-    pub(crate) utf8: Mutex<HashSet<(usize, usize), Keyed>>,
+    verified: Mutex<FastSet<(u32, u32, BlobId)>>,
+    pub(crate) utf8: Mutex<FastSet<(usize, usize)>>,
 }
 
 impl CachedGroup {
@@ -85,8 +44,8 @@ impl CachedGroup {
     pub(crate) fn new(content: Vec<u8>) -> Self {
         Self {
             content,
-            verified: Mutex::new(HashSet::default()),
-            utf8: Mutex::new(HashSet::default()),
+            verified: Mutex::new(FastSet::default()),
+            utf8: Mutex::new(FastSet::default()),
         }
     }
 
@@ -105,7 +64,7 @@ impl CachedGroup {
         Ok(())
     }
 
-    fn verified(&self) -> std::sync::MutexGuard<'_, HashSet<(u32, u32, BlobId), Keyed>> {
+    fn verified(&self) -> std::sync::MutexGuard<'_, FastSet<(u32, u32, BlobId)>> {
         self.verified.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -153,7 +112,7 @@ pub struct GroupCacheStats {
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<GroupKey, Entry, Keyed>,
+    entries: FastMap<GroupKey, Entry>,
     /// Use order, as of each entry's `queued` tick: an entry used since
     /// is put back at its `used` tick when it comes up for eviction.
     order: BTreeMap<u64, GroupKey>,

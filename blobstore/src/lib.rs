@@ -19,6 +19,7 @@ mod batch;
 mod cache;
 mod content;
 pub mod error;
+pub mod fast_hash;
 pub mod group;
 pub mod id;
 pub mod merge;

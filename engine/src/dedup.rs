@@ -47,7 +47,7 @@ use crate::config::BadSetting;
 use crate::event::head::{BlockHead, Blocks, ResourceHead, Resources, TurnRole};
 use crate::event::turns::TurnCounter;
 use crate::event::Object;
-use crate::fast_hash::FastMap;
+use jpstore_blobstore::fast_hash::FastMap;
 
 #[cfg(doc)]
 use crate::event::BlobRef;

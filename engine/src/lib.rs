@@ -104,7 +104,6 @@ pub mod dedup;
 pub mod error;
 pub mod event;
 pub mod export;
-mod fast_hash;
 pub mod fsck;
 pub mod gc;
 pub mod import;

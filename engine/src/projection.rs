@@ -46,8 +46,8 @@ use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
     Payload, Resource, ResourceContent, TextBlock, ToolCallPolicy, ToolCallResponse,
 };
-use crate::fast_hash::FastMap;
 use crate::timestamp::Timestamp;
+use jpstore_blobstore::fast_hash::FastMap;
 
 /// Content of the request injected before a summary.
 pub const SUMMARY_REQUEST: &str = "[Summary of previous conversation]";
@@ -599,43 +599,66 @@ fn call_of<'a>(item: &ViewItem, heads: &[EntryHead<'a>]) -> Option<Result<&'a st
 /// response yet, so reused ids pair up in order.
 fn repair_items(items: Vec<ViewItem>, heads: &[EntryHead<'_>]) -> Vec<ViewItem> {
     const NONE: u32 = u32::MAX;
-    let mut answered = vec![false; items.len()];
-    let mut orphan_response = vec![false; items.len()];
-    let (mut requests, mut repaired) = (0usize, 0usize);
+    /// What pairing found of an item: one vector of these, not three (a
+    /// short view is made of a few dozen allocations, each a few cache
+    /// misses when caches are cold; `vec![false; n]` is a `calloc`, which
+    /// glibc serves without its per-thread cache).
+    #[derive(Clone, Copy)]
+    struct Pairing {
+        /// The open request of the same call id under this one.
+        below: u32,
+        answered: bool,
+        orphan_response: bool,
+    }
+    let mut pairing = vec![
+        Pairing {
+            below: NONE,
+            answered: false,
+            orphan_response: false,
+        };
+        items.len()
+    ];
+    let requests = items
+        .iter()
+        .filter(|item| matches!(call_of(item, heads), Some(Ok(_))))
+        .count();
+    let mut repaired = 0usize;
+    let mut orphans = false;
     {
         // The open requests of each call id, as a stack threaded through
-        // `below` (the request under each one): no list per id.
-        let mut top: FastMap<&str, u32> = FastMap::default();
-        let mut below = vec![NONE; items.len()];
+        // `below` (the request under each one): no list per id. Sized for
+        // every request at once (no growth by rehashing).
+        let mut top: FastMap<&str, u32> =
+            FastMap::with_capacity_and_hasher(requests, Default::default());
         for (i, item) in items.iter().enumerate() {
             match call_of(item, heads) {
-                Some(Ok(id)) => {
-                    requests += 1;
-                    below[i] = top.insert(id, i as u32).unwrap_or(NONE);
-                }
+                Some(Ok(id)) => pairing[i].below = top.insert(id, i as u32).unwrap_or(NONE),
                 Some(Err(id)) => match top.get_mut(id) {
                     Some(t) if *t != NONE => {
                         let req = *t as usize;
-                        answered[req] = true;
+                        pairing[req].answered = true;
                         repaired += 1;
-                        *t = below[req];
+                        *t = pairing[req].below;
                     }
-                    _ => orphan_response[i] = true,
+                    _ => {
+                        pairing[i].orphan_response = true;
+                        orphans = true;
+                    }
                 },
                 None => {}
             }
         }
     }
-    if repaired == requests && !orphan_response.contains(&true) {
+    if repaired == requests && !orphans {
         return items;
     }
     let mut out = Vec::with_capacity(items.len() + requests - repaired);
     for (i, item) in items.into_iter().enumerate() {
-        if orphan_response[i] {
+        if pairing[i].orphan_response {
             continue;
         }
         let interrupted = match call_of(&item, heads) {
-            Some(Ok(id)) if !answered[i] => Some((item.origin, id)),
+            Some(Ok(id)) if !pairing[i].answered => Some((item.origin, id)),
             _ => None,
         };
         out.push(item);

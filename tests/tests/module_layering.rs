@@ -16,10 +16,7 @@ use std::path::{Path, PathBuf};
 /// The layers of the engine, from the bottom. A module may import from its
 /// own layer (without a cycle) and from any layer below, never from above.
 const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "leaves",
-        &["fast_hash", "json_text", "parallel", "timestamp"],
-    ),
+    ("leaves", &["json_text", "parallel", "timestamp"]),
     ("the data model", &["config", "event"]),
     (
         "the view, pure functions of events",

@@ -1,11 +1,12 @@
-//! A fast, non-cryptographic hasher for maps keyed by short strings the
-//! engine itself decides on (tool call ids, URIs, blob ids of a view):
+//! A fast, non-cryptographic hasher for maps keyed by short strings and
+//! numbers the store itself decides on (tool call ids, URIs, blob ids of a
+//! view; the group cache's groups and the objects checked in them):
 //! the multiply-rotate of rustc's `FxHasher`, a few instructions per eight
 //! bytes, where the standard library's SipHash costs tens of nanoseconds
 //! per key. Not for keys an adversary picks to collide at will in a
 //! long-lived map: a view's maps live for one view of one conversation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The hasher ([`FastMap`]'s).
@@ -61,6 +62,9 @@ impl Hasher for FastHasher {
 
 /// A `HashMap` with the [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// A `HashSet` with the [`FastHasher`].
+pub type FastSet<K> = HashSet<K, BuildHasherDefault<FastHasher>>;
 
 #[cfg(test)]
 mod tests {

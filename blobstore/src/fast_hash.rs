@@ -18,12 +18,14 @@ pub struct FastHasher {
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
 impl FastHasher {
+    #[inline]
     fn add(&mut self, word: u64) {
         self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     }
 }
 
 impl Hasher for FastHasher {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
@@ -39,22 +41,27 @@ impl Hasher for FastHasher {
         }
     }
 
+    #[inline]
     fn write_u8(&mut self, n: u8) {
         self.add(u64::from(n));
     }
 
+    #[inline]
     fn write_u32(&mut self, n: u32) {
         self.add(u64::from(n));
     }
 
+    #[inline]
     fn write_u64(&mut self, n: u64) {
         self.add(n);
     }
 
+    #[inline]
     fn write_usize(&mut self, n: usize) {
         self.add(n as u64);
     }
 
+    #[inline]
     fn finish(&self) -> u64 {
         self.hash
     }

@@ -117,13 +117,13 @@ impl<'o> Pretty<'o> {
             let mine = first.iter().try_for_each(|item| write(self, item));
             if mine.is_ok() {
                 // In order, until the helper is done (its sender dropped).
-                // Waited for by spinning, not by sleeping: the wait is a
-                // piece's writing at most, and a thread put to sleep on this
-                // kind of virtual machine may take milliseconds to wake.
+                // Waited for without sleeping (a thread put to sleep on a
+                // virtual machine may take milliseconds to wake), yielding
+                // the core in case the helper waits for it.
                 loop {
                     match handed.try_recv() {
                         Ok(piece) => self.out.extend_from_slice(&piece),
-                        Err(std::sync::mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+                        Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
                         Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
                     }
                 }

@@ -114,6 +114,20 @@ pub fn log_file(data: &[u8]) {
             }
         }
     }
+    // A version 2 log read whole as a view reads it: its image, every
+    // entry's parsed head and aux, and each entry decoded.
+    if let (Ok(mut reader), Ok(id)) = (
+        LogReader::open(&backend, path, options),
+        jpstore_engine::conversation::ConversationId::parse("fuzz"),
+    ) {
+        if let Ok(image) = jpstore_engine::conversation::image::LogImage::read(&mut reader, &id) {
+            if image.parse_entries_and_heads().is_ok() {
+                for i in 0..image.len() {
+                    let _ = image.entry(i);
+                }
+            }
+        }
+    }
 }
 
 /// One log entry (kind byte and MessagePack, or a packed zstd frame of a

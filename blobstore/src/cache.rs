@@ -36,7 +36,7 @@ pub(crate) struct CachedGroup {
     /// The group's raw content.
     pub(crate) content: Vec<u8>,
     verified: Mutex<FastSet<(u32, u32, BlobId)>>,
-    pub(crate) utf8: Mutex<FastSet<(usize, usize)>>,
+    utf8: Mutex<FastSet<(usize, usize)>>,
 }
 
 impl CachedGroup {
@@ -62,6 +62,15 @@ impl CachedGroup {
         std::str::from_utf8(bytes).map_err(Utf8Check::NotUtf8)?;
         lock().insert(key);
         Ok(())
+    }
+
+    /// Whether the range `start..end` is remembered as UTF-8.
+    #[cfg(test)]
+    pub(crate) fn remembers_utf8(&self, start: usize, end: usize) -> bool {
+        self.utf8
+            .lock()
+            .map(|set| set.contains(&(start, end)))
+            .unwrap_or(false)
     }
 
     fn verified(&self) -> std::sync::MutexGuard<'_, FastSet<(u32, u32, BlobId)>> {

@@ -122,11 +122,7 @@ mod tests {
                 assert_eq!(shared.check_utf8(), expected, "{start}..{end}");
                 // Asked again: the same answer, remembered or checked.
                 assert_eq!(shared.check_utf8(), expected, "{start}..{end} again");
-                let remembered = group
-                    .utf8
-                    .lock()
-                    .map(|set| set.contains(&(start, end)))
-                    .unwrap_or(false);
+                let remembered = group.remembers_utf8(start, end);
                 assert_eq!(remembered, expected.is_ok(), "{start}..{end} remembered");
             }
         }

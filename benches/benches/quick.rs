@@ -46,7 +46,9 @@
 //!
 //! Stores live below `JPSTORE_BENCH_DIR` if set, else below cargo's
 //! `CARGO_TARGET_TMPDIR` (not a tmpfs `/tmp`: the syncs must be real), and
-//! are removed at the end.
+//! are removed at the end; the import store is moved to
+//! `JPSTORE_BENCH_KEEP_IMPORT` if that is set (a path on the same file
+//! system), for `benches/store_parts.py`.
 //!
 //! Run: `cargo bench --bench quick` (from the workspace root).
 
@@ -398,7 +400,21 @@ fn import(run: &Path, report: &mut Report) {
         let store = Store::open_dir(&dir, StoreOptions::default()).expect("open");
         plain_json_zstd19(&store)
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    // Kept where `JPSTORE_BENCH_KEEP_IMPORT` says, for a look at its bytes
+    // (`benches/store_parts.py`).
+    match std::env::var_os("JPSTORE_BENCH_KEEP_IMPORT") {
+        Some(keep) => {
+            let keep = PathBuf::from(keep);
+            let _ = std::fs::remove_dir_all(&keep);
+            match std::fs::rename(&dir, &keep) {
+                Ok(()) => eprintln!("import store kept at {}", keep.display()),
+                Err(e) => eprintln!("import store not kept at {}: {e}", keep.display()),
+            }
+        }
+        None => {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
     let bytes = report.figure(
         "import_store_bytes_vs_jp_bytes",
         store_bytes as f64 / jp_bytes as f64,

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -76,10 +76,20 @@ impl DiskCache {
         self.dir.join(&hex[..2]).join(&hex[2..])
     }
 
-    /// The bytes of `name`, if cached and whole.
+    /// The bytes of `name`, if cached and whole. Anything but a regular
+    /// file at its path (a FIFO, a device, a symbolic link, which the cache
+    /// never writes) is a miss, found without blocking and removed as a
+    /// damaged entry is.
     pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
         let path = self.path(name);
-        let data = fs::read(&path).ok()?;
+        let (file, data) = match read_regular(&path) {
+            Ok(Some(read)) => read,
+            Ok(None) => {
+                let _ = fs::remove_file(&path);
+                return None;
+            }
+            Err(_) => return None,
+        };
         let body = data.get(HEADER..)?;
         let ok = data.get(..MAGIC.len()) == Some(MAGIC)
             && data.get(MAGIC.len()..HEADER) == Some(BlobId::of(body).as_bytes().as_slice());
@@ -87,10 +97,9 @@ impl DiskCache {
             let _ = fs::remove_file(&path);
             return None;
         }
-        // Recently used: evicted last.
-        if let Ok(f) = fs::File::options().append(true).open(&path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
+        // Recently used: evicted last (the file is the cache's own, so its
+        // owner may set its time through a descriptor opened for reading).
+        let _ = file.set_modified(SystemTime::now());
         Some(Bytes::copy_from_slice(body))
     }
 
@@ -176,6 +185,29 @@ impl DiskCache {
     }
 }
 
+/// The file at `path` and its bytes if it is a regular file; `None` if it
+/// is anything else (not followed if a symbolic link, not waited on if a
+/// FIFO: opened with `O_NOFOLLOW | O_NONBLOCK`, checked by `fstat` before a
+/// byte is read).
+fn read_regular(path: &Path) -> io::Result<Option<(fs::File, Vec<u8>)>> {
+    use rustix::fs::{Mode, OFlags};
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut file = fs::File::from(fd);
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut data)?;
+    Ok(Some((file, data)))
+}
+
 /// The objects a backend keeps: in memory for this process, and in a cache
 /// directory if it has one.
 #[derive(Debug, Default)]
@@ -227,5 +259,67 @@ impl Cache {
         if memory.1.insert(name.to_string(), data.clone()).is_none() {
             memory.0 += size;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `get` on another thread, so that a read blocked on a FIFO fails the
+    /// test instead of hanging it.
+    fn get_or_blocked(cache: &std::sync::Arc<DiskCache>, name: &'static str) -> Option<Bytes> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(cache.get(name));
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("get returned (it did not wait on a special file)")
+    }
+
+    #[test]
+    fn an_entry_that_is_not_a_regular_file_is_a_miss_and_is_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = std::sync::Arc::new(DiskCache::open(dir.path(), 1 << 20).expect("open"));
+        let data = b"the bytes of an object".as_slice();
+        cache.put("object", data, false);
+        assert_eq!(cache.get("object").as_deref(), Some(data));
+        let path = cache.path("object");
+        let kept = dir.path().join("elsewhere");
+        fs::rename(&path, &kept).expect("move the entry away");
+
+        // A FIFO with no writer: opening it for reading would wait for one.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .expect("mkfifo");
+        assert_eq!(get_or_blocked(&cache, "object"), None);
+        assert!(fs::symlink_metadata(&path).is_err(), "the FIFO is removed");
+
+        // A symbolic link to a whole entry: not followed.
+        std::os::unix::fs::symlink(&kept, &path).expect("symlink");
+        assert_eq!(get_or_blocked(&cache, "object"), None);
+        assert!(fs::symlink_metadata(&path).is_err(), "the link is removed");
+        assert!(kept.is_file(), "what the link named is left alone");
+
+        // A directory: a miss, left (it is not the cache's to remove).
+        fs::create_dir(&path).expect("mkdir");
+        assert_eq!(get_or_blocked(&cache, "object"), None);
+        fs::remove_dir(&path).expect("rmdir");
+
+        // The entry back in place is found again; damaged, it is removed.
+        fs::rename(&kept, &path).expect("move the entry back");
+        assert_eq!(cache.get("object").as_deref(), Some(data));
+        let mut bytes = fs::read(&path).expect("read the entry");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&path, &bytes).expect("damage the entry");
+        assert_eq!(cache.get("object"), None);
+        assert!(!path.exists(), "the damaged entry is removed");
     }
 }

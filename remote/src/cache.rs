@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -29,6 +29,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use jpstore_blobstore::BlobId;
+
+use crate::regular_file::{read_regular, Found};
 
 const MAGIC: &[u8; 8] = b"jpsc\x01\n\0\0";
 const HEADER: usize = MAGIC.len() + BlobId::LEN;
@@ -82,9 +84,9 @@ impl DiskCache {
     /// damaged entry is.
     pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
         let path = self.path(name);
-        let (file, data) = match read_regular(&path) {
-            Ok(Some(read)) => read,
-            Ok(None) => {
+        let (file, data) = match read_regular(&path, false, u64::MAX) {
+            Ok(Found::Regular(file, data)) => (file, data),
+            Ok(Found::Other(_)) => {
                 let _ = fs::remove_file(&path);
                 return None;
             }
@@ -183,29 +185,6 @@ impl DiskCache {
         }
         self.bytes.store(total, Ordering::Relaxed);
     }
-}
-
-/// The file at `path` and its bytes if it is a regular file; `None` if it
-/// is anything else (not followed if a symbolic link, not waited on if a
-/// FIFO: opened with `O_NOFOLLOW | O_NONBLOCK`, checked by `fstat` before a
-/// byte is read).
-fn read_regular(path: &Path) -> io::Result<Option<(fs::File, Vec<u8>)>> {
-    use rustix::fs::{Mode, OFlags};
-    let flags =
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::LOOP) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let mut file = fs::File::from(fd);
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Ok(None);
-    }
-    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut data)?;
-    Ok(Some((file, data)))
 }
 
 /// The objects a backend keeps: in memory for this process, and in a cache

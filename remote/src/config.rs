@@ -24,6 +24,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+use crate::regular_file::{read_regular, Found};
+
 /// The variable naming the user configuration file.
 pub const CONFIG_VAR: &str = "JP_STORE_CONFIG";
 /// The variable of [`S3Config::cache_dir`].
@@ -162,6 +164,24 @@ pub enum ConfigError {
     },
 }
 
+/// The largest user configuration file read: a few settings take a few
+/// hundred bytes.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of the configuration file at `path`: a regular file (a link
+/// to one is followed) of at most [`MAX_CONFIG_BYTES`], in UTF-8. A FIFO
+/// or a device there is refused, not waited on or read without end.
+fn read_text(path: &Path) -> io::Result<String> {
+    match read_regular(path, true, MAX_CONFIG_BYTES)? {
+        Found::Regular(_, bytes) => String::from_utf8(bytes)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")),
+        Found::Other(kind) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}, not a regular file", kind.describe()),
+        )),
+    }
+}
+
 impl UserConfig {
     /// Where the user configuration file is: `$JP_STORE_CONFIG`, else
     /// `$XDG_CONFIG_HOME/jp-store/config.toml`, else
@@ -186,7 +206,7 @@ impl UserConfig {
     pub fn load_default() -> Result<UserConfig, ConfigError> {
         match Self::default_path() {
             None => Ok(UserConfig::default()),
-            Some((path, named)) => match std::fs::read_to_string(&path) {
+            Some((path, named)) => match read_text(&path) {
                 Ok(text) => Self::parse(&text, &path),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !named => {
                     Ok(UserConfig::default())
@@ -198,7 +218,7 @@ impl UserConfig {
 
     /// The configuration the file `path` holds.
     pub fn load(path: &Path) -> Result<UserConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = read_text(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -37,6 +37,7 @@ mod config;
 mod location;
 mod log;
 mod reader;
+mod regular_file;
 #[doc(hidden)]
 pub mod testing;
 

@@ -25,6 +25,11 @@ const HANG_DEADLINE: Duration = Duration::from_secs(120);
 /// limit with `stdin` as standard input; panics if it is still running
 /// after [`HANG_DEADLINE`] (it is killed first).
 fn run_unless_hung(store: &Path, args: &[&str], stdin: Stdio) -> Run {
+    run_unless_hung_with(store, args, stdin, &[])
+}
+
+/// [`run_unless_hung`] with the variables `env` set.
+fn run_unless_hung_with(store: &Path, args: &[&str], stdin: Stdio, env: &[(&str, &Path)]) -> Run {
     let mut child = Command::new("sh")
         .args(["-c", "ulimit -v 2097152 && exec \"$0\" \"$@\""])
         .arg(jp_store_bin())
@@ -32,6 +37,7 @@ fn run_unless_hung(store: &Path, args: &[&str], stdin: Stdio) -> Run {
         .arg(store)
         .args(args)
         .env_remove("JP_STORE_DIR")
+        .envs(env.iter().copied())
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -182,6 +188,34 @@ fn summary_files_that_are_not_regular_or_too_large_are_refused() {
         out.json("compact with a summary file")["summary"],
         "what happened"
     );
+}
+
+#[test]
+fn a_user_configuration_file_that_is_not_a_regular_file_or_too_large_is_refused() {
+    let f = Fixture::new();
+    let fifo = f.fifo("config.fifo");
+    let big = f.sparse("config.big", 3 << 30);
+    let s3 = Path::new("s3://some-bucket/prefix");
+    for (file, says) in [
+        (fifo.as_path(), "a FIFO, not a regular file"),
+        (
+            Path::new("/dev/zero"),
+            "a character device, not a regular file",
+        ),
+        (big.as_path(), "larger than the 1048576 bytes allowed"),
+        (f.work.as_path(), "a directory, not a regular file"),
+    ] {
+        let out = run_unless_hung_with(s3, &["ls"], Stdio::null(), &[("JP_STORE_CONFIG", file)]);
+        out.expect_code(1, &format!("JP_STORE_CONFIG={}", file.display()));
+        for wanted in [s(file), "cannot read the configuration file", says] {
+            assert!(
+                out.stderr.contains(wanted),
+                "JP_STORE_CONFIG={}: {wanted:?} not in: {}",
+                file.display(),
+                out.stderr
+            );
+        }
+    }
 }
 
 #[test]

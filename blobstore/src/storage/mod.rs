@@ -71,6 +71,29 @@ pub enum FileKind {
     Other,
 }
 
+impl From<std::fs::FileType> for FileKind {
+    fn from(kind: std::fs::FileType) -> Self {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_file() {
+            FileKind::Regular
+        } else if kind.is_dir() {
+            FileKind::Directory
+        } else if kind.is_symlink() {
+            FileKind::Symlink
+        } else if kind.is_fifo() {
+            FileKind::Fifo
+        } else if kind.is_socket() {
+            FileKind::Socket
+        } else if kind.is_char_device() {
+            FileKind::CharDevice
+        } else if kind.is_block_device() {
+            FileKind::BlockDevice
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
 impl FileKind {
     /// The kind with an article, as a message names it ("a FIFO").
     pub fn describe(self) -> &'static str {

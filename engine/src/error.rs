@@ -163,6 +163,17 @@ pub enum Error {
         /// Some of the names in it.
         found: String,
     },
+    /// `fsck --repair` could not finish moving a conversation into
+    /// quarantine (its note, or the records it keeps, could not be written).
+    #[error("fsck --repair could not quarantine conversation {id}: {failed}; {left}")]
+    RepairNotDone {
+        /// The conversation.
+        id: String,
+        /// What failed.
+        failed: Box<Error>,
+        /// Where the conversation is now.
+        left: String,
+    },
     /// A fork of the last 0 turns: it would hold nothing.
     #[error("the range is empty: from turn {from} to turn {to}")]
     EmptyFork {

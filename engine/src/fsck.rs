@@ -441,13 +441,12 @@ impl Store {
         }
         if options.repair {
             for (id, why, keep) in to_quarantine {
-                let to = self.quarantine_conversation(&id, &why)?;
+                let to = self.quarantine_conversation(&id, &why, keep)?;
                 report.repairs.push(format!(
                     "moved conversation {id} to {} because {why}",
                     to.display()
                 ));
                 if let Some(end) = keep {
-                    self.restore_prefix(&id, &to, end)?;
                     report.repairs.push(format!(
                         "kept the whole records of conversation {id} before offset {end} in the store (the whole log stays in quarantine)"
                     ));
@@ -906,11 +905,13 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_else(|| "object".into());
-        // Loose objects are named by the rest of their id: keep the prefix.
+        // Loose objects are named by the rest of their id: keep the two
+        // hex digits of their fanout directory (a pack's name is whole).
         let prefix = rel
             .parent()
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().to_string())
+            .filter(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
             .unwrap_or_default();
         let to = dir.join(format!("{prefix}{name}.{}", Self::stamp()));
         self.move_aside(rel, &to)?;
@@ -983,14 +984,50 @@ impl Store {
     }
 
     /// Moves a conversation's directory into `quarantine/conversations/`
-    /// (holding its writer lock), with a note inside.
-    fn quarantine_conversation(&self, id: &ConversationId, why: &str) -> Result<PathBuf> {
+    /// (holding its writer lock), with a note inside; with `keep`, then
+    /// publishes the whole records before that offset as its log again
+    /// ([`Store::restore_prefix`]). All or nothing where a step fails (a
+    /// full disk, say): if the note or the kept records cannot be written,
+    /// the conversation is moved back as it was, so that it stays in the
+    /// store for a later repair, and the error says so.
+    fn quarantine_conversation(
+        &self,
+        id: &ConversationId,
+        why: &str,
+        keep: Option<u64>,
+    ) -> Result<PathBuf> {
         let _lock = crate::conversation::writer_lock(&**self.backend(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let to = dir.join(format!("{id}.{}", Self::stamp()));
         self.move_aside(&id.dir(), &to)?;
-        self.write_note(&to.join("NOTE"), why)?;
-        Ok(to)
+        let done = self
+            .write_note(&to.join("NOTE"), why)
+            .and_then(|()| match keep {
+                Some(end) => self.restore_prefix(id, &to, end),
+                None => Ok(()),
+            });
+        let Err(failed) = done else {
+            return Ok(to);
+        };
+        // Undone in reverse: what a failed restore made of a new directory
+        // (its lock file: a failed write removes its temp file), the note,
+        // then the move.
+        let backend = &**self.backend();
+        let _ = backend.delete(&[crate::log::lock_path(&id.log_path())]);
+        let _ = backend.remove_prefix(&id.dir());
+        let _ = backend.delete(&[to.join("NOTE")]);
+        let undone = self.move_aside(&to, &id.dir());
+        Err(Error::RepairNotDone {
+            id: id.to_string(),
+            failed: Box::new(failed),
+            left: match undone {
+                Ok(()) => "it is left in the store as it was".to_string(),
+                Err(e) => format!(
+                    "it could not be moved back ({e}) and is only in {}",
+                    backend.display(&to).display()
+                ),
+            },
+        })
     }
 }
 

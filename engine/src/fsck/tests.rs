@@ -365,6 +365,19 @@ fn a_corrupted_pack_index_is_named_and_moved_aside() {
         "{:?}",
         r.repairs
     );
+    // In quarantine under its own name (not run together with `packs`).
+    let name = idx.file_name().expect("name").to_string_lossy().to_string();
+    let quarantined: Vec<String> = std::fs::read_dir(f.root.join("quarantine/blobs"))
+        .expect("list the quarantine")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        quarantined
+            .iter()
+            .any(|q| q.starts_with(&format!("{name}."))),
+        "{name} in {quarantined:?}"
+    );
     assert_repaired_clean(&f, "ok");
 }
 
@@ -607,4 +620,106 @@ fn a_log_of_a_newer_version_is_unsupported_not_damage_and_repair_leaves_it() {
                 .is_none()
     );
     readable(&f, "current");
+}
+
+/// A repair that cannot write what it must (a full disk: the note of the
+/// quarantine, or the whole records it keeps) puts the damaged conversation
+/// back as it was, with an error that says so, at every amount of room; a
+/// later repair with room completes. (It used to leave the conversation in
+/// quarantine alone, and the next fsck called the store clean.)
+#[test]
+fn a_repair_on_a_full_disk_leaves_the_conversation_in_the_store() {
+    use std::sync::Arc;
+
+    use jpstore_blobstore::backend::FileBackend;
+    use jpstore_blobstore::storage::{OpenMode, SimStorage, Storage};
+
+    let id = ConversationId::parse("c").expect("id");
+    let build = || {
+        let sim = SimStorage::new();
+        let store = Store::init(
+            FileBackend::shared(Arc::new(sim.clone())),
+            StoreOptions::default(),
+        )
+        .expect("init");
+        let mut w = store
+            .create(NewConversation {
+                id: Some(id.clone()),
+                ..Default::default()
+            })
+            .expect("create");
+        let offsets: Vec<u64> = (0..3)
+            .map(|i| {
+                let text = format!("{{\"type\":\"chat_request\",\"content\":\"question {i}\"}}");
+                let entries = parse_input(
+                    &text,
+                    ParseMode::Strict {
+                        now: Timestamp::now(),
+                    },
+                )
+                .expect("input")
+                .entries;
+                w.append(entries).expect("append").offset
+            })
+            .collect();
+        drop(w);
+        // A byte inside the second record: damage before the last record.
+        let file = sim.open(&id.log_path(), OpenMode::ReadWrite).expect("open");
+        let at = offsets[1] + 24;
+        let mut byte = [0u8];
+        file.read_at(&mut byte, at).expect("read");
+        byte[0] ^= 0x20;
+        file.write_at(&byte, at).expect("write");
+        (sim, store)
+    };
+    let repair = FsckOptions {
+        read_data: false,
+        repair: true,
+    };
+    let requests = |store: &Store| store.read(&id).expect("read").entries.len();
+    let mut refused = 0;
+    for budget in [0, 16, 64, 128, 192, 256, 384, 1 << 20] {
+        let (sim, store) = build();
+        let before = sim.read_file(&id.log_path()).expect("the log");
+        sim.fail_writes_after(budget);
+        let outcome = store.fsck(repair, &mut |_| {});
+        sim.clear_faults();
+        if let Err(e) = outcome {
+            refused += 1;
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::RepairNotDone { .. })
+                    && text.contains("left in the store as it was"),
+                "{budget} bytes of room: {text}"
+            );
+            assert_eq!(
+                sim.read_file(&id.log_path()).as_ref(),
+                Some(&before),
+                "{budget} bytes of room: the log is back as it was"
+            );
+            let found = store
+                .fsck(FsckOptions::default(), &mut |_| {})
+                .expect("fsck");
+            assert!(
+                !found.is_clean() && found.findings.iter().any(|f| f.kind == "damaged-record"),
+                "{budget} bytes of room: the damage is still found: {:?}",
+                found.findings
+            );
+            store.fsck(repair, &mut |_| {}).expect("a repair with room");
+        }
+        // Repaired: the record before the damage is the conversation.
+        assert_eq!(requests(&store), 1, "{budget} bytes of room");
+        let after = store
+            .fsck(FsckOptions::default(), &mut |_| {})
+            .expect("fsck");
+        assert!(
+            after.is_clean(),
+            "{budget} bytes of room: {:?}",
+            after.findings
+        );
+    }
+    assert!(
+        refused >= 2,
+        "the note and the kept records both failed to fit at some room"
+    );
 }

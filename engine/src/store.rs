@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use jpstore_blobstore::backend::{Backend, FileBackend, FileKind, LockGuard};
+use jpstore_blobstore::backend::{Backend, FileBackend, FileKind, ListedEntry, LockGuard};
 use jpstore_blobstore::storage::LocalStorage;
 use jpstore_blobstore::{BlobStore, Options as BlobOptions};
 use serde_json::Value;
@@ -981,8 +981,13 @@ fn is_absent(e: &std::io::Error) -> bool {
 }
 
 /// The names at the root of the store in `backend` (shown as `root` in
-/// errors).
+/// errors), but the temp files of `config.toml` (`config.toml.tmp.<pid>`)
+/// that an `init` or a `copy` stopped before it published the config
+/// leaves: a directory holding only those is still new to `init` and
+/// `copy` (they are left where they are: the writer of one may still be
+/// running).
 pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<String>> {
+    let temp = format!("{CONFIG_FILE}.tmp.");
     Ok(backend
         .list(Path::new("."))
         .map_err(|source| Error::Io {
@@ -991,6 +996,12 @@ pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<Strin
             source,
         })?
         .into_iter()
+        .filter(|e| {
+            let pid = e.name.strip_prefix(&temp);
+            let is_temp =
+                pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            !(is_temp && matches!(e.entry, ListedEntry::Object(_)))
+        })
         .map(|e| e.name)
         .collect())
 }

@@ -199,6 +199,35 @@ fn local_to_local_copies_extends_and_refuses_to_overwrite() {
         .ok("help")
         .contains("Exit status: 0 when every conversation"));
 
+    // What a copy killed while it made the destination a store leaves (the
+    // config's temp file, with or without the config published): a copy
+    // again completes it, as `init` completes a directory holding only such
+    // a temp file.
+    for with_config in [false, true] {
+        let stopped = tmp.path().join(format!("stopped-{with_config}"));
+        std::fs::create_dir(&stopped).expect("mkdir");
+        std::fs::write(stopped.join("config.toml.tmp.4242"), "# half a con").expect("write");
+        if with_config {
+            std::fs::copy(a.join("config.toml"), stopped.join("config.toml")).expect("copy");
+        }
+        let again = report(
+            &copy(None, sa, stopped.to_str().expect("utf-8"), &["--json"]),
+            0,
+            "a copy into what a stopped copy left",
+        );
+        assert_eq!(again["created"], 2);
+        assert_eq!(
+            std::fs::read(stopped.join("config.toml")).expect("config"),
+            std::fs::read(a.join("config.toml")).expect("config")
+        );
+        run_jp_store(&stopped, &["fsck"], b"").ok("fsck of the completed copy");
+    }
+    let stopped_init = tmp.path().join("stopped-init");
+    std::fs::create_dir(&stopped_init).expect("mkdir");
+    std::fs::write(stopped_init.join("config.toml.tmp.4242"), "# half").expect("write");
+    run_jp_store(&stopped_init, &["init"], b"").ok("init over a stopped init's temp file");
+    run_jp_store(&stopped_init, &["ls"], b"").ok("ls");
+
     // A destination that is neither empty nor a store is refused.
     let other = tmp.path().join("other");
     std::fs::create_dir(&other).expect("mkdir");

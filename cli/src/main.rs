@@ -164,7 +164,8 @@ enum Command {
     /// the bytes and estimated tokens the view saves by compaction and by
     /// deduplication. Of the whole store, a conversation that cannot be read
     /// or whose config holds a bad setting is named and left out, and the
-    /// exit status is 1.
+    /// exit status is 1; so is a referenced blob whose size cannot be read
+    /// (missing, or damaged where its size is kept).
     Stats {
         /// Only this conversation.
         id: Option<String>,

@@ -9,6 +9,7 @@ pub mod plot;
 
 use std::collections::{BTreeMap, HashSet};
 
+use jpstore_blobstore::BlobId;
 use serde::{Serialize, Serializer};
 
 use crate::compaction::entry_chars;
@@ -120,8 +121,12 @@ pub struct StoreStats {
     pub content_bytes_referenced: u64,
     /// Distinct blobs referenced (base configs included).
     pub distinct_blobs_referenced: usize,
-    /// Raw bytes of those blobs.
+    /// Raw bytes of those blobs (those in `unsized_blobs` left out).
     pub distinct_blob_bytes_referenced: u64,
+    /// Referenced blobs whose size could not be read (missing, or damaged
+    /// where its size is kept), in id order, with why: named, and left out
+    /// of `distinct_blob_bytes_referenced`.
+    pub unsized_blobs: Vec<(BlobId, String)>,
     /// The sums of every counted conversation's context sizes (per-turn
     /// lists left empty).
     pub context: ContextSizes,
@@ -150,6 +155,11 @@ impl Serialize for StoreStats {
             saved_by_deduplication: Deduplication,
         }
         #[derive(Serialize)]
+        struct Unsized<'a> {
+            blob: String,
+            error: &'a str,
+        }
+        #[derive(Serialize)]
         struct Shape<'a> {
             conversations: usize,
             turns: u64,
@@ -161,6 +171,8 @@ impl Serialize for StoreStats {
             content_bytes_referenced: u64,
             distinct_blobs_referenced: usize,
             distinct_blob_bytes_referenced: u64,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            unsized_blobs: Vec<Unsized<'a>>,
             context: Context,
             #[serde(skip_serializing_if = "Option::is_none")]
             blob_store: Option<BlobStoreStats>,
@@ -177,6 +189,14 @@ impl Serialize for StoreStats {
             content_bytes_referenced: self.content_bytes_referenced,
             distinct_blobs_referenced: self.distinct_blobs_referenced,
             distinct_blob_bytes_referenced: self.distinct_blob_bytes_referenced,
+            unsized_blobs: self
+                .unsized_blobs
+                .iter()
+                .map(|(blob, error)| Unsized {
+                    blob: blob.to_hex(),
+                    error,
+                })
+                .collect(),
             context: Context {
                 raw_bytes: c.raw,
                 raw_tokens: tokens(c.raw),
@@ -279,12 +299,17 @@ impl Store {
             out.conversations.push((id.clone(), c));
         }
         out.distinct_blobs_referenced = distinct.len();
-        // A blob missing from the store counts as 0 bytes: stats describes,
-        // fsck reports.
-        out.distinct_blob_bytes_referenced = distinct
-            .iter()
-            .map(|blob| self.blobs().size(blob).unwrap_or(0))
-            .sum();
+        // A blob whose size cannot be read is named, not counted as 0 bytes
+        // in silence (its size comes from its header or its pack's index,
+        // unchecked: fsck --read-data checks the bytes).
+        let mut distinct: Vec<BlobId> = distinct.into_iter().collect();
+        distinct.sort_unstable();
+        for blob in distinct {
+            match self.blobs().size(&blob) {
+                Ok(size) => out.distinct_blob_bytes_referenced += size,
+                Err(e) => out.unsized_blobs.push((blob, e.to_string())),
+            }
+        }
         Ok(out)
     }
 

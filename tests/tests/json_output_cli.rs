@@ -889,6 +889,23 @@ fn fsck_blob_verify_and_stats_of_a_damaged_store() {
   "repairs": []
 }"#,
     );
+    // stats names the blob whose size it cannot read, instead of counting
+    // it as 0 bytes with exit status 0.
+    let missing = "ec28d3df07afbfe83c3f33c421608752a3a10977f7759270a3ba105a92c95c72";
+    let out = s.run(&["stats", SAMPLE_ID, "--json"], b"");
+    out.expect_code(1, "stats with a missing blob");
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("stats --json");
+    assert_eq!(json["unsized_blobs"][0]["blob"], missing, "{json}");
+    assert_eq!(
+        json["unsized_blobs"].as_array().map(Vec::len),
+        Some(1),
+        "{json}"
+    );
+    assert!(
+        out.stderr.contains(missing) && out.stderr.contains("its size cannot be read"),
+        "{}",
+        out.stderr
+    );
 
     // A byte of the first record's heads (its entry head's timestamp: the
     // blob ids in its aux stay readable for gc's search of the damage), and

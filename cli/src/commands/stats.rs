@@ -29,7 +29,10 @@ pub fn stats(
     for (id, e) in &stats.failed {
         eprintln!("jp-store: error: conversation {id} is not counted: {e}");
     }
-    let code = if stats.failed.is_empty() {
+    for (blob, e) in &stats.unsized_blobs {
+        eprintln!("jp-store: error: blob {blob} is referenced but its size cannot be read, so it is not counted (`jp-store fsck` says more): {e}");
+    }
+    let code = if stats.failed.is_empty() && stats.unsized_blobs.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -183,7 +183,7 @@ fn is_absent(e: &std::io::Error) -> bool {
 /// Whether `name` in `quarantine/conversations/` is the copy of a cut tail
 /// (`<id>.tail-<offset>.<secs>-<nanos>`, format-spec.md 3), not its note or
 /// a temp file of its publication.
-fn is_tail_copy(name: &str) -> bool {
+pub(crate) fn is_tail_copy(name: &str) -> bool {
     name.contains(".tail-") && !name.ends_with(".note") && !name.contains(".tmp.")
 }
 

@@ -1,6 +1,7 @@
 //! The store layout (format-spec.md section 1) walked for nodes that are
-//! not what the store keeps there: a FIFO, a socket or a device where it
-//! keeps a file or a directory, or a directory where it keeps a file.
+//! not what the store keeps there: a FIFO, a socket, a device or a
+//! symbolic link where it keeps a file or a directory, or a directory
+//! where it keeps a file.
 //!
 //! The storage layer refuses to open such a node (so nothing blocks on a
 //! FIFO), but a refusal only shows when something happens to open it: a
@@ -37,12 +38,13 @@ enum Expect {
     Dir,
 }
 
-/// Whether `found` is wrong where `expected` is kept. Symbolic links are
-/// not reported here: every open and lookup refuses them by name
-/// (format-spec.md, "Symbolic links").
+/// Whether `found` is wrong where `expected` is kept. A symbolic link is:
+/// every open and lookup refuses it by name (format-spec.md, "Symbolic
+/// links"), so a link standing for a lock file, a loose object or a
+/// conversation directory makes every writer, or a repair, fail on it
+/// while readers that never open the name see a healthy store.
 fn wrong(found: FileKind, expected: Expect) -> bool {
     match (found, expected) {
-        (FileKind::Symlink, _) => false,
         (FileKind::Regular, Expect::File) | (FileKind::Directory, Expect::Dir) => false,
         // A file where a directory is kept is ignored by listings, as any
         // name the layout does not list (format-spec.md section 1).
@@ -150,6 +152,23 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
     walk.out.extend(listing.out);
     walk.out
         .extend(in_conversations.into_iter().flat_map(|(out, _)| out));
+    // What gc reads of the quarantine (format-spec.md 4.7, "Marking"): a
+    // log or a cut tail there that cannot be read makes gc refuse to sweep.
+    let quarantined = Path::new(super::QUARANTINE_DIR).join("conversations");
+    let moved = walk.dir(&quarantined, None, |name| {
+        if crate::gc::is_tail_copy(name) {
+            Some(Expect::File)
+        } else if name.ends_with(".note") || name.contains(".tmp.") {
+            None
+        } else {
+            Some(Expect::Dir)
+        }
+    });
+    for dir in moved {
+        walk.dir(&quarantined.join(dir), None, |name| {
+            (name == crate::conversation::LOG_FILE).then_some(Expect::File)
+        });
+    }
     Layout {
         misplaced: walk.out,
         loose,
@@ -293,16 +312,37 @@ mod tests {
             (object.as_str(), FileKind::Fifo),
             ("blobs/tmp/1-2-3.obj", FileKind::Fifo),
             ("conversations/c/head.tmp.1.2", FileKind::Fifo),
+            ("conversations/c/events.log.lock", FileKind::Symlink),
+            ("gc.lock", FileKind::Symlink),
+            (object.as_str(), FileKind::Symlink),
+            ("conversations/c", FileKind::Symlink),
+            (
+                "quarantine/conversations/c.1-2/events.log",
+                FileKind::Symlink,
+            ),
+            ("quarantine/conversations/c.tail-16.1-2", FileKind::Fifo),
         ];
         for (place, kind) in places {
             let what = format!("{} at {place}", kind.describe());
             let (sim, store, id) = store();
             let path = Path::new(place);
-            if sim.exists(path) {
+            if place == "conversations/c" {
+                // A conversation's directory: its files first.
+                for name in ["events.log", "events.log.lock", "head"] {
+                    let _ = sim.remove_file(&path.join(name));
+                }
+                sim.remove_dir(path).expect("rmdir");
+            } else if sim.exists(path) {
                 sim.remove_file(path).expect("rm");
+            }
+            if place.starts_with("quarantine/") {
+                sim.create_dir_all(jpstore_blobstore::storage::parent_dir(path))
+                    .expect("mkdir");
             }
             if kind == FileKind::Directory {
                 sim.create_dir_all(path).expect("mkdir");
+            } else if kind == FileKind::Symlink {
+                sim.make_symlink(path, "/somewhere/else").expect("symlink");
             } else {
                 sim.make_special(path, kind).expect("mknod");
             }
@@ -344,6 +384,7 @@ mod tests {
                         && match node {
                             SimNode::Special(k) => *k == kind,
                             SimNode::Dir => kind == FileKind::Directory,
+                            SimNode::Symlink(_) => kind == FileKind::Symlink,
                             _ => false,
                         }
                 })
@@ -353,9 +394,10 @@ mod tests {
                 .fsck(FsckOptions::default(), &mut |_| {})
                 .expect(&what);
             assert!(after.is_clean(), "{what}: {:?}", after.findings);
-            if place == object {
+            if place == object || place == "conversations/c" {
                 // The blob is gone with the node: the conversation that
-                // references it is moved aside whole (format-spec.md 4.8).
+                // references it is moved aside whole (format-spec.md 4.8);
+                // or the conversation was only a link.
                 assert!(store.ids().expect("ids").is_empty(), "{what}");
             } else {
                 append(&store, &id).unwrap_or_else(|e| panic!("{what}: append after repair: {e}"));

@@ -25,7 +25,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
@@ -72,23 +71,7 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, u64)>
 
 /// What a file of type `kind` is, for errors ("a FIFO", "a directory").
 pub fn kind_name(kind: std::fs::FileType) -> &'static str {
-    if kind.is_file() {
-        "a regular file"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "a special file"
-    }
+    jpstore_blobstore::storage::FileKind::from(kind).describe()
 }
 
 /// The error for something that is not a regular file, saying what it is

@@ -1006,14 +1006,23 @@ impl Store {
                 Some(end) => self.restore_prefix(id, &to, end),
                 None => Ok(()),
             });
-        let Err(failed) = done else {
-            return Ok(to);
+        let failed = match done {
+            Ok(()) => return Ok(to),
+            // The id is another conversation's now (created since the
+            // move): this one stays in quarantine, with its note.
+            Err(e @ Error::ConversationExists { .. }) => return Err(e),
+            Err(e) => e,
         };
         // Undone in reverse: what a failed restore made of a new directory
-        // (its lock file: a failed write removes its temp file), the note,
-        // then the move.
+        // (its lock file alone: a failed write removes its temp file; a
+        // directory holding anything else is left to whoever made it), the
+        // note, then the move.
         let backend = &**self.backend();
-        let _ = backend.delete(&[crate::log::lock_path(&id.log_path())]);
+        let lock = crate::log::lock_path(&id.log_path());
+        let made = backend.list(&id.dir()).unwrap_or_default();
+        if made.len() == 1 && lock.file_name().is_some_and(|n| n == made[0].name.as_str()) {
+            let _ = backend.delete(&[lock]);
+        }
         let _ = backend.remove_prefix(&id.dir());
         let _ = backend.delete(&[to.join("NOTE")]);
         let undone = self.move_aside(&to, &id.dir());

@@ -447,9 +447,10 @@ impl BlobStore {
             .len()
     }
 
-    /// Packs whose index is damaged, with the error loading it gives now
-    /// (for verify).
-    pub(crate) fn broken_packs(&self) -> Vec<(String, Error)> {
+    /// Packs whose index is damaged (skipped by reads: their objects are
+    /// missing to readers), with the error loading it gives now: for
+    /// verify, and for a check that names the index without reading data.
+    pub fn broken_packs(&self) -> Vec<(String, Error)> {
         let names: Vec<String> = self
             .broken
             .read()

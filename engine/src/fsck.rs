@@ -349,12 +349,27 @@ impl Store {
             }
             logs
         } else {
-            self.check_logs(
+            let logs = self.check_logs(
                 &ids,
                 &mut |done| progress(FsckProgress::Conversations(done, ids.len())),
                 interrupt,
                 loose,
-            )?
+            )?;
+            // A pack whose index did not load is named without reading data
+            // (its objects show as missing references): `--read-data`
+            // reports it with the blobs.
+            for (_, error) in self.blobs().broken_packs() {
+                verify_findings.push(Finding {
+                    severity: Severity::Damage,
+                    kind: "damaged-pack",
+                    conversation: None,
+                    path: blob_error_path(&error),
+                    offset: None,
+                    blob: None,
+                    message: error.to_string(),
+                });
+            }
+            logs
         };
         let mut to_quarantine: Vec<(ConversationId, String, Option<u64>)> = Vec::new();
         for (id, check) in ids.iter().zip(logs.conversations) {

@@ -350,15 +350,21 @@ fn a_corrupted_pack_index_is_named_and_moved_aside() {
     let mut f = f;
     f.store = Store::open_dir(&f.root, StoreOptions::default())
         .expect("a damaged index does not stop the store from opening");
-    let r = run(&f, true, false);
-    let d = damage(&r);
-    assert!(
-        d.iter().any(|x| x.kind == "damaged-pack"
-            && x.path
-                .as_ref()
-                .is_some_and(|p| p.ends_with(idx.file_name().expect("name")))),
-        "{d:?}"
-    );
+    // Named with and without reading data.
+    for read_data in [false, true] {
+        let r = run(&f, read_data, false);
+        let d = damage(&r);
+        let named: Vec<_> = d
+            .iter()
+            .filter(|x| {
+                x.kind == "damaged-pack"
+                    && x.path
+                        .as_ref()
+                        .is_some_and(|p| p.ends_with(idx.file_name().expect("name")))
+            })
+            .collect();
+        assert_eq!(named.len(), 1, "read_data {read_data}: {d:?}");
+    }
     let r = run(&f, true, true);
     assert!(
         r.repairs.iter().any(|l| l.contains(".idx")),

@@ -979,6 +979,17 @@ impl Store {
     /// Moves a node that is not what the layout keeps at `rel` into
     /// `quarantine/nodes/<seconds>-<nanos>/<rel>`, with a note beside it.
     fn quarantine_node(&self, rel: &Path, why: &str) -> Result<PathBuf> {
+        let quarantine = Path::new(QUARANTINE_DIR);
+        if rel == quarantine || rel.parent() == Some(quarantine) {
+            // The quarantine or one of its directories (`nodes/` among
+            // them): not movable into itself, so renamed beside it, a name
+            // the store does not read (format-spec.md section 1); the
+            // directory is made anew when something goes there.
+            let to = PathBuf::from(format!("{}.node-{}", rel.display(), Self::stamp()));
+            self.move_aside(rel, &to)?;
+            self.write_note(&PathBuf::from(format!("{}.note", to.display())), why)?;
+            return Ok(to);
+        }
         let to = Path::new(QUARANTINE_DIR)
             .join("nodes")
             .join(Self::stamp())

@@ -153,7 +153,11 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
     walk.out
         .extend(in_conversations.into_iter().flat_map(|(out, _)| out));
     // What gc reads of the quarantine (format-spec.md 4.7, "Marking"): a
-    // log or a cut tail there that cannot be read makes gc refuse to sweep.
+    // log or a cut tail there that cannot be read makes gc refuse to sweep;
+    // and the directories a repair moves things into.
+    walk.dir(Path::new(super::QUARANTINE_DIR), None, |name| {
+        matches!(name, "conversations" | "blobs" | "nodes").then_some(Expect::Dir)
+    });
     let quarantined = Path::new(super::QUARANTINE_DIR).join("conversations");
     let moved = walk.dir(&quarantined, None, |name| {
         if crate::gc::is_tail_copy(name) {
@@ -321,6 +325,9 @@ mod tests {
                 FileKind::Symlink,
             ),
             ("quarantine/conversations/c.tail-16.1-2", FileKind::Fifo),
+            ("quarantine", FileKind::Symlink),
+            ("quarantine/nodes", FileKind::Symlink),
+            ("quarantine/conversations", FileKind::Fifo),
         ];
         for (place, kind) in places {
             let what = format!("{} at {place}", kind.describe());
@@ -379,14 +386,20 @@ mod tests {
                 .snapshot()
                 .into_iter()
                 .filter(|(p, node)| {
-                    p.starts_with("quarantine/nodes")
-                        && p.ends_with(place)
-                        && match node {
-                            SimNode::Special(k) => *k == kind,
-                            SimNode::Dir => kind == FileKind::Directory,
-                            SimNode::Symlink(_) => kind == FileKind::Symlink,
-                            _ => false,
+                    let at = match place {
+                        // The quarantine and its directories: renamed
+                        // beside themselves.
+                        "quarantine" | "quarantine/nodes" | "quarantine/conversations" => {
+                            p.to_string_lossy().starts_with(&format!("{place}.node-"))
                         }
+                        _ => p.starts_with("quarantine/nodes") && p.ends_with(place),
+                    };
+                    at && match node {
+                        SimNode::Special(k) => *k == kind,
+                        SimNode::Dir => kind == FileKind::Directory,
+                        SimNode::Symlink(_) => kind == FileKind::Symlink,
+                        _ => false,
+                    }
                 })
                 .collect();
             assert_eq!(moved.len(), 1, "{what}: {:?}", sim.snapshot().keys());

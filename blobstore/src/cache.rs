@@ -49,17 +49,21 @@ impl CachedGroup {
         }
     }
 
-    /// Whether the bytes `range` of the content are UTF-8: checked once,
-    /// remembered when they are; the error of the check when they are not
-    /// (or the range lies outside the content).
-    pub(crate) fn check_utf8(&self, range: &std::ops::Range<usize>) -> Result<(), Utf8Check> {
+    /// Whether the bytes `range` of the content (none, as [`Content`]
+    /// derefs them, if it lies outside) are UTF-8: checked once,
+    /// remembered when they are; the error of the check when they are not.
+    ///
+    /// [`Content`]: crate::Content
+    pub(crate) fn check_utf8(
+        &self,
+        range: &std::ops::Range<usize>,
+    ) -> Result<(), std::str::Utf8Error> {
         let key = (range.start, range.end);
         let lock = || self.utf8.lock().unwrap_or_else(|e| e.into_inner());
         if lock().contains(&key) {
             return Ok(());
         }
-        let bytes = self.content.get(range.clone()).ok_or(Utf8Check::Outside)?;
-        std::str::from_utf8(bytes).map_err(Utf8Check::NotUtf8)?;
+        std::str::from_utf8(self.content.get(range.clone()).unwrap_or_default())?;
         lock().insert(key);
         Ok(())
     }
@@ -87,15 +91,6 @@ impl CachedGroup {
     pub(crate) fn set_verified(&self, offset: u32, len: u32, id: &BlobId) {
         self.verified().insert((offset, len, *id));
     }
-}
-
-/// Why [`CachedGroup::check_utf8`] refused a range.
-#[derive(Debug)]
-pub(crate) enum Utf8Check {
-    /// The range lies outside the content.
-    Outside,
-    /// The bytes are not UTF-8.
-    NotUtf8(std::str::Utf8Error),
 }
 
 /// What the cache counts for a group beside its raw length, so that the

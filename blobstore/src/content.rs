@@ -7,7 +7,7 @@ use std::fmt;
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
-use crate::cache::{CachedGroup, Utf8Check};
+use crate::cache::CachedGroup;
 
 /// A blob's content (see the module documentation); derefs to its bytes.
 pub struct Content(Repr);
@@ -33,13 +33,7 @@ impl Content {
     pub fn check_utf8(&self) -> Result<(), std::str::Utf8Error> {
         match &self.0 {
             Repr::Owned(bytes) => std::str::from_utf8(bytes).map(|_| ()),
-            Repr::Group { group, range } => match group.check_utf8(range) {
-                Ok(()) => Ok(()),
-                Err(Utf8Check::NotUtf8(e)) => Err(e),
-                // Never (the read checked the range): the bytes it derefs
-                // to, none, are checked.
-                Err(Utf8Check::Outside) => std::str::from_utf8(self).map(|_| ()),
-            },
+            Repr::Group { group, range } => group.check_utf8(range),
         }
     }
 

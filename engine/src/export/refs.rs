@@ -10,7 +10,9 @@
 use crate::conversation::image::{LogImage, ParsedEntry};
 use crate::error::{Error, Result};
 use crate::event::binary::decode::{AuxFields, BlockFields, BodyParts, RawValue, ResourceFields};
-use crate::event::binary::value::{push_json_str, push_u64, put_value, write_json, JsonStyle};
+use crate::event::binary::value::{
+    push_json_str, push_pretty_indent, push_u64, put_value, write_json, JsonStyle,
+};
 use crate::event::binary::wire::Reader;
 use crate::event::binary::{Kind, Part, RawHead};
 use crate::event::BlobRef;
@@ -48,17 +50,7 @@ impl<'o> Pretty<'o> {
     }
 
     fn newline(&mut self) {
-        const SPACES: &[u8; 65] =
-            b"\n                                                                ";
-        match SPACES.get(..1 + 2 * self.depth) {
-            Some(indent) => self.out.extend_from_slice(indent),
-            None => {
-                self.out.push(b'\n');
-                for _ in 0..self.depth {
-                    self.out.extend_from_slice(b"  ");
-                }
-            }
-        }
+        push_pretty_indent(self.out, self.depth);
     }
 
     /// Before an element or a key: the separator and the indentation.

@@ -478,10 +478,7 @@ fn nested(style: JsonStyle) -> JsonStyle {
 /// A newline and the indentation of `level + extra` (pretty style only).
 fn newline(out: &mut Vec<u8>, style: JsonStyle, extra: usize) {
     if let JsonStyle::Pretty(level) = style {
-        out.push(b'\n');
-        for _ in 0..level + extra {
-            out.extend_from_slice(b"  ");
-        }
+        push_pretty_indent(out, level + extra);
     }
 }
 
@@ -612,8 +609,8 @@ pub fn push_value_pretty(out: &mut Vec<u8>, v: &Value) {
 /// A line break and the indentation of `depth` in pretty JSON.
 pub fn push_pretty_indent(out: &mut Vec<u8>, depth: usize) {
     /// A line break and the indentation of the deepest levels a request
-    /// body or a view reaches, copied at once.
-    const LINE: &[u8; 33] = b"\n                                ";
+    /// body or a view reaches (32), copied at once.
+    const LINE: &[u8; 65] = b"\n                                                                ";
     match LINE.get(..1 + 2 * depth) {
         Some(line) => out.extend_from_slice(line),
         None => {
@@ -743,7 +740,7 @@ mod tests {
         );
     }
 
-    /// Indentation is copied from a line of 16 levels; deeper levels are
+    /// Indentation is copied from a line of 32 levels; deeper levels are
     /// written two spaces at a time, as `serde_json` writes every level.
     #[test]
     fn deep_values_are_indented_as_serde_json_indents_them() {

@@ -32,6 +32,7 @@ mod store;
 mod stream;
 mod trash;
 mod trash_run;
+pub mod user_file;
 mod verify;
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use jpstore_blobstore::BlobId;
 
-use crate::regular_file::{read_regular, Found};
+use jpstore_blobstore::user_file::{self, LastLink};
 
 const MAGIC: &[u8; 8] = b"jpsc\x01\n\0\0";
 const HEADER: usize = MAGIC.len() + BlobId::LEN;
@@ -84,14 +84,17 @@ impl DiskCache {
     /// damaged entry is.
     pub(crate) fn get(&self, name: &str) -> Option<Bytes> {
         let path = self.path(name);
-        let (file, data) = match read_regular(&path, false, u64::MAX) {
-            Ok(Found::Regular(file, data)) => (file, data),
-            Ok(Found::Other(_)) => {
+        let (file, len) = match user_file::open_regular(&path, LastLink::Refuse) {
+            Ok(opened) => opened,
+            // Not a regular file (the error of that kind): removed.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
                 let _ = fs::remove_file(&path);
                 return None;
             }
             Err(_) => return None,
         };
+        let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        (&file).read_to_end(&mut data).ok()?;
         let body = data.get(HEADER..)?;
         let ok = data.get(..MAGIC.len()) == Some(MAGIC)
             && data.get(MAGIC.len()..HEADER) == Some(BlobId::of(body).as_bytes().as_slice());
@@ -269,14 +272,11 @@ mod tests {
         fs::rename(&path, &kept).expect("move the entry away");
 
         // A FIFO with no writer: opening it for reading would wait for one.
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &path,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
-            0,
-        )
-        .expect("mkfifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success(), "mkfifo {}", path.display());
         assert_eq!(get_or_blocked(&cache, "object"), None);
         assert!(fs::symlink_metadata(&path).is_err(), "the FIFO is removed");
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::regular_file::{read_regular, Found};
+use jpstore_blobstore::user_file::{self, LastLink};
 
 /// The variable naming the user configuration file.
 pub const CONFIG_VAR: &str = "JP_STORE_CONFIG";
@@ -172,14 +172,8 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// to one is followed) of at most [`MAX_CONFIG_BYTES`], in UTF-8. A FIFO
 /// or a device there is refused, not waited on or read without end.
 fn read_text(path: &Path) -> io::Result<String> {
-    match read_regular(path, true, MAX_CONFIG_BYTES)? {
-        Found::Regular(_, bytes) => String::from_utf8(bytes)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")),
-        Found::Other(kind) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}, not a regular file", kind.describe()),
-        )),
-    }
+    String::from_utf8(user_file::read(path, MAX_CONFIG_BYTES, LastLink::Follow)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 impl UserConfig {

@@ -37,7 +37,6 @@ mod config;
 mod location;
 mod log;
 mod reader;
-mod regular_file;
 #[doc(hidden)]
 pub mod testing;
 

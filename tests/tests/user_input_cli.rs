@@ -202,7 +202,7 @@ fn a_user_configuration_file_that_is_not_a_regular_file_or_too_large_is_refused(
             Path::new("/dev/zero"),
             "a character device, not a regular file",
         ),
-        (big.as_path(), "larger than the 1048576 bytes allowed"),
+        (big.as_path(), "more than the limit of 1048576 bytes"),
         (f.work.as_path(), "a directory, not a regular file"),
     ] {
         let out = run_unless_hung_with(s3, &["ls"], Stdio::null(), &[("JP_STORE_CONFIG", file)]);

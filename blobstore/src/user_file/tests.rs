@@ -64,9 +64,6 @@ fn sizes_over_the_limit_are_refused_before_reading() {
         read(&path, 4, LastLink::Follow),
         "more than the limit of 4 bytes",
     );
-    // The typed form names the path.
-    let e = read_file(&path, 4, LastLink::Follow).expect_err("over the limit");
-    assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
 }
 
 #[test]

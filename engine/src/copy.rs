@@ -180,9 +180,12 @@ pub fn open_or_init_like(
         return Store::init_new(backend, root, options);
     }
     if let Some(config) = config {
-        let tmp = PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()));
         backend
-            .put_if_absent(Path::new(CONFIG_FILE), &config, &tmp)
+            .put_if_absent(
+                Path::new(CONFIG_FILE),
+                &config,
+                &crate::store::config_temp(),
+            )
             .map_err(|e| Error::from_backend(&*backend, e))?;
     }
     Ok((Store::init(backend, options)?, true))

@@ -275,9 +275,12 @@ impl Store {
             .create_prefix(Path::new(CONVERSATIONS_DIR))
             .map_err(|e| Error::from_backend(&*backend, e))?;
         let cfg = Path::new(CONFIG_FILE);
-        let tmp = PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()));
         backend
-            .put_if_absent(cfg, config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(), &tmp)
+            .put_if_absent(
+                cfg,
+                config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
+                &config_temp(),
+            )
             .map_err(|e| Error::from_backend(&*backend, e))?;
         Self::open(backend, options)
     }
@@ -980,14 +983,26 @@ fn is_absent(e: &std::io::Error) -> bool {
     )
 }
 
+/// The temp name this process publishes `config.toml` from
+/// (`config.toml.tmp.<pid>`).
+pub(crate) fn config_temp() -> PathBuf {
+    PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()))
+}
+
+/// Whether `name`, at the store root, is a temp name of `config.toml`
+/// ([`config_temp`] of any process).
+pub(crate) fn is_config_temp(name: &str) -> bool {
+    name.strip_prefix(CONFIG_FILE)
+        .and_then(|rest| rest.strip_prefix(".tmp."))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The names at the root of the store in `backend` (shown as `root` in
-/// errors), but the temp files of `config.toml` (`config.toml.tmp.<pid>`)
-/// that an `init` or a `copy` stopped before it published the config
-/// leaves: a directory holding only those is still new to `init` and
-/// `copy` (they are left where they are: the writer of one may still be
-/// running).
+/// errors), but the temp files of `config.toml` that an `init` or a `copy`
+/// stopped before it published the config leaves: a directory holding only
+/// those is still new to `init` and `copy` (they are left where they are:
+/// the writer of one may still be running).
 pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<String>> {
-    let temp = format!("{CONFIG_FILE}.tmp.");
     Ok(backend
         .list(Path::new("."))
         .map_err(|source| Error::Io {
@@ -996,12 +1011,7 @@ pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<Strin
             source,
         })?
         .into_iter()
-        .filter(|e| {
-            let pid = e.name.strip_prefix(&temp);
-            let is_temp =
-                pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-            !(is_temp && matches!(e.entry, ListedEntry::Object(_)))
-        })
+        .filter(|e| !(is_config_temp(&e.name) && matches!(e.entry, ListedEntry::Object(_))))
         .map(|e| e.name)
         .collect())
 }

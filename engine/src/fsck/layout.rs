@@ -79,7 +79,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
     walk.dir(root, None, |name| match name {
         BLOBS_DIR | CONVERSATIONS_DIR | super::QUARANTINE_DIR => Some(Expect::Dir),
         CONFIG_FILE | GC_LOCK => Some(Expect::File),
-        _ if name.starts_with(&format!("{CONFIG_FILE}.tmp.")) => Some(Expect::File),
+        _ if crate::store::is_config_temp(name) => Some(Expect::File),
         _ => None,
     });
     walk.dir(blobs, None, |name| match name {

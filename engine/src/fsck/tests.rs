@@ -10,6 +10,18 @@ use crate::event::Entry;
 use crate::export::{conversation_json, ContentMode};
 use crate::{NewConversation, StoreOptions};
 
+/// The entries of input `text` (JSON lines), as `jp-store append` reads them.
+fn input(text: &str) -> Vec<Entry<crate::event::Payload>> {
+    parse_input(
+        text,
+        ParseMode::Strict {
+            now: Timestamp::now(),
+        },
+    )
+    .expect("input")
+    .entries
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -45,10 +57,7 @@ fn conv(f: &Fixture, name: &str, turns: usize, content: &dyn Fn(usize) -> String
                  {{\"type\":\"tool_call_response\",\"id\":\"c{i}\",\"content\":\"{}\"}}",
                 content(i)
             );
-            let entries = parse_input(&text, ParseMode::Strict { now: Timestamp::now() })
-                .expect("input")
-                .entries;
-            w.append(entries).expect("append").offset
+            w.append(input(&text)).expect("append").offset
         })
         .collect()
 }
@@ -325,17 +334,7 @@ fn a_corrupted_pack_index_is_named_and_moved_aside() {
              {{\"type\":\"tool_call_response\",\"id\":\"c{i}\",\"content\":\"packed {i}\"}}\n"
         ));
     }
-    w.append(
-        parse_input(
-            &text,
-            ParseMode::Strict {
-                now: Timestamp::now(),
-            },
-        )
-        .expect("input")
-        .entries,
-    )
-    .expect("append");
+    w.append(input(&text)).expect("append");
     drop(w);
     conv(&f, "ok", 1, &|_| "fine".into());
     let idx = std::fs::read_dir(f.root.join("blobs/packs"))
@@ -462,20 +461,13 @@ fn an_undo_naming_a_compaction_not_made_yet_is_damage() {
     // compaction it revokes as soon as it is made.
     let text = "{\"type\":\"compaction_undo\",\"undoes\":0}\n\
                 {\"type\":\"compaction\",\"from_turn\":0,\"to_turn\":0,\"strip_reasoning\":true}";
-    let entries: Vec<Entry> = parse_input(
-        text,
-        ParseMode::Strict {
-            now: Timestamp::now(),
-        },
-    )
-    .expect("input")
-    .entries
-    .into_iter()
-    .map(|e| {
-        e.try_map_content(&mut |_| Err::<crate::event::BlobRef, ()>(()))
-            .expect("no content")
-    })
-    .collect();
+    let entries: Vec<Entry> = input(text)
+        .into_iter()
+        .map(|e| {
+            e.try_map_content(&mut |_| Err::<crate::event::BlobRef, ()>(()))
+                .expect("no content")
+        })
+        .collect();
     let offset = f
         .store
         .writer(&id)
@@ -657,15 +649,7 @@ fn a_repair_on_a_full_disk_leaves_the_conversation_in_the_store() {
         let offsets: Vec<u64> = (0..3)
             .map(|i| {
                 let text = format!("{{\"type\":\"chat_request\",\"content\":\"question {i}\"}}");
-                let entries = parse_input(
-                    &text,
-                    ParseMode::Strict {
-                        now: Timestamp::now(),
-                    },
-                )
-                .expect("input")
-                .entries;
-                w.append(entries).expect("append").offset
+                w.append(input(&text)).expect("append").offset
             })
             .collect();
         drop(w);

@@ -518,6 +518,7 @@ impl Store {
                 let _ = crate::gc::mark_log(
                     &**self.backend(),
                     &id.log_path(),
+                    crate::log::Holds::Log,
                     self.options().log,
                     &mut recoverable,
                 );

@@ -22,6 +22,7 @@ use jpstore_blobstore::BlobId;
 
 use crate::conversation::{gc_lock, ConversationId};
 use crate::error::{Error, Result};
+use crate::log::Holds;
 use crate::store::Store;
 
 /// Settings of a gc run.
@@ -214,7 +215,7 @@ impl Store {
         let mut conversations = 0;
         for (i, id) in ids.iter().enumerate() {
             let path = id.log_path();
-            match mark::mark_log(backend, &path, options, &mut live) {
+            match mark::mark_log(backend, &path, Holds::Log, options, &mut live) {
                 Ok(_) => conversations += 1,
                 // Removed since it was listed (`rm` does not wait for gc),
                 // or a creation that never published its log: not live.
@@ -281,16 +282,15 @@ impl Store {
             let path = dir.join(&e.name);
             if e.is_prefix() {
                 let log = path.join(crate::conversation::LOG_FILE);
-                match mark::mark_log(backend, &log, options, live) {
+                match mark::mark_log(backend, &log, Holds::Log, options, live) {
                     Ok(_) => {}
                     // A directory moved aside before its log was published.
                     Err(Error::Io { ref source, .. }) if is_absent(source) => {}
                     Err(e) => return Err(self.unreadable(&log, e)),
                 }
             } else if is_tail_copy(&e.name) {
-                let bytes = crate::log::read_whole(backend, &path)
+                mark::mark_log(backend, &path, Holds::Part, options, live)
                     .map_err(|err| self.unreadable(&path, err))?;
-                mark::mark_bytes(&bytes, options, live);
             }
         }
         Ok(())
@@ -414,7 +414,7 @@ impl Store {
 pub(crate) mod mark;
 pub mod shared;
 
-pub(crate) use mark::mark_log;
+pub use mark::mark_log;
 
 #[cfg(test)]
 mod tests;

@@ -454,7 +454,7 @@ fn read_v1(reader: &crate::log::LogReader) -> Result<(Records, ConversationState
 
 /// Checks that `bytes`, a version 2 log, holds exactly `records`.
 fn verify(bytes: &[u8], records: &Records, max: u32) -> std::result::Result<(), String> {
-    let mut walker = Walker::in_memory(bytes, Framing::V2, max);
+    let mut walker = Walker::in_memory(bytes, bytes.len() as u64, Framing::V2, max);
     let mut pos = FIRST_RECORD;
     let mut r = 0;
     loop {

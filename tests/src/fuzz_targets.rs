@@ -12,7 +12,7 @@ use jpstore_blobstore::pack::Found;
 use jpstore_blobstore::{group, object, pack, BlobId};
 use jpstore_engine::event::input::parse_input;
 use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::log::{scan, LogOptions, LogReader};
+use jpstore_engine::log::{scan, Holds, LogOptions, LogReader};
 use jpstore_engine::timestamp::Timestamp;
 
 /// The body of a fuzz target.
@@ -105,6 +105,12 @@ pub fn log_file(data: &[u8]) {
         max_record_size: 1 << 20,
     };
     let _ = scan(&backend, path, options);
+    // gc's marking: the tolerant walk, every damaged region searched, and
+    // the same bytes as a tail copy (walked in both framings, from 0).
+    let mut live = std::collections::HashSet::new();
+    for holds in [Holds::Log, Holds::Part] {
+        let _ = jpstore_engine::gc::mark_log(&backend, path, holds, options, &mut live);
+    }
     if let Ok(reader) = LogReader::open(&backend, path, options) {
         if let Ok(records) = reader.records() {
             for r in records {

@@ -475,28 +475,29 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
 /// Reads exactly `buf.len()` bytes at `offset`, failing with
 /// [`io::ErrorKind::UnexpectedEof`] if the object is shorter.
-pub fn read_exact_at(
-    object: &dyn ObjectReader,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> io::Result<()> {
-    while !buf.is_empty() {
-        match object.read_at(buf, offset) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the object ends before the expected length",
-                ))
-            }
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
+pub fn read_exact_at(object: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    if read_at_most(object, buf, offset)? < buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the object ends before the expected length",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads into `buf` at `offset` until it is full or the object ends;
+/// returns how many bytes were read.
+pub fn read_at_most(object: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match object.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(done)
 }
 
 /// An upload kept in memory and published whole by one

@@ -340,14 +340,24 @@ pub fn unpack(bytes: &[u8], max_plain: u32) -> Result<Unpacked<'_>, String> {
 /// plain entry). For best-effort use only (gc keeping what a damaged record
 /// may reference); nothing here is checked.
 pub fn unpack_lossy(bytes: &[u8], max_plain: u32) -> Vec<u8> {
+    match bytes.split_first() {
+        Some((&KIND_PACKED, frame)) => decompress_lossy(frame, max_plain),
+        _ => Vec::new(),
+    }
+}
+
+/// What can be decompressed of the one zstd frame at the start of `bytes`
+/// (what follows it is not read), at most `max_plain` bytes: zstd's output
+/// up to the first error. Nothing here is checked.
+pub fn decompress_lossy(bytes: &[u8], max_plain: u32) -> Vec<u8> {
     use std::io::Read as _;
     let mut out = Vec::new();
-    let Some((&KIND_PACKED, frame)) = bytes.split_first() else {
-        return out;
-    };
-    if let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(frame) {
+    if let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(bytes) {
         // An error ends the output; what came before it is kept.
-        let _ = decoder.take(u64::from(max_plain)).read_to_end(&mut out);
+        let _ = decoder
+            .single_frame()
+            .take(u64::from(max_plain))
+            .read_to_end(&mut out);
     }
     out
 }

@@ -106,20 +106,27 @@ impl LogImage {
                 record: Framing::V2.version(),
             });
         }
-        let bytes = reader.take_file()?;
-        match Self::read_bytes(reader, id, bytes) {
+        let (bytes, len) = reader.take_file()?;
+        match Self::read_bytes(reader, id, bytes, len) {
             // Damage seen while a writer cut a torn tail and appended over
             // it is not there on a second look, of the file as it is then
             // (`take_file` reads it again); real damage is.
             Err(e) if e.is_corruption() => {
-                let again = reader.take_file()?;
-                Self::read_bytes(reader, id, again)
+                let (again, len) = reader.take_file()?;
+                Self::read_bytes(reader, id, again, len)
             }
             other => other,
         }
     }
 
-    fn read_bytes(reader: &LogReader, id: &ConversationId, bytes: Vec<u8>) -> Result<LogImage> {
+    /// Walks `bytes`, the first bytes of the log, which was `len` bytes
+    /// long ([`LogReader::take_file`]).
+    fn read_bytes(
+        reader: &LogReader,
+        id: &ConversationId,
+        bytes: Vec<u8>,
+        len: u64,
+    ) -> Result<LogImage> {
         let path = reader.path().to_path_buf();
         let max = reader.options().max_record_size;
         let corrupt = |offset: u64, found: String| Error::Corrupt {
@@ -128,7 +135,7 @@ impl LogImage {
             expected: "a heads section whose entry heads read".into(),
             found,
         };
-        let mut walker = Walker::in_memory(&bytes, Framing::V2, max)
+        let mut walker = Walker::in_memory(&bytes, len, Framing::V2, max)
             .with_proven_end(reader.proven_end())
             .with_lazy_bodies();
         // Sized for a short log's records at once (a vector grown from

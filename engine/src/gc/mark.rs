@@ -19,66 +19,98 @@ use crate::conversation::codec::{self, LogEntry};
 use crate::conversation::sections::OpenHeads;
 use crate::error::Result;
 use crate::event::binary::decode::AuxFields;
-use crate::log::{
-    salvage_bytes, salvage_log, walk_batch_lossy, Framing, LogOptions, Piece, Salvage,
-};
+use crate::log::{salvage_log, walk_batch_lossy, Holds, LogOptions, Piece, Salvage};
 
 /// Entries of one log decoded on all cores from this many on.
 const PARALLEL_ENTRIES: usize = 512;
 
-/// Marks into `live` every blob the log at `path` may reference. Errors
-/// only when the file cannot be read at all (or is of a format this build
-/// does not know): then what it references is unknown.
-pub(crate) fn mark_log(
+/// Entries of version 1 records are decoded (and their copies dropped) each
+/// time this many of their bytes were collected: the walk's memory stays
+/// bounded whatever the log's length.
+const ENTRY_BYTES_PER_ROUND: usize = 64 << 20;
+
+/// Marks into `live` every blob the file at `path`, which `holds` a log or
+/// part of one (a tail copied into quarantine), may reference. Errors only
+/// when the file cannot be read at all (or is of a format this build does
+/// not know): then what it references is unknown.
+pub fn mark_log(
     backend: &dyn Backend,
     path: &Path,
+    holds: Holds,
     options: LogOptions,
     live: &mut HashSet<BlobId>,
 ) -> Result<Salvage> {
-    let mut entries = Vec::new();
-    let salvage = salvage_log(backend, path, options, &mut |piece| {
-        collect(piece, options.max_record_size, &mut entries, live)
+    let mut marker = Marker::new(options.max_record_size, live);
+    let salvage = salvage_log(backend, path, holds, options, &mut |piece| {
+        marker.take(piece)
     })?;
-    mark_entries(&entries, options.max_record_size, live);
+    marker.finish();
     Ok(salvage)
 }
 
-/// Marks into `live` every blob the bytes of part of a log (a tail copied
-/// into quarantine, from a record boundary and without a file header) may
-/// reference. Nothing says which framing the log had: the bytes are walked
-/// as records of both.
-pub(crate) fn mark_bytes(bytes: &[u8], options: LogOptions, live: &mut HashSet<BlobId>) {
-    let mut entries = Vec::new();
-    for framing in [Framing::V1, Framing::V2] {
-        salvage_bytes(bytes, 0, framing, options, &mut |piece| {
-            collect(piece, options.max_record_size, &mut entries, live)
-        });
-    }
-    mark_entries(&entries, options.max_record_size, live);
+/// Marks what the pieces of a tolerant walk may reference.
+struct Marker<'a> {
+    max: u32,
+    live: &'a mut HashSet<BlobId>,
+    /// Entries of valid version 1 records not decoded yet, and their bytes.
+    entries: Vec<Vec<u8>>,
+    entry_bytes: usize,
 }
 
-/// Keeps a valid record's entry for decoding; marks what a damaged region
-/// may reference at once.
-fn collect(piece: Piece<'_>, max: u32, entries: &mut Vec<Vec<u8>>, live: &mut HashSet<BlobId>) {
-    match piece {
-        Piece::Entry { bytes, .. } => entries.push(bytes.to_vec()),
-        Piece::Sections { heads, body, .. } => mark_heads(heads, body.len(), max, live),
-        Piece::Damaged { bytes, .. } => {
-            // Plain entries and plain heads hold their ids as they are;
-            // compressed heads and packed entries are zstd frames.
-            mark_id_shapes(bytes, live);
-            mark_in_frames(bytes, max, live);
-            // Packed entries must be decompressed first: the region read
-            // as a record (it starts at a record boundary), as far as its
-            // structure holds.
-            if let Some(payload) = bytes.get(crate::log::RECORD_HEADER_LEN as usize..) {
-                walk_batch_lossy(payload, |e| {
-                    if codec::is_packed(e) {
-                        mark_id_shapes(&codec::unpack_lossy(e, max), live);
-                    }
-                });
+impl<'a> Marker<'a> {
+    fn new(max: u32, live: &'a mut HashSet<BlobId>) -> Self {
+        Marker {
+            max,
+            live,
+            entries: Vec::new(),
+            entry_bytes: 0,
+        }
+    }
+
+    /// Keeps a valid record's entry for decoding (decoded in rounds, on
+    /// all cores); marks what anything else may reference at once.
+    fn take(&mut self, piece: Piece<'_>) {
+        let (max, live) = (self.max, &mut *self.live);
+        match piece {
+            Piece::Entry { bytes, .. } => {
+                self.entries.push(bytes.to_vec());
+                self.entry_bytes += bytes.len();
+                if self.entry_bytes >= ENTRY_BYTES_PER_ROUND {
+                    self.finish();
+                }
+            }
+            Piece::Sections { heads, body, .. } => mark_heads(heads, body.len(), max, live),
+            Piece::Damaged {
+                bytes,
+                own,
+                starts_region,
+                ..
+            } => {
+                // Plain entries and plain heads hold their ids as they are;
+                // compressed heads and packed entries are zstd frames.
+                mark_id_shapes(bytes, own, live);
+                mark_in_frames(bytes, own, max, live);
+                // Packed entries must be decompressed first: the region read
+                // as a record (it starts at a record boundary), as far as its
+                // structure holds.
+                let payload = bytes.get(crate::log::RECORD_HEADER_LEN as usize..);
+                if let Some(payload) = payload.filter(|_| starts_region) {
+                    walk_batch_lossy(payload, |e| {
+                        if codec::is_packed(e) {
+                            let plain = codec::unpack_lossy(e, max);
+                            mark_id_shapes(&plain, plain.len(), live);
+                        }
+                    });
+                }
             }
         }
+    }
+
+    /// Decodes and marks the entries collected so far.
+    fn finish(&mut self) {
+        mark_entries(&self.entries, self.max, self.live);
+        self.entries.clear();
+        self.entry_bytes = 0;
     }
 }
 
@@ -89,8 +121,8 @@ fn mark_heads(heads: &[u8], body_len: usize, max: u32, live: &mut HashSet<BlobId
     match heads_references(heads, body_len, max) {
         Ok(ids) => live.extend(ids),
         Err(_) => {
-            mark_id_shapes(heads, live);
-            mark_in_frames(heads, max, live);
+            mark_id_shapes(heads, heads.len(), live);
+            mark_in_frames(heads, heads.len(), max, live);
         }
     }
 }
@@ -142,20 +174,17 @@ pub(crate) fn batch_references(
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-/// Marks what the zstd frames found in damaged bytes still give (each
-/// decompressed as far as it goes, at most `max` bytes): the compressed
-/// heads of version 2 records and packed entries of version 1 ones.
-fn mark_in_frames(bytes: &[u8], max: u32, live: &mut HashSet<BlobId>) {
-    let mut at = 0;
-    while let Some(p) = bytes[at..]
-        .windows(ZSTD_MAGIC.len())
-        .position(|w| w == ZSTD_MAGIC)
-    {
-        let start = at + p;
-        let mut entry = vec![codec::KIND_PACKED];
-        entry.extend_from_slice(&bytes[start..]);
-        mark_id_shapes(&codec::unpack_lossy(&entry, max), live);
-        at = start + 1;
+/// Marks what the zstd frames starting in the first `own` of damaged
+/// `bytes` still give (each decompressed as far as it goes, at most `max`
+/// bytes, and only that frame: the frames after it have their own turn):
+/// the compressed heads of version 2 records and packed entries of version
+/// 1 ones.
+fn mark_in_frames(bytes: &[u8], own: usize, max: u32, live: &mut HashSet<BlobId>) {
+    // A frame starting in the last bytes of `own` runs on past them.
+    let starts = &bytes[..bytes.len().min(own.saturating_add(ZSTD_MAGIC.len() - 1))];
+    for start in memchr::memmem::find_iter(starts, &ZSTD_MAGIC) {
+        let plain = codec::decompress_lossy(&bytes[start..], max);
+        mark_id_shapes(&plain, plain.len(), live);
     }
 }
 
@@ -174,8 +203,9 @@ fn mark_entries(entries: &[Vec<u8>], max: u32, live: &mut HashSet<BlobId>) {
             }
         } else {
             let mut found = HashSet::new();
-            mark_id_shapes(bytes, &mut found);
-            mark_id_shapes(&codec::unpack_lossy(bytes, max), &mut found);
+            mark_id_shapes(bytes, bytes.len(), &mut found);
+            let plain = codec::unpack_lossy(bytes, max);
+            mark_id_shapes(&plain, plain.len(), &mut found);
             out.extend(found);
         }
         out
@@ -198,10 +228,12 @@ const BIN32: [u8; 2] = [0xc4, 0x20];
 /// digits, as a human-readable serializer writes it.
 const STR64: [u8; 2] = [0xd9, 0x40];
 
-/// Marks everything in `bytes` shaped like a blob id in MessagePack.
-fn mark_id_shapes(bytes: &[u8], live: &mut HashSet<BlobId>) {
-    for i in 0..bytes.len().saturating_sub(1) {
-        let tag = [bytes[i], bytes[i + 1]];
+/// Marks everything shaped like a blob id in MessagePack that starts in
+/// the first `own` of `bytes` (and may run on past them).
+fn mark_id_shapes(bytes: &[u8], own: usize, live: &mut HashSet<BlobId>) {
+    let starts = &bytes[..own.min(bytes.len())];
+    for i in memchr::memchr2_iter(BIN32[0], STR64[0], starts) {
+        let tag = [bytes[i], bytes.get(i + 1).copied().unwrap_or(0)];
         if tag == BIN32 {
             if let Some(id) = bytes.get(i + 2..i + 34) {
                 let mut raw = [0u8; 32];

@@ -60,7 +60,7 @@ pub use record::{
     FORMAT_VERSION, HEADS_SECTION_HEADER_LEN, MAGIC, RECORD_HEADER_LEN, RECORD_HEADER_LEN_V2,
     VERSION_1, VERSION_2,
 };
-pub use salvage::{read_whole, salvage_bytes, salvage_log, walk_batch_lossy, Piece, Salvage};
+pub use salvage::{salvage_log, walk_batch_lossy, Holds, Piece, Salvage};
 pub use scan::{Damage, LogEnd};
 pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
 

@@ -3,11 +3,11 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::backend::{Backend, ObjectReader};
+use jpstore_blobstore::backend::{read_at_most, Backend, ObjectReader};
 
 use super::record::{
-    check_file_header, decode_batch, walk_batch, HeaderProblem, LogFormat, RecordHeader,
-    FILE_HEADER_LEN,
+    check_file_header, check_min_len, decode_batch, decode_record_header, walk_batch, Framing,
+    HeaderProblem, LogFormat, RecordHeader, FILE_HEADER_LEN,
 };
 use super::scan::{LogEnd, Step, Walker};
 use super::{LogOptions, Record, RecordContent};
@@ -136,17 +136,20 @@ impl LogReader {
         self.format
     }
 
-    /// The whole file, read into memory (for readers that walk it there: the
-    /// view of a version 2 log). A reader opened once gives, the first time,
+    /// The file read into memory, for readers that walk it there (the view
+    /// of a version 2 log), and its length then: the bytes a walk of it can
+    /// read ([`read_for_walk`]). A reader opened once gives, the first time,
     /// the copy it read at its open (moved out, not copied again); every
     /// other call reads the file as it is now, so a second look after
     /// damage does not see that copy again.
-    pub fn take_file(&mut self) -> Result<Vec<u8>> {
+    pub fn take_file(&mut self) -> Result<(Vec<u8>, u64)> {
         if let Some(once) = self.once.take() {
-            return Ok(once.bytes);
+            let len = once.bytes.len() as u64;
+            return Ok((once.bytes, len));
         }
         let len = self.file.len().map_err(|source| self.io("stat", source))?;
-        read_up_to(&*self.file, len).map_err(|source| self.io("read", source))
+        read_for_walk(&*self.file, len, self.format.framing, self.options)
+            .map_err(|source| self.io("read", source))
     }
 
     /// All records, from the first.
@@ -213,8 +216,8 @@ pub(crate) fn read_up_to(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8
         let (first, later) = bytes.split_at_mut(len / 2);
         let start = first.len();
         let (done_first, done_later) = std::thread::scope(|scope| {
-            let helper = scope.spawn(|| read_into(file, later, start as u64));
-            let mine = read_into(file, first, 0);
+            let helper = scope.spawn(|| read_at_most(file, later, start as u64));
+            let mine = read_at_most(file, first, 0);
             let theirs = helper
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -229,30 +232,105 @@ pub(crate) fn read_up_to(file: &dyn ObjectReader, len: u64) -> io::Result<Vec<u8
             start + done_later
         }
     } else {
-        read_into(file, &mut bytes, 0)?
+        read_at_most(file, &mut bytes, 0)?
     };
     bytes.truncate(done);
     Ok(bytes)
 }
 
+/// Logs of at most this many bytes are read whole for a walk in memory
+/// ([`read_for_walk`]).
+pub(crate) const READ_WHOLE_FOR_WALK: u64 = 256 << 20;
+
+/// Bytes read at a time by [`read_for_walk`] beyond [`READ_WHOLE_FOR_WALK`].
+const WALK_CHUNK: u64 = 64 << 20;
+
+/// The first bytes of the `len` bytes of the log `file`, as many as a walk
+/// of its records of `framing` can read (format-spec.md 3, "Recovery"), and
+/// the length a walk of them takes the file to have: a log of at most
+/// [`READ_WHOLE_FOR_WALK`] bytes whole; a longer one up to the first record
+/// header that is not valid (a checksum, a length beyond the limit or below
+/// the minimum), and a record's worth after it, where a walk decides
+/// whether it is a torn tail or damage. Whatever follows (gigabytes of
+/// damage, a sparse tail) is never read. A file that shrank meanwhile (a
+/// writer cut a torn tail) is read as far as it goes, and that is its
+/// length.
+pub(crate) fn read_for_walk(
+    file: &dyn ObjectReader,
+    len: u64,
+    framing: Framing,
+    options: LogOptions,
+) -> io::Result<(Vec<u8>, u64)> {
+    read_for_walk_in(file, len, framing, options, READ_WHOLE_FOR_WALK, WALK_CHUNK)
+}
+
+/// [`read_for_walk`], reading whole up to `whole_up_to` bytes and `chunk`
+/// bytes at a time beyond.
+pub(super) fn read_for_walk_in(
+    file: &dyn ObjectReader,
+    len: u64,
+    framing: Framing,
+    options: LogOptions,
+    whole_up_to: u64,
+    chunk: u64,
+) -> io::Result<(Vec<u8>, u64)> {
+    if len <= whole_up_to {
+        let bytes = read_up_to(file, len)?;
+        let len = bytes.len() as u64;
+        return Ok((bytes, len));
+    }
+    let header_len = framing.record_header_len();
+    let mut bytes = Vec::new();
+    let mut pos = FILE_HEADER_LEN;
+    let end = loop {
+        if pos >= len {
+            break len;
+        }
+        grow_to(file, &mut bytes, (pos + header_len).min(len), len, chunk)?;
+        let header = bytes
+            .get(pos as usize..)
+            .and_then(|b| decode_record_header(framing, b))
+            .filter(|h| {
+                h.content_len() <= u64::from(options.max_record_size) && check_min_len(h).is_ok()
+            });
+        match header {
+            Some(h) => pos += h.record_len(),
+            None => break pos.saturating_add(header_len + u64::from(options.max_record_size) + 1),
+        }
+    };
+    let whole = grow_to(file, &mut bytes, end.min(len), len, chunk)?;
+    let len = if whole { len } else { bytes.len() as u64 };
+    Ok((bytes, len))
+}
+
+/// Reads more of `file` into `bytes` (its first bytes), so that it holds
+/// at least `to` bytes: at least `chunk` more at a time, at most up to
+/// `len`. False if the file ended before `to` (it shrank since `len` was
+/// taken): `bytes` then holds all of it.
+fn grow_to(
+    file: &dyn ObjectReader,
+    bytes: &mut Vec<u8>,
+    to: u64,
+    len: u64,
+    chunk: u64,
+) -> io::Result<bool> {
+    let have = bytes.len() as u64;
+    if to <= have {
+        return Ok(true);
+    }
+    let want = to.max(have + chunk).min(len);
+    let want = usize::try_from(want)
+        .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "a log larger than memory"))?;
+    let from = bytes.len();
+    bytes.resize(want, 0);
+    let got = read_at_most(file, &mut bytes[from..], from as u64)?;
+    bytes.truncate(from + got);
+    Ok(bytes.len() as u64 >= to)
+}
+
 /// Logs of at least this many bytes are read in two halves at once
 /// ([`read_up_to`]).
 pub(crate) const READ_IN_HALVES: usize = 1 << 20;
-
-/// Reads `buf.len()` bytes of `file` from `offset` into `buf` (fewer at
-/// the end of the file): how many.
-fn read_into(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
 
 /// Logs of at most this many bytes are read whole by
 /// [`LogReader::open_once`]: the 16-byte header, the first record and a
@@ -261,8 +339,8 @@ pub const READ_WHOLE_UP_TO: u64 = 64 << 10;
 
 /// A log's bytes read at once ([`LogReader::open_once`]).
 #[derive(Debug)]
-struct ReadOnce {
-    bytes: Vec<u8>,
+pub(super) struct ReadOnce {
+    pub(super) bytes: Vec<u8>,
 }
 
 impl ObjectReader for ReadOnce {

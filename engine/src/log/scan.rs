@@ -21,7 +21,7 @@
 use std::io;
 use std::path::Path;
 
-use jpstore_blobstore::backend::ObjectReader;
+use jpstore_blobstore::backend::{read_at_most, ObjectReader};
 
 use super::record::{
     check_content, check_min_len, decode_record_header, ContentFault, Framing, HeadsSection,
@@ -195,21 +195,6 @@ pub(crate) enum Step {
     End(LogEnd),
 }
 
-/// Reads into `buf` at `offset` until it is full or the file ends; returns
-/// the bytes read.
-fn read_up_to(file: &dyn ObjectReader, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(k) => done += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
 /// Bytes read ahead when the next record is small.
 const READ_AHEAD: usize = 64 * 1024;
 
@@ -268,13 +253,15 @@ impl<'f> Walker<'f> {
         }
     }
 
-    /// A walk of the records of `framing` in `bytes`, the whole file as
-    /// read into memory (its length is the limit).
-    pub(crate) fn in_memory(bytes: &'f [u8], framing: Framing, max_payload: u32) -> Self {
+    /// A walk of the records of `framing` in `bytes`, the first bytes of a
+    /// file of `len` bytes as read into memory: all of them, or as many as
+    /// a walk can read ([`read_for_walk`](super::reader::read_for_walk)).
+    /// A walk that would read past them finds a torn tail there.
+    pub(crate) fn in_memory(bytes: &'f [u8], len: u64, framing: Framing, max_payload: u32) -> Self {
         Walker {
             source: Source::Memory(bytes),
             framing,
-            limit: bytes.len() as u64,
+            limit: len.max(bytes.len() as u64),
             max_payload,
             proven_end: 0,
             lazy_bodies: false,
@@ -333,7 +320,7 @@ impl<'f> Walker<'f> {
             // since the walk started (a writer cut a torn tail). Bytes below
             // the cut are whole records and must still be seen, so a short
             // read is only a miss if it does not cover `[off, end)`.
-            let got = match read_up_to(file, &mut self.buf, off) {
+            let got = match read_at_most(file, &mut self.buf, off) {
                 Ok(got) => got,
                 Err(e) => {
                     self.buf.clear();

@@ -595,15 +595,15 @@ fn a_reader_opened_once_reads_what_a_reader_reads_as_of_its_open() {
             // second look, which read the file.
             let short = w.end() <= super::reader::READ_WHOLE_UP_TO;
             append(&mut w, &batch(3, i + 100, false)).expect("append");
-            let now = plain.take_file().expect("read");
-            let first = once.take_file().expect("read");
+            let now = plain.take_file().expect("read").0;
+            let first = once.take_file().expect("read").0;
             if short {
                 assert_ne!(first, now);
                 assert_eq!(first[..], now[..first.len()]);
             } else {
                 assert_eq!(first, now);
             }
-            assert_eq!(once.take_file().expect("read"), now);
+            assert_eq!(once.take_file().expect("read").0, now);
             assert_eq!(records(&once), records(&plain));
         }
         assert!(
@@ -635,7 +635,10 @@ fn a_long_log_is_read_in_two_halves_as_it_is_on_disk() {
     }
     let mut reader =
         LogReader::open(&storage, Path::new(LOG), LogOptions::default()).expect("open");
-    assert_eq!(reader.take_file().expect("read"), on_disk);
+    assert_eq!(
+        reader.take_file().expect("read"),
+        (on_disk.clone(), on_disk.len() as u64)
+    );
 }
 
 #[test]
@@ -946,4 +949,133 @@ fn reader_confirms_damage_before_reporting_it() {
             .iter()
             .any(|r| r.as_ref().is_err_and(Error::is_corruption)));
     }
+}
+
+/// A part of a generated version 1 log.
+#[derive(Debug, Clone)]
+enum Part {
+    Record(Vec<Vec<u8>>),
+    Garbage(Vec<u8>),
+    Zeros(usize),
+}
+
+fn part() -> impl proptest::strategy::Strategy<Value = Part> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..4)
+            .prop_map(Part::Record),
+        1 => proptest::collection::vec(any::<u8>(), 1..60).prop_map(Part::Garbage),
+        1 => (1usize..400).prop_map(Part::Zeros),
+    ]
+}
+
+/// Every step of a walk of `bytes` in memory, taken as the first bytes of a
+/// file of `len`.
+fn steps(bytes: &[u8], len: u64, max: u32, proven_end: u64) -> Vec<String> {
+    let mut walker = Walker::in_memory(bytes, len, Framing::V1, max).with_proven_end(proven_end);
+    let mut out = Vec::new();
+    let mut pos = FIRST_RECORD;
+    loop {
+        match walker.step(pos).expect("in memory") {
+            Step::Record { header, .. } => {
+                out.push(format!("record at {pos}"));
+                pos += header.record_len();
+            }
+            Step::End(end) => {
+                out.push(format!("{end:?}"));
+                return out;
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// A long log is read for a walk only as far as one can go, and the
+    /// walk of what was read is the walk of the whole file.
+    #[test]
+    fn a_walk_of_what_is_read_for_it_is_the_walk_of_the_whole_file(
+        parts in proptest::collection::vec(part(), 0..20),
+        cut in 0usize..30,
+        max in 16u32..200,
+        chunk in 1u64..300,
+        proven in 0usize..2000,
+    ) {
+        let mut bytes = record::encode_file_header(LogFormat::v1(0)).to_vec();
+        for p in &parts {
+            match p {
+                Part::Record(entries) => bytes.extend_from_slice(&record::encode_record(entries)),
+                Part::Garbage(g) => bytes.extend_from_slice(g),
+                Part::Zeros(n) => bytes.resize(bytes.len() + n, 0),
+            }
+        }
+        // Sometimes a torn tail.
+        bytes.truncate(bytes.len() - cut.min(bytes.len() - 16));
+        let len = bytes.len() as u64;
+        let options = LogOptions { max_record_size: max };
+        let file = super::reader::ReadOnce { bytes: bytes.clone() };
+        let (read, read_len) =
+            super::reader::read_for_walk_in(&file, len, Framing::V1, options, 0, chunk)
+                .expect("read");
+        proptest::prop_assert_eq!(read_len, len);
+        proptest::prop_assert_eq!(&read[..], &bytes[..read.len()]);
+        let proven = (proven as u64).min(len);
+        let whole = steps(&bytes, len, max, proven);
+        proptest::prop_assert_eq!(steps(&read, len, max, proven), whole.clone());
+        // Read: the records a walk finds, a record's worth, and a chunk.
+        let mut end = FIRST_RECORD;
+        let mut walker = Walker::in_memory(&bytes, len, Framing::V1, max);
+        while let Step::Record { header, .. } = walker.step(end).expect("in memory") {
+            end += header.record_len();
+        }
+        proptest::prop_assert!(
+            read.len() as u64 <= end + 12 + u64::from(max) + 1 + chunk + 12,
+            "{} bytes read of {len}, records end at {end}", read.len()
+        );
+    }
+}
+
+#[test]
+fn a_long_log_is_read_up_to_a_record_after_its_first_bad_header() {
+    let max = 100;
+    let options = LogOptions {
+        max_record_size: max,
+    };
+    let mut bytes = record::encode_file_header(LogFormat::v1(0)).to_vec();
+    bytes.extend_from_slice(&record::encode_record(&[b"first"]));
+    let bad = bytes.len() as u64;
+    // A damaged header, then a valid record ending exactly a record's
+    // worth after it: what tells damage from a torn tail.
+    bytes.extend_from_slice(&[0x5a; 12]);
+    let entry = vec![7u8; 80];
+    bytes.extend_from_slice(&record::encode_record(&[&entry]));
+    assert_eq!(bytes.len() as u64 - bad, 12 + u64::from(max));
+    let len = bytes.len() as u64;
+    let file = super::reader::ReadOnce {
+        bytes: bytes.clone(),
+    };
+    let (read, _) =
+        super::reader::read_for_walk_in(&file, len, Framing::V1, options, 0, 1).expect("read");
+    let whole = steps(&bytes, len, max, 0);
+    assert!(
+        whole
+            .last()
+            .is_some_and(|s| s.contains("valid_record_at: Some")),
+        "{whole:?}"
+    );
+    assert_eq!(steps(&read, len, max, 0), whole);
+    // Gigabytes after it are never read.
+    let sparse = super::reader::ReadOnce {
+        bytes: [&bytes[..], &vec![0; 1 << 20]].concat(),
+    };
+    let (read, read_len) = super::reader::read_for_walk_in(
+        &sparse,
+        sparse.bytes.len() as u64,
+        Framing::V1,
+        options,
+        0,
+        1,
+    )
+    .expect("read");
+    assert_eq!(read_len, sparse.bytes.len() as u64);
+    assert!(read.len() as u64 <= bad + 12 + u64::from(max) + 1);
 }

@@ -297,8 +297,13 @@ impl BlobStore {
     fn ensure_dir(&self, dir: &Path) -> Result<()> {
         match self.backend.head(dir) {
             Ok(m) if m.kind == FileKind::Directory => return Ok(()),
-            Ok(_) => {
-                return Err(self.corrupt(dir, None, "a directory".into(), "a file".into()));
+            Ok(m) => {
+                return Err(self.corrupt(
+                    dir,
+                    None,
+                    "a directory".into(),
+                    m.kind.describe().into(),
+                ));
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(self.io("inspect", dir, e)),

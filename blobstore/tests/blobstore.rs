@@ -1078,3 +1078,35 @@ fn gc_rewrites_copy_mostly_live_groups_and_recompress_the_rest() {
     let report = reader.verify_all(&mut |_| {}).expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+#[test]
+fn a_layout_directory_that_is_not_one_is_named_with_what_is_there() {
+    for link in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(open(dir.path()));
+        let objects = dir.path().join("blobs/objects");
+        std::fs::remove_dir(&objects).expect("rm");
+        let what = if link {
+            let real = dir.path().join("elsewhere");
+            std::fs::create_dir(&real).expect("mkdir");
+            std::os::unix::fs::symlink(&real, &objects).expect("link");
+            "a symbolic link"
+        } else {
+            std::fs::write(&objects, b"x").expect("write");
+            "a regular file"
+        };
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("storage"));
+        let err = BlobStore::open(
+            jpstore_blobstore::backend::FileBackend::shared(storage),
+            "blobs",
+            Options::default(),
+        )
+        .expect_err("refused");
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
+        assert!(
+            msg.contains("objects") && msg.contains(&format!("expected a directory, found {what}")),
+            "{msg}"
+        );
+    }
+}

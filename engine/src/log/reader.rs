@@ -281,12 +281,14 @@ pub(super) fn read_for_walk_in(
     }
     let header_len = framing.record_header_len();
     let mut bytes = Vec::new();
+    // Whether every read got what it asked for (the file did not shrink).
+    let mut whole = true;
     let mut pos = FILE_HEADER_LEN;
     let end = loop {
         if pos >= len {
             break len;
         }
-        grow_to(file, &mut bytes, (pos + header_len).min(len), len, chunk)?;
+        whole &= grow_to(file, &mut bytes, (pos + header_len).min(len), len, chunk)?;
         let header = bytes
             .get(pos as usize..)
             .and_then(|b| decode_record_header(framing, b))
@@ -298,7 +300,7 @@ pub(super) fn read_for_walk_in(
             None => break pos.saturating_add(header_len + u64::from(options.max_record_size) + 1),
         }
     };
-    let whole = grow_to(file, &mut bytes, end.min(len), len, chunk)?;
+    whole &= grow_to(file, &mut bytes, end.min(len), len, chunk)?;
     let len = if whole { len } else { bytes.len() as u64 };
     Ok((bytes, len))
 }

@@ -1078,4 +1078,10 @@ fn a_long_log_is_read_up_to_a_record_after_its_first_bad_header() {
     .expect("read");
     assert_eq!(read_len, sparse.bytes.len() as u64);
     assert!(read.len() as u64 <= bad + 12 + u64::from(max) + 1);
+    // A file that shrank since its length was taken (a writer cut a torn
+    // tail): what is there, and that is its length.
+    let (read, read_len) =
+        super::reader::read_for_walk_in(&file, len + 1000, Framing::V1, options, 0, 1)
+            .expect("read");
+    assert_eq!((read.len() as u64, read_len), (len, len));
 }

@@ -934,6 +934,27 @@ impl BlobStore {
             ));
         }
         let body_len = p.pack_len - PACK_TRAILER_LEN;
+        // A pack of version 2 whose length is not where its index puts the
+        // trailer (bytes appended, a sparse tail, a cut) is damaged: found
+        // before its bytes are hashed, which would read all of them.
+        if let Some(last) = p
+            .group_count()
+            .checked_sub(1)
+            .filter(|_| p.version() != PACK_VERSION_1)
+        {
+            let end = p.group(last).end();
+            if end.checked_add(PACK_TRAILER_LEN) != Some(p.pack_len) {
+                return Err(corrupt(
+                    Some(end.min(p.pack_len)),
+                    format!(
+                        "a pack of {} bytes (its groups, as its index records them, end at \
+                         offset {end}, then the {PACK_TRAILER_LEN}-byte trailer)",
+                        end.saturating_add(PACK_TRAILER_LEN)
+                    ),
+                    format!("a pack of {} bytes", p.pack_len),
+                ));
+            }
+        }
         let mut hasher = blake3::Hasher::new();
         match map.and_then(|m| m.get(..usize::try_from(body_len).ok()?)) {
             Some(body) => {
@@ -1183,6 +1204,34 @@ mod tests {
                     .iter()
                     .any(|(b, _)| b.is_some_and(|b| ids.contains(&b))));
             }
+        }
+    }
+
+    #[test]
+    fn a_pack_longer_or_shorter_than_its_index_says_is_damaged_without_hashing_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_, pack) = store_with_pack(dir.path(), 50);
+        let len = std::fs::metadata(&pack).expect("stat").len();
+        // A sparse tail of a GiB (hashing it would read all of it), and a
+        // pack cut inside its last group.
+        for new_len in [len + (1 << 30), len - 40] {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&pack)
+                .expect("open");
+            file.set_len(new_len).expect("set length");
+            let store = open(dir.path());
+            for mapped in [true, false] {
+                let found = problems(&store, mapped);
+                let want = format!("expected a pack of {len} bytes");
+                assert!(
+                    found.iter().any(|(b, m)| b.is_none()
+                        && m.contains(&want)
+                        && m.contains(&format!("found a pack of {new_len} bytes"))),
+                    "{new_len} bytes: {found:?}"
+                );
+            }
+            file.set_len(len).expect("set length");
         }
     }
 

@@ -288,6 +288,31 @@ pub fn check_index(index: &[u8]) -> Result<IndexShape, IndexError> {
             format!("version {version}"),
         ));
     }
+    // The length its counts give, before the checksum: an index with bytes
+    // appended (a sparse tail) is refused without hashing all of them.
+    let count = u32_at(index, 8) as usize;
+    let groups = u32_at(index, 12) as usize;
+    // u64 arithmetic: a forged count cannot overflow the expected length.
+    let (expected_len, holding) = if version == v2::VERSION {
+        (
+            fixed as u64
+                + count as u64 * (32 + v2::OBJECT_ENTRY_LEN) as u64
+                + groups as u64 * v2::GROUP_ENTRY_LEN as u64,
+            format!("{count} objects in {groups} groups"),
+        )
+    } else {
+        (
+            fixed as u64 + count as u64 * (32 + ENTRY_LEN) as u64,
+            format!("{count} objects"),
+        )
+    };
+    if index.len() as u64 != expected_len {
+        return Err((
+            8,
+            format!("an index of {expected_len} bytes for {holding}"),
+            format!("{} bytes", index.len()),
+        ));
+    }
     let body = index.len() - 32;
     let sum = blake3::hash(&index[..body]);
     if sum.as_bytes()[..] != index[body..] {
@@ -298,21 +323,12 @@ pub fn check_index(index: &[u8]) -> Result<IndexShape, IndexError> {
         ));
     }
     if version == v2::VERSION {
-        let (objects, groups) = v2::check_shape(index)?;
+        v2::check_shape(index, count, groups)?;
         return Ok(IndexShape {
             version,
-            objects,
+            objects: count,
             groups,
         });
-    }
-    let count = u32_at(index, 8) as usize;
-    let expected_len = fixed as u64 + count as u64 * (32 + ENTRY_LEN) as u64;
-    if index.len() as u64 != expected_len {
-        return Err((
-            8,
-            format!("an index of {expected_len} bytes for {count} objects"),
-            format!("{} bytes", index.len()),
-        ));
     }
     check_fanout(index, count)?;
     Ok(IndexShape {
@@ -1039,6 +1055,21 @@ mod tests {
         for len in 0..idx.len() {
             assert!(check_index(&idx[..len]).is_err(), "truncation to {len}");
         }
+    }
+
+    #[test]
+    fn an_index_with_bytes_appended_is_refused_by_its_length_before_its_checksum() {
+        let (_, _, idx, _) = v2_index(20, 3);
+        let len = idx.len();
+        let mut long = idx.clone();
+        long.resize(len + (1 << 20), 0);
+        let (at, expected, found) = check_index(&long).expect_err("refused");
+        assert_eq!(at, 8);
+        assert!(
+            expected.starts_with(&format!("an index of {len} bytes for 20 objects")),
+            "{expected}"
+        );
+        assert_eq!(found, format!("{} bytes", len + (1 << 20)));
     }
 
     /// `idx` with its checksum fixed after a change, as a hostile writer

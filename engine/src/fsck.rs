@@ -83,7 +83,7 @@ pub struct Finding {
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
-    /// `not-a-regular-file`, `unsupported-version`.
+    /// `not-a-regular-file`, `unsupported-version`, `workspace-config`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -275,6 +275,7 @@ impl Store {
         // Before anything else opens them: a FIFO where the layout keeps a
         // file would be refused by every open, never reported by one.
         let loose = self.check_layout(options, &mut report)?;
+        self.check_workspace_config(&mut report);
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
@@ -286,6 +287,34 @@ impl Store {
         let loose = loose.filter(|_| !options.repair);
         self.check_all(options, &mut report, progress, interrupt, loose)?;
         Ok(report)
+    }
+
+    /// Reports a `config.toml` that every command needing it would refuse
+    /// (it cannot be read, is too large, is not UTF-8, does not parse, or
+    /// holds a bad setting) as a warning: not damage (the conversations
+    /// and blobs are intact, and repair never touches the file), but the
+    /// reason views fail. A node the layout walk reported already is not
+    /// reported again.
+    fn check_workspace_config(&self, report: &mut FsckReport) {
+        let path = self.backend().display(Path::new(crate::store::CONFIG_FILE));
+        if report
+            .findings
+            .iter()
+            .any(|f| f.path.as_deref() == Some(path.as_path()))
+        {
+            return;
+        }
+        if let Err(e) = self.workspace_config() {
+            report.findings.push(Finding {
+                severity: Severity::Warning,
+                kind: "workspace-config",
+                conversation: None,
+                path: Some(path),
+                offset: None,
+                blob: None,
+                message: e.to_string(),
+            });
+        }
     }
 
     /// Checks the logs and (with `read_data`) the blobs; `loose` are the

@@ -347,8 +347,9 @@ impl Store {
     /// [`Error::BadSetting`] naming the file and the line of the key.
     ///
     /// The file is read and parsed once per open store, the first time a
-    /// command needs it (a store that never needs it, for `ls`, `gc` or
-    /// `fsck`, never reads it); an edit of the file is seen by the stores
+    /// command needs it (a store that never needs it, for `ls` or `gc`,
+    /// never reads it; `fsck` reads it to report it if it is refused); an
+    /// edit of the file is seen by the stores
     /// opened after it. A failed read is not kept: the next call reads the
     /// file again.
     pub fn workspace_config(&self) -> Result<&WorkspaceConfig> {

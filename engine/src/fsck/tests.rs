@@ -1,6 +1,7 @@
 //! Tests of fsck: each kind of damage is found and named, and `repair`
 //! leaves a clean store in which everything undamaged still reads.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -711,5 +712,55 @@ fn a_repair_on_a_full_disk_leaves_the_conversation_in_the_store() {
     assert!(
         refused >= 2,
         "the note and the kept records both failed to fit at some room"
+    );
+}
+
+#[test]
+fn a_config_toml_that_commands_refuse_is_a_warning_naming_it() {
+    let f = fixture();
+    conv(&f, "c1", 1, &|_| "x".into());
+    let config = f.root.join(crate::store::CONFIG_FILE);
+    // Each text, or (`None`) a file one byte over the limit.
+    let cases: [(&str, Option<&[u8]>); 4] = [
+        ("not UTF-8", Some(b"a = \"\xff\"\n")),
+        ("TOML", Some(b"[conversation\n")),
+        (
+            "keep_last",
+            Some(b"[conversation.compaction]\nkeep_last = \"three\"\n"),
+        ),
+        ("limit", None),
+    ];
+    for (what, text) in cases {
+        match text {
+            Some(text) => fs::write(&config, text).expect("write"),
+            None => fs::File::create(&config)
+                .and_then(|file| file.set_len(crate::store::MAX_CONFIG_FILE + 1))
+                .expect("grow"),
+        }
+        // A store opened after the edit, as every command opens one.
+        let store = Store::open_dir(&f.root, StoreOptions::default()).expect("open");
+        let found = store
+            .fsck(FsckOptions::default(), &mut |_| {})
+            .expect("fsck runs");
+        let warned = of_kind(&found, "workspace-config");
+        assert_eq!(warned.len(), 1, "{what}: {:?}", found.findings);
+        assert_eq!(warned[0].severity, Severity::Warning);
+        assert_eq!(warned[0].path.as_deref(), Some(config.as_path()), "{what}");
+        assert!(
+            warned[0].message.contains(what),
+            "{what}: {}",
+            warned[0].message
+        );
+        assert!(found.is_clean(), "{what}: the data is intact");
+    }
+    fs::write(&config, b"[conversation.compaction]\nkeep_last = 2\n").expect("write");
+    let store = Store::open_dir(&f.root, StoreOptions::default()).expect("open");
+    let found = store
+        .fsck(FsckOptions::default(), &mut |_| {})
+        .expect("fsck runs");
+    assert!(
+        of_kind(&found, "workspace-config").is_empty(),
+        "{:?}",
+        found.findings
     );
 }

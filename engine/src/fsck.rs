@@ -83,7 +83,8 @@ pub struct Finding {
     /// `missing-blob`, `blob-size`, `damaged-blob`, `damaged-pack`,
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
-    /// `not-a-regular-file`, `unsupported-version`, `workspace-config`.
+    /// `not-a-regular-file`, `unsupported-version`, `workspace-config`,
+    /// `interrupted-repair`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -275,6 +276,7 @@ impl Store {
         // Before anything else opens them: a FIFO where the layout keeps a
         // file would be refused by every open, never reported by one.
         let loose = self.check_layout(options, &mut report)?;
+        self.check_interrupted_repairs(options, &mut report)?;
         self.check_workspace_config(&mut report);
         if options.repair {
             // Damaged objects first: the conversations referencing them are
@@ -1039,6 +1041,76 @@ impl Store {
         Ok(to)
     }
 
+    /// Finds the repairs that stopped between moving a conversation into
+    /// quarantine and putting its kept records back (a crash, a kill):
+    /// directories `quarantine/conversations/<id>.<stamp>.repairing-<end>`
+    /// (format-spec.md 4.8). Where the conversation has no log in the
+    /// store, its records before `end` are only in quarantine: damage
+    /// (`interrupted-repair`), which `repair` completes by putting them
+    /// back. Where it has one (the records were put back, or a
+    /// conversation of that id was created since), `repair` only gives the
+    /// directory the name of a repair done.
+    fn check_interrupted_repairs(
+        &self,
+        options: FsckOptions,
+        report: &mut FsckReport,
+    ) -> Result<()> {
+        let backend = &**self.backend();
+        let dir = Path::new(QUARANTINE_DIR).join("conversations");
+        let entries = match backend.list(&dir) {
+            Ok(entries) => entries,
+            // None yet; an unreadable one is the layout walk's to report.
+            Err(_) => return Ok(()),
+        };
+        for e in entries.iter().filter(|e| e.is_prefix()) {
+            let Some((id, done_name, end)) = interrupted_repair(&e.name) else {
+                continue;
+            };
+            let from = dir.join(&e.name);
+            let missing = match backend.head(&id.log_path()) {
+                Ok(_) => false,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => true,
+                Err(_) => false,
+            };
+            if !options.repair {
+                if missing {
+                    report.findings.push(Finding {
+                        severity: Severity::Damage,
+                        kind: "interrupted-repair",
+                        conversation: Some(id.to_string()),
+                        path: Some(backend.display(&from)),
+                        offset: Some(end),
+                        blob: None,
+                        message: format!(
+                            "a repair of conversation {id} stopped before it put back the whole records before offset {end}: they are only in quarantine; `jp-store fsck --repair` puts them back"
+                        ),
+                    });
+                }
+                continue;
+            }
+            if missing {
+                // It takes the writer lock of the conversation's new
+                // directory; a log published since is left as it is.
+                match self.restore_prefix(&id, &from, end) {
+                    // Created since it was looked at: that one stays.
+                    Ok(()) | Err(Error::ConversationExists { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                report.repairs.push(format!(
+                    "completed an interrupted repair: put back the whole records of conversation {id} before offset {end} (the whole log stays in {})",
+                    backend.display(&dir.join(&done_name)).display()
+                ));
+            }
+            let note = from.join("NOTE");
+            if matches!(backend.head(&note), Err(ref err) if err.kind() == std::io::ErrorKind::NotFound)
+            {
+                self.write_note(&note, "a repair that was interrupted; its records before the first bad one were put back")?;
+            }
+            self.move_aside(&from, &dir.join(done_name))?;
+        }
+        Ok(())
+    }
+
     /// Moves a conversation's directory into `quarantine/conversations/`
     /// (holding its writer lock), with a note inside; with `keep`, then
     /// publishes the whole records before that offset as its log again
@@ -1054,7 +1126,14 @@ impl Store {
     ) -> Result<PathBuf> {
         let _lock = crate::conversation::writer_lock(&**self.backend(), id)?;
         let dir = self.quarantine_dir("conversations")?;
-        let to = dir.join(format!("{id}.{}", Self::stamp()));
+        let done_name = format!("{id}.{}", Self::stamp());
+        // Keeping records, the move names what is to be put back: a repair
+        // stopped before it did (a crash) is completed by the next one
+        // (`complete_repair`), and found by every fsck until then.
+        let to = match keep {
+            Some(end) => dir.join(format!("{done_name}{REPAIRING}{end}")),
+            None => dir.join(&done_name),
+        };
         self.move_aside(&id.dir(), &to)?;
         let done = self
             .write_note(&to.join("NOTE"), why)
@@ -1063,6 +1142,15 @@ impl Store {
                 None => Ok(()),
             });
         let failed = match done {
+            // The name of a repair done; if it cannot be given now, the
+            // next repair gives it.
+            Ok(()) if keep.is_some() => {
+                let done = dir.join(done_name);
+                return Ok(match self.move_aside(&to, &done) {
+                    Ok(()) => done,
+                    Err(_) => to,
+                });
+            }
             Ok(()) => return Ok(to),
             // The id is another conversation's now (created since the
             // move): this one stays in quarantine, with its note.
@@ -1094,6 +1182,21 @@ impl Store {
             },
         })
     }
+}
+
+/// What ends the name of a conversation moved into quarantine by a repair
+/// that keeps its records before an offset, until they are back in the
+/// store: `<id>.<stamp>.repairing-<offset>` (format-spec.md 4.8).
+const REPAIRING: &str = ".repairing-";
+
+/// The conversation, the name of a repair done (`<id>.<stamp>`) and the
+/// offset of a quarantined directory named by a repair that keeps records
+/// ([`REPAIRING`]).
+fn interrupted_repair(name: &str) -> Option<(ConversationId, String, u64)> {
+    let (done, end) = name.rsplit_once(REPAIRING)?;
+    let end = end.parse().ok()?;
+    let (id, _stamp) = done.rsplit_once('.')?;
+    Some((ConversationId::parse(id).ok()?, done.to_string(), end))
 }
 
 /// An item of a record, as fsck checks it.

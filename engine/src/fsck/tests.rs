@@ -764,3 +764,90 @@ fn a_config_toml_that_commands_refuse_is_a_warning_naming_it() {
         found.findings
     );
 }
+
+/// The states a repair keeping records can be stopped in (a crash between
+/// its steps), each completed by the next repair: the conversation is back
+/// with its records before the damage, and its quarantined log keeps the
+/// name of a repair done.
+#[test]
+fn a_repair_stopped_between_its_steps_is_found_and_completed() {
+    // Stopped after the move; after the note and the new directory's lock
+    // file; after the records were put back, before the last rename.
+    for stopped in ["moved", "locked", "restored"] {
+        let f = fixture();
+        let offsets = conv(&f, "c1", 4, &|i| format!("content {i}"));
+        let id = ConversationId::parse("c1").expect("id");
+        let log = f.root.join(id.log_path());
+        let end = offsets[3];
+        let whole = fs::read(&log).expect("read");
+        flip(&log, end + 20);
+        let q = f.root.join("quarantine/conversations");
+        fs::create_dir_all(&q).expect("mkdir");
+        let moved = q.join(format!("c1.1795000000-5{}{end}", super::REPAIRING));
+        fs::rename(f.root.join(id.dir()), &moved).expect("move");
+        if stopped != "moved" {
+            fs::write(moved.join("NOTE"), "why: its log is damaged\n").expect("note");
+            fs::create_dir(f.root.join(id.dir())).expect("mkdir");
+            fs::write(f.root.join(id.dir()).join("events.log.lock"), b"").expect("lock");
+        }
+        if stopped == "restored" {
+            fs::write(&log, &whole[..end as usize]).expect("put back");
+        }
+        let found = run(&f, false, false);
+        let interrupted = of_kind(&found, "interrupted-repair");
+        if stopped == "restored" {
+            assert!(interrupted.is_empty(), "{stopped}: {:?}", found.findings);
+        } else {
+            assert_eq!(interrupted.len(), 1, "{stopped}: {:?}", found.findings);
+            assert_eq!(interrupted[0].severity, Severity::Damage);
+            assert_eq!(interrupted[0].offset, Some(end));
+            assert!(!found.is_clean(), "{stopped}");
+        }
+        let repaired = run(&f, false, true);
+        assert_eq!(
+            repaired
+                .repairs
+                .iter()
+                .filter(|r| r.starts_with("completed an interrupted repair"))
+                .count(),
+            usize::from(stopped != "restored"),
+            "{stopped}: {:?}",
+            repaired.repairs
+        );
+        assert_eq!(
+            fs::read(&log).expect("put back"),
+            whole[..end as usize],
+            "{stopped}"
+        );
+        readable(&f, "c1");
+        let done = q.join("c1.1795000000-5");
+        assert!(
+            done.join("events.log").is_file(),
+            "{stopped}: renamed as done"
+        );
+        assert!(done.join("NOTE").is_file(), "{stopped}: with a note");
+        assert!(!moved.exists(), "{stopped}");
+        let after = run(&f, false, false);
+        assert!(after.is_clean(), "{stopped}: {:?}", damage(&after));
+    }
+}
+
+#[test]
+fn a_repair_keeping_records_leaves_the_name_of_a_repair_done() {
+    let f = fixture();
+    let offsets = conv(&f, "c1", 3, &|i| format!("content {i}"));
+    let log = f
+        .root
+        .join(ConversationId::parse("c1").expect("id").log_path());
+    flip(&log, offsets[2] + 20);
+    let repaired = run(&f, false, true);
+    assert!(!repaired.repairs.is_empty());
+    let names: Vec<String> = fs::read_dir(f.root.join("quarantine/conversations"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(!names[0].contains(super::REPAIRING), "{names:?}");
+    assert!(super::interrupted_repair(&names[0]).is_none());
+    assert_repaired_clean(&f, "c1");
+}

@@ -452,6 +452,20 @@ impl BlobStore {
             .len()
     }
 
+    /// Packs of version 2 whose file is not as long as their index says
+    /// (bytes appended, a sparse tail, a cut), with the error naming the
+    /// pack: damage that verify reports too, found here from the lengths
+    /// alone, for a check that does not read data. Reads of the objects
+    /// the index places inside the file still work.
+    pub fn packs_of_wrong_length(&self) -> Result<Vec<(String, Error)>> {
+        self.refresh_packs()?;
+        Ok(self
+            .loaded_packs()
+            .iter()
+            .filter_map(|p| self.check_pack_len(p).err().map(|e| (p.name.clone(), e)))
+            .collect())
+    }
+
     /// Packs whose index is damaged (skipped by reads: their objects are
     /// missing to readers), with the error loading it gives now: for
     /// verify, and for a check that names the index without reading data.

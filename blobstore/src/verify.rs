@@ -873,6 +873,32 @@ impl BlobStore {
         Ok(problems)
     }
 
+    /// A pack of version 2 is damaged if its length is not where its index
+    /// puts the trailer (bytes appended, a sparse tail, a cut): found from
+    /// its length alone.
+    pub(crate) fn check_pack_len(&self, p: &Pack) -> Result<()> {
+        let Some(last) = p.group_count().checked_sub(1) else {
+            return Ok(());
+        };
+        if p.version() == PACK_VERSION_1 {
+            return Ok(());
+        }
+        let end = p.group(last).end();
+        if end.checked_add(PACK_TRAILER_LEN) == Some(p.pack_len) {
+            return Ok(());
+        }
+        Err(Error::Corrupt {
+            path: self.display(&p.pack_path),
+            offset: Some(end.min(p.pack_len)),
+            expected: format!(
+                "a pack of {} bytes (its groups, as its index records them, end at \
+                 offset {end}, then the {PACK_TRAILER_LEN}-byte trailer)",
+                end.saturating_add(PACK_TRAILER_LEN)
+            ),
+            found: format!("a pack of {} bytes", p.pack_len),
+        })
+    }
+
     fn verify_pack_file(&self, p: &Pack, map: Option<&Mapping>, buf: &mut Vec<u8>) -> Result<()> {
         let corrupt = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
             path: self.display(&p.pack_path),
@@ -934,27 +960,8 @@ impl BlobStore {
             ));
         }
         let body_len = p.pack_len - PACK_TRAILER_LEN;
-        // A pack of version 2 whose length is not where its index puts the
-        // trailer (bytes appended, a sparse tail, a cut) is damaged: found
-        // before its bytes are hashed, which would read all of them.
-        if let Some(last) = p
-            .group_count()
-            .checked_sub(1)
-            .filter(|_| p.version() != PACK_VERSION_1)
-        {
-            let end = p.group(last).end();
-            if end.checked_add(PACK_TRAILER_LEN) != Some(p.pack_len) {
-                return Err(corrupt(
-                    Some(end.min(p.pack_len)),
-                    format!(
-                        "a pack of {} bytes (its groups, as its index records them, end at \
-                         offset {end}, then the {PACK_TRAILER_LEN}-byte trailer)",
-                        end.saturating_add(PACK_TRAILER_LEN)
-                    ),
-                    format!("a pack of {} bytes", p.pack_len),
-                ));
-            }
-        }
+        // Before its bytes are hashed, which would read all of them.
+        self.check_pack_len(p)?;
         let mut hasher = blake3::Hasher::new();
         match map.and_then(|m| m.get(..usize::try_from(body_len).ok()?)) {
             Some(body) => {

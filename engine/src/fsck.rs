@@ -386,10 +386,12 @@ impl Store {
                 interrupt,
                 loose,
             )?;
-            // A pack whose index did not load is named without reading data
-            // (its objects show as missing references): `--read-data`
-            // reports it with the blobs.
-            for (_, error) in self.blobs().broken_packs() {
+            // A pack whose index did not load, or whose length is not the
+            // one its index gives, is named without reading data (the
+            // objects of the first show as missing references):
+            // `--read-data` reports both with the blobs.
+            let wrong_length = self.blobs().packs_of_wrong_length()?;
+            for (_, error) in self.blobs().broken_packs().into_iter().chain(wrong_length) {
                 verify_findings.push(Finding {
                     severity: Severity::Damage,
                     kind: "damaged-pack",

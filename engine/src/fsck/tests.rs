@@ -69,6 +69,15 @@ fn run(f: &Fixture, read_data: bool, repair: bool) -> FsckReport {
         .expect("fsck runs")
 }
 
+/// Plain fsck of the store opened anew, as every command opens one (after
+/// the test changed its files: nothing of them read before).
+fn run_anew(f: &Fixture) -> FsckReport {
+    Store::open_dir(&f.root, StoreOptions::default())
+        .expect("open")
+        .fsck(FsckOptions::default(), &mut |_| {})
+        .expect("fsck runs")
+}
+
 fn damage(r: &FsckReport) -> Vec<&Finding> {
     r.findings
         .iter()
@@ -737,11 +746,7 @@ fn a_config_toml_that_commands_refuse_is_a_warning_naming_it() {
                 .and_then(|file| file.set_len(crate::store::MAX_CONFIG_FILE + 1))
                 .expect("grow"),
         }
-        // A store opened after the edit, as every command opens one.
-        let store = Store::open_dir(&f.root, StoreOptions::default()).expect("open");
-        let found = store
-            .fsck(FsckOptions::default(), &mut |_| {})
-            .expect("fsck runs");
+        let found = run_anew(&f);
         let warned = of_kind(&found, "workspace-config");
         assert_eq!(warned.len(), 1, "{what}: {:?}", found.findings);
         assert_eq!(warned[0].severity, Severity::Warning);
@@ -754,10 +759,7 @@ fn a_config_toml_that_commands_refuse_is_a_warning_naming_it() {
         assert!(found.is_clean(), "{what}: the data is intact");
     }
     fs::write(&config, b"[conversation.compaction]\nkeep_last = 2\n").expect("write");
-    let store = Store::open_dir(&f.root, StoreOptions::default()).expect("open");
-    let found = store
-        .fsck(FsckOptions::default(), &mut |_| {})
-        .expect("fsck runs");
+    let found = run_anew(&f);
     assert!(
         of_kind(&found, "workspace-config").is_empty(),
         "{:?}",
@@ -850,4 +852,40 @@ fn a_repair_keeping_records_leaves_the_name_of_a_repair_done() {
     assert!(!names[0].contains(super::REPAIRING), "{names:?}");
     assert!(super::interrupted_repair(&names[0]).is_none());
     assert_repaired_clean(&f, "c1");
+}
+
+#[test]
+fn a_pack_with_bytes_appended_is_named_without_reading_data() {
+    let f = fixture();
+    let items: Vec<Vec<u8>> = (0..20)
+        .map(|i| format!("packed object {i}").into_bytes())
+        .collect();
+    f.store
+        .blobs()
+        .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+        .expect("batch");
+    let pack = fs::read_dir(f.root.join("blobs/packs"))
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .expect("a pack");
+    assert!(run(&f, false, false).is_clean());
+    let len = fs::metadata(&pack).expect("stat").len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&pack)
+        .and_then(|file| file.set_len(len + (1 << 30)))
+        .expect("a sparse tail");
+    let found = run_anew(&f);
+    let packs = of_kind(&found, "damaged-pack");
+    assert_eq!(packs.len(), 1, "{:?}", found.findings);
+    assert_eq!(packs[0].path.as_deref(), Some(pack.as_path()));
+    assert!(
+        packs[0]
+            .message
+            .contains(&format!("expected a pack of {len} bytes")),
+        "{}",
+        packs[0].message
+    );
+    assert!(!found.is_clean());
 }

@@ -1069,11 +1069,10 @@ impl Store {
                 continue;
             };
             let from = dir.join(&e.name);
-            let missing = match backend.head(&id.log_path()) {
-                Ok(_) => false,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => true,
-                Err(_) => false,
-            };
+            // Anything but a log there (none, or a path that cannot be
+            // looked at) leaves the records in quarantine only: putting
+            // them back is tried, and fails naming why where it cannot.
+            let missing = backend.head(&id.log_path()).is_err();
             if !options.repair {
                 if missing {
                     report.findings.push(Finding {
@@ -1130,8 +1129,8 @@ impl Store {
         let dir = self.quarantine_dir("conversations")?;
         let done_name = format!("{id}.{}", Self::stamp());
         // Keeping records, the move names what is to be put back: a repair
-        // stopped before it did (a crash) is completed by the next one
-        // (`complete_repair`), and found by every fsck until then.
+        // stopped before it did (a crash) is found by every fsck and
+        // completed by the next repair (`check_interrupted_repairs`).
         let to = match keep {
             Some(end) => dir.join(format!("{done_name}{REPAIRING}{end}")),
             None => dir.join(&done_name),

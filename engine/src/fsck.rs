@@ -1069,6 +1069,15 @@ impl Store {
                 continue;
             };
             let from = dir.join(&e.name);
+            // A name with nothing below it is what a move leaves listed on
+            // some object stores (an empty directory of SeaweedFS's filer,
+            // say): there is nothing to put back.
+            if backend
+                .head(&from.join(crate::conversation::LOG_FILE))
+                .is_err()
+            {
+                continue;
+            }
             // Anything but a log there (none, or a path that cannot be
             // looked at) leaves the records in quarantine only: putting
             // them back is tried, and fails naming why where it cannot.
@@ -1125,7 +1134,7 @@ impl Store {
         why: &str,
         keep: Option<u64>,
     ) -> Result<PathBuf> {
-        let _lock = crate::conversation::writer_lock(&**self.backend(), id)?;
+        let lock = crate::conversation::writer_lock(&**self.backend(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let done_name = format!("{id}.{}", Self::stamp());
         // Keeping records, the move names what is to be put back: a repair
@@ -1136,6 +1145,12 @@ impl Store {
             None => dir.join(&done_name),
         };
         self.move_aside(&id.dir(), &to)?;
+        // The lock guarded the directory just moved. The kept records are
+        // published under the lock of the conversation's new directory
+        // (`restore_prefix`), which is this same lock where locks are
+        // named by their path (a store on S3): released first, or the
+        // repair would wait for itself.
+        drop(lock);
         let done = self
             .write_note(&to.join("NOTE"), why)
             .and_then(|()| match keep {

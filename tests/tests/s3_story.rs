@@ -384,3 +384,126 @@ fn fsck_on_s3_finds_a_damaged_object_and_repair_moves_it_to_quarantine() {
         );
     }
 }
+
+/// What a command printed as JSON, or a failure showing what it said.
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// A repair that keeps a conversation's whole records, on S3, where moving
+/// a directory copies its objects: done, it leaves the name of a repair
+/// done in quarantine; stopped between its steps (the move made, the
+/// records not put back), the next fsck reports it and the next repair
+/// completes it.
+#[test]
+fn a_repair_keeping_records_on_s3_is_completed_even_when_stopped() {
+    let Some(server) =
+        server_or_skip("a_repair_keeping_records_on_s3_is_completed_even_when_stopped")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let location = server.fresh("repair");
+    let url = location.to_string();
+    let backend = server.backend(location.clone());
+    use jpstore_blobstore::backend::{Backend, Expect};
+    ok(&mut machine(server, &cache, &url, &["init"]), b"");
+    let mut ends = Vec::new();
+    for stopped in [false, true] {
+        let id = ok(&mut machine(server, &cache, &url, &["new"]), b"")
+            .trim()
+            .to_string();
+        let mut offsets = Vec::new();
+        for call in ["c1", "c2", "c3"] {
+            let out = ok(
+                &mut machine(server, &cache, &url, &["append", &id, "--json"]),
+                &tool_call(call, &format!("the output of {call}")),
+            );
+            let out: Value = serde_json::from_str(&out).expect("append json");
+            offsets.push(out["offset"].as_u64().expect("offset"));
+        }
+        // The last record damaged in place on the server.
+        let log = PathBuf::from(format!("conversations/{id}/events.log"));
+        let mut bytes =
+            jpstore_blobstore::backend::read_all(&*backend.open(&log).expect("open"), u64::MAX)
+                .expect("read");
+        let kept = bytes[..offsets[2] as usize].to_vec();
+        let at = offsets[2] as usize + 30;
+        bytes[at] ^= 0x55;
+        backend
+            .replace(&log, &bytes, Path::new("tmp/x"), Expect::Any, true)
+            .expect("damage");
+        let stamp = format!("{id}.1795000000-5");
+        if stopped {
+            // As a repair stopped after its move leaves it.
+            let moving = PathBuf::from(format!(
+                "quarantine/conversations/{stamp}.repairing-{}",
+                offsets[2]
+            ));
+            backend
+                .rename(Path::new(&format!("conversations/{id}")), &moving)
+                .expect("move");
+            let found = run(&mut machine(server, &cache, &url, &["fsck", "--json"]), b"");
+            assert_eq!(found.status.code(), Some(1), "the stopped repair is damage");
+            let report: Value = json_of(&found);
+            assert!(
+                report["findings"]
+                    .as_array()
+                    .expect("findings")
+                    .iter()
+                    .any(|f| f["kind"] == "interrupted-repair" && f["conversation"] == id.as_str()),
+                "{report}"
+            );
+        }
+        let repaired = run(
+            &mut machine(server, &cache, &url, &["fsck", "--repair", "--json"]),
+            b"",
+        );
+        let report: Value = json_of(&repaired);
+        assert!(
+            !report["repairs"].as_array().expect("repairs").is_empty(),
+            "{report}"
+        );
+        let back =
+            jpstore_blobstore::backend::read_all(&*backend.open(&log).expect("open"), u64::MAX)
+                .expect("read");
+        assert_eq!(back, kept, "the whole records before the damage are back");
+        ends.push((id, stamp, stopped));
+    }
+    let quarantined = keys_below(&backend, Path::new("quarantine/conversations"));
+    assert!(
+        quarantined
+            .iter()
+            .all(|k| !k.to_string_lossy().contains(".repairing-")),
+        "{quarantined:?}"
+    );
+    for (id, stamp, stopped) in &ends {
+        let done = quarantined
+            .iter()
+            .filter(|k| k.to_string_lossy().contains(&format!("/{id}.")))
+            .any(|k| k.ends_with("events.log"));
+        assert!(
+            done,
+            "{id}: its whole log is in quarantine: {quarantined:?}"
+        );
+        if *stopped {
+            assert!(
+                quarantined
+                    .iter()
+                    .any(|k| k.starts_with(format!("quarantine/conversations/{stamp}"))),
+                "{quarantined:?}"
+            );
+        }
+        ok(&mut machine(server, &cache, &url, &["view", id]), b"");
+    }
+    let after = run(&mut machine(server, &cache, &url, &["fsck", "--json"]), b"");
+    let report: Value = json_of(&after);
+    assert_eq!(report["clean"], true, "{report}");
+}

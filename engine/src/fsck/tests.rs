@@ -852,6 +852,21 @@ fn a_repair_keeping_records_leaves_the_name_of_a_repair_done() {
     assert!(!names[0].contains(super::REPAIRING), "{names:?}");
     assert!(super::interrupted_repair(&names[0]).is_none());
     assert_repaired_clean(&f, "c1");
+    // A name with nothing below it (what a move leaves listed on some
+    // object stores) is nothing to put back: no finding, no error.
+    let empty = f
+        .root
+        .join("quarantine/conversations")
+        .join(format!("c2.1795000000-7{}16", super::REPAIRING));
+    fs::create_dir(&empty).expect("mkdir");
+    let found = run(&f, false, false);
+    assert!(
+        of_kind(&found, "interrupted-repair").is_empty(),
+        "{:?}",
+        found.findings
+    );
+    assert!(run(&f, false, true).repairs.is_empty());
+    assert!(empty.exists(), "left as it is");
 }
 
 #[test]

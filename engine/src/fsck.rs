@@ -1102,14 +1102,14 @@ impl Store {
                 // It takes the writer lock of the conversation's new
                 // directory; a log published since is left as it is.
                 match self.restore_prefix(&id, &from, end) {
+                    Ok(()) => report.repairs.push(format!(
+                        "completed an interrupted repair: put back the whole records of conversation {id} before offset {end} (the whole log stays in {})",
+                        backend.display(&dir.join(&done_name)).display()
+                    )),
                     // Created since it was looked at: that one stays.
-                    Ok(()) | Err(Error::ConversationExists { .. }) => {}
+                    Err(Error::ConversationExists { .. }) => {}
                     Err(e) => return Err(e),
                 }
-                report.repairs.push(format!(
-                    "completed an interrupted repair: put back the whole records of conversation {id} before offset {end} (the whole log stays in {})",
-                    backend.display(&dir.join(&done_name)).display()
-                ));
             }
             let note = from.join("NOTE");
             if matches!(backend.head(&note), Err(ref err) if err.kind() == std::io::ErrorKind::NotFound)

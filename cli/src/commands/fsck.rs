@@ -13,7 +13,9 @@ pub struct FsckArgs {
     #[arg(long)]
     read_data: bool,
     /// Cut torn tails and move damaged conversations and objects into
-    /// quarantine/ (never deletes).
+    /// quarantine/ (never deletes), keeping in the store the whole records
+    /// before a conversation's bad one where that is its only damage;
+    /// complete a repair a crash stopped.
     #[arg(long)]
     repair: bool,
     /// Print the report as JSON.

@@ -458,7 +458,7 @@ impl BlobStore {
     /// alone, for a check that does not read data. Reads of the objects
     /// the index places inside the file still work.
     pub fn packs_of_wrong_length(&self) -> Result<Vec<(String, Error)>> {
-        self.refresh_packs()?;
+        self.list_packs_once()?;
         Ok(self
             .loaded_packs()
             .iter()

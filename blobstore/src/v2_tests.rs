@@ -530,14 +530,7 @@ fn a_large_batch_on_a_file_system_finds_loose_objects_by_listing_names() {
     let hex = BlobId::of(&items[7]).to_hex();
     let fanout = dir.path().join("blobs/objects").join(&hex[..2]);
     std::fs::create_dir_all(&fanout).expect("mkdir");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        fanout.join(&hex[2..]),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    crate::storage::mkfifo(&fanout.join(&hex[2..]));
     assert!(matches!(
         store.loose_listing_for(count).expect("listing"),
         Some(crate::store::LooseListing::ByFanout(_))

@@ -121,20 +121,8 @@ impl Store {
 mod tests {
     use super::*;
     use crate::compaction::no_summarizer;
-    use crate::event::input::parse_input;
-    use crate::event::json::ParseMode;
+    use crate::event::input::entries_now as entries;
     use crate::{NewConversation, StoreOptions};
-
-    fn entries(text: &str) -> Vec<Entry<Payload>> {
-        parse_input(
-            text,
-            ParseMode::Strict {
-                now: Timestamp::now(),
-            },
-        )
-        .expect("input")
-        .entries
-    }
 
     fn turn(i: usize) -> String {
         let long = "words of the question ".repeat(40);

@@ -656,18 +656,6 @@ mod tests {
         assert_eq!(fs::read(dir.path().join("b")).expect("read"), b"b");
     }
 
-    /// Makes a FIFO at `path`.
-    fn mkfifo(path: &Path) {
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o600),
-            0,
-        )
-        .expect("mkfifo");
-    }
-
     #[test]
     fn metadata_says_what_is_there_and_not_found_for_what_is_not() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -699,7 +687,7 @@ mod tests {
     /// A FIFO, a socket (bound while the listener lives), a directory and a
     /// regular file named by their kinds in `dir`.
     fn one_of_each(dir: &Path) -> std::os::unix::net::UnixListener {
-        mkfifo(&dir.join("fifo"));
+        crate::storage::mkfifo(&dir.join("fifo"));
         let socket = std::os::unix::net::UnixListener::bind(dir.join("socket")).expect("bind");
         fs::create_dir(dir.join("dir")).expect("mkdir");
         fs::write(dir.join("file"), b"regular").expect("write");

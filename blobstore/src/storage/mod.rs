@@ -456,6 +456,19 @@ pub enum PublishError {
     Sync(PathBuf, io::Error),
 }
 
+/// Makes a FIFO at `path` (for tests of what the store does with one).
+#[cfg(test)]
+pub(crate) fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,17 +2,6 @@ use std::os::unix::fs::symlink;
 
 use super::*;
 
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
-}
-
 fn refused(result: io::Result<Vec<u8>>, says: &str) {
     match result {
         Ok(bytes) => panic!(
@@ -28,7 +17,7 @@ fn anything_but_a_regular_file_is_refused_before_a_byte_is_read() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A FIFO with no writer: opened without blocking, then refused.
     let fifo_path = dir.path().join("fifo");
-    fifo(&fifo_path);
+    crate::storage::mkfifo(&fifo_path);
     refused(
         read(&fifo_path, 1 << 20, LastLink::Follow),
         "a FIFO, not a regular file",

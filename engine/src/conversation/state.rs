@@ -179,19 +179,7 @@ pub fn undo_refusal(undoes: u64, compactions: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::input::parse_input;
-    use crate::event::json::ParseMode;
-
-    fn entries(text: &str) -> Vec<Entry<crate::event::Payload>> {
-        parse_input(
-            text,
-            ParseMode::Strict {
-                now: Timestamp::now(),
-            },
-        )
-        .expect("input")
-        .entries
-    }
+    use crate::event::input::entries_now as entries;
 
     const COMPACTION: &str =
         r#"{"type":"compaction","from_turn":0,"to_turn":0,"strip_reasoning":true}"#;

@@ -9,8 +9,7 @@ use super::head::{self, head_path};
 use super::read::read_state;
 use super::ConversationId;
 use crate::error::Error;
-use crate::event::input::parse_input;
-use crate::event::json::ParseMode;
+use crate::event::input::entries_at;
 use crate::event::{ChatResponse, Entry, EventKind, Payload};
 use crate::timestamp::Timestamp;
 use crate::{NewConversation, Store, StoreOptions};
@@ -34,14 +33,7 @@ fn store_v1() -> (tempfile::TempDir, Store) {
 }
 
 fn events(text: &str) -> Vec<Entry<Payload>> {
-    parse_input(
-        text,
-        ParseMode::Strict {
-            now: Timestamp::from_unix(1_780_000_000, 0).expect("time"),
-        },
-    )
-    .expect("valid input")
-    .entries
+    entries_at(text, Timestamp::from_unix(1_780_000_000, 0).expect("time"))
 }
 
 fn new_conv(store: &Store, id: &str) -> ConversationId {

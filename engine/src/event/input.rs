@@ -89,6 +89,21 @@ fn entry_error(e: FieldError, line: usize, entry: usize) -> InputError {
     }
 }
 
+/// The entries of valid input `text`, parsed strictly as `jp-store append`
+/// parses it, a missing timestamp set to `now` (for tests).
+#[cfg(test)]
+pub(crate) fn entries_at(text: &str, now: crate::timestamp::Timestamp) -> Vec<Entry<Payload>> {
+    parse_input(text, ParseMode::Strict { now })
+        .expect("valid input")
+        .entries
+}
+
+/// [`entries_at`] now (for tests).
+#[cfg(test)]
+pub(crate) fn entries_now(text: &str) -> Vec<Entry<Payload>> {
+    entries_at(text, crate::timestamp::Timestamp::now())
+}
+
 /// Parses input text: a JSON array of entries (if the first non-blank
 /// character is `[`), else JSON Lines (blank lines skipped). An empty input
 /// is an error: there is nothing to append.

@@ -5,23 +5,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::event::input::parse_input;
-use crate::event::json::ParseMode;
+use crate::event::input::entries_now as input;
 use crate::event::Entry;
 use crate::export::{conversation_json, ContentMode};
 use crate::{NewConversation, StoreOptions};
-
-/// The entries of input `text` (JSON lines), as `jp-store append` reads them.
-fn input(text: &str) -> Vec<Entry<crate::event::Payload>> {
-    parse_input(
-        text,
-        ParseMode::Strict {
-            now: Timestamp::now(),
-        },
-    )
-    .expect("input")
-    .entries
-}
 
 struct Fixture {
     _dir: tempfile::TempDir,

@@ -7,8 +7,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::conversation::ConversationId;
-use crate::event::input::parse_input;
-use crate::event::json::ParseMode;
+use crate::event::input::entries_at;
 use crate::event::{Entry, Object, Payload};
 use crate::export::ContentMode;
 use crate::log::Framing;
@@ -16,14 +15,7 @@ use crate::timestamp::Timestamp;
 use crate::{NewConversation, Store, StoreOptions};
 
 fn events(text: &str) -> Vec<Entry<Payload>> {
-    parse_input(
-        text,
-        ParseMode::Strict {
-            now: Timestamp::from_unix(1_780_000_000, 0).expect("time"),
-        },
-    )
-    .expect("valid input")
-    .entries
+    entries_at(text, Timestamp::from_unix(1_780_000_000, 0).expect("time"))
 }
 
 fn store(dir: &Path, framing: Framing) -> Store {

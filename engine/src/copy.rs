@@ -555,6 +555,7 @@ fn create(
                 format,
                 records,
                 &mut |_| Ok(()),
+                &mut || crate::conversation::abandon_creation(backend, id),
             )
         });
     match made {

@@ -32,6 +32,7 @@ use crate::event::binary::{Kind, Part};
 use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
 use crate::event::BlobRef;
+use crate::gc::leftovers::LeftoverKind;
 use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
@@ -84,7 +85,7 @@ pub struct Finding {
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
     /// `not-a-regular-file`, `unsupported-version`, `workspace-config`,
-    /// `interrupted-repair`.
+    /// `interrupted-repair`, `leftover`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -278,6 +279,7 @@ impl Store {
         let loose = self.check_layout(options, &mut report)?;
         self.check_interrupted_repairs(options, &mut report)?;
         self.check_workspace_config(&mut report);
+        self.check_leftovers(&mut report);
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
@@ -315,6 +317,34 @@ impl Store {
                 offset: None,
                 blob: None,
                 message: e.to_string(),
+            });
+        }
+    }
+
+    /// Reports the leftovers of writers that failed or were stopped
+    /// ([`crate::gc::leftovers`]) as information: nothing reads them, and
+    /// gc removes them once they are older than its grace period.
+    fn check_leftovers(&self, report: &mut FsckReport) {
+        let backend = &**self.backend();
+        for l in crate::gc::leftovers::find(backend) {
+            let conversation = match l.kind {
+                LeftoverKind::Unpublished => {
+                    l.key.file_name().map(|n| n.to_string_lossy().into_owned())
+                }
+                LeftoverKind::StoppedRemoval | LeftoverKind::Temp => None,
+            };
+            report.findings.push(Finding {
+                severity: Severity::Info,
+                kind: "leftover",
+                conversation,
+                path: Some(backend.display(&l.key)),
+                offset: None,
+                blob: None,
+                message: format!(
+                    "{} ({} bytes); nothing reads it, and gc removes it once it is older than its grace period",
+                    l.kind.describe(),
+                    l.bytes
+                ),
             });
         }
     }

@@ -76,6 +76,12 @@ pub struct GcReport {
     pub kept_unreferenced: usize,
     /// Temp files of crashed writers removed.
     pub temp_removed: usize,
+    /// Leftovers of writers that failed or were stopped, outside the blob
+    /// store, removed (dry: that would be): conversation directories
+    /// without a log, stopped removals, temp files ([`leftovers`]).
+    pub leftovers_removed: usize,
+    /// Their bytes.
+    pub leftover_bytes: u64,
     /// Packs merged into one, after the sweep, so that pack sizes form a
     /// geometric progression again (format-spec.md 2.11).
     pub packs_merged: usize,
@@ -121,6 +127,8 @@ impl serde::Serialize for GcReport {
             pack_bytes: u64,
             kept_unreferenced: usize,
             temp_removed: usize,
+            leftovers_removed: usize,
+            leftover_bytes: u64,
             packs_merged: usize,
             restored: usize,
             waited_secs: u64,
@@ -139,6 +147,8 @@ impl serde::Serialize for GcReport {
             pack_bytes: self.pack_bytes,
             kept_unreferenced: self.kept_unreferenced,
             temp_removed: self.temp_removed,
+            leftovers_removed: self.leftovers_removed,
+            leftover_bytes: self.leftover_bytes,
             packs_merged: self.packs_merged,
             restored: self.restored,
             waited_secs: self.waited_secs,
@@ -319,7 +329,31 @@ impl Store {
             report.temp_removed = self.blobs().cleanup_temp(options.grace)?.objects;
             report.packs_removed += self.blobs().remove_unindexed_packs(options.grace)?.objects;
         }
+        self.remove_leftovers(options, now, &mut report)?;
         Ok(report)
+    }
+
+    /// Removes (dry: counts) the leftovers of writers that failed or were
+    /// stopped ([`leftovers`]) older than the grace period.
+    pub(crate) fn remove_leftovers(
+        &self,
+        options: GcOptions,
+        now: SystemTime,
+        report: &mut GcReport,
+    ) -> Result<()> {
+        let backend = &**self.backend();
+        let found = leftovers::find(backend);
+        if options.dry_run {
+            for l in found.iter().filter(|l| !l.young(now, options.grace)) {
+                report.leftovers_removed += 1;
+                report.leftover_bytes += l.bytes;
+            }
+            return Ok(());
+        }
+        let removed = leftovers::remove(backend, &found, options.grace, now)?;
+        report.leftovers_removed = removed.leftovers;
+        report.leftover_bytes = removed.bytes;
+        Ok(())
     }
 
     /// The sweep of a gc run, by the marks `live`: unreferenced loose
@@ -411,6 +445,7 @@ impl Store {
     }
 }
 
+pub mod leftovers;
 pub(crate) mod mark;
 pub mod shared;
 

@@ -716,7 +716,8 @@ impl Store {
         }
         let _lock = crate::conversation::writer_lock(&*self.backend, id)?;
         let aside = PathBuf::from(CONVERSATIONS_DIR).join(format!(
-            ".removed-{id}-{}-{}",
+            "{}{id}-{}-{}",
+            crate::conversation::REMOVED_PREFIX,
             std::process::id(),
             Timestamp::now().subsec_nanos()
         ));
@@ -726,22 +727,26 @@ impl Store {
             source,
         };
         // Moved aside first (durably): from then on it is not listed, so a
-        // crash during the deletions below leaves no half conversation.
+        // crash during the deletions below leaves no half conversation (gc
+        // removes what is left, and may be removing it now).
         self.backend
             .rename(&id.dir(), &aside)
             .map_err(|e| Error::from_backend(&*self.backend, e))?;
-        let entries = self
-            .backend
-            .list(&aside)
-            .map_err(|e| io("list", &aside, e))?;
-        let files: Vec<PathBuf> = entries.iter().map(|e| aside.join(&e.name)).collect();
-        self.backend
-            .delete(&files)
-            .map_err(|e| Error::from_backend(&*self.backend, e))?;
-        self.backend
-            .remove_prefix(&aside)
-            .map_err(|e| io("remove", &aside, e))?;
-        Ok(())
+        if crate::conversation::clear_locked_dir(
+            &*self.backend,
+            &aside,
+            &aside.join(crate::conversation::LOG_FILE),
+        )? {
+            return Ok(());
+        }
+        Err(io(
+            "remove",
+            &aside,
+            std::io::Error::new(
+                std::io::ErrorKind::DirectoryNotEmpty,
+                "something was created in it while it was removed",
+            ),
+        ))
     }
 
     /// Like [`Store::list`], but a conversation that cannot be read does not

@@ -856,7 +856,15 @@ impl S3Backend {
             .iter()
             .filter_map(|p| p.filename().map(str::to_string))
             .collect();
-        Ok((listed.objects, prefixes))
+        // Some servers (SeaweedFS) list a directory whose objects are all
+        // gone as an empty object named like the prefix itself: not one
+        // of its children.
+        let objects = listed
+            .objects
+            .into_iter()
+            .filter(|m| m.location != path)
+            .collect();
+        Ok((objects, prefixes))
     }
 
     /// Every object below `rel` (recursively), as relative keys with their

@@ -573,3 +573,41 @@ fn crash_at_every_sync_of_an_upgrade() {
         "crashes left both the old and the new log"
     );
 }
+
+#[test]
+fn a_creation_that_fails_on_a_full_disk_leaves_no_directory() {
+    // The head, written and synced before the log is published, and the
+    // log itself: a full disk at either makes the creation fail.
+    for allowed in [0, 40] {
+        let sim = SimStorage::new();
+        let (store, _) = started(&sim);
+        let other = ConversationId::parse("other").expect("id");
+        let dir = other.dir();
+        sim.fail_writes_after(allowed);
+        let err = store
+            .create(NewConversation {
+                id: Some(other.clone()),
+                ..new_conversation()
+            })
+            .map(drop)
+            .expect_err("a creation on a full disk succeeded");
+        assert!(matches!(err, Error::Io { .. }), "{allowed}: {err}");
+        assert!(
+            !sim.exists(&dir),
+            "{allowed}: the failed creation left {:?}",
+            sim.snapshot()
+                .keys()
+                .filter(|p| p.starts_with(&dir))
+                .collect::<Vec<_>>()
+        );
+        sim.clear_faults();
+        // The id is free, and the conversation already there unharmed.
+        store
+            .create(NewConversation {
+                id: Some(other.clone()),
+                ..new_conversation()
+            })
+            .expect("create once there is room");
+        assert!(store.read(&id()).is_ok(), "{allowed}");
+    }
+}

@@ -795,6 +795,8 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": "<number>",
   "kept_unreferenced": 0,
   "temp_removed": 0,
+  "leftovers_removed": 0,
+  "leftover_bytes": 0,
   "packs_merged": 0,
   "restored": 0,
   "waited_secs": 0
@@ -818,6 +820,8 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": "<number>",
   "kept_unreferenced": 0,
   "temp_removed": 0,
+  "leftovers_removed": 0,
+  "leftover_bytes": 0,
   "packs_merged": 0,
   "restored": 0,
   "waited_secs": 0
@@ -841,6 +845,8 @@ fn blobs_gc_and_fsck_of_a_clean_store() {
   "pack_bytes": 0,
   "kept_unreferenced": 0,
   "temp_removed": 0,
+  "leftovers_removed": 0,
+  "leftover_bytes": 0,
   "packs_merged": 0,
   "restored": 0,
   "waited_secs": 0

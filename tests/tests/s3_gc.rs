@@ -475,3 +475,57 @@ fn a_gc_killed_between_its_steps_is_finished_by_the_next_run() {
     let fsck: serde_json::Value = serde_json::from_str(&fsck).expect("fsck json");
     assert_eq!(fsck["clean"], true, "{fsck}");
 }
+
+#[test]
+fn a_removal_stopped_on_s3_is_reported_by_fsck_and_removed_by_gc() {
+    let Some(server) =
+        server_or_skip("a_removal_stopped_on_s3_is_reported_by_fsck_and_removed_by_gc")
+    else {
+        return;
+    };
+    let f = fixture(server, "gc-leftovers");
+    let url = f.location.to_string();
+    let backend = server.backend_with(f.location.clone(), settings()).shared();
+    let store = store_of(Arc::clone(&backend));
+    let doomed = store
+        .create(NewConversation::default())
+        .expect("create")
+        .id()
+        .clone();
+    // What `rm` does first, and then a crash: the directory moved aside.
+    let aside = Path::new("conversations").join(format!(".removed-{doomed}-1-2"));
+    backend.rename(&doomed.dir(), &aside).expect("move aside");
+    assert!(!keys_below(&*backend, &aside).is_empty());
+    let fsck = ok(server, &url, &["fsck", "--json"], b"");
+    let fsck: serde_json::Value = serde_json::from_str(&fsck).expect("fsck json");
+    assert_eq!(fsck["clean"], true, "{fsck}");
+    let leftovers: Vec<_> = fsck["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|x| x["kind"] == "leftover")
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{fsck}");
+    assert!(
+        leftovers[0]["path"]
+            .as_str()
+            .is_some_and(|p| p.contains(".removed-")),
+        "{fsck}"
+    );
+    let out = ok(server, &url, &["gc", "--grace", "0s", "--json"], b"");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("gc json");
+    assert_eq!(report["leftovers_removed"], 1, "{report}");
+    assert!(
+        keys_below(&*backend, &aside).is_empty(),
+        "left: {:?}",
+        keys_below(&*backend, &aside)
+    );
+    assert!(
+        backend.list(&aside).map_or(true, |l| l.is_empty()),
+        "{:?}",
+        backend.list(&aside)
+    );
+    assert!(ok(server, &url, &["view", &f.id], b"").contains("kept content"));
+    let fsck = ok(server, &url, &["fsck", "--json"], b"");
+    assert!(!fsck.contains("\"leftover\""), "{fsck}");
+}

@@ -57,7 +57,7 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
         crate::outln!(
             "{verb} {} objects, {} bytes ({} loose; {} from packs: {} rewritten, {} removed); \
              {} blobs referenced by {} conversations; {} unreferenced kept (younger than {} or in mostly live packs); \
-             {} packs {}{}",
+             {} packs {}{}{}",
             report.objects_freed(),
             report.bytes_freed(),
             report.loose_removed,
@@ -74,6 +74,16 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
                 format!(
                     "; waited {} s for writers elsewhere, {} objects put back from the trash",
                     report.waited_secs, report.restored
+                )
+            } else {
+                String::new()
+            },
+            if report.leftovers_removed > 0 {
+                format!(
+                    "; {} {} leftovers of stopped or failed writers ({} bytes: directories without a log, temp files)",
+                    if report.dry_run { "would remove" } else { "removed" },
+                    report.leftovers_removed,
+                    report.leftover_bytes
                 )
             } else {
                 String::new()

@@ -28,7 +28,7 @@ pub mod state;
 pub mod writer;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use jpstore_blobstore::backend::{Backend, LockGuard, LockKind};
@@ -71,6 +71,78 @@ pub(crate) fn removed_while_waiting(id: &ConversationId, e: Error) -> Error {
             Error::NotFound { id: id.to_string() }
         }
         other => other,
+    }
+}
+
+/// The name prefix a removal moves a conversation's directory to before it
+/// deletes what it holds: `conversations/.removed-<id>-<pid>-<nanos>`
+/// (never an id: ids do not start with `.`).
+pub const REMOVED_PREFIX: &str = ".removed-";
+
+/// Deletes every file in `dir`, the directory of the log `log`, the log's
+/// lock file last, then `dir` itself; the caller holds
+/// that lock (a writer waiting for it finds it replaced and takes the new
+/// one, format-spec.md 3, "The writer lock"), or `dir` is one nothing
+/// locks any more (a removal's, moved aside). What someone else deleted
+/// meanwhile (gc removing a stopped removal) is passed over. Returns
+/// whether `dir` is gone: `false` when something was made in it meanwhile.
+pub(crate) fn clear_locked_dir(
+    backend: &dyn Backend,
+    dir: &Path,
+    log: &Path,
+) -> Result<bool, Error> {
+    // One level: a conversation's directory holds files only, and an
+    // object store lists a log (its first object and segments) as one.
+    let entries = match backend.list(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(source) => {
+            return Err(Error::Io {
+                op: "list",
+                path: backend.display(dir),
+                source,
+            })
+        }
+    };
+    let lock_file = crate::log::lock_path(log);
+    let (lock_files, files): (Vec<PathBuf>, Vec<PathBuf>) = entries
+        .iter()
+        .filter(|e| !e.is_prefix())
+        .map(|e| dir.join(&e.name))
+        .partition(|key| *key == lock_file);
+    for batch in [files, lock_files] {
+        match backend.delete(&batch) {
+            Ok(_) => {}
+            // Files already gone are passed over; `NotFound` is the
+            // directory itself, removed by someone else (whose removal
+            // made that durable).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(Error::from_backend(backend, e)),
+        }
+    }
+    match backend.remove_prefix(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Ok(false),
+        Err(source) => Err(Error::Io {
+            op: "remove",
+            path: backend.display(dir),
+            source,
+        }),
+    }
+}
+
+/// What a creation of `id` that failed before its log was published calls
+/// while it still holds the log's lock ([`crate::log::LogWriter::create_published`]'s
+/// `abandon`): the directory it made, with the lock file and whatever else
+/// it wrote there (the head), is removed, so a failed creation (a full
+/// disk) leaves nothing behind. Best effort: what is left is a leftover
+/// that gc removes later.
+pub(crate) fn abandon_creation(backend: &dyn Backend, id: &ConversationId) {
+    let absent = matches!(backend.head(&id.log_path()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    if absent {
+        let _ = clear_locked_dir(backend, &id.dir(), &id.log_path());
     }
 }
 

@@ -172,6 +172,7 @@ impl<'s> ConversationWriter<'s> {
             format,
             &records,
             &mut record_head,
+            &mut || super::abandon_creation(backend, &id),
         ) {
             Err(Error::AlreadyExists { .. }) => {
                 return Err(Error::ConversationExists { id: id.to_string() })

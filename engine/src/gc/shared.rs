@@ -429,6 +429,7 @@ pub(crate) fn gc_shared(
     match outcome {
         Ok(()) => {
             lock.release()?;
+            store.remove_leftovers(options, SystemTime::now(), &mut report)?;
             Ok(report)
         }
         Err(e) => {

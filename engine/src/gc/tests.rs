@@ -226,3 +226,163 @@ fn writers_reusing_present_blobs_never_lose_them_to_a_concurrent_gc() {
         assert_eq!(events[4]["content"], format!("item 0 of writer {w}"));
     }
 }
+
+/// Sets the modification time of `path` to two hours ago: older than
+/// gc's default grace period.
+fn age(path: &std::path::Path) {
+    let old = std::time::SystemTime::now() - Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(old))
+        .unwrap_or_else(|e| panic!("age {}: {e}", path.display()));
+}
+
+#[test]
+fn leftovers_of_stopped_writers_are_reported_by_fsck_and_removed_by_gc_once_old() {
+    let (dir, store) = store();
+    let root = dir.path().join("s");
+    let live = conv(&store, "live");
+    append(&store, &live, &response("c1", "kept"));
+    let conversations = root.join("conversations");
+    let files =
+        |list: &[&str]| -> Vec<std::path::PathBuf> { list.iter().map(|p| root.join(p)).collect() };
+    // What stopped writers leave, each aged past the grace period.
+    std::fs::create_dir_all(conversations.join("17000000001")).expect("dir");
+    std::fs::create_dir_all(conversations.join(".removed-gone-12-34")).expect("dir");
+    std::fs::create_dir_all(root.join("quarantine/conversations/live.1-2")).expect("dir");
+    let old = files(&[
+        "conversations/17000000001/events.log.lock",
+        "conversations/17000000001/head",
+        "conversations/.removed-gone-12-34/events.log",
+        "conversations/.removed-gone-12-34/events.log.lock",
+        "conversations/live/events.log.tmp.99.123.0",
+        "conversations/live/head.tmp.99.created",
+        "quarantine/conversations/live.tail-16.1-2.tmp.99.1.0",
+        "quarantine/conversations/live.1-2/NOTE.tmp.99",
+        "config.toml.tmp.99",
+    ]);
+    for f in &old {
+        std::fs::write(f, b"left over").expect("write");
+        age(f);
+    }
+    // A young temp file, and an old directory whose lock a creation holds.
+    let young = conversations.join("live/head.tmp.98.1");
+    std::fs::write(&young, b"young").expect("write");
+    std::fs::create_dir_all(conversations.join("17000000002")).expect("dir");
+    let busy = std::path::Path::new("conversations/17000000002/events.log");
+    let held = crate::log::try_lock(&**store.backend(), busy)
+        .expect("lock")
+        .expect("free");
+    age(&conversations.join("17000000002/events.log.lock"));
+
+    let report = store
+        .fsck(crate::fsck::FsckOptions::default(), &mut |_| {})
+        .expect("fsck");
+    assert!(report.is_clean(), "{:?}", report.findings);
+    let mut reported: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.kind == "leftover")
+        .map(|f| {
+            assert_eq!(f.severity, crate::fsck::Severity::Info);
+            f.path.clone().expect("a path")
+        })
+        .collect();
+    reported.sort();
+    let mut want: Vec<_> = files(&[
+        "conversations/17000000001",
+        "conversations/.removed-gone-12-34",
+        "conversations/live/events.log.tmp.99.123.0",
+        "conversations/live/head.tmp.99.created",
+        "conversations/live/head.tmp.98.1",
+        "quarantine/conversations/live.tail-16.1-2.tmp.99.1.0",
+        "quarantine/conversations/live.1-2/NOTE.tmp.99",
+        "config.toml.tmp.99",
+        "conversations/17000000002",
+    ]);
+    want.sort();
+    assert_eq!(reported, want);
+
+    let dry = store
+        .gc(
+            GcOptions {
+                dry_run: true,
+                ..GcOptions::default()
+            },
+            &mut |_| {},
+        )
+        .expect("dry gc");
+    // All old ones are counted; the held directory is found busy only
+    // when it is removed.
+    assert_eq!(dry.leftovers_removed, 8, "{dry:?}");
+    assert!(
+        old.iter().all(|f| f.exists()),
+        "a dry run removed something"
+    );
+
+    let report = store.gc(GcOptions::default(), &mut |_| {}).expect("gc");
+    assert_eq!(report.leftovers_removed, 7, "{report:?}");
+    for f in &old {
+        assert!(!f.exists(), "{} was left", f.display());
+    }
+    for gone in ["17000000001", ".removed-gone-12-34"] {
+        assert!(!conversations.join(gone).exists(), "{gone} was left");
+    }
+    assert!(
+        young.exists(),
+        "a temp file younger than the grace period was removed"
+    );
+    assert!(
+        conversations.join("17000000002/events.log.lock").exists(),
+        "a directory whose lock is held was removed"
+    );
+    drop(held);
+    // The live conversation, and what it references, are untouched.
+    let conversation = store.read(&live).expect("read live");
+    let json = conversation_json(&store, &conversation, ContentMode::Inline).expect("live");
+    assert!(json.to_string().contains("kept"), "{json}");
+    let again = store.gc(GcOptions::default(), &mut |_| {}).expect("gc");
+    assert_eq!(again.leftovers_removed, 1, "the directory no longer held");
+    assert!(!conversations.join("17000000002").exists());
+}
+
+#[test]
+fn a_creation_waiting_on_a_leftover_directory_gc_removes_makes_it_again() {
+    let (dir, store) = store();
+    let conversations = dir.path().join("s/conversations");
+    std::fs::create_dir_all(conversations.join("again")).expect("dir");
+    let backend = store.backend().clone();
+    let log = std::path::Path::new("conversations/again/events.log");
+    let held = crate::log::try_lock(&*backend, log)
+        .expect("lock")
+        .expect("free");
+    // A creation of that id starts and waits for the lock gc holds.
+    let creating = std::thread::spawn({
+        let root = dir.path().join("s");
+        move || {
+            let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
+            store
+                .create(NewConversation {
+                    id: Some(ConversationId::parse("again").expect("id")),
+                    ..Default::default()
+                })
+                .map(drop)
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // gc's removal of the directory, under the lock, as `remove` does it.
+    let removed = crate::conversation::clear_locked_dir(
+        &*backend,
+        std::path::Path::new("conversations/again"),
+        log,
+    )
+    .expect("clear");
+    assert!(removed);
+    drop(held);
+    creating
+        .join()
+        .expect("creation thread")
+        .expect("the creation failed after its directory was removed");
+    assert!(conversations.join("again/events.log").is_file());
+}

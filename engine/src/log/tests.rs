@@ -57,9 +57,15 @@ fn create(storage: &dyn Backend, name: &str, framing: Framing, options: LogOptio
         Framing::V1 => LogFormat::v1(0),
         Framing::V2 => LogFormat::v2(),
     };
-    LogWriter::create_published(storage, Path::new(name), options, format, &[], &mut |_| {
-        Ok(())
-    })
+    LogWriter::create_published(
+        storage,
+        Path::new(name),
+        options,
+        format,
+        &[],
+        &mut |_| Ok(()),
+        &mut || {},
+    )
     .expect("create")
 }
 

@@ -170,6 +170,7 @@ impl LogWriter {
             LogFormat::v1(flags),
             &framed,
             &mut |_| Ok(()),
+            &mut || {},
         )
     }
 
@@ -178,7 +179,10 @@ impl LogWriter {
     /// [`LogWriter::create_with_records`] does; holding the lock, once it
     /// is known that the log does not exist yet, and before it is
     /// published, calls `before_publish` with where its records lie (an
-    /// error there stops the creation; nothing is published).
+    /// error there stops the creation; nothing is published). If that or
+    /// the publication fails, calls `abandon`, still holding the lock, so
+    /// that the caller can remove what it made for the log (its directory,
+    /// the lock file) before anyone else can take the lock.
     pub fn create_published(
         backend: &dyn Backend,
         path: &Path,
@@ -186,6 +190,7 @@ impl LogWriter {
         format: LogFormat,
         records: &[FramedRecord],
         before_publish: &mut dyn FnMut(&Published) -> Result<()>,
+        abandon: &mut dyn FnMut(),
     ) -> Result<Self> {
         let mut bytes = encode_file_header(format).to_vec();
         let mut published = Published {
@@ -208,9 +213,21 @@ impl LogWriter {
         published.end = bytes.len() as u64;
         // A lock file removed while we waited (its log's directory removed
         // and perhaps made again) guards nothing: take the one at the name.
+        // A directory removed before we locked (gc removes one that holds
+        // no log, format-spec.md 4.7) is made again, a few times at most.
+        let parent = jpstore_blobstore::storage::parent_dir(path);
+        let mut remade = 0;
         let lock = loop {
             match lock_waiting(backend, path) {
                 Err(Error::LockReplaced { .. }) => continue,
+                Err(Error::Io { ref source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && remade < 8 =>
+                {
+                    remade += 1;
+                    backend
+                        .create_prefix(parent)
+                        .map_err(|e| Error::from_backend(backend, e))?;
+                }
                 other => break other?,
             }
         };
@@ -229,16 +246,22 @@ impl LogWriter {
                 })
             }
         }
-        before_publish(&published)?;
-        let tmp = temp_path(path);
-        match backend.put_if_absent(path, &bytes, &tmp) {
+        let put = before_publish(&published).and_then(|()| {
+            backend
+                .put_if_absent(path, &bytes, &temp_path(path))
+                .map_err(|e| Error::from_backend(backend, e))
+        });
+        match put {
             Ok(Put::Created) => {}
             Ok(Put::Existed) => {
                 return Err(Error::AlreadyExists {
                     path: backend.display(path),
                 })
             }
-            Err(e) => return Err(Error::from_backend(backend, e)),
+            Err(e) => {
+                abandon();
+                return Err(e);
+            }
         }
         let mut writer = Self::open_locked(backend, path, options, lock, &Recovery::beside(path))?;
         // Published synced: every record in it is whole on disk.

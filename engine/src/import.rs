@@ -11,6 +11,7 @@ use jpstore_blobstore::BlobId;
 
 use crate::config;
 use crate::conversation::meta::MetaPatch;
+use crate::conversation::writer::ConversationWriter;
 use crate::conversation::ConversationId;
 use crate::error::Result;
 use crate::event::{BlobRef, Entry, Object, Payload};
@@ -132,24 +133,46 @@ impl Store {
         )?;
         // 2. The logs.
         for (slot, id, fields, base, entries, source_bytes, exists) in stored {
-            if exists {
-                self.remove(&id)?;
-            }
             let patch = MetaPatch {
                 base_config: base,
                 fields,
             };
-            let writer = crate::conversation::writer::ConversationWriter::create(
-                self.blobs(),
-                id.clone(),
-                patch,
-                &entries,
-                self.options().log,
-                self.options().new_log_framing,
-                self.blobs().options().import_compression.settings().level,
-            )?;
-            let log_bytes = writer.log_end();
-            drop(writer);
+            let framing = self.options().new_log_framing;
+            let level = self.blobs().options().import_compression.settings().level;
+            // A conversation replaced (`force`) holds its old log or its new
+            // one at every point, where the locks allow a log to be replaced
+            // in place; elsewhere (S3) it is removed, then created.
+            let replaced = if exists && self.backend().locks_span_writers() {
+                ConversationWriter::replace_log(
+                    self.blobs(),
+                    &id,
+                    patch.clone(),
+                    &entries,
+                    self.options().log,
+                    framing,
+                    level,
+                )?
+            } else {
+                None
+            };
+            let log_bytes = match replaced {
+                Some(log_bytes) => log_bytes,
+                None => {
+                    if exists && self.exists(&id)? {
+                        self.remove(&id)?;
+                    }
+                    let writer = ConversationWriter::create(
+                        self.blobs(),
+                        id.clone(),
+                        patch,
+                        &entries,
+                        self.options().log,
+                        framing,
+                        level,
+                    )?;
+                    writer.log_end()
+                }
+            };
             results.push((
                 slot,
                 Imported::Stored {

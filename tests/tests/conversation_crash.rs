@@ -611,3 +611,71 @@ fn a_creation_that_fails_on_a_full_disk_leaves_no_directory() {
         assert!(store.read(&id()).is_ok(), "{allowed}");
     }
 }
+
+/// `import --force` of the conversation: a new log for it, held in memory.
+fn import_replacing(store: &Store) -> Result<(), Error> {
+    let mut fields = Object::new();
+    fields.insert("title".into(), json!("Crash"));
+    store
+        .import(
+            vec![jpstore_engine::import::Prepared {
+                id: id(),
+                fields,
+                base_config: None,
+                base_config_text: None,
+                entries: parse(&replacement()),
+                source_bytes: 0,
+            }],
+            true,
+            &mut |_| {},
+        )
+        .map(drop)
+}
+
+fn replacement() -> Vec<Value> {
+    vec![
+        json!({"type": "turn_start", "timestamp": ts(60)}),
+        json!({"type": "chat_request", "timestamp": ts(61), "content": "imported again"}),
+        json!({"type": "tool_call_request", "timestamp": ts(62), "id": "r1", "name": "t", "arguments": {}}),
+        json!({"type": "tool_call_response", "timestamp": ts(63), "id": "r1", "content": "a new blob ".repeat(40), "is_error": false}),
+    ]
+}
+
+#[test]
+fn an_import_replacing_a_conversation_stopped_at_any_sync_leaves_the_old_or_the_new_whole() {
+    let sim = SimStorage::new();
+    let (store, _) = started(&sim);
+    let start = sim.sync_count();
+    import_replacing(&store).expect("import --force");
+    let syncs = sim.sync_count() - start;
+    let new = export_events(&store, "clean run").expect("replaced");
+    assert_eq!(new, replacement());
+    drop(store);
+    assert!(syncs >= 4, "only {syncs} syncs");
+    let (mut old_seen, mut new_seen) = (0, 0);
+    for n in 1..=syncs {
+        for mode in modes() {
+            let what = format!("import --force: crash at sync {n} of {syncs}, {mode:?}");
+            let sim = SimStorage::new();
+            let (store, first) = started(&sim);
+            sim.crash_at_sync(n, mode);
+            assert!(import_replacing(&store).is_err(), "{what}: no crash");
+            drop(store);
+            sim.restart();
+            let store = Store::open(storage(&sim), options()).expect("open");
+            match export_events(&store, &what) {
+                Some(events) if events == first => old_seen += 1,
+                Some(events) if events == replacement() => new_seen += 1,
+                other => panic!("{what}: neither the old conversation nor the new: {other:?}"),
+            }
+            let report = store
+                .fsck(jpstore_engine::fsck::FsckOptions::default(), &mut |_| {})
+                .expect("fsck");
+            assert!(report.is_clean(), "{what}: {:?}", report.findings);
+        }
+    }
+    assert!(
+        old_seen > 0 && new_seen > 0,
+        "old {old_seen}, new {new_seen}"
+    );
+}

@@ -18,7 +18,9 @@ pub struct ImportArgs {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Replace conversations that are already in the store (default: skip
-    /// them with a message).
+    /// them with a message). Each one holds its old log or its new one at
+    /// every point, whatever stops the import (on S3: it is removed, then
+    /// created).
     #[arg(long)]
     force: bool,
     /// Print the summary as JSON.

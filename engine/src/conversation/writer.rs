@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use jpstore_blobstore::backend::LockKind;
+use jpstore_blobstore::backend::{Backend, Expect, LockKind};
 use jpstore_blobstore::{BlobId, BlobStore};
 
 use super::codec::{self, LogEntry};
@@ -117,52 +117,20 @@ impl<'s> ConversationWriter<'s> {
         level: i32,
     ) -> Result<Self> {
         let backend = &**blobs.backend();
-        // Records: the metadata alone, then the entries in batches that fit
-        // the record size limit.
-        let (format, records) = match framing {
-            Framing::V2 => (
-                LogFormat::v2(),
-                encode_new_log(&first, entries, options, level)?,
-            ),
-            Framing::V1 => (
-                LogFormat::v1(FLAG_PACKED),
-                encode_new_log_v1(&first, entries, options)?,
-            ),
-        };
+        let (format, records, state) = new_log(first, entries, options, framing, level)?;
         // The new directory's entry must be durable before the log inside it
         // is acknowledged.
         backend
             .create_prefix(&id.dir())
             .map_err(|e| Error::from_backend(backend, e))?;
-        let mut state = ConversationState::default();
-        state.apply(&LogEntry::Meta(first));
-        for e in entries {
-            state.apply_entry(e);
-        }
-        state.records = records.len() as u64;
         // The head, synced before the log appears, records where the
         // published records end: they were synced whole before the name
         // existed, so none of them can ever be a torn tail (format-spec.md
         // 3, "Recovery and classification").
         let mut head_end = 0;
         let mut record_head = |published: &crate::log::Published| {
-            if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
-                (published.last, published.first_crc)
-            {
-                head::store_synced(
-                    backend,
-                    &id,
-                    &Head {
-                        log_end: published.end,
-                        last_record,
-                        last_record_crc,
-                        first_record_crc,
-                        state: state.clone(),
-                        settings: None,
-                    },
-                )?;
-                head_end = published.end;
-            }
+            store_new_head(backend, &id, published, &state)?;
+            head_end = published.end;
             Ok(())
         };
         let log = match LogWriter::create_published(
@@ -188,6 +156,69 @@ impl<'s> ConversationWriter<'s> {
             head_end,
             settings: None,
         })
+    }
+
+    /// Replaces the log of the existing conversation `id` with one that
+    /// starts with `first` followed by `entries` (as [`Self::create`] makes
+    /// it), under its writer lock: the name holds the old log or the new
+    /// one, whole, at every point (format-spec.md 4.1, "Replacing a
+    /// conversation"). Returns the new log's length, or `None` if there is
+    /// no conversation `id` (it was removed meanwhile: the caller creates
+    /// it). Only for a store whose locks exclude every writer
+    /// ([`Backend::locks_span_writers`]): elsewhere a writer on another
+    /// machine could append to the log being replaced.
+    pub(crate) fn replace_log(
+        blobs: &BlobStore,
+        id: &ConversationId,
+        first: MetaPatch,
+        entries: &[Entry],
+        options: LogOptions,
+        framing: Framing,
+        level: i32,
+    ) -> Result<Option<u64>> {
+        let backend = &**blobs.backend();
+        let (format, records, state) = new_log(first, entries, options, framing, level)?;
+        let path = id.log_path();
+        let (bytes, published) = LogWriter::file_bytes(format, &records, &backend.display(&path))?;
+        let _lock = match super::writer_lock(backend, id) {
+            Ok(lock) => lock,
+            Err(Error::ConversationRemoved { .. } | Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match backend.head(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(Error::Io {
+                    op: "stat",
+                    path: backend.display(&path),
+                    source,
+                })
+            }
+        }
+        // The old head goes first, durably: it is evidence about the old
+        // log's records (4.6), and the new log may begin with the very same
+        // first record (a conversation imported again).
+        backend
+            .delete(&[head::head_path(id)])
+            .map_err(|e| Error::from_backend(backend, e))?;
+        let now = crate::timestamp::Timestamp::now();
+        let scratch = id.file(&format!(
+            "{}.tmp.{}.{}{:09}.replace",
+            super::LOG_FILE,
+            std::process::id(),
+            now.unix_secs(),
+            now.subsec_nanos()
+        ));
+        backend
+            .replace(&path, &bytes, &scratch, Expect::Any, true)
+            .map_err(|e| Error::from_backend(backend, e))?;
+        // The records were synced whole before the name held them.
+        store_new_head(backend, id, &published, &state)?;
+        backend
+            .sync_prefix(&id.dir())
+            .map_err(|e| Error::from_backend(backend, e))?;
+        Ok(Some(published.end))
     }
 
     /// Opens the conversation for appending: waits for its writer lock,
@@ -814,4 +845,60 @@ fn check_reference(blobs: &BlobStore, r: &BlobRef, index: usize) -> Result<()> {
         }),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The records of a new log holding `first` (a conversation's metadata)
+/// then `entries` in batches that fit the record size limit, in the
+/// format of `framing`, and the state they fold to.
+fn new_log(
+    first: MetaPatch,
+    entries: &[Entry],
+    options: LogOptions,
+    framing: Framing,
+    level: i32,
+) -> Result<(LogFormat, Vec<FramedRecord>, ConversationState)> {
+    let (format, records) = match framing {
+        Framing::V2 => (
+            LogFormat::v2(),
+            encode_new_log(&first, entries, options, level)?,
+        ),
+        Framing::V1 => (
+            LogFormat::v1(FLAG_PACKED),
+            encode_new_log_v1(&first, entries, options)?,
+        ),
+    };
+    let mut state = ConversationState::default();
+    state.apply(&LogEntry::Meta(first));
+    for e in entries {
+        state.apply_entry(e);
+    }
+    state.records = records.len() as u64;
+    Ok((format, records, state))
+}
+
+/// Writes, synced, the head of a log just made whole (`published`): its
+/// records are proven whole (format-spec.md 4.6).
+fn store_new_head(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    published: &crate::log::Published,
+    state: &ConversationState,
+) -> Result<()> {
+    if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
+        (published.last, published.first_crc)
+    {
+        head::store_synced(
+            backend,
+            id,
+            &Head {
+                log_end: published.end,
+                last_record,
+                last_record_crc,
+                first_record_crc,
+                state: state.clone(),
+                settings: None,
+            },
+        )?;
+    }
+    Ok(())
 }

@@ -174,6 +174,36 @@ impl LogWriter {
         )
     }
 
+    /// The bytes of a whole log of `format` holding `records` (each framed
+    /// for that format), and where its records lie; `shown` names the log
+    /// in an error.
+    pub fn file_bytes(
+        format: LogFormat,
+        records: &[FramedRecord],
+        shown: &Path,
+    ) -> Result<(Vec<u8>, Published)> {
+        let mut bytes = encode_file_header(format).to_vec();
+        let mut published = Published {
+            end: 0,
+            last: None,
+            first_crc: None,
+        };
+        for record in records {
+            if record.framing != format.framing {
+                return Err(Error::WrongFraming {
+                    path: shown.to_path_buf(),
+                    log: format.framing.version(),
+                    record: record.framing.version(),
+                });
+            }
+            published.last = Some((bytes.len() as u64, record.record_crc));
+            published.first_crc.get_or_insert(record.record_crc);
+            bytes.extend_from_slice(&record.bytes);
+        }
+        published.end = bytes.len() as u64;
+        Ok((bytes, published))
+    }
+
     /// Creates a new log of `format` holding `records` (each framed for
     /// that format: [`FramedRecord::batch`] or [`FramedRecord::split`]), as
     /// [`LogWriter::create_with_records`] does; holding the lock, once it
@@ -192,25 +222,7 @@ impl LogWriter {
         before_publish: &mut dyn FnMut(&Published) -> Result<()>,
         abandon: &mut dyn FnMut(),
     ) -> Result<Self> {
-        let mut bytes = encode_file_header(format).to_vec();
-        let mut published = Published {
-            end: 0,
-            last: None,
-            first_crc: None,
-        };
-        for record in records {
-            if record.framing != format.framing {
-                return Err(Error::WrongFraming {
-                    path: backend.display(path),
-                    log: format.framing.version(),
-                    record: record.framing.version(),
-                });
-            }
-            published.last = Some((bytes.len() as u64, record.record_crc));
-            published.first_crc.get_or_insert(record.record_crc);
-            bytes.extend_from_slice(&record.bytes);
-        }
-        published.end = bytes.len() as u64;
+        let (bytes, published) = Self::file_bytes(format, records, &backend.display(path))?;
         // A lock file removed while we waited (its log's directory removed
         // and perhaps made again) guards nothing: take the one at the name.
         // A directory removed before we locked (gc removes one that holds

@@ -32,7 +32,7 @@ use crate::event::binary::{Kind, Part};
 use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
 use crate::event::BlobRef;
-use crate::gc::leftovers::LeftoverKind;
+use crate::gc::leftovers::{LeftoverKind, Listings};
 use crate::log::{LogEnd, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
@@ -276,10 +276,10 @@ impl Store {
         let mut report = FsckReport::default();
         // Before anything else opens them: a FIFO where the layout keeps a
         // file would be refused by every open, never reported by one.
-        let loose = self.check_layout(options, &mut report)?;
+        let (loose, listed) = self.check_layout(options, &mut report)?;
         self.check_interrupted_repairs(options, &mut report)?;
         self.check_workspace_config(&mut report);
-        self.check_leftovers(&mut report);
+        self.check_leftovers(&listed, &mut report);
         if options.repair {
             // Damaged objects first: the conversations referencing them are
             // then found with missing blobs and moved aside too.
@@ -323,10 +323,11 @@ impl Store {
 
     /// Reports the leftovers of writers that failed or were stopped
     /// ([`crate::gc::leftovers`]) as information: nothing reads them, and
-    /// gc removes them once they are older than its grace period.
-    fn check_leftovers(&self, report: &mut FsckReport) {
+    /// gc removes them once they are older than its grace period. `listed`:
+    /// what the layout walk found in conversation directories.
+    fn check_leftovers(&self, listed: &Listings, report: &mut FsckReport) {
         let backend = &**self.backend();
-        for l in crate::gc::leftovers::find(backend) {
+        for l in crate::gc::leftovers::find_listed(backend, listed) {
             let conversation = match l.kind {
                 LeftoverKind::Unpublished => {
                     l.key.file_name().map(|n| n.to_string_lossy().into_owned())
@@ -854,15 +855,17 @@ impl Store {
     /// Reports every node of the layout that is not what the store keeps
     /// there (`layout.rs`) and, repairing, moves each into
     /// `quarantine/nodes/` under its path in the store.
-    /// Returns the loose objects the walk listed (on a file system).
+    /// Returns the loose objects the walk listed and what it found in the
+    /// conversation directories (on a file system; not when repairing,
+    /// which may move what it found).
     fn check_layout(
         &self,
         options: FsckOptions,
         report: &mut FsckReport,
-    ) -> Result<Option<Vec<BlobId>>> {
+    ) -> Result<(Option<Vec<BlobId>>, Listings)> {
         // Only a file system has nodes other than objects and directories.
         let Some(files) = self.backend().files() else {
-            return Ok(None);
+            return Ok((None, Vec::new()));
         };
         let layout = layout::walk(files);
         for node in layout.misplaced {
@@ -891,7 +894,12 @@ impl Store {
                 ));
             }
         }
-        Ok(layout.loose)
+        let listed = if options.repair {
+            Vec::new()
+        } else {
+            layout.conversations
+        };
+        Ok((layout.loose, listed))
     }
 
     fn repair_blobs(

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{FileKind, Storage};
+use jpstore_blobstore::storage::{DirEntry, FileKind, Storage};
 use jpstore_blobstore::{BlobId, OBJECTS_DIR, PACKS_DIR, TMP_DIR};
 
 use crate::conversation::{ConversationId, CONVERSATIONS_DIR, GC_LOCK};
@@ -64,6 +64,10 @@ pub(super) struct Layout {
     /// directories again); `None` when one could not be listed (the blob
     /// store's own listing then reports why).
     pub loose: Option<Vec<BlobId>>,
+    /// What each conversation directory holds, as listed (the directories
+    /// that could be listed), for fsck's search for leftovers
+    /// ([`crate::gc::leftovers::find_listed`]) without a second listing.
+    pub conversations: crate::gc::leftovers::Listings,
 }
 
 /// Walks the layout below the store root of `storage`.
@@ -72,6 +76,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
         storage,
         out: Vec::new(),
         files: None,
+        entries: None,
     };
     let root = Path::new(".");
     let blobs = Path::new(BLOBS_DIR);
@@ -99,6 +104,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
         storage,
         out: Vec::new(),
         files: Some(Vec::new()),
+        entries: None,
     };
     let mut leaves: Vec<(PathBuf, Option<String>)> = top
         .dir(&objects, None, |n| fanout(n).then_some(Expect::Dir))
@@ -114,6 +120,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
         storage,
         out: Vec::new(),
         files: None,
+        entries: None,
     };
     let ids = listing.dir(conversations, None, |n| {
         ConversationId::parse(n).ok().map(|_| Expect::Dir)
@@ -128,6 +135,8 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
             out: Vec::new(),
             // A fanout directory's files are loose objects.
             files: conversation.is_none().then(Vec::new),
+            // A conversation directory's entries serve fsck's leftovers.
+            entries: conversation.is_some().then(Vec::new),
         };
         leaf.dir(dir, conversation.as_deref(), |_| Some(Expect::File));
         let fanout = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -137,11 +146,12 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
                 .filter_map(|name| BlobId::parse(&format!("{fanout}{name}")).ok())
                 .collect()
         });
-        (leaf.out, loose)
+        let entries = conversation.clone().zip(leaf.entries);
+        (leaf.out, loose, entries)
     });
     let in_conversations = found.split_off(fanouts);
     let mut loose = objects_listed.then(Vec::new);
-    for (out, ids) in found {
+    for (out, ids, _) in found {
         walk.out.extend(out);
         // A fanout directory that could not be listed: no listing.
         match (&mut loose, ids) {
@@ -150,8 +160,11 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
         }
     }
     walk.out.extend(listing.out);
-    walk.out
-        .extend(in_conversations.into_iter().flat_map(|(out, _)| out));
+    let mut conversations = Vec::new();
+    for (out, _, entries) in in_conversations {
+        walk.out.extend(out);
+        conversations.extend(entries);
+    }
     // What gc reads of the quarantine (format-spec.md 4.7, "Marking"): a
     // log or a cut tail there that cannot be read makes gc refuse to sweep;
     // and the directories a repair moves things into.
@@ -176,6 +189,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
     Layout {
         misplaced: walk.out,
         loose,
+        conversations,
     }
 }
 
@@ -185,6 +199,9 @@ struct Walk<'a> {
     /// Where asked for (`Some` before the listing), the names listed that
     /// are not directories; `None` after a listing that failed.
     files: Option<Vec<String>>,
+    /// Where asked for, every entry listed; `None` after a listing that
+    /// failed.
+    entries: Option<Vec<DirEntry>>,
 }
 
 impl Walk<'_> {
@@ -204,8 +221,12 @@ impl Walk<'_> {
         let Ok(entries) = self.storage.read_dir(dir) else {
             // Not listed: no names to give.
             self.files = None;
+            self.entries = None;
             return Vec::new();
         };
+        if let Some(all) = &mut self.entries {
+            all.extend(entries.iter().cloned());
+        }
         let mut dirs = Vec::new();
         for e in entries {
             let Some(expected) = expect(&e.name) else {

@@ -12,7 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use jpstore_blobstore::backend::{Backend, ListedEntry};
+use jpstore_blobstore::backend::Backend;
+use jpstore_blobstore::storage::DirEntry;
 
 use crate::conversation::{
     clear_locked_dir, ConversationId, CONVERSATIONS_DIR, LOG_FILE, QUARANTINE_DIR, REMOVED_PREFIX,
@@ -82,43 +83,59 @@ pub(crate) fn is_temp_name(name: &str) -> bool {
     })
 }
 
-/// Lists `dir`; a directory that cannot be listed (missing, or a node
-/// that is not one: fsck's layout walk reports those) as empty, since
-/// leftovers are only ever removed, never needed.
-fn list(backend: &dyn Backend, dir: &Path) -> Vec<jpstore_blobstore::backend::Listed> {
-    backend.list(dir).unwrap_or_default()
+/// One name listed in a directory: a file (its length and time) or not.
+struct Node {
+    name: String,
+    file: Option<(u64, SystemTime)>,
 }
 
-/// The temp files among `entries` of `dir`.
-fn temps_in(dir: &Path, entries: &[jpstore_blobstore::backend::Listed], out: &mut Vec<Leftover>) {
-    for e in entries {
-        if let (ListedEntry::Object(meta), true) = (&e.entry, is_temp_name(&e.name)) {
+/// Lists `dir`; `None` if it cannot be listed (missing, or a node that is
+/// not a directory: fsck's layout walk reports those), since leftovers are
+/// only ever removed, never needed.
+fn nodes(backend: &dyn Backend, dir: &Path) -> Option<Vec<Node>> {
+    let listed = backend.list(dir).ok()?;
+    Some(
+        listed
+            .into_iter()
+            .map(|e| Node {
+                file: e.object().map(|m| (m.len, m.modified)),
+                name: e.name,
+            })
+            .collect(),
+    )
+}
+
+/// The temp files among `nodes` of `dir`.
+fn temps_in(dir: &Path, nodes: &[Node], out: &mut Vec<Leftover>) {
+    for n in nodes {
+        if let (Some((len, modified)), true) = (n.file, is_temp_name(&n.name)) {
             out.push(Leftover {
-                key: dir.join(&e.name),
+                key: dir.join(&n.name),
                 kind: LeftoverKind::Temp,
-                bytes: meta.len,
-                modified: Some(meta.modified),
+                bytes: len,
+                modified: Some(modified),
             });
         }
     }
 }
 
-/// A directory as a leftover of `kind`: its bytes and newest time; `None`
-/// if what is below it cannot be listed, or if it holds no object on an
-/// object store (where a prefix is only its objects: some servers, such as
-/// SeaweedFS, still list one whose objects are all gone, and there is
-/// nothing to remove).
-fn dir_leftover(backend: &dyn Backend, dir: PathBuf, kind: LeftoverKind) -> Option<Leftover> {
-    // One level, as a conversation's directory is kept (an object store
-    // lists a log as one object).
-    let entries = backend.list(&dir).ok()?;
-    let objects: Vec<_> = entries.iter().filter_map(|e| e.object()).collect();
-    if objects.is_empty() && !backend.leaves_scratch() {
+/// The directory `dir` holding `nodes` as a leftover of `kind`: its bytes
+/// and newest time; `None` if it holds no file on an object store (where a
+/// prefix is only its objects: some servers, such as SeaweedFS, still list
+/// one whose objects are all gone, and there is nothing to remove).
+fn dir_leftover(
+    backend: &dyn Backend,
+    dir: PathBuf,
+    nodes: &[Node],
+    kind: LeftoverKind,
+) -> Option<Leftover> {
+    let files: Vec<_> = nodes.iter().filter_map(|n| n.file).collect();
+    if files.is_empty() && !backend.leaves_scratch() {
         return None;
     }
     Some(Leftover {
-        bytes: objects.iter().map(|m| m.len).sum(),
-        modified: objects.iter().map(|m| m.modified).max(),
+        bytes: files.iter().map(|(len, _)| len).sum(),
+        modified: files.iter().map(|(_, m)| *m).max(),
         key: dir,
         kind,
     })
@@ -131,44 +148,106 @@ fn dir_leftover(backend: &dyn Backend, dir: PathBuf, kind: LeftoverKind) -> Opti
 /// conversation directory and quarantined conversation is listed too.
 /// What cannot be listed is passed over.
 pub fn find(backend: &dyn Backend) -> Vec<Leftover> {
+    find_listed(backend, &Vec::new())
+}
+
+/// What conversation directories hold, as a walk of a file system listed
+/// them: `(id, entries)`.
+pub(crate) type Listings = Vec<(String, Vec<DirEntry>)>;
+
+/// [`find`], with what conversation directories hold where it was listed
+/// already (fsck's layout walk).
+pub(crate) fn find_listed(backend: &dyn Backend, listed: &Listings) -> Vec<Leftover> {
     let mut out = Vec::new();
     let scratch = backend.leaves_scratch();
     if scratch {
-        let root = list(backend, Path::new("."));
-        let temps = root
-            .iter()
-            .filter(|e| crate::store::is_config_temp(&e.name))
-            .cloned()
-            .collect::<Vec<_>>();
-        temps_in(Path::new(""), &temps, &mut out);
+        let root: Vec<Node> = nodes(backend, Path::new("."))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| crate::store::is_config_temp(&n.name))
+            .collect();
+        temps_in(Path::new(""), &root, &mut out);
     }
     let conversations = Path::new(CONVERSATIONS_DIR);
-    let mut entries = list(backend, conversations);
+    let mut entries = backend.list(conversations).unwrap_or_default();
+    entries.retain(|e| {
+        e.is_prefix()
+            && (e.name.starts_with(REMOVED_PREFIX)
+                || (scratch && ConversationId::parse(&e.name).is_ok()))
+    });
     entries.sort_by(|a, b| a.name.cmp(&b.name));
-    for e in &entries {
-        if !e.is_prefix() {
-            continue;
-        }
+    // What each directory holds: from the walk where it listed it, else
+    // listed here. On a file system a directory is first listed by name
+    // and kind only (no entry looked up): one holding its log and no temp
+    // name, as nearly all do, needs nothing more.
+    let by_id: std::collections::HashMap<&str, &Vec<DirEntry>> =
+        listed.iter().map(|(id, e)| (id.as_str(), e)).collect();
+    let plain = |dir: &Path| {
+        backend.files().is_some_and(|files| {
+            files.read_dir_kinds(dir).is_ok_and(|names| {
+                names.iter().any(|(name, _)| name == LOG_FILE)
+                    && !names.iter().any(|(name, _)| is_temp_name(name))
+            })
+        })
+    };
+    let inside: Vec<Vec<Node>> = entries
+        .iter()
+        .map(|e| match by_id.get(e.name.as_str()) {
+            Some(found) => found
+                .iter()
+                .map(|d| Node {
+                    name: d.name.clone(),
+                    file: (!d.metadata.is_dir).then_some((d.metadata.len, d.metadata.modified)),
+                })
+                .collect(),
+            None => {
+                let dir = conversations.join(&e.name);
+                if !e.name.starts_with(REMOVED_PREFIX) && plain(&dir) {
+                    vec![Node {
+                        name: LOG_FILE.to_string(),
+                        file: None,
+                    }]
+                } else {
+                    nodes(backend, &dir).unwrap_or_default()
+                }
+            }
+        })
+        .collect();
+    for (e, inside) in entries.iter().zip(inside) {
         let dir = conversations.join(&e.name);
         if e.name.starts_with(REMOVED_PREFIX) {
-            out.extend(dir_leftover(backend, dir, LeftoverKind::StoppedRemoval));
-        } else if scratch && ConversationId::parse(&e.name).is_ok() {
-            let inside = list(backend, &dir);
-            if inside.iter().any(|i| i.name == LOG_FILE) {
-                temps_in(&dir, &inside, &mut out);
-            } else {
-                out.extend(dir_leftover(backend, dir, LeftoverKind::Unpublished));
-            }
+            out.extend(dir_leftover(
+                backend,
+                dir,
+                &inside,
+                LeftoverKind::StoppedRemoval,
+            ));
+        } else if inside.iter().any(|n| n.name == LOG_FILE) {
+            temps_in(&dir, &inside, &mut out);
+        } else {
+            out.extend(dir_leftover(
+                backend,
+                dir,
+                &inside,
+                LeftoverKind::Unpublished,
+            ));
         }
     }
     if scratch {
         let quarantine = Path::new(QUARANTINE_DIR).join("conversations");
-        let mut entries = list(backend, &quarantine);
+        let mut entries = backend.list(&quarantine).unwrap_or_default();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        temps_in(&quarantine, &entries, &mut out);
+        let top: Vec<Node> = entries
+            .iter()
+            .map(|e| Node {
+                name: e.name.clone(),
+                file: e.object().map(|m| (m.len, m.modified)),
+            })
+            .collect();
+        temps_in(&quarantine, &top, &mut out);
         for e in entries.iter().filter(|e| e.is_prefix()) {
             let dir = quarantine.join(&e.name);
-            temps_in(&dir, &list(backend, &dir), &mut out);
+            temps_in(&dir, &nodes(backend, &dir).unwrap_or_default(), &mut out);
         }
     }
     out
@@ -248,13 +327,12 @@ fn remove_unpublished(
         }
         Err(e) => return Err(e),
     };
-    let Some(again) = dir_leftover(backend, leftover.key.clone(), leftover.kind) else {
+    let Some(inside) = nodes(backend, &leftover.key) else {
         return Ok(false);
     };
-    let published = list(backend, &leftover.key)
-        .iter()
-        .any(|e| e.name == LOG_FILE);
-    if published || again.young(now, grace) {
+    let published = inside.iter().any(|n| n.name == LOG_FILE);
+    let again = dir_leftover(backend, leftover.key.clone(), &inside, leftover.kind);
+    if published || again.is_none_or(|l| l.young(now, grace)) {
         return Ok(false);
     }
     // `false`: something was made in it meanwhile (a creation that found

@@ -183,8 +183,10 @@ enum Command {
         id: String,
     },
     /// Remove blobs no conversation references (marked from the logs, no
-    /// blob read): loose objects are deleted, mostly dead packs rewritten.
-    /// Safe while others write: appends wait while gc runs.
+    /// blob read): loose objects are deleted, mostly dead packs rewritten;
+    /// so is what writers that failed or were stopped left (directories
+    /// without a log, temp files). Safe while others write: appends wait
+    /// while gc runs.
     Gc(commands::GcArgs),
     /// Check every conversation log and blob reference (--read-data: every
     /// blob's bytes too); --repair cuts torn tails and moves damage into

@@ -277,13 +277,18 @@ pub fn remove(
     now: SystemTime,
 ) -> Result<Removed> {
     let mut done = Removed::default();
-    let mut temps = Vec::new();
     for l in leftovers.iter().filter(|l| !l.young(now, grace)) {
         match l.kind {
-            LeftoverKind::Temp => {
-                temps.push(l.key.clone());
-                done.bytes += l.bytes;
-            }
+            // One at a time: a temp name whose directory went meanwhile (a
+            // conversation removed) is passed over, not an error.
+            LeftoverKind::Temp => match backend.delete(std::slice::from_ref(&l.key)) {
+                Ok(n) => {
+                    done.leftovers += n;
+                    done.bytes += if n > 0 { l.bytes } else { 0 };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::from_backend(backend, e)),
+            },
             LeftoverKind::Unpublished => {
                 if remove_unpublished(backend, l, grace, now)? {
                     done.leftovers += 1;
@@ -302,9 +307,6 @@ pub fn remove(
             }
         }
     }
-    done.leftovers += backend
-        .delete(&temps)
-        .map_err(|e| Error::from_backend(backend, e))?;
     Ok(done)
 }
 

@@ -1033,7 +1033,7 @@ impl Store {
         backend
             .create_prefix(&id.dir())
             .map_err(|e| Error::from_backend(backend, e))?;
-        let _lock = crate::conversation::writer_lock(backend, id)?;
+        let _lock = crate::log::lock_new(backend, &id.log_path())?;
         let tmp = id.dir().join(format!(
             "{}.tmp.{}.restored",
             crate::conversation::LOG_FILE,
@@ -1044,7 +1044,12 @@ impl Store {
             Ok(jpstore_blobstore::backend::Put::Existed) => {
                 Err(Error::ConversationExists { id: id.to_string() })
             }
-            Err(e) => Err(Error::from_backend(backend, e)),
+            // Nothing published: what was made for it goes (the next
+            // repair puts the records back).
+            Err(e) => {
+                crate::conversation::abandon_creation(backend, id);
+                Err(Error::from_backend(backend, e))
+            }
         }
     }
 
@@ -1211,16 +1216,10 @@ impl Store {
             Err(e @ Error::ConversationExists { .. }) => return Err(e),
             Err(e) => e,
         };
-        // Undone in reverse: what a failed restore made of a new directory
-        // (its lock file alone: a failed write removes its temp file; a
-        // directory holding anything else is left to whoever made it), the
-        // note, then the move.
+        // Undone in reverse: the new directory (a failed restore removed
+        // what it made in it under its lock; a directory holding anything
+        // else is left to whoever made it), the note, then the move.
         let backend = &**self.backend();
-        let lock = crate::log::lock_path(&id.log_path());
-        let made = backend.list(&id.dir()).unwrap_or_default();
-        if made.len() == 1 && lock.file_name().is_some_and(|n| n == made[0].name.as_str()) {
-            let _ = backend.delete(&[lock]);
-        }
         let _ = backend.remove_prefix(&id.dir());
         let _ = backend.delete(&[to.join("NOTE")]);
         let undone = self.move_aside(&to, &id.dir());

@@ -692,6 +692,11 @@ fn a_repair_on_a_full_disk_leaves_the_conversation_in_the_store() {
                 "{budget} bytes of room: the damage is still found: {:?}",
                 found.findings
             );
+            assert!(
+                !found.findings.iter().any(|f| f.kind == "leftover"),
+                "{budget} bytes of room: the refused repair left {:?}",
+                found.findings
+            );
             store.fsck(repair, &mut |_| {}).expect("a repair with room");
         }
         // Repaired: the record before the damage is the conversation.

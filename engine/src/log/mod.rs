@@ -62,7 +62,9 @@ pub use record::{
 };
 pub use salvage::{salvage_log, walk_batch_lossy, Holds, Piece, Salvage};
 pub use scan::{Damage, LogEnd};
-pub use writer::{lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery};
+pub use writer::{
+    lock_new, lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery,
+};
 
 pub(crate) use scan::{Step, Walker};
 

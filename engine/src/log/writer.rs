@@ -223,26 +223,7 @@ impl LogWriter {
         abandon: &mut dyn FnMut(),
     ) -> Result<Self> {
         let (bytes, published) = Self::file_bytes(format, records, &backend.display(path))?;
-        // A lock file removed while we waited (its log's directory removed
-        // and perhaps made again) guards nothing: take the one at the name.
-        // A directory removed before we locked (gc removes one that holds
-        // no log, format-spec.md 4.7) is made again, a few times at most.
-        let parent = jpstore_blobstore::storage::parent_dir(path);
-        let mut remade = 0;
-        let lock = loop {
-            match lock_waiting(backend, path) {
-                Err(Error::LockReplaced { .. }) => continue,
-                Err(Error::Io { ref source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && remade < 8 =>
-                {
-                    remade += 1;
-                    backend
-                        .create_prefix(parent)
-                        .map_err(|e| Error::from_backend(backend, e))?;
-                }
-                other => break other?,
-            }
-        };
+        let lock = lock_new(backend, path)?;
         match backend.head(path) {
             Ok(_) => {
                 return Err(Error::AlreadyExists {
@@ -712,6 +693,31 @@ pub fn lock_waiting(backend: &dyn Backend, path: &Path) -> Result<Box<dyn LockGu
             "the storage backend returned from a waiting lock without the lock",
         ),
     })
+}
+
+/// Waits for the sidecar lock of `path`, a log about to be created in a
+/// directory just made: a lock file removed while we waited (its log's
+/// directory removed and perhaps made again) guards nothing, so the one at
+/// the name is taken; a directory removed before we locked (gc removes one
+/// that holds no log, format-spec.md 4.7) is made again, a few times at
+/// most.
+pub fn lock_new(backend: &dyn Backend, path: &Path) -> Result<Box<dyn LockGuard>> {
+    let parent = jpstore_blobstore::storage::parent_dir(path);
+    let mut remade = 0;
+    loop {
+        match lock_waiting(backend, path) {
+            Err(Error::LockReplaced { .. }) => continue,
+            Err(Error::Io { ref source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && remade < 8 =>
+            {
+                remade += 1;
+                backend
+                    .create_prefix(parent)
+                    .map_err(|e| Error::from_backend(backend, e))?;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A writer's log handle, shared with a reader it makes.

@@ -257,9 +257,6 @@ impl Store {
                 settings,
             },
         )?;
-        backend
-            .sync_prefix(&id.dir())
-            .map_err(|e| Error::from_backend(backend, e))?;
         drop(writer);
         Ok(UpgradeReport {
             id: id.clone(),

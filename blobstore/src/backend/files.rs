@@ -188,7 +188,15 @@ impl Backend for FileBackend {
             drop(file);
             self.storage
                 .rename(scratch, key)
-                .map_err(|e| BackendError::io("rename", key, e))
+                .map_err(|e| BackendError::io("rename", key, e))?;
+            // Durable: the rename too, as the contract says.
+            if durable {
+                let dir = parent_dir(key);
+                self.storage
+                    .sync_dir(dir)
+                    .map_err(|e| BackendError::unsynced(dir, e))?;
+            }
+            Ok(())
         })();
         if written.is_err() {
             // The scratch name is the writer's alone; removing it loses

@@ -72,3 +72,25 @@ fn touch_freshens_an_object_and_reports_a_missing_one() {
 fn keys_that_leave_the_store_are_refused() {
     on_each(contract::keys_that_leave_the_store_are_refused);
 }
+
+#[test]
+fn a_durable_replace_survives_a_crash_that_drops_what_was_not_synced() {
+    use crate::storage::sim::CrashMode;
+    let sim = SimStorage::new();
+    let backend = FileBackend::shared(Arc::new(sim.clone()) as Arc<dyn Storage>);
+    let key = Path::new("d/head");
+    backend.create_prefix(Path::new("d")).expect("prefix");
+    backend
+        .replace(key, b"old", Path::new("d/head.tmp.1"), Expect::Any, true)
+        .expect("first");
+    backend
+        .replace(key, b"new", Path::new("d/head.tmp.2"), Expect::Any, true)
+        .expect("second");
+    sim.crash(CrashMode::DropUnsynced);
+    sim.restart();
+    assert_eq!(
+        sim.read_file(key).as_deref(),
+        Some(&b"new"[..]),
+        "a replace said durable was lost by a crash"
+    );
+}

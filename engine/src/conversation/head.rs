@@ -654,9 +654,8 @@ pub fn store(backend: &dyn Backend, id: &ConversationId, head: &Head) {
 
 /// Writes the head cache of `id` durably before its log is published
 /// (creation: the published records are proven whole from the start): a
-/// temp file, synced, renamed over `head`. The rename is made durable by
-/// the sync of the directory that publishes the log. Unlike [`store`], a
-/// failure is an error: the creation is refused.
+/// temp file, synced, renamed over `head`, the directory synced. Unlike
+/// [`store`], a failure is an error: the creation is refused.
 pub fn store_synced(
     backend: &dyn Backend,
     id: &ConversationId,

@@ -129,8 +129,9 @@ impl<'s> ConversationWriter<'s> {
         // 3, "Recovery and classification").
         let mut head_end = 0;
         let mut record_head = |published: &crate::log::Published| {
-            store_new_head(backend, &id, published, &state)?;
-            head_end = published.end;
+            if store_new_head(backend, &id, published, &state)? {
+                head_end = published.end;
+            }
             Ok(())
         };
         let log = match LogWriter::create_published(
@@ -213,11 +214,11 @@ impl<'s> ConversationWriter<'s> {
         backend
             .replace(&path, &bytes, &scratch, Expect::Any, true)
             .map_err(|e| Error::from_backend(backend, e))?;
-        // The records were synced whole before the name held them.
-        store_new_head(backend, id, &published, &state)?;
-        backend
-            .sync_prefix(&id.dir())
-            .map_err(|e| Error::from_backend(backend, e))?;
+        // The records were synced whole before the name held them. The
+        // conversation is replaced from here on: a head that cannot be
+        // written (a full disk) only leaves the new log without one, as a
+        // head lost is (4.6).
+        let _ = store_new_head(backend, id, &published, &state);
         Ok(Some(published.end))
     }
 
@@ -877,28 +878,30 @@ fn new_log(
 }
 
 /// Writes, synced, the head of a log just made whole (`published`): its
-/// records are proven whole (format-spec.md 4.6).
+/// records are proven whole (format-spec.md 4.6). Whether there was one to
+/// write (a log of at least one record).
 fn store_new_head(
     backend: &dyn Backend,
     id: &ConversationId,
     published: &crate::log::Published,
     state: &ConversationState,
-) -> Result<()> {
-    if let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
+) -> Result<bool> {
+    let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
         (published.last, published.first_crc)
-    {
-        head::store_synced(
-            backend,
-            id,
-            &Head {
-                log_end: published.end,
-                last_record,
-                last_record_crc,
-                first_record_crc,
-                state: state.clone(),
-                settings: None,
-            },
-        )?;
-    }
-    Ok(())
+    else {
+        return Ok(false);
+    };
+    head::store_synced(
+        backend,
+        id,
+        &Head {
+            log_end: published.end,
+            last_record,
+            last_record_crc,
+            first_record_crc,
+            state: state.clone(),
+            settings: None,
+        },
+    )?;
+    Ok(true)
 }

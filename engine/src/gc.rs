@@ -195,10 +195,10 @@ fn is_absent(e: &std::io::Error) -> bool {
 /// (`<id>.tail-<offset>.<secs>-<nanos>`, format-spec.md 3), not its note or
 /// a temp file of its publication.
 pub(crate) fn is_tail_copy(name: &str) -> bool {
-    name.contains(".tail-") && !name.ends_with(".note") && !name.contains(".tmp.")
+    name.contains(".tail-") && !name.ends_with(".note") && !leftovers::is_temp_name(name)
 }
 
-fn young(modified: SystemTime, now: SystemTime, grace: Duration) -> bool {
+pub(crate) fn young(modified: SystemTime, now: SystemTime, grace: Duration) -> bool {
     now.duration_since(modified).map_or(true, |age| age < grace)
 }
 

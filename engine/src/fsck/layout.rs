@@ -175,7 +175,7 @@ pub(super) fn walk(storage: &dyn Storage) -> Layout {
     let moved = walk.dir(&quarantined, None, |name| {
         if crate::gc::is_tail_copy(name) {
             Some(Expect::File)
-        } else if name.ends_with(".note") || name.contains(".tmp.") {
+        } else if name.ends_with(".note") || crate::gc::leftovers::is_temp_name(name) {
             None
         } else {
             Some(Expect::Dir)

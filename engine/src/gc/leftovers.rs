@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use jpstore_blobstore::backend::Backend;
+use jpstore_blobstore::backend::{Backend, Listed};
 use jpstore_blobstore::storage::DirEntry;
 
 use crate::conversation::{
@@ -66,8 +66,7 @@ pub struct Leftover {
 impl Leftover {
     /// Whether it was written within `grace` of `now` (or later).
     pub fn young(&self, now: SystemTime, grace: Duration) -> bool {
-        self.modified
-            .is_some_and(|m| now.duration_since(m).map_or(true, |age| age < grace))
+        self.modified.is_some_and(|m| super::young(m, now, grace))
     }
 }
 
@@ -89,20 +88,29 @@ struct Node {
     file: Option<(u64, SystemTime)>,
 }
 
+impl From<&Listed> for Node {
+    fn from(e: &Listed) -> Self {
+        Node {
+            name: e.name.clone(),
+            file: e.object().map(|m| (m.len, m.modified)),
+        }
+    }
+}
+
+impl From<&DirEntry> for Node {
+    fn from(d: &DirEntry) -> Self {
+        Node {
+            name: d.name.clone(),
+            file: (!d.metadata.is_dir).then_some((d.metadata.len, d.metadata.modified)),
+        }
+    }
+}
+
 /// Lists `dir`; `None` if it cannot be listed (missing, or a node that is
 /// not a directory: fsck's layout walk reports those), since leftovers are
 /// only ever removed, never needed.
 fn nodes(backend: &dyn Backend, dir: &Path) -> Option<Vec<Node>> {
-    let listed = backend.list(dir).ok()?;
-    Some(
-        listed
-            .into_iter()
-            .map(|e| Node {
-                file: e.object().map(|m| (m.len, m.modified)),
-                name: e.name,
-            })
-            .collect(),
-    )
+    Some(backend.list(dir).ok()?.iter().map(Node::from).collect())
 }
 
 /// The temp files among `nodes` of `dir`.
@@ -190,39 +198,24 @@ pub(crate) fn find_listed(backend: &dyn Backend, listed: &Listings) -> Vec<Lefto
             })
         })
     };
-    let inside: Vec<Vec<Node>> = entries
-        .iter()
-        .map(|e| match by_id.get(e.name.as_str()) {
-            Some(found) => found
-                .iter()
-                .map(|d| Node {
-                    name: d.name.clone(),
-                    file: (!d.metadata.is_dir).then_some((d.metadata.len, d.metadata.modified)),
-                })
-                .collect(),
-            None => {
-                let dir = conversations.join(&e.name);
-                if !e.name.starts_with(REMOVED_PREFIX) && plain(&dir) {
-                    vec![Node {
-                        name: LOG_FILE.to_string(),
-                        file: None,
-                    }]
-                } else {
-                    nodes(backend, &dir).unwrap_or_default()
-                }
-            }
-        })
-        .collect();
-    for (e, inside) in entries.iter().zip(inside) {
+    for e in &entries {
         let dir = conversations.join(&e.name);
         if e.name.starts_with(REMOVED_PREFIX) {
+            let inside = nodes(backend, &dir).unwrap_or_default();
             out.extend(dir_leftover(
                 backend,
                 dir,
                 &inside,
                 LeftoverKind::StoppedRemoval,
             ));
-        } else if inside.iter().any(|n| n.name == LOG_FILE) {
+            continue;
+        }
+        let inside: Vec<Node> = match by_id.get(e.name.as_str()) {
+            Some(found) => found.iter().map(Node::from).collect(),
+            None if plain(&dir) => continue,
+            None => nodes(backend, &dir).unwrap_or_default(),
+        };
+        if inside.iter().any(|n| n.name == LOG_FILE) {
             temps_in(&dir, &inside, &mut out);
         } else {
             out.extend(dir_leftover(
@@ -237,13 +230,7 @@ pub(crate) fn find_listed(backend: &dyn Backend, listed: &Listings) -> Vec<Lefto
         let quarantine = Path::new(QUARANTINE_DIR).join("conversations");
         let mut entries = backend.list(&quarantine).unwrap_or_default();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let top: Vec<Node> = entries
-            .iter()
-            .map(|e| Node {
-                name: e.name.clone(),
-                file: e.object().map(|m| (m.len, m.modified)),
-            })
-            .collect();
+        let top: Vec<Node> = entries.iter().map(Node::from).collect();
         temps_in(&quarantine, &top, &mut out);
         for e in entries.iter().filter(|e| e.is_prefix()) {
             let dir = quarantine.join(&e.name);

@@ -186,9 +186,12 @@ pub fn open_or_init_like(
                 &config,
                 &crate::store::config_temp(),
             )
-            .map_err(|e| Error::from_backend(&*backend, e))?;
+            .map_err(|e| {
+                crate::store::undo_init(&*backend);
+                Error::from_backend(&*backend, e)
+            })?;
     }
-    Ok((Store::init(backend, options)?, true))
+    Ok((Store::init_or_undo(backend, options)?, true))
 }
 
 /// The bytes of `config.toml` of `store`, if it has one.

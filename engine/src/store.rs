@@ -207,16 +207,23 @@ impl Store {
     /// some of what is there: a store is never made over other files.
     /// Returns the store and whether it was made.
     pub fn init_new_dir(root: &Path, options: StoreOptions) -> Result<(Store, bool)> {
-        let storage = LocalStorage::create(root).map_err(|source| Error::Io {
+        let (storage, made) = LocalStorage::create_new(root).map_err(|source| Error::Io {
             op: "create",
             path: root.to_path_buf(),
             source,
         })?;
-        Self::init_new(
-            FileBackend::shared(Arc::new(storage)),
+        let storage = Arc::new(storage);
+        let result = Self::init_new(
+            FileBackend::shared(storage.clone()),
             root.to_path_buf(),
             options,
-        )
+        );
+        if result.is_err() && made {
+            // Left as it was found: not there. (Not empty: someone else
+            // put something in it meanwhile, which stays.)
+            let _ = storage.remove_root_if_empty();
+        }
+        result
     }
 
     /// `jp-store init` in `backend` (a directory, a prefix of a bucket):
@@ -243,7 +250,7 @@ impl Store {
                 found: format!("{}{more}", shown.join(", ")),
             });
         }
-        Ok((Self::init(backend, options)?, true))
+        Ok((Self::init_or_undo(backend, options)?, true))
     }
 
     /// Opens the store in `root`, which must have been created by `init`.
@@ -283,6 +290,15 @@ impl Store {
             )
             .map_err(|e| Error::from_backend(&*backend, e))?;
         Self::open(backend, options)
+    }
+
+    /// [`Store::init`] of a root that holds no store (nothing, or only a
+    /// `config.toml` that the caller put there for it): if it fails, what
+    /// it made is removed again ([`undo_init`]), so that the root is left
+    /// as it was found and the command can be run again once the cause (a
+    /// full disk, say) is gone.
+    pub(crate) fn init_or_undo(backend: Arc<dyn Backend>, options: StoreOptions) -> Result<Store> {
+        Self::init(backend.clone(), options).inspect_err(|_| undo_init(&*backend))
     }
 
     /// Opens a store inside `backend`.
@@ -1008,6 +1024,27 @@ pub(crate) fn is_config_temp(name: &str) -> bool {
 /// stopped before it published the config leaves: a directory holding only
 /// those is still new to `init` and `copy` (they are left where they are:
 /// the writer of one may still be running).
+/// Removes, best effort, what a failed `init` of a root that held no store
+/// made there ([`Store::init_or_undo`]): the empty directories of the blob
+/// store and `conversations/`, then `config.toml`, only once
+/// `conversations/` is gone (a store someone else made meanwhile, with a
+/// conversation in it, keeps its config). What cannot be removed stays,
+/// and is what a second `init` completes.
+pub(crate) fn undo_init(backend: &dyn Backend) {
+    use jpstore_blobstore::{OBJECTS_DIR, PACKS_DIR, TMP_DIR};
+    let blobs = Path::new(BLOBS_DIR);
+    for dir in [TMP_DIR, PACKS_DIR, OBJECTS_DIR] {
+        let _ = backend.remove_prefix(&blobs.join(dir));
+    }
+    let _ = backend.remove_prefix(blobs);
+    match backend.remove_prefix(Path::new(CONVERSATIONS_DIR)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return,
+    }
+    let _ = backend.delete(&[PathBuf::from(CONFIG_FILE)]);
+}
+
 pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<String>> {
     Ok(backend
         .list(Path::new("."))

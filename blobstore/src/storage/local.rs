@@ -85,6 +85,23 @@ impl LocalStorage {
         Self::open(root)
     }
 
+    /// [`LocalStorage::create`], and whether the directory was made by this
+    /// call (nothing was at `root` before).
+    pub fn create_new(root: impl Into<PathBuf>) -> io::Result<(Self, bool)> {
+        let root = root.into();
+        let made =
+            matches!(fs::symlink_metadata(&root), Err(e) if e.kind() == io::ErrorKind::NotFound);
+        Ok((Self::create(root)?, made))
+    }
+
+    /// Removes the root directory if it is empty: a directory made by
+    /// [`LocalStorage::create_new`] for work that failed before anything
+    /// was kept in it. A directory that is not empty is an error, and is
+    /// left as it is.
+    pub fn remove_root_if_empty(&self) -> io::Result<()> {
+        fs::remove_dir(&self.root)
+    }
+
     /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root

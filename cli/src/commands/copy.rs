@@ -36,20 +36,28 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
         .map(|s| parse_id(s))
         .collect::<Result<Vec<_>>>()?;
     let src = open_store(&args.src)?;
-    let backend: Arc<dyn Backend> = match &args.dst {
+    // A directory made here is removed again if it is not made a store.
+    let (backend, made_dir): (Arc<dyn Backend>, _) = match &args.dst {
         StoreLocation::Dir(path) => {
-            let storage = LocalStorage::create(path)
+            let (storage, made) = LocalStorage::create_new(path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
-            FileBackend::shared(Arc::new(storage))
+            let storage = Arc::new(storage);
+            let made_dir = made.then(|| storage.clone());
+            (FileBackend::shared(storage), made_dir)
         }
-        StoreLocation::S3(location) => super::s3_backend(location)?,
+        StoreLocation::S3(location) => (super::s3_backend(location)?, None),
     };
     let (dst, made) = jpstore_engine::copy::open_or_init_like(
         &src,
         backend,
         PathBuf::from(args.dst.to_string()),
         StoreOptions::default(),
-    )?;
+    )
+    .inspect_err(|_| {
+        if let Some(dir) = &made_dir {
+            let _ = dir.remove_root_if_empty();
+        }
+    })?;
     if made {
         crate::output::note(&format!(
             "made {} a store, with the config.toml of {}",

@@ -50,9 +50,17 @@ pub enum Error {
         /// What is there.
         found: String,
     },
-    /// No object with this id is in the store.
-    #[error("blob {0} is not in the store")]
-    NotFound(BlobId),
+    /// No object with this id is in the store: none that a reader can
+    /// find. A pack whose index is damaged is skipped by reads, so its
+    /// objects are missing too; the first such index, when there is one,
+    /// is named, since the blob may be there.
+    #[error("blob {id} is not in the store{}", damaged_note(damaged_index.as_deref()))]
+    NotFound {
+        /// The blob.
+        id: BlobId,
+        /// The index of a pack that reads skip as damaged, if any.
+        damaged_index: Option<PathBuf>,
+    },
     /// An object claims (or content has) a raw size above the configured limit.
     #[error("blob {} in {} is {size} bytes, more than the limit of {max} bytes", id.map(|i| i.to_string()).unwrap_or_else(|| "(new)".into()), path.display())]
     TooLarge {
@@ -81,6 +89,17 @@ pub enum Error {
     /// finished, having changed nothing.
     #[error("interrupted before the end; nothing was changed")]
     Interrupted,
+}
+
+fn damaged_note(index: Option<&std::path::Path>) -> String {
+    match index {
+        Some(path) => format!(
+            ", or is in a pack whose index is damaged ({}): reads skip that pack \
+             (`jp-store fsck` reports it; `fsck --repair` moves it aside)",
+            path.display()
+        ),
+        None => String::new(),
+    }
 }
 
 fn fmt_offset(offset: Option<u64>) -> String {

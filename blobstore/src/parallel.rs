@@ -157,7 +157,10 @@ mod tests {
             || (),
             |_, i| {
                 if i == 3 {
-                    Err(Error::NotFound(crate::BlobId::of(b"x")))
+                    Err(Error::NotFound {
+                        id: crate::BlobId::of(b"x"),
+                        damaged_index: None,
+                    })
                 } else {
                     Ok(i)
                 }
@@ -167,7 +170,7 @@ mod tests {
                 runs.fetch_add(1, Ordering::Relaxed);
             },
         );
-        assert!(matches!(result, Err(Error::NotFound(_))));
+        assert!(matches!(result, Err(Error::NotFound { .. })));
         assert_eq!(runs.load(Ordering::Relaxed), 1);
     }
 }

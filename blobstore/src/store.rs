@@ -466,6 +466,25 @@ impl BlobStore {
             .collect())
     }
 
+    /// [`Error::NotFound`] for `id`, naming the first damaged index (by
+    /// name) if reads skip one: the blob may be in its pack.
+    pub(crate) fn not_found(&self, id: &BlobId) -> Error {
+        let damaged = self
+            .broken
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .min()
+            .cloned();
+        Error::NotFound {
+            id: *id,
+            damaged_index: damaged.map(|name| {
+                let (_, index) = pack::pack_file_names(&self.base.join(PACKS_DIR), &name);
+                self.backend.display(&index)
+            }),
+        }
+    }
+
     /// Packs whose index is damaged (skipped by reads: their objects are
     /// missing to readers), with the error loading it gives now: for
     /// verify, and for a check that names the index without reading data.
@@ -749,10 +768,10 @@ impl BlobStore {
             return Ok(e.raw_len());
         }
         match self.locate(id)? {
-            None => Err(Error::NotFound(*id)),
+            None => Err(self.not_found(id)),
             Some(Location::Packed { .. }) => match self.find_in_packs(id)? {
                 Some((_, e)) => Ok(e.raw_len()),
-                None => Err(Error::NotFound(*id)),
+                None => Err(self.not_found(id)),
             },
             Some(Location::Loose(path)) => {
                 let file = self
@@ -829,7 +848,7 @@ impl BlobStore {
                 self.refresh_packs()?;
             }
         }
-        Err(first_err.unwrap_or(Error::NotFound(*id)))
+        Err(first_err.unwrap_or_else(|| self.not_found(id)))
     }
 
     pub(crate) fn read_loose(&self, id: &BlobId) -> Result<Option<Vec<u8>>> {

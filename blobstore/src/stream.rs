@@ -335,7 +335,7 @@ impl BlobStore {
         const ATTEMPTS: usize = 4;
         for _ in 0..ATTEMPTS {
             let opened = match self.locate(id)? {
-                None => return Err(Error::NotFound(*id)),
+                None => return Err(self.not_found(id)),
                 Some(Location::Loose(path)) => self.open_loose_stream(id, &path)?,
                 Some(Location::Packed { pack, .. }) => self.open_packed_stream(id, &pack)?,
             };
@@ -345,7 +345,7 @@ impl BlobStore {
             // Gone since it was located: look again in the packs there are.
             self.refresh_packs()?;
         }
-        Err(Error::NotFound(*id))
+        Err(self.not_found(id))
     }
 
     /// A stream of the loose object at `path`; `None` if it is gone.

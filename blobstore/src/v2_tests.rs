@@ -182,9 +182,21 @@ fn every_flipped_byte_of_a_small_index_is_found_by_verify_and_named() {
         for (_, e) in &found {
             assert!(named(e, &index_key), "flip at {at}: {e}");
         }
-        // The store still works: the pack is skipped, new writes go on.
+        // The store still works: the pack is skipped, new writes go on,
+        // and a read of one of its objects names the damaged index.
         let store = open(&backend, Options::default());
-        assert!(matches!(store.get(&ids[0]), Err(Error::NotFound(_))));
+        let e = store
+            .get(&ids[0])
+            .expect_err("an object behind a damaged index read");
+        let index_name = index_key
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a name");
+        assert!(
+            matches!(&e, Error::NotFound { damaged_index: Some(p), .. }
+                if p.to_string_lossy().ends_with(index_name)),
+            "flip at {at}: {e}"
+        );
     }
     write(&backend, &index_key, &good);
     assert!(problems(&backend).is_empty());

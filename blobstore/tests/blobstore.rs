@@ -478,7 +478,14 @@ fn a_damaged_or_truncated_pack_index_is_named_by_verify_and_leaves_the_store_usa
         )
         .expect("a damaged index does not stop the store from opening");
         let id = BlobId::of(&items[0]);
-        assert!(matches!(store.get(&id), Err(Error::NotFound(_))));
+        let err = store
+            .get(&id)
+            .expect_err("an object behind a damaged index read");
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+        assert!(
+            err.to_string().contains(".idx"),
+            "the damaged index is not named: {err}"
+        );
         let report = store.verify_all(&mut |_| {}).expect("verify");
         assert!(!report.is_clean());
         let err = &report.problems[0].error;
@@ -1056,7 +1063,7 @@ fn gc_rewrites_copy_mostly_live_groups_and_recompress_the_rest() {
                 assert!(keep.contains(id), "{id} was dropped");
                 assert_eq!(&got, data);
             }
-            Err(Error::NotFound(_)) => assert!(!keep.contains(id), "{id} was kept"),
+            Err(Error::NotFound { .. }) => assert!(!keep.contains(id), "{id} was kept"),
             Err(e) => panic!("{id}: {e}"),
         }
     }

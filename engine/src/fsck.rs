@@ -642,7 +642,7 @@ impl Store {
                     ),
                     format!("blob {blob} has the wrong size"),
                 ),
-                Err(jpstore_blobstore::Error::NotFound(_)) => (
+                Err(jpstore_blobstore::Error::NotFound { .. }) => (
                     finding(
                         format!("blob {blob} ({size} bytes), referenced by the record at offset {offset}, is not in the store"),
                         "missing-blob",

@@ -135,7 +135,7 @@ fn an_unknown_id_is_not_found() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
     let id = BlobId::of(b"never stored");
-    assert!(matches!(store.open_stream(&id), Err(Error::NotFound(i)) if i == id));
+    assert!(matches!(store.open_stream(&id), Err(Error::NotFound { id: i, .. }) if i == id));
 }
 
 /// A flipped byte in the payload of a compressed or a raw loose object, and

@@ -147,7 +147,7 @@ fn engine_error(e: &Error) -> Reply {
 
 fn blob_error(e: &jpstore_blobstore::Error) -> Reply {
     match e {
-        jpstore_blobstore::Error::NotFound(id) => error_reply(
+        jpstore_blobstore::Error::NotFound { id, .. } => error_reply(
             404,
             "Not found",
             &format!("There is no blob {id} in this store."),

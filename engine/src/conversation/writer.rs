@@ -839,7 +839,7 @@ fn check_reference(blobs: &BlobStore, r: &BlobRef, index: usize) -> Result<()> {
                 r.id, r.size
             ),
         }),
-        Err(jpstore_blobstore::Error::NotFound(_)) => Err(Error::BadEntry {
+        Err(jpstore_blobstore::Error::NotFound { .. }) => Err(Error::BadEntry {
             index,
             field: "$blob".into(),
             message: format!("blob {} is not in the store", r.id),

@@ -233,11 +233,10 @@ pub fn copy(
     ids: &[ConversationId],
     progress: &mut dyn FnMut(CopyProgress<'_>),
 ) -> Result<CopyReport> {
-    let mut ids: Vec<ConversationId> = if ids.is_empty() {
-        src.ids()?
-    } else {
-        ids.to_vec()
-    };
+    // Every conversation of the source, or those named: one of the first
+    // removed since the listing is left out, one named is reported.
+    let every = ids.is_empty();
+    let mut ids: Vec<ConversationId> = if every { src.ids()? } else { ids.to_vec() };
     ids.sort();
     ids.dedup();
     let at_dst: HashSet<ConversationId> = dst.ids()?.into_iter().collect();
@@ -248,8 +247,11 @@ pub fn copy(
     let mut plans = Vec::with_capacity(ids.len());
     let mut needed: IndexSet<BlobId> = IndexSet::new();
     for id in &ids {
-        let plan = plan(src, dst, id, at_dst.contains(id), max, &mut needed)
-            .unwrap_or_else(|e| Plan::Done(done(id, CopyOutcome::Failed, Some(e.to_string()))));
+        let plan = match plan(src, dst, id, at_dst.contains(id), max, &mut needed) {
+            Ok(plan) => plan,
+            Err(e) if every && e.is_no_conversation() => continue,
+            Err(e) => Plan::Done(done(id, CopyOutcome::Failed, Some(e.to_string()))),
+        };
         plans.push((id, plan));
     }
     let to_send = plans

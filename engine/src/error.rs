@@ -312,6 +312,17 @@ impl Error {
         }
     }
 
+    /// Whether the error says there is no such conversation: for a command
+    /// walking every conversation of the store, one removed since it listed
+    /// them (`rm` moves a conversation away in one rename), which it leaves
+    /// out as a listing taken a moment later would.
+    pub fn is_no_conversation(&self) -> bool {
+        matches!(
+            self,
+            Error::NotFound { .. } | Error::ConversationRemoved { .. }
+        )
+    }
+
     /// Whether the error reports damaged data on disk (as opposed to I/O
     /// trouble, limits or misuse).
     pub fn is_corruption(&self) -> bool {

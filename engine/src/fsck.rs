@@ -211,6 +211,9 @@ fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
 /// everything but what depends on reading blob data and what repair does.
 #[derive(Default)]
 struct ConvCheck {
+    /// Removed since the conversations were listed: not checked, not
+    /// counted.
+    removed: bool,
     damaged: bool,
     /// Where the valid records end, when the only damage is a bad record
     /// there (what `--repair` keeps in the store).
@@ -437,6 +440,10 @@ impl Store {
         };
         let mut to_quarantine: Vec<(ConversationId, String, Option<u64>)> = Vec::new();
         for (id, check) in ids.iter().zip(logs.conversations) {
+            if check.removed {
+                report.conversations -= 1;
+                continue;
+            }
             report.records += check.records;
             report.entries += check.entries;
             // The valid prefix is kept in the store only when the bad record
@@ -520,7 +527,16 @@ impl Store {
         }
         if options.repair {
             for (id, why, keep) in to_quarantine {
-                let to = self.quarantine_conversation(&id, &why, keep)?;
+                let to = match self.quarantine_conversation(&id, &why, keep) {
+                    Ok(to) => to,
+                    Err(e) if e.is_no_conversation() => {
+                        report.repairs.push(format!(
+                            "left conversation {id} alone: it was removed since it was checked"
+                        ));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 report.repairs.push(format!(
                     "moved conversation {id} to {} because {why}",
                     to.display()
@@ -698,6 +714,16 @@ impl Store {
                     ),
                     ..finding("unsupported-version", Some(0), String::new())
                 });
+                return Ok(out);
+            }
+            // The log is gone since the conversations were listed (`rm`
+            // moves a conversation away in one rename; a log is replaced in
+            // one too, so its name never lacks one while it exists).
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && matches!(self.exists(id), Ok(false)) =>
+            {
+                out.removed = true;
                 return Ok(out);
             }
             Err(e) => {

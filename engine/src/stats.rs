@@ -253,9 +253,10 @@ impl Store {
         Ok(s)
     }
 
-    /// Counts the conversations `ids`. One that cannot be read (or whose
-    /// config holds a bad setting) is put in [`StoreStats::failed`] and the
-    /// others are counted.
+    /// Counts the conversations `ids` (as [`Store::ids`] listed them). One
+    /// that cannot be read (or whose config holds a bad setting) is put in
+    /// [`StoreStats::failed`] and the others are counted; one that is not
+    /// there (removed since it was listed) is left out.
     pub fn stats(&self, ids: &[ConversationId]) -> Result<StoreStats> {
         let mut out = StoreStats::default();
         let mut distinct = HashSet::new();
@@ -265,6 +266,9 @@ impl Store {
                 .and_then(|conv| self.context_sizes(&conv).map(|c| (conv, c)));
             let (conv, c) = match read {
                 Ok(read) => read,
+                // Removed since the ids were listed: not counted, and not
+                // a failure.
+                Err(e) if e.is_no_conversation() => continue,
                 Err(e) => {
                     out.failed.push((id.clone(), e));
                     continue;
@@ -389,13 +393,17 @@ mod tests {
         assert_eq!(s.context.raw, 2 * one.raw);
         assert_eq!(tokens(one.raw), one.raw.div_ceil(4));
 
+        // One whose log cannot be read is named; one that is not there
+        // (removed since the ids were listed) is left out.
+        let log = dir.path().join("s").join(ids[1].log_path());
+        std::fs::write(&log, b"not a log").expect("damage the log");
         let missing = ConversationId::parse("gone").expect("id");
         let s = store
-            .stats(&[ids[0].clone(), missing.clone()])
+            .stats(&[ids[0].clone(), ids[1].clone(), missing])
             .expect("stats");
         assert_eq!(s.conversations.len(), 1);
-        assert_eq!(s.failed.len(), 1);
-        assert_eq!(s.failed[0].0, missing);
-        assert!(matches!(s.failed[0].1, Error::NotFound { .. }));
+        assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+        assert_eq!(s.failed[0].0, ids[1]);
+        assert!(s.failed[0].1.is_corruption(), "{}", s.failed[0].1);
     }
 }

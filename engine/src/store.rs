@@ -771,14 +771,16 @@ impl Store {
         Ok(self
             .ids()?
             .into_iter()
-            .map(
+            .filter_map(
                 |id| match read_state(&*self.backend, &id, self.options.log, true) {
-                    Ok((state, log_bytes)) => Ok(Listing {
+                    Ok((state, log_bytes)) => Some(Ok(Listing {
                         id,
                         state,
                         log_bytes,
-                    }),
-                    Err(e) => Err((id, e)),
+                    })),
+                    // Removed since it was listed.
+                    Err(e) if e.is_no_conversation() => None,
+                    Err(e) => Some(Err((id, e))),
                 },
             )
             .collect())

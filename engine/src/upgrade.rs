@@ -116,7 +116,12 @@ impl Store {
             conversations: Vec::with_capacity(ids.len()),
         };
         for (i, id) in ids.iter().enumerate() {
-            let done = self.upgrade_log(id, dry_run)?;
+            let done = match self.upgrade_log(id, dry_run) {
+                Ok(done) => done,
+                // Removed since the ids were listed: nothing to upgrade.
+                Err(e) if e.is_no_conversation() => continue,
+                Err(e) => return Err(e),
+            };
             if done.upgraded {
                 report.logs_upgraded += 1;
             } else {

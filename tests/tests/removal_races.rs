@@ -304,3 +304,108 @@ fn gc_while_conversations_are_removed_succeeds() {
     assert_eq!(requests(&store, &last), ["kept"]);
     assert_fsck_clean(&store, "after gc and removals");
 }
+
+/// A store of `n` conversations `gone0`, `gone1`, ... of one turn each.
+fn store_of(root: &Path, n: usize) -> Vec<String> {
+    run_jp_store(root, &["init"], b"").ok("init");
+    let ids: Vec<String> = (0..n).map(|i| format!("gone{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        run_jp_store(root, &["new", "--id", id], b"").ok("new");
+        run_jp_store(
+            root,
+            &["append", id],
+            request("kept", 2 * i as u64).as_bytes(),
+        )
+        .ok("append");
+    }
+    ids
+}
+
+#[test]
+fn stats_of_listed_ids_leaves_out_one_removed_since() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    store_of(&root, 3);
+    let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
+    let ids = store.ids().expect("ids");
+    run_jp_store(&root, &["rm", "gone1"], b"").ok("rm");
+    let stats = store.stats(&ids).expect("stats");
+    assert!(
+        stats.failed.is_empty(),
+        "a conversation removed since it was listed is a failure: {:?}",
+        stats.failed
+    );
+    let counted: Vec<String> = stats
+        .conversations
+        .iter()
+        .map(|(id, _)| id.to_string())
+        .collect();
+    assert_eq!(counted, ["gone0", "gone2"]);
+}
+
+#[test]
+fn commands_over_every_conversation_pass_over_those_removed_while_they_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let ids = store_of(&root, 60);
+    // Each reads every conversation it listed: one removed in between was
+    // an error (`ls`, `stats`, `export`, `upgrade`), damage (`fsck`: "cannot
+    // open ... events.log"), a failed repair, or a copy "not copied".
+    let commands: [&[&str]; 8] = [
+        &["ls"],
+        &["ls", "--json"],
+        &["stats"],
+        &["fsck"],
+        &["fsck", "--repair"],
+        &["export", "--format", "ndjson"],
+        &["upgrade", "--dry-run"],
+        &["copy"],
+    ];
+    let done = AtomicBool::new(false);
+    let failures = std::thread::scope(|scope| {
+        let walkers: Vec<_> = (0..2)
+            .map(|t| {
+                let (done, root) = (&done, &root);
+                // A destination of its own: two copies into one conflict.
+                let copy = dir.path().join(format!("copy{t}"));
+                scope.spawn(move || {
+                    let copy_args = [
+                        "copy",
+                        root.to_str().expect("utf-8 path"),
+                        copy.to_str().expect("utf-8 path"),
+                    ];
+                    let mut failures = Vec::new();
+                    let mut n = t;
+                    while !done.load(Ordering::Relaxed) {
+                        let args = match commands[n % commands.len()] {
+                            ["copy"] => &copy_args[..],
+                            args => args,
+                        };
+                        n += 1;
+                        let run = run_jp_store(root, args, b"");
+                        if run.code != Some(0) || run.stdout.contains("damage") {
+                            failures.push(format!(
+                                "{args:?}: exit {:?}\nstdout: {}\nstderr: {}",
+                                run.code, run.stdout, run.stderr
+                            ));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        for id in &ids[..ids.len() - 1] {
+            run_jp_store(&root, &["rm", id], b"").ok("rm");
+        }
+        done.store(true, Ordering::Relaxed);
+        walkers
+            .into_iter()
+            .flat_map(|w| w.join().expect("walker"))
+            .collect::<Vec<_>>()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
+    let last = ConversationId::parse(&ids[ids.len() - 1]).expect("id");
+    assert_eq!(requests(&store, &last), ["kept"]);
+    assert_fsck_clean(&store, "after the removals");
+}

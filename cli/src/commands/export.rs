@@ -109,10 +109,18 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
         None => store.ids()?,
     };
     let progress = crate::output::Progress::new("exporting");
+    let mut exported = 0;
     let mut write_all = |out: &mut dyn Write| -> Result<()> {
         for (i, id) in ids.iter().enumerate() {
-            let conv = store.read(id)?;
+            let conv = match store.read(id) {
+                Ok(conv) => conv,
+                // Of every conversation, one removed since they were listed
+                // is left out; one named is the command's error.
+                Err(e) if args.id.is_none() && e.is_no_conversation() => continue,
+                Err(e) => return Err(e.into()),
+            };
             write_conversation_line(store, &conv, out)?;
+            exported += 1;
             progress.update(i as u64 + 1, ids.len() as u64);
         }
         Ok(())
@@ -125,6 +133,6 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
         }
         Some(path) => super::write_file_atomically_with(path, &mut write_all)?,
     }
-    crate::output::detail(&format!("exported {} conversations", ids.len()));
+    crate::output::detail(&format!("exported {exported} conversations"));
     Ok(ExitCode::SUCCESS)
 }

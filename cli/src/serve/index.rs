@@ -211,7 +211,12 @@ fn refresh(
             }
             Err(e) => {
                 kept.remove(&id);
-                failed.push((id, e));
+                // Removed since it was listed: gone, not failed.
+                if e.is_no_conversation() {
+                    present.remove(&id);
+                } else {
+                    failed.push((id, e));
+                }
             }
         }
     }

@@ -574,7 +574,27 @@ impl Store {
             if interrupt.load(Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
-            conversations.push(self.check_conversation(id, &mut base_configs)?);
+            let mut check = self.check_conversation(id, &mut base_configs)?;
+            if check.damaged {
+                if let Some(copy) = self.being_removed(id) {
+                    check = ConvCheck {
+                        findings: vec![Finding {
+                            severity: Severity::Warning,
+                            kind: "being-removed",
+                            conversation: Some(id.to_string()),
+                            path: Some(self.backend().display(&id.log_path())),
+                            offset: None,
+                            blob: None,
+                            message: format!(
+                                "what is left of a conversation being removed, or whose removal stopped: its log is the start of the one moved aside to {}; `jp-store rm {id}` finishes a stopped removal",
+                                self.backend().display(&copy).display()
+                            ),
+                        }],
+                        ..ConvCheck::default()
+                    };
+                }
+            }
+            conversations.push(check);
             progress(i + 1);
         }
         // Every reference's listed size, found in one walk in id order.
@@ -621,6 +641,35 @@ impl Store {
             orphans: known.orphans() - kept_for_recovery,
             kept_for_recovery,
         })
+    }
+
+    /// Where a removal of conversation `id` moved it aside, if the log at
+    /// its name is what that removal has not deleted yet: the start of the
+    /// log moved aside, byte for byte. A removal moves a conversation in
+    /// one rename on a file system, but on an object store it copies it
+    /// aside and then deletes its objects, the latest records first (5.4),
+    /// so meanwhile the log at its name is shorter than its head cache
+    /// says, which is damage in any other conversation. Looked for only
+    /// where damage was found.
+    fn being_removed(&self, id: &ConversationId) -> Option<PathBuf> {
+        let backend = &**self.backend();
+        let dir = Path::new(crate::conversation::CONVERSATIONS_DIR);
+        let prefix = format!("{}{id}-", crate::conversation::REMOVED_PREFIX);
+        let read = |path: &Path| {
+            let file = backend.open(path).ok()?;
+            jpstore_blobstore::backend::read_all(&*file, u64::MAX).ok()
+        };
+        let left = read(&id.log_path())?;
+        backend
+            .list(dir)
+            .ok()?
+            .into_iter()
+            .filter(|e| e.name.starts_with(&prefix))
+            .map(|e| dir.join(e.name))
+            .find(|aside| {
+                read(&aside.join(crate::conversation::LOG_FILE))
+                    .is_some_and(|moved| moved.starts_with(&left))
+            })
     }
 
     /// Checks that every reference of a conversation names a blob of the

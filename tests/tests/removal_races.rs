@@ -409,3 +409,66 @@ fn commands_over_every_conversation_pass_over_those_removed_while_they_run() {
     assert_eq!(requests(&store, &last), ["kept"]);
     assert_fsck_clean(&store, "after the removals");
 }
+
+/// Copies the files of directory `from` into a new directory `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir(to).expect("mkdir");
+    for e in fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+    }
+}
+
+#[test]
+fn fsck_tells_a_removal_in_progress_from_damage() {
+    // On an object store, `rm` copies the conversation aside and then
+    // deletes its objects, the latest records first: meanwhile the log at
+    // its name is the start of the one moved aside, shorter than its head
+    // cache says. Made here by hand on files.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    store_of(&root, 1);
+    let conv = root.join("conversations/gone0");
+    let log = conv.join("events.log");
+    let kept = fs::metadata(&log).expect("log").len();
+    for n in 10..13 {
+        run_jp_store(&root, &["append", "gone0"], request("more", n).as_bytes()).ok("append");
+    }
+    let aside = root.join("conversations/.removed-gone0-1-2");
+    copy_dir(&conv, &aside);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .expect("open log");
+    file.set_len(kept).expect("cut the log");
+    drop(file);
+
+    let fsck = run_jp_store(&root, &["fsck", "--json"], b"");
+    let report = fsck.json("fsck of a removal in progress");
+    assert_eq!(report["clean"], true, "{report}");
+    let kinds: Vec<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"being-removed"), "{report}");
+    let repair = run_jp_store(&root, &["fsck", "--repair"], b"");
+    assert!(
+        !repair.ok("repair").contains("moved conversation"),
+        "{}",
+        repair.stdout
+    );
+    assert!(
+        log.exists(),
+        "the repair moved what the removal is deleting"
+    );
+
+    // A log that is not the start of the one moved aside is damage.
+    let mut moved = fs::read(aside.join("events.log")).expect("read");
+    moved[20] ^= 0x01;
+    fs::write(aside.join("events.log"), moved).expect("write");
+    let fsck = run_jp_store(&root, &["fsck", "--json"], b"");
+    assert_eq!(fsck.code, Some(1), "{}", fsck.stdout);
+    assert!(fsck.stdout.contains("damaged-record"), "{}", fsck.stdout);
+}

@@ -249,7 +249,7 @@ pub fn copy(
     for id in &ids {
         let plan = match plan(src, dst, id, at_dst.contains(id), max, &mut needed) {
             Ok(plan) => plan,
-            Err(e) if every && e.is_no_conversation() => continue,
+            Err(e) if every && src.gone_since_listed(id, &e) => continue,
             Err(e) => Plan::Done(done(id, CopyOutcome::Failed, Some(e.to_string()))),
         };
         plans.push((id, plan));

@@ -586,7 +586,7 @@ impl Store {
                             offset: None,
                             blob: None,
                             message: format!(
-                                "what is left of a conversation being removed, or whose removal stopped: its log is the start of the one moved aside to {}; `jp-store rm {id}` finishes a stopped removal",
+                                "what is left of a conversation being removed, or whose removal stopped: it was copied aside to {} and is being deleted; `jp-store rm {id}` finishes a stopped removal",
                                 self.backend().display(&copy).display()
                             ),
                         }],
@@ -649,8 +649,12 @@ impl Store {
     /// one rename on a file system, but on an object store it copies it
     /// aside and then deletes its objects, the latest records first (5.4),
     /// so meanwhile the log at its name is shorter than its head cache
-    /// says, which is damage in any other conversation. Looked for only
-    /// where damage was found.
+    /// says (or, a segment deleted before a later one, does not read at
+    /// all), which is damage in any other conversation. Looked for only
+    /// where damage was found; on a file system, only a log that is the
+    /// start of the one moved aside is taken for a removal (a conversation
+    /// there leaves its name in one rename, so this is one whose removal
+    /// stopped and whose name was not taken again).
     fn being_removed(&self, id: &ConversationId) -> Option<PathBuf> {
         let backend = &**self.backend();
         let dir = Path::new(crate::conversation::CONVERSATIONS_DIR);
@@ -659,16 +663,23 @@ impl Store {
             let file = backend.open(path).ok()?;
             jpstore_blobstore::backend::read_all(&*file, u64::MAX).ok()
         };
-        let left = read(&id.log_path())?;
+        // On an object store, what is left may not read at all (a segment
+        // deleted before one after it): there, a copy aside is enough.
+        let left = read(&id.log_path());
+        let one_step = backend.renames_in_one_step();
+        if left.is_none() && one_step {
+            return None;
+        }
         backend
             .list(dir)
             .ok()?
             .into_iter()
             .filter(|e| e.name.starts_with(&prefix))
             .map(|e| dir.join(e.name))
-            .find(|aside| {
-                read(&aside.join(crate::conversation::LOG_FILE))
-                    .is_some_and(|moved| moved.starts_with(&left))
+            .find(|aside| match &left {
+                Some(left) => read(&aside.join(crate::conversation::LOG_FILE))
+                    .is_some_and(|moved| moved.starts_with(left)),
+                None => !one_step,
             })
     }
 

@@ -268,7 +268,7 @@ impl Store {
                 Ok(read) => read,
                 // Removed since the ids were listed: not counted, and not
                 // a failure.
-                Err(e) if e.is_no_conversation() => continue,
+                Err(e) if self.gone_since_listed(id, &e) => continue,
                 Err(e) => {
                     out.failed.push((id.clone(), e));
                     continue;

@@ -709,6 +709,32 @@ impl Store {
         Ok(ids)
     }
 
+    /// Whether `e`, an error reading conversation `id` that a command
+    /// reading every conversation listed, says that the conversation went
+    /// away since the listing: it is not there
+    /// ([`Error::is_no_conversation`]), or a removal of it is under way
+    /// where moving it aside is not one step (an object store copies it to
+    /// `conversations/.removed-<id>-*` and then deletes its objects, so
+    /// meanwhile its log may not read). Such a conversation is left out, as
+    /// a listing taken a moment later would leave it out.
+    pub fn gone_since_listed(&self, id: &ConversationId, e: &Error) -> bool {
+        e.is_no_conversation() || self.removal_under_way(id)
+    }
+
+    /// Whether a removal of conversation `id` is under way (or stopped) on
+    /// a backend whose moves are not one step: a copy of it at
+    /// `conversations/.removed-<id>-*`. Always false on a file system,
+    /// where the conversation leaves its name in one rename.
+    pub(crate) fn removal_under_way(&self, id: &ConversationId) -> bool {
+        if self.backend.renames_in_one_step() {
+            return false;
+        }
+        let prefix = format!("{}{id}-", crate::conversation::REMOVED_PREFIX);
+        self.backend
+            .list(Path::new(CONVERSATIONS_DIR))
+            .is_ok_and(|names| names.iter().any(|e| e.name.starts_with(&prefix)))
+    }
+
     /// Whether a conversation exists.
     pub fn exists(&self, id: &ConversationId) -> Result<bool> {
         match self.backend.head(&id.log_path()) {
@@ -778,8 +804,7 @@ impl Store {
                         state,
                         log_bytes,
                     })),
-                    // Removed since it was listed.
-                    Err(e) if e.is_no_conversation() => None,
+                    Err(e) if self.gone_since_listed(&id, &e) => None,
                     Err(e) => Some(Err((id, e))),
                 },
             )

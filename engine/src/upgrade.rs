@@ -119,7 +119,7 @@ impl Store {
             let done = match self.upgrade_log(id, dry_run) {
                 Ok(done) => done,
                 // Removed since the ids were listed: nothing to upgrade.
-                Err(e) if e.is_no_conversation() => continue,
+                Err(e) if self.gone_since_listed(id, &e) => continue,
                 Err(e) => return Err(e),
             };
             if done.upgraded {

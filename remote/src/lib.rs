@@ -1985,6 +1985,10 @@ impl Backend for S3Backend {
             .map_err(|e| self.io_error(&marker, e))
     }
 
+    fn renames_in_one_step(&self) -> bool {
+        false
+    }
+
     fn locks_span_writers(&self) -> bool {
         false
     }

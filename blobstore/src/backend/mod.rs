@@ -448,6 +448,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// the caller to judge.
     fn remove_prefix(&self, dir: &Path) -> io::Result<()>;
 
+    /// Whether [`Backend::rename`] moves a prefix in one step, so that no
+    /// reader sees part of it moved: true of a file system (one `rename`),
+    /// false of an object store, which copies the objects and then deletes
+    /// them, so that meanwhile readers find part of the source.
+    fn renames_in_one_step(&self) -> bool {
+        true
+    }
+
     /// Whether [`Backend::lock`] excludes every process that may write to
     /// the store: true of a file system (its locks are the kernel's), false
     /// of a remote object store, whose locks exclude the threads of one

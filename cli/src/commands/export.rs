@@ -116,7 +116,7 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
                 Ok(conv) => conv,
                 // Of every conversation, one removed since they were listed
                 // is left out; one named is the command's error.
-                Err(e) if args.id.is_none() && e.is_no_conversation() => continue,
+                Err(e) if args.id.is_none() && store.gone_since_listed(id, &e) => continue,
                 Err(e) => return Err(e.into()),
             };
             write_conversation_line(store, &conv, out)?;

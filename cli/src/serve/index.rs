@@ -212,7 +212,7 @@ fn refresh(
             Err(e) => {
                 kept.remove(&id);
                 // Removed since it was listed: gone, not failed.
-                if e.is_no_conversation() {
+                if store.gone_since_listed(&id, &e) {
                     present.remove(&id);
                 } else {
                     failed.push((id, e));

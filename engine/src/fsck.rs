@@ -657,8 +657,6 @@ impl Store {
     /// stopped and whose name was not taken again).
     fn being_removed(&self, id: &ConversationId) -> Option<PathBuf> {
         let backend = &**self.backend();
-        let dir = Path::new(crate::conversation::CONVERSATIONS_DIR);
-        let prefix = format!("{}{id}-", crate::conversation::REMOVED_PREFIX);
         let read = |path: &Path| {
             let file = backend.open(path).ok()?;
             jpstore_blobstore::backend::read_all(&*file, u64::MAX).ok()
@@ -670,12 +668,8 @@ impl Store {
         if left.is_none() && one_step {
             return None;
         }
-        backend
-            .list(dir)
-            .ok()?
+        self.removal_copies(id)
             .into_iter()
-            .filter(|e| e.name.starts_with(&prefix))
-            .map(|e| dir.join(e.name))
             .find(|aside| match &left {
                 Some(left) => read(&aside.join(crate::conversation::LOG_FILE))
                     .is_some_and(|moved| moved.starts_with(left)),

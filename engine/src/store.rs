@@ -726,13 +726,25 @@ impl Store {
     /// `conversations/.removed-<id>-*`. Always false on a file system,
     /// where the conversation leaves its name in one rename.
     pub(crate) fn removal_under_way(&self, id: &ConversationId) -> bool {
-        if self.backend.renames_in_one_step() {
-            return false;
-        }
+        !self.backend.renames_in_one_step() && !self.removal_copies(id).is_empty()
+    }
+
+    /// Where removals of conversation `id` under way (or stopped) moved it
+    /// aside: `conversations/.removed-<id>-*` (4.1). None where the store
+    /// cannot be listed.
+    pub(crate) fn removal_copies(&self, id: &ConversationId) -> Vec<PathBuf> {
+        let dir = Path::new(CONVERSATIONS_DIR);
         let prefix = format!("{}{id}-", crate::conversation::REMOVED_PREFIX);
-        self.backend
-            .list(Path::new(CONVERSATIONS_DIR))
-            .is_ok_and(|names| names.iter().any(|e| e.name.starts_with(&prefix)))
+        self.backend.list(dir).map_or_else(
+            |_| Vec::new(),
+            |names| {
+                names
+                    .into_iter()
+                    .filter(|e| e.name.starts_with(&prefix))
+                    .map(|e| dir.join(e.name))
+                    .collect()
+            },
+        )
     }
 
     /// Whether a conversation exists.

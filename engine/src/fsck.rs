@@ -647,10 +647,10 @@ impl Store {
     /// its name is what that removal has not deleted yet: the start of the
     /// log moved aside, byte for byte. A removal moves a conversation in
     /// one rename on a file system, but on an object store it copies it
-    /// aside and then deletes its objects, the latest records first (5.4),
-    /// so meanwhile the log at its name is shorter than its head cache
-    /// says (or, a segment deleted before a later one, does not read at
-    /// all), which is damage in any other conversation. Looked for only
+    /// aside and then deletes its objects (5.4), so meanwhile the log at
+    /// its name is shorter than its head cache says (or, a segment deleted
+    /// before a later one, does not read at all), which is damage in any
+    /// other conversation. Looked for only
     /// where damage was found; on a file system, only a log that is the
     /// start of the one moved aside is taken for a removal (a conversation
     /// there leaves its name in one rename, so this is one whose removal

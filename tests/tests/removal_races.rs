@@ -422,9 +422,9 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn fsck_tells_a_removal_in_progress_from_damage() {
     // On an object store, `rm` copies the conversation aside and then
-    // deletes its objects, the latest records first: meanwhile the log at
-    // its name is the start of the one moved aside, shorter than its head
-    // cache says. Made here by hand on files.
+    // deletes its objects: meanwhile the log at its name can be the start
+    // of the one moved aside, shorter than its head cache says. Made here
+    // by hand on files.
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("store");
     store_of(&root, 1);

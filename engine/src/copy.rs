@@ -177,7 +177,7 @@ pub fn open_or_init_like(
     };
     if !ours {
         // Refused as `init` refuses, naming what is there.
-        return Store::init_new(backend, root, options);
+        return Err(crate::store::not_empty(root, names));
     }
     if let Some(config) = config {
         backend
@@ -201,7 +201,7 @@ fn read_config(store: &Store) -> Result<Option<Vec<u8>>> {
 
 impl Store {
     /// The bytes of `config.toml` in `backend`, if there is one.
-    fn read_config_of(backend: &dyn Backend) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_config_of(backend: &dyn Backend) -> Result<Option<Vec<u8>>> {
         let path = Path::new(CONFIG_FILE);
         let io = |op, source| Error::Io {
             op,

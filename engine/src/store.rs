@@ -234,21 +234,22 @@ impl Store {
         root: PathBuf,
         options: StoreOptions,
     ) -> Result<(Store, bool)> {
-        let mut names = root_names(&*backend, &root)?;
+        let names = root_names(&*backend, &root)?;
         if names.iter().any(|n| n == CONVERSATIONS_DIR) {
             return Ok((Self::open(backend, options)?, false));
         }
-        if !names.is_empty() {
-            names.sort();
-            let shown: Vec<String> = names.iter().take(5).map(|n| format!("{n:?}")).collect();
-            let more = match names.len() {
-                n if n > 5 => format!(" and {} more", n - 5),
-                _ => String::new(),
-            };
-            return Err(Error::NotEmpty {
-                path: root,
-                found: format!("{}{more}", shown.join(", ")),
-            });
+        // Empty, or holding only the config an init stopped before put
+        // there (it writes the config first, `conversations/` last).
+        let ours = match names.as_slice() {
+            [] => true,
+            [name] if name == CONFIG_FILE => {
+                Self::read_config_of(&*backend)?.as_deref()
+                    == Some(config::WORKSPACE_CONFIG_TEMPLATE.as_bytes())
+            }
+            _ => false,
+        };
+        if !ours {
+            return Err(not_empty(root, names));
         }
         Ok((Self::init_or_undo(backend, options)?, true))
     }
@@ -274,13 +275,13 @@ impl Store {
         Self::open(FileBackend::shared(Arc::new(storage)), options)
     }
 
-    /// Creates (or completes) a store inside `backend`: the
-    /// `conversations/` prefix and, unless there is one, the commented
-    /// workspace config, each durable.
+    /// Creates (or completes) a store inside `backend`: the commented
+    /// workspace config unless there is one, then the `conversations/`
+    /// prefix, each durable.
     pub fn init(backend: Arc<dyn Backend>, options: StoreOptions) -> Result<Store> {
-        backend
-            .create_prefix(Path::new(CONVERSATIONS_DIR))
-            .map_err(|e| Error::from_backend(&*backend, e))?;
+        // The config first, `conversations/` (what makes a directory a
+        // store) last: a crash in between leaves a directory that is not a
+        // store yet, with the config the next init takes as its own.
         let cfg = Path::new(CONFIG_FILE);
         backend
             .put_if_absent(
@@ -288,6 +289,9 @@ impl Store {
                 config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
                 &config_temp(),
             )
+            .map_err(|e| Error::from_backend(&*backend, e))?;
+        backend
+            .create_prefix(Path::new(CONVERSATIONS_DIR))
             .map_err(|e| Error::from_backend(&*backend, e))?;
         Self::open(backend, options)
     }
@@ -1047,22 +1051,27 @@ fn is_absent(e: &std::io::Error) -> bool {
 /// The temp name this process publishes `config.toml` from
 /// (`config.toml.tmp.<pid>`).
 pub(crate) fn config_temp() -> PathBuf {
-    PathBuf::from(format!("{CONFIG_FILE}.tmp.{}", std::process::id()))
+    // The time too: a process of a later boot (or of another pid
+    // namespace) can have the pid of one that left its temp behind.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    PathBuf::from(format!("{CONFIG_FILE}.tmp.{}.{nanos}", std::process::id()))
 }
 
 /// Whether `name`, at the store root, is a temp name of `config.toml`
-/// ([`config_temp`] of any process).
+/// ([`config_temp`] of any process: `.tmp.<pid>.<nanos>`, or `.tmp.<pid>`
+/// as builds before wrote them).
 pub(crate) fn is_config_temp(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     name.strip_prefix(CONFIG_FILE)
         .and_then(|rest| rest.strip_prefix(".tmp."))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        .is_some_and(|rest| match rest.split_once('.') {
+            Some((pid, nanos)) => digits(pid) && digits(nanos),
+            None => digits(rest),
+        })
 }
 
-/// The names at the root of the store in `backend` (shown as `root` in
-/// errors), but the temp files of `config.toml` that an `init` or a `copy`
-/// stopped before it published the config leaves: a directory holding only
-/// those is still new to `init` and `copy` (they are left where they are:
-/// the writer of one may still be running).
 /// Removes, best effort, what a failed `init` of a root that held no store
 /// made there ([`Store::init_or_undo`]): the empty directories of the blob
 /// store and `conversations/`, then `config.toml`, only once
@@ -1084,6 +1093,25 @@ pub(crate) fn undo_init(backend: &dyn Backend) {
     let _ = backend.delete(&[PathBuf::from(CONFIG_FILE)]);
 }
 
+/// [`Error::NotEmpty`] for `root`, naming some of `names`, what it holds.
+pub(crate) fn not_empty(root: PathBuf, mut names: Vec<String>) -> Error {
+    names.sort();
+    let shown: Vec<String> = names.iter().take(5).map(|n| format!("{n:?}")).collect();
+    let more = match names.len() {
+        n if n > 5 => format!(" and {} more", n - 5),
+        _ => String::new(),
+    };
+    Error::NotEmpty {
+        path: root,
+        found: format!("{}{more}", shown.join(", ")),
+    }
+}
+
+/// The names at the root of the store in `backend` (shown as `root` in
+/// errors), but the temp files of `config.toml` that an `init` or a `copy`
+/// stopped before it published the config leaves: a directory holding only
+/// those is still new to `init` and `copy` (they are left where they are:
+/// the writer of one may still be running).
 pub(crate) fn root_names(backend: &dyn Backend, root: &Path) -> Result<Vec<String>> {
     Ok(backend
         .list(Path::new("."))

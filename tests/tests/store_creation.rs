@@ -11,7 +11,7 @@ use jpstore_blobstore::storage::sim::SimStorage;
 use jpstore_blobstore::storage::LocalStorage;
 use jpstore_engine::copy::open_or_init_like;
 use jpstore_engine::Store;
-use jpstore_tests::crash::{options, storage};
+use jpstore_tests::crash::{modes, options, storage};
 
 /// What the simulated disk holds, by name.
 fn names(sim: &SimStorage) -> Vec<String> {
@@ -148,4 +148,45 @@ fn a_directory_made_for_a_store_is_removed_only_while_empty() {
         .expect("remove the empty directory");
     assert!(!dir.exists(), "the empty directory is still there");
     assert!(tmp.path().exists(), "its parent went with it");
+}
+
+#[test]
+fn an_init_stopped_at_any_sync_is_completed_by_the_next() {
+    // The config is written first and `conversations/`, which makes the
+    // directory a store, last: a crash leaves no store without its config,
+    // and what it leaves (the config, or its temp name) the next init
+    // takes as its own.
+    let sim = SimStorage::new();
+    let start = sim.sync_count();
+    Store::init_new(storage(&sim), "store".into(), options()).expect("init");
+    let syncs = sim.sync_count() - start;
+    assert!(syncs >= 2, "only {syncs} syncs");
+    for n in 1..=syncs {
+        for mode in modes() {
+            let what = format!("crash at sync {n} of {syncs}, {mode:?}");
+            let sim = SimStorage::new();
+            sim.crash_at_sync(n, mode);
+            let stopped = Store::init_new(storage(&sim), "store".into(), options());
+            assert!(sim.is_down(), "{what}: the crash did not happen");
+            drop(stopped);
+            sim.restart();
+            let left = names(&sim);
+            assert!(
+                !left.iter().any(|n| n.contains("conversations"))
+                    || left.iter().any(|n| n == "config.toml"),
+                "{what}: a store without its config: {left:?}"
+            );
+            let (store, made) = Store::init_new(storage(&sim), "store".into(), options())
+                .unwrap_or_else(|e| panic!("{what}: the next init: {e}"));
+            assert!(
+                made || left.iter().any(|n| n.contains("conversations")),
+                "{what}: not made, from {left:?}"
+            );
+            assert_eq!(
+                config_of(&store).as_deref(),
+                Some(jpstore_engine::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes()),
+                "{what}"
+            );
+        }
+    }
 }

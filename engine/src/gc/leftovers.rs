@@ -360,4 +360,24 @@ mod tests {
             assert!(!is_temp_name(name), "{name}");
         }
     }
+
+    #[test]
+    fn config_temp_names_of_this_build_and_of_builds_before_are_known() {
+        let ours = crate::store::config_temp();
+        let ours = ours.to_str().expect("UTF-8");
+        assert!(crate::store::is_config_temp(ours), "{ours}");
+        assert_ne!(ours, format!("config.toml.tmp.{}", std::process::id()));
+        for name in ["config.toml.tmp.7", "config.toml.tmp.7.1795822833797475105"] {
+            assert!(crate::store::is_config_temp(name), "{name}");
+        }
+        for name in [
+            "config.toml",
+            "config.toml.tmp.",
+            "config.toml.tmp.7.",
+            "config.toml.tmp.7.x",
+            "config.toml.tmp.7.1.2",
+        ] {
+            assert!(!crate::store::is_config_temp(name), "{name}");
+        }
+    }
 }

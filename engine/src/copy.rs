@@ -179,19 +179,23 @@ pub fn open_or_init_like(
         // Refused as `init` refuses, naming what is there.
         return Err(crate::store::not_empty(root, names));
     }
-    if let Some(config) = config {
-        backend
-            .put_if_absent(
-                Path::new(CONFIG_FILE),
-                &config,
-                &crate::store::config_temp(),
-            )
-            .map_err(|e| {
-                crate::store::undo_init(&*backend);
-                Error::from_backend(&*backend, e)
-            })?;
-    }
-    Ok((Store::init_or_undo(backend, options)?, true))
+    // What a failed making of the store made is removed again.
+    let made = config
+        .map_or(Ok(()), |config| {
+            backend
+                .put_if_absent(
+                    Path::new(CONFIG_FILE),
+                    &config,
+                    &crate::store::config_temp(),
+                )
+                .map(drop)
+                .map_err(|e| Error::from_backend(&*backend, e))
+        })
+        .and_then(|()| Store::init(backend.clone(), options));
+    Ok((
+        made.inspect_err(|_| crate::store::undo_init(&*backend))?,
+        true,
+    ))
 }
 
 /// The bytes of `config.toml` of `store`, if it has one.

@@ -575,7 +575,17 @@ impl Store {
                 return Err(Error::Interrupted);
             }
             let mut check = self.check_conversation(id, &mut base_configs)?;
-            if check.damaged {
+            // Damage of a conversation removed since the listing is not
+            // damage: its log is gone (`rm` moves a conversation away in
+            // one rename; a log is replaced in one too, so its name never
+            // lacks one while it exists), or, where a move is not one step,
+            // part of it is still there.
+            if check.damaged && matches!(self.exists(id), Ok(false)) {
+                check = ConvCheck {
+                    removed: true,
+                    ..ConvCheck::default()
+                };
+            } else if check.damaged {
                 if let Some(copy) = self.being_removed(id) {
                     check = ConvCheck {
                         findings: vec![Finding {
@@ -768,16 +778,6 @@ impl Store {
                     ),
                     ..finding("unsupported-version", Some(0), String::new())
                 });
-                return Ok(out);
-            }
-            // The log is gone since the conversations were listed (`rm`
-            // moves a conversation away in one rename; a log is replaced in
-            // one too, so its name never lacks one while it exists).
-            Err(Error::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound
-                    && matches!(self.exists(id), Ok(false)) =>
-            {
-                out.removed = true;
                 return Ok(out);
             }
             Err(e) => {

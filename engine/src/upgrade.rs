@@ -228,13 +228,7 @@ impl Store {
         let (bytes, first, last) = self.encode_v2(id, &records)?;
         let kept = self.keep_v1(id, writer.path(), old_end)?;
         // Publish: the name holds the old log or the new one, whole.
-        let now = Timestamp::now();
-        let scratch = id.dir().join(format!(
-            "{LOG_FILE}.tmp.{}.{}{:09}.upgrade",
-            std::process::id(),
-            now.unix_secs(),
-            now.subsec_nanos()
-        ));
+        let scratch = crate::conversation::log_scratch(id, "upgrade");
         backend
             .replace(
                 &id.log_path(),

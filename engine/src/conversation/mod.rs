@@ -54,6 +54,20 @@ pub const GC_LOCK: &str = "gc.lock";
 /// log), proven to be the lock at the log's name: a conversation removed
 /// while we waited (and perhaps created again) is
 /// [`Error::ConversationRemoved`].
+/// The temp name a whole new log of conversation `id` is written to before
+/// it replaces the log (`import --force`, `upgrade`):
+/// `events.log.tmp.<pid>.<secs><nanos>.<purpose>`, a leftover gc knows
+/// (format-spec.md 4.7).
+pub(crate) fn log_scratch(id: &ConversationId, purpose: &str) -> PathBuf {
+    let now = crate::timestamp::Timestamp::now();
+    id.file(&format!(
+        "{LOG_FILE}.tmp.{}.{}{:09}.{purpose}",
+        std::process::id(),
+        now.unix_secs(),
+        now.subsec_nanos()
+    ))
+}
+
 pub(crate) fn writer_lock(
     backend: &dyn Backend,
     id: &ConversationId,

@@ -203,14 +203,7 @@ impl<'s> ConversationWriter<'s> {
         backend
             .delete(&[head::head_path(id)])
             .map_err(|e| Error::from_backend(backend, e))?;
-        let now = crate::timestamp::Timestamp::now();
-        let scratch = id.file(&format!(
-            "{}.tmp.{}.{}{:09}.replace",
-            super::LOG_FILE,
-            std::process::id(),
-            now.unix_secs(),
-            now.subsec_nanos()
-        ));
+        let scratch = super::log_scratch(id, "replace");
         backend
             .replace(&path, &bytes, &scratch, Expect::Any, true)
             .map_err(|e| Error::from_backend(backend, e))?;

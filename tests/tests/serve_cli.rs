@@ -696,6 +696,89 @@ fn idle_and_unread_connections_do_not_hold_back_a_request() {
     drop((idle, unread));
 }
 
+/// Clients that send their request head a few bytes at a time (never
+/// idle long enough for a read to time out) are more than the requests
+/// answered at once: a browser's request is still answered while they
+/// send, and each of them is closed without a reply when its time for the
+/// head is up, long before its head reaches the size limit. (Before, each
+/// held one of the 64 places of the server for as long as it went on
+/// sending: 64 of them stopped the server until their heads grew past
+/// 16 KiB, 431, here after some 80 s, and one byte every few seconds held
+/// a place for hours.)
+#[test]
+fn clients_that_trickle_their_heads_are_dropped_and_hold_back_no_request() {
+    use std::io::{Read as _, Write as _};
+    use std::net::TcpStream;
+    use std::time::Duration;
+    const SLOW: usize = 70;
+    const STEP: &[u8] = &[b'a'; 50];
+    let f = fixture();
+    let server = Server::start(&f.store);
+    let mut slow: Vec<Option<TcpStream>> = (0..SLOW)
+        .map(|_| {
+            let mut c = TcpStream::connect(server.addr).expect("connect");
+            c.write_all(b"GET / HTTP/1.1\r\nX-Slow: ")
+                .expect("start a request");
+            Some(c)
+        })
+        .collect();
+    let trickle = |slow: &mut Vec<Option<TcpStream>>, sent: &mut usize| -> Vec<String> {
+        let mut replies = Vec::new();
+        for place in slow.iter_mut() {
+            let Some(c) = place else { continue };
+            // What the server sent, if anything: a reply, or its close.
+            c.set_nonblocking(true).expect("nonblocking");
+            let mut got = [0u8; 64];
+            let read = c.read(&mut got);
+            c.set_nonblocking(false).expect("blocking");
+            let closed = match read {
+                Ok(0) => true,
+                Ok(n) => {
+                    replies.push(String::from_utf8_lossy(&got[..n]).into_owned());
+                    true
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => c.write_all(STEP).is_err(),
+                Err(_) => true,
+            };
+            if closed {
+                *place = None;
+            }
+        }
+        *sent += STEP.len();
+        replies
+    };
+    let mut sent = 0;
+    assert!(trickle(&mut slow, &mut sent).is_empty());
+    // A request beside them is answered at once, while they still send.
+    let r = server.get("/stats");
+    assert_eq!(r.status, 200, "beside {SLOW} trickling clients");
+    assert!(
+        trickle(&mut slow, &mut sent).is_empty(),
+        "no trickling client has had a reply yet"
+    );
+    assert_eq!(
+        slow.iter().flatten().count(),
+        SLOW,
+        "the request was answered while they were all still sending"
+    );
+    // Each is closed without a reply once its time is up, not when its head
+    // grows past the 16 KiB a head may have.
+    while slow.iter().any(Option::is_some) {
+        std::thread::sleep(Duration::from_millis(250));
+        let replies = trickle(&mut slow, &mut sent);
+        assert!(
+            replies.is_empty(),
+            "a trickling client was answered (after {sent} bytes of its head) instead of dropped: {replies:?}"
+        );
+        assert!(
+            sent < 16 << 10,
+            "{} trickling clients still open after {sent} bytes of their heads",
+            slow.iter().flatten().count()
+        );
+    }
+    assert_eq!(server.get("/").status, 200, "the server still answers");
+}
+
 #[test]
 fn only_loopback_unless_allowed_and_ctrl_c_stops() {
     let f = fixture();

@@ -5,21 +5,32 @@
 //! One request per connection keeps a connection from holding a thread
 //! while a browser leaves it open for the next request (browsers keep idle
 //! connections for minutes): every connection is on a thread of its own
-//! for one exchange, at most [`MAX_CONNECTIONS`] at once. (The HTTP
-//! library used before gave connections to a pool of threads that could
-//! leave a new connection queued behind idle kept-alive ones until the
-//! browser closed them, 300 s later.)
+//! for one exchange, at most [`MAX_CONNECTIONS`] at once, of which at most
+//! [`MAX_ANSWERING`] are answered at once. (The HTTP library used before
+//! gave connections to a pool of threads that could leave a new connection
+//! queued behind idle kept-alive ones until the browser closed them, 300 s
+//! later.)
+//!
+//! A connection has [`HEAD_LIMIT`] in all to send its request head, however
+//! it spreads its bytes over that time, and waits for its request head
+//! without taking one of the places of those answered: connections that
+//! send nothing, or a byte now and then, are dropped when their time is up
+//! and never stand between a browser's request and its answer.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 16 << 10;
-/// Connections answered at once; more wait to be accepted.
-pub const MAX_CONNECTIONS: usize = 64;
-/// How long the request head may take to arrive.
-const READ_LIMIT: Duration = Duration::from_secs(10);
+/// Connections open at once (their request heads being read, or being
+/// answered); more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Requests answered at once (reading the store and writing the reply);
+/// more wait, their heads read, for one of these places.
+pub const MAX_ANSWERING: usize = 64;
+/// How long the whole request head may take to arrive, from the accept.
+pub const HEAD_LIMIT: Duration = Duration::from_secs(10);
 /// How long a write of the reply may block.
 const WRITE_LIMIT: Duration = Duration::from_secs(60);
 
@@ -54,6 +65,26 @@ pub enum BadRequest {
     TooLarge,
     /// The connection ended or timed out before a whole head (no reply).
     Gone,
+}
+
+/// A connection's reads that end at a deadline: each read may block only
+/// for the time left, and none is tried after it (a time out, which
+/// [`read_request`] takes for a connection gone).
+struct ReadsUntil<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for ReadsUntil<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
 }
 
 /// Reads the request head from `stream` (what follows it, a body, is not
@@ -183,16 +214,22 @@ pub fn write_reply(
     stream.flush()
 }
 
-/// Answers one connection: its request read, `answer` called with it (or
-/// a 400 or 431 reply written), the connection closed.
+/// Answers one connection: its request head read by `deadline`, `answer`
+/// called with it (or a 400 or 431 reply written), the connection closed.
+/// A connection that has not sent its whole head by `deadline` is closed
+/// without a reply.
 pub fn serve_connection(
     mut stream: TcpStream,
+    deadline: Instant,
     answer: impl FnOnce(&Asked, &mut TcpStream) -> io::Result<()>,
     refuse: impl FnOnce(u16, &mut TcpStream) -> io::Result<()>,
 ) {
-    let _ = stream.set_read_timeout(Some(READ_LIMIT));
     let _ = stream.set_write_timeout(Some(WRITE_LIMIT));
-    let result = match read_request(&mut stream) {
+    let asked = read_request(&mut ReadsUntil {
+        stream: &stream,
+        deadline,
+    });
+    let result = match asked {
         Ok(asked) => answer(&asked, &mut stream),
         Err(BadRequest::Malformed) => refuse(400, &mut stream),
         Err(BadRequest::TooLarge) => refuse(431, &mut stream),

@@ -125,43 +125,84 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-/// The connections being answered, counted so that at most
-/// [`connection::MAX_CONNECTIONS`] are at once and a stop can wait for
-/// them.
+/// The connections open, counted so that at most
+/// [`connection::MAX_CONNECTIONS`] are at once (of which at most
+/// [`connection::MAX_ANSWERING`] are answered at once) and a stop can wait
+/// for them.
 #[derive(Default)]
 struct Open {
-    count: Mutex<usize>,
+    count: Mutex<Counts>,
     changed: Condvar,
 }
 
+#[derive(Default)]
+struct Counts {
+    /// Connections open: their heads being read, waiting for a place to be
+    /// answered, or answered.
+    open: usize,
+    /// Of those, the ones being answered.
+    answering: usize,
+}
+
+/// A place among the requests answered at once, given back when dropped.
+struct Answering<'a>(&'a Open);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.change(|c| c.answering -= 1);
+    }
+}
+
 impl Open {
-    /// Waits for a free place and takes it.
-    fn enter(&self) {
-        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        while *count >= connection::MAX_CONNECTIONS {
-            count = self.changed.wait(count).unwrap_or_else(|e| e.into_inner());
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `free` holds of the counts, then `take`s a place.
+    fn wait_and_take(&self, free: impl Fn(&Counts) -> bool, take: impl FnOnce(&mut Counts)) {
+        let mut counts = self.counts();
+        while !free(&counts) {
+            counts = self.changed.wait(counts).unwrap_or_else(|e| e.into_inner());
         }
-        *count += 1;
+        take(&mut counts);
+    }
+
+    fn change(&self, f: impl FnOnce(&mut Counts)) {
+        f(&mut self.counts());
+        self.changed.notify_all();
+    }
+
+    /// Waits for a free place for a connection and takes it.
+    fn enter(&self) {
+        self.wait_and_take(|c| c.open < connection::MAX_CONNECTIONS, |c| c.open += 1);
     }
 
     fn leave(&self) {
-        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        *count -= 1;
-        self.changed.notify_all();
+        self.change(|c| c.open -= 1);
+    }
+
+    /// Waits for a free place among the requests answered and takes it
+    /// until the returned guard is dropped.
+    fn answering(&self) -> Answering<'_> {
+        self.wait_and_take(
+            |c| c.answering < connection::MAX_ANSWERING,
+            |c| c.answering += 1,
+        );
+        Answering(self)
     }
 
     /// Waits until no connection is open, or `limit` has passed.
     fn wait_all(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
-        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        while *count > 0 {
+        let mut counts = self.counts();
+        while counts.open > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            count = self
+            counts = self
                 .changed
-                .wait_timeout(count, left)
+                .wait_timeout(counts, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -186,6 +227,7 @@ fn accept(listener: &TcpListener, site: &Arc<http::Site>, stopping: &AtomicBool,
             }
         };
         open.enter();
+        let deadline = Instant::now() + connection::HEAD_LIMIT;
         let site = Arc::clone(site);
         let left = Arc::clone(open);
         let spawned = std::thread::Builder::new()
@@ -193,7 +235,11 @@ fn accept(listener: &TcpListener, site: &Arc<http::Site>, stopping: &AtomicBool,
             .spawn(move || {
                 connection::serve_connection(
                     stream,
-                    |asked, stream| http::handle(&site, asked, stream),
+                    deadline,
+                    |asked, stream| {
+                        let _place = left.answering();
+                        http::handle(&site, asked, stream)
+                    },
                     http::refuse,
                 );
                 left.leave();

@@ -173,6 +173,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
   "skipped": 0,
   "failed": [],
   "not_byte_identical": [],
+  "not_in_view": [],
   "events": 11,
   "bytes_read": 2886,
   "bytes_stored": 1977,
@@ -190,6 +191,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
   "skipped": 1,
   "failed": [],
   "not_byte_identical": [],
+  "not_in_view": [],
   "events": 0,
   "bytes_read": 0,
   "bytes_stored": 0,
@@ -213,6 +215,7 @@ fn import_append_ls_stats_dry_run_and_attach() {
     }
   ],
   "not_byte_identical": [],
+  "not_in_view": [],
   "events": 0,
   "bytes_read": 0,
   "bytes_stored": 0,

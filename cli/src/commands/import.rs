@@ -73,7 +73,7 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
         for f in &report.failed {
             eprintln!("jp-store: {}: {}", f.path.display(), f.reason);
         }
-        for f in &report.not_byte_identical {
+        for f in report.not_byte_identical.iter().chain(&report.not_in_view) {
             eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
         }
         crate::outln!(

@@ -63,7 +63,13 @@ pub fn print_conversation(
         let Some(e) = entry.event() else {
             if let Entry::Unknown(o) = entry {
                 let t = o.get("type").and_then(|t| t.as_str()).unwrap_or("?");
-                writeln!(out, "  [unknown entry `{t}`, kept as is]")?;
+                match jpstore_engine::event::json::misfit(o) {
+                    Some(why) => writeln!(
+                        out,
+                        "  [`{t}` entry that does not read as one ({why}), kept as is; not in the view]"
+                    )?,
+                    None => writeln!(out, "  [unknown entry `{t}`, kept as is]")?,
+                }
             }
             continue;
         };

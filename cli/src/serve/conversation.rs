@@ -649,16 +649,15 @@ impl Render<'_> {
         let Entry::Event(event) = entry else {
             if let Entry::Unknown(object) = entry {
                 let kind = object.get("type").and_then(Value::as_str).unwrap_or("?");
-                self.event_box(
-                    h,
-                    "kind-unknown",
-                    &format!("unknown entry “{kind}”, kept as it is"),
-                    None,
-                    mark,
-                    |h, r| {
-                        r.json(h, "entry", &Value::Object(object.clone()), false);
-                    },
-                );
+                let title = match jpstore_engine::event::json::misfit(object) {
+                    Some(why) => format!(
+                        "“{kind}” entry that does not read as one ({why}), kept as it is; not in the view"
+                    ),
+                    None => format!("unknown entry “{kind}”, kept as it is"),
+                };
+                self.event_box(h, "kind-unknown", &title, None, mark, |h, r| {
+                    r.json(h, "entry", &Value::Object(object.clone()), false);
+                });
             }
             return;
         };

@@ -284,6 +284,17 @@ pub fn parse_entry(value: &Value, mode: ParseMode) -> Result<Entry<Payload>, Fie
     }
 }
 
+/// Why a lenient parse keeps `obj` verbatim although it is not of a type
+/// this build does not know: an entry of a known type that does not fit
+/// its model (a timestamp that does not read, a field of the wrong type),
+/// or one without a string `type`. Such an entry is stored and exported as
+/// written, but it is no event: the view, a provider request and the
+/// projection leave it out. `None` for an event, and for an entry of an
+/// unknown type (kept verbatim by design).
+pub fn misfit(obj: &Object) -> Option<FieldError> {
+    parse_known(obj, ParseMode::Lenient).err()
+}
+
 /// `Ok(None)`: the type is not known.
 fn parse_known(obj: &Object, mode: ParseMode) -> Result<Option<Event<Payload>>, FieldError> {
     let mut f = Fields::new(obj, "");

@@ -646,6 +646,56 @@ fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec
     all.into_iter().map(|(_, u)| u).collect()
 }
 
+/// A list of [`ImportReport`] that warnings about a conversation go to.
+type ReportList = fn(&mut ImportReport) -> &mut Vec<ImportFailure>;
+
+/// The entries of `entries` kept verbatim although their type is known
+/// ([`jpstore_engine::event::json::misfit`]), and why, for the report; at
+/// most [`MISFITS_NAMED`] of them named.
+pub fn misfits(entries: &[Entry<Payload>]) -> Option<String> {
+    let mut named = Vec::new();
+    let mut count = 0usize;
+    for (i, entry) in entries.iter().enumerate() {
+        let Entry::Unknown(obj) = entry else {
+            continue;
+        };
+        // The first entry of the oldest layout, a config with its keys
+        // flattened into it ([`ConfigLayout::Flattened`]), is as JP reads it.
+        if i == 0
+            && obj.get("type") == Some(&Value::from("config_delta"))
+            && !obj.contains_key("delta")
+        {
+            continue;
+        }
+        let Some(why) = jpstore_engine::event::json::misfit(obj) else {
+            continue;
+        };
+        count += 1;
+        if named.len() < MISFITS_NAMED {
+            let type_name = obj.get("type").and_then(Value::as_str).unwrap_or("?");
+            named.push(format!("entry {i} (`{type_name}`): {why}"));
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    let more = match count - named.len() {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    let (entries, them) = match count {
+        1 => ("entry of a known type does", "it"),
+        _ => ("entries of known types do", "them"),
+    };
+    Some(format!(
+        "events.json: {count} {entries} not read as one ({}{more}): kept as written, so that export gives {them} back, but left out of the view",
+        named.join("; ")
+    ))
+}
+
+/// Entries named in a [`misfits`] warning; the rest are counted.
+const MISFITS_NAMED: usize = 5;
+
 /// JP files read per chunk: each chunk's content is stored as one pack
 /// ([`Store::import`]), so memory stays bounded by about this much plus
 /// one conversation.
@@ -672,6 +722,12 @@ pub struct ImportReport {
     /// Conversations imported whose files will not export byte for byte
     /// (only equal as JSON), and why ([`ByteCheck::NotIdentical`]).
     pub not_byte_identical: Vec<ImportFailure>,
+    /// Conversations imported with entries of a known type that do not fit
+    /// its model (a timestamp that does not read, a field of the wrong
+    /// type): kept as written, so that export gives them back, but no
+    /// event, so neither the view nor a provider request holds them; which
+    /// entries, and why ([`misfits`]).
+    pub not_in_view: Vec<ImportFailure>,
     /// Entries stored.
     pub events: usize,
     /// Bytes of the JP files of the conversations stored.
@@ -748,11 +804,12 @@ pub fn import_paths(
     let total: u64 = sizes.iter().sum();
     let mut done = 0u64;
     let mut chunk = Vec::new();
-    // The conversations of the chunk that will not export byte for byte:
+    // Warnings about conversations of the chunk (not byte for byte, entries
+    // left out of the view), each with the list of the report it goes to:
     // reported once they are stored (not when skipped).
-    let mut inexact: Vec<(ConversationId, ImportFailure)> = Vec::new();
+    let mut inexact: Vec<(ConversationId, ImportFailure, ReportList)> = Vec::new();
     let mut flush = |chunk: &mut Vec<Prepared>,
-                     inexact: &mut Vec<(ConversationId, ImportFailure)>,
+                     inexact: &mut Vec<(ConversationId, ImportFailure, ReportList)>,
                      report: &mut ImportReport,
                      progress: &mut dyn FnMut(ImportProgress<'_>)|
      -> Result<()> {
@@ -779,8 +836,9 @@ pub fn import_paths(
                     if replaced {
                         progress(ImportProgress::Replaced(&id));
                     }
-                    if let Some(at) = inexact.iter().position(|(i, _)| *i == id) {
-                        report.not_byte_identical.push(inexact.swap_remove(at).1);
+                    while let Some(at) = inexact.iter().position(|(i, ..)| *i == id) {
+                        let (_, failure, list) = inexact.swap_remove(at);
+                        list(report).push(failure);
                     }
                 }
                 Imported::Skipped { id } => {
@@ -810,12 +868,17 @@ pub fn import_paths(
         for (src, result) in sources[start..end].iter().zip(prepared) {
             match result {
                 Ok((prepared, check)) => {
+                    let failure = |reason| ImportFailure {
+                        path: src.clone(),
+                        reason,
+                    };
                     if let ByteCheck::NotIdentical { reason } = check {
-                        let failure = ImportFailure {
-                            path: src.clone(),
-                            reason,
-                        };
-                        inexact.push((prepared.id.clone(), failure));
+                        let list: ReportList = |r| &mut r.not_byte_identical;
+                        inexact.push((prepared.id.clone(), failure(reason), list));
+                    }
+                    if let Some(reason) = misfits(&prepared.entries) {
+                        let list: ReportList = |r| &mut r.not_in_view;
+                        inexact.push((prepared.id.clone(), failure(reason), list));
                     }
                     chunk.push(prepared);
                 }

@@ -1585,3 +1585,73 @@ fn the_import_compression_applies_to_the_logs_records_too() {
         logs[0]
     );
 }
+
+/// An entry of a known type that does not read as one (a hand-edited
+/// timestamp, a field of the wrong type) is kept as written, so export
+/// gives it back, but it is no event: the view leaves it out, and the
+/// import says so, naming the entry and why; an entry of an unknown type,
+/// and the flattened config of the oldest layout, are not named.
+#[test]
+fn entries_of_known_types_that_do_not_read_are_named_by_the_import() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join(".jp/conversations");
+    let events = json!([
+        {"type": "config_delta", "timestamp": "2026-05-29 19:39:00.0", "assistant": {"name": "jp"}},
+        {"type": "turn_start", "timestamp": "2026-05-29 19:40:02.1"},
+        {"type": "chat_request", "timestamp": "yesterday", "content": "why?"},
+        {"type": "tool_call_request", "timestamp": "2026-05-29 19:40:03.0", "id": "t1", "name": "x", "arguments": {}},
+        {"type": "tool_call_response", "timestamp": "2026-05-29 19:40:04.0", "id": "t1", "content": b64("ok"), "is_error": "no"},
+        {"type": "some_future_event", "timestamp": "2026-05-29 19:40:05.0"},
+        {"type": "chat_response", "timestamp": "2026-05-29 19:40:06.0", "message": "done"},
+    ]);
+    let bad = root.join("17738399481-bad");
+    write(&bad, "events.json", &events);
+    write(&bad, "metadata.json", &json!({"title": "bad"}));
+    let good = root.join("17738399482-good");
+    write(&good, "events.json", &json!([events[1], events[6]]));
+    write(&good, "metadata.json", &json!({}));
+    let store = Store::init_dir(&tmp.path().join("s"), StoreOptions::default()).expect("init");
+    let report = super::import::import_paths(&store, &[root], false, &mut |_| {}).expect("import");
+    assert_eq!(report.imported, 2);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.not_in_view.len(), 1, "{:?}", report.not_in_view);
+    let warning = &report.not_in_view[0];
+    assert_eq!(warning.path, bad);
+    for part in [
+        "2 entries of known types",
+        "entry 2 (`chat_request`): field `timestamp`: invalid timestamp \"yesterday\"",
+        "entry 4 (`tool_call_response`): field `is_error`",
+        "left out of the view",
+    ] {
+        assert!(
+            warning.reason.contains(part),
+            "{part:?} in {}",
+            warning.reason
+        );
+    }
+    assert!(
+        !warning.reason.contains("entry 0") && !warning.reason.contains("some_future_event"),
+        "{}",
+        warning.reason
+    );
+    // As the warning says: both are in the log, neither in the view.
+    let id = ConversationId::parse("17738399481").expect("id");
+    let conv = store.read(&id).expect("read");
+    assert_eq!(conv.entries.len(), 7, "every entry is kept");
+    let view = store.open_view(&id).expect("view");
+    let text = String::from_utf8(
+        view.render(jpstore_engine::export::ContentMode::Refs)
+            .expect("render"),
+    )
+    .expect("utf-8");
+    assert!(
+        !text.contains("yesterday") && !text.contains("\"no\""),
+        "{text}"
+    );
+    // Export gives the file back as it was.
+    let files = export(&store, &id);
+    assert_eq!(
+        files.events,
+        std::fs::read(bad.join("events.json")).expect("read")
+    );
+}

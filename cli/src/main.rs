@@ -443,7 +443,7 @@ fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
 /// The error and its causes, joined by `: `. The library errors already
 /// show their source in their own message, so a cause whose text ends the
 /// message so far is not repeated.
-fn message(e: &anyhow::Error) -> String {
+pub(crate) fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

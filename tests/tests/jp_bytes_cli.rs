@@ -5,7 +5,8 @@
 //! of each conversation into a conversations directory, which must be the
 //! imported tree byte for byte (archived ones under `.archive/`); `demo`,
 //! which checks the sample's bytes itself; the warning of an import that
-//! cannot keep a file's bytes.
+//! cannot keep a file's bytes; every conversation exported back into the
+//! workspace it came from (nothing touched but what changed, `--replace`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -175,4 +176,115 @@ fn an_import_that_cannot_keep_the_bytes_says_so_and_still_imports() {
         Some(1),
         "{json}"
     );
+}
+
+/// The modification times of the files below `root`.
+fn mtimes(root: &Path) -> BTreeMap<PathBuf, std::time::SystemTime> {
+    tree_snapshot(root)
+        .into_keys()
+        .filter_map(|p| {
+            let m = std::fs::symlink_metadata(root.join(&p)).expect("stat");
+            m.is_file().then(|| (p, m.modified().expect("mtime")))
+        })
+        .collect()
+}
+
+/// `export --format jp` without an id writes every conversation into the
+/// workspace's conversations directory. Into the workspace the store was
+/// imported from, it writes nothing and touches no file; after an append,
+/// it refuses the one conversation whose file now differs (nothing of it
+/// written, the others left as they were, exit 1) until `--replace`, which
+/// replaces that file alone; a stray `base_config.json` is removed only
+/// with `--replace`; a second directory of a conversation (JP would find
+/// it twice) is refused.
+#[test]
+fn every_conversation_exported_into_its_workspace_changes_only_what_changed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let ws = tmp.path().join("conversations");
+    jpstore_tests::copy_tree(&fixture_workspace().join(".jp/conversations"), &ws);
+    let ws_arg = ws.to_str().expect("utf-8");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    run_jp_store(&store, &["import", ws_arg], b"").ok("import");
+    let before = tree_snapshot(&ws);
+    let times = mtimes(&ws);
+    let export = |extra: &[&str]| {
+        let mut args = vec!["export", "--format", "jp", "--out", ws_arg];
+        args.extend_from_slice(extra);
+        run_jp_store(&store, &args, b"")
+    };
+    let out = export(&[]);
+    assert_eq!(out.ok("export into its workspace"), "", "no file written");
+    assert_same_tree(&before, &tree_snapshot(&ws));
+    assert_eq!(times, mtimes(&ws), "no file touched");
+
+    // An append changes one events.json.
+    let id = "17738399406";
+    run_jp_store(
+        &store,
+        &["append", id],
+        br#"{"type": "chat_request", "content": "one more question"}"#,
+    )
+    .ok("append");
+    let out = export(&[]);
+    out.expect_code(1, "export over a file that differs");
+    let events = ws.join("17738399406-every-entry-type/events.json");
+    assert!(
+        out.stderr.contains(&events.display().to_string()) && out.stderr.contains("--replace"),
+        "{}",
+        out.stderr
+    );
+    assert_same_tree(&before, &tree_snapshot(&ws));
+    assert_eq!(times, mtimes(&ws), "nothing written");
+    let out = export(&["--replace"]);
+    assert_eq!(
+        out.ok("export --replace").trim(),
+        events.display().to_string(),
+        "that file alone is written"
+    );
+    let fresh = tmp.path().join("fresh");
+    run_jp_store(
+        &store,
+        &[
+            "export",
+            id,
+            "--format",
+            "jp",
+            "--out",
+            fresh.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+    .ok("export into a new directory");
+    let exported = std::fs::read(fresh.join("17738399406-every-entry-type/events.json"))
+        .expect("the fresh export");
+    assert_eq!(std::fs::read(&events).expect("replaced"), exported);
+    assert!(String::from_utf8_lossy(&exported).contains("one more question"));
+    let mut after = times.clone();
+    after.remove(Path::new("17738399406-every-entry-type/events.json"));
+    let mut now = mtimes(&ws);
+    now.remove(Path::new("17738399406-every-entry-type/events.json"));
+    assert_eq!(after, now, "the other files are untouched");
+
+    // A base_config.json the export has none of.
+    let stray = ws.join("17738399404-no-base-config/base_config.json");
+    std::fs::write(&stray, "{}\n").expect("write");
+    export(&[]).expect_code(1, "a stray base config");
+    assert!(stray.exists(), "kept without --replace");
+    export(&["--replace"]).ok("--replace");
+    assert!(!stray.exists(), "removed with --replace");
+
+    // A second directory of one conversation.
+    let twin = ws.join(".archive/17738399401-an-old-name");
+    jpstore_tests::copy_tree(&ws.join("17738399401-base-config-file"), &twin);
+    let out = export(&[]);
+    out.expect_code(1, "a conversation with two directories");
+    assert!(
+        out.stderr.contains(&twin.display().to_string()),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&twin).expect("remove the twin");
+    let out = export(&[]);
+    assert_eq!(out.ok("export after the twin is gone"), "");
 }

@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_blobstore::storage::{publish_new_file, LocalStorage, Storage};
 use serde_json::{Map, Value};
 
 use super::render::{self, FileKind};
@@ -268,58 +267,4 @@ pub fn slug(title: &str) -> String {
         }
     }
     out.trim_end_matches('-').to_owned()
-}
-
-/// Writes the files into `dir` (created if needed; the files must not
-/// exist): `events.json`, `metadata.json`, and `base_config.json` when the
-/// layout has one, each the bytes of `files`. Each file is written to a
-/// temp name, synced and published. (`files.dir_in` gives JP's place for
-/// `dir` in a conversations directory.)
-pub fn write_jp_dir(dir: &Path, files: &JpFiles) -> Result<Vec<PathBuf>> {
-    let storage = LocalStorage::create(dir).map_err(|source| Error::Io {
-        op: "create",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut written = Vec::new();
-    let mut list: Vec<(&str, &[u8])> = vec![
-        ("events.json", &files.events),
-        ("metadata.json", &files.metadata),
-    ];
-    if let Some(b) = &files.base_config {
-        list.push(("base_config.json", b));
-    }
-    // Checked for all the files before any is written, so that a directory
-    // holding one of them is left as it was. (Each file is still published
-    // without replacing one made meanwhile.)
-    for (name, _) in &list {
-        match storage.metadata(Path::new(name)) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Ok(_) => {
-                return Err(Error::AlreadyExists {
-                    path: dir.join(name),
-                })
-            }
-            Err(source) => {
-                return Err(Error::Io {
-                    op: "stat",
-                    path: dir.join(name),
-                    source,
-                })
-            }
-        }
-    }
-    for (name, bytes) in list {
-        let tmp = PathBuf::from(format!(".{name}.tmp.{}", std::process::id()));
-        match publish_new_file(&storage, &tmp, Path::new(name), bytes) {
-            Ok(true) => written.push(dir.join(name)),
-            Ok(false) => {
-                return Err(Error::AlreadyExists {
-                    path: dir.join(name),
-                })
-            }
-            Err(e) => return Err(Error::from_publish(&storage, e)),
-        }
-    }
-    Ok(written)
 }

@@ -17,6 +17,7 @@
 
 pub mod base64;
 pub mod export;
+pub mod export_dir;
 pub mod import;
 pub mod order;
 pub mod render;

@@ -11,7 +11,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::base64::encode;
-use super::export::{jp_files, slug, write_jp_dir, JpExportError, JpFiles};
+use super::export::{jp_files, slug, JpExportError, JpFiles};
+use super::export_dir::write_jp_dir;
 use super::import::{
     find_sources, prepare, prepare_checked, read_source, ByteCheck, Imported, MAX_KEPT_TEXT,
 };
@@ -275,7 +276,7 @@ fn import_then_export_gives_the_same_bytes_for_every_layout_and_quirk() {
         // And through the files on disk, at JP's place.
         let out = tmp.path().join("out");
         let dir = files.dir_in(&out);
-        write_jp_dir(&dir, &files).expect("write");
+        write_jp_dir(&dir, &files, false).expect("write");
         assert_same_files(&dir, &files);
         assert_eq!(
             dir.parent()
@@ -621,7 +622,7 @@ fn every_fixture_comes_back_byte_for_byte() {
     let out = tmp.path().join("conversations");
     for (dir, _) in &kept {
         let files = export(&store, &id_of(dir));
-        write_jp_dir(&files.dir_in(&out), &files).expect("write");
+        write_jp_dir(&files.dir_in(&out), &files, false).expect("write");
     }
     let exported: Vec<PathBuf> = find_sources(&out)
         .expect("find")
@@ -723,7 +724,7 @@ fn import_export_import_export_is_stable() {
     let out1 = tmp.path().join("out1/.jp/conversations");
     for (dir, _) in &dirs {
         let files = export(&first, &id_of(dir));
-        write_jp_dir(&files.dir_in(&out1), &files).expect("write");
+        write_jp_dir(&files.dir_in(&out1), &files, false).expect("write");
     }
     let second = Store::init_dir(&tmp.path().join("s2"), StoreOptions::default()).expect("init");
     let again = import_all(&second, &tmp.path().join("out1"));

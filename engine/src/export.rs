@@ -141,11 +141,14 @@ impl Store {
     /// head otherwise unchanged).
     pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
         let backend = &**self.backend();
-        let reader = open_reader_once(backend, id, self.options().log)?;
         // The head is judged against the file the reader reads.
-        let for_log = head::read_for_log(backend, id, reader.file(), &|key| {
-            self.remembered_settings(key)
-        });
+        let (reader, for_log) = head::open_judged(
+            backend,
+            id,
+            || open_reader_once(backend, id, self.options().log),
+            crate::log::LogReader::file,
+            &|key| self.remembered_settings(key),
+        )?;
         let mut reader = reader.with_proven_end(for_log.proven_end);
         let cache = for_log.settings.as_ref();
         let (source, (settings, fresh)) = match reader.format().framing {

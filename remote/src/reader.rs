@@ -13,7 +13,7 @@ use futures::StreamExt;
 use jpstore_blobstore::backend::ObjectReader;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
-use crate::{Req, S3Backend};
+use crate::{Req, S3Backend, SEGMENTS_SUFFIX};
 
 /// Bytes fetched with the request that opens an object.
 const FIRST_CHUNK: u64 = 1 << 20;
@@ -376,15 +376,21 @@ impl PieceReader {
                 .then(|| slice(&bytes, p.skip, p.len))
                 .flatten();
             let Some(piece) = piece else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {} bytes where the listing said {}: changed while read",
-                        backend.display_rel(&p.key),
-                        bytes.len(),
-                        p.obj_len
-                    ),
-                ));
+                let message = format!(
+                    "{}: {} bytes where the listing said {}: changed while read",
+                    backend.display_rel(&p.key),
+                    bytes.len(),
+                    p.obj_len
+                );
+                // A segment emptied since the listing: a merger made it a
+                // tombstone, its bytes now in a merged object.
+                if bytes.is_empty() && p.key.contains(&format!("{SEGMENTS_SUFFIX}/")) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        Tombstoned(message),
+                    ));
+                }
+                return Err(io::Error::new(io::ErrorKind::InvalidData, message));
             };
             backend.keep(&p.key, p.etag.as_deref(), &bytes);
             p.set_window(0, piece);
@@ -497,11 +503,14 @@ impl PieceReader {
         };
         match fetched {
             Ok(()) => {}
+            // A merged object gone since the listing (a merger superseded
+            // it by a larger one), or a segment emptied since (a merger
+            // made it a tombstone): the bytes are in what a new listing
+            // shows (format-spec.md 5.3, "Reading").
             Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    && e.to_string()
-                        .contains(&format!("{}/", crate::log::MERGED_SUFFIX))
-                    && may_relist
+                if may_relist
+                    && (superseded_merge(&e)
+                        || e.get_ref().is_some_and(|e| e.is::<Tombstoned>()))
                     && self.relist()? =>
             {
                 return self.read_at_once(buf, offset, false);
@@ -528,6 +537,25 @@ impl ObjectReader for PieceReader {
     fn len(&self) -> io::Result<u64> {
         Ok(self.end())
     }
+}
+
+/// A log's segment read empty where the listing gave it bytes.
+#[derive(Debug)]
+struct Tombstoned(String);
+
+impl std::fmt::Display for Tombstoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Tombstoned {}
+
+/// Whether `e` is a merged object of a log not found.
+fn superseded_merge(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        && e.to_string()
+            .contains(&format!("{}/", crate::log::MERGED_SUFFIX))
 }
 
 /// `bytes[skip..skip + len]`, if it is there.

@@ -4,6 +4,7 @@
 
 pub mod crash;
 pub mod fuzz_targets;
+pub mod hooked_backend;
 pub mod s3_fault_proxy;
 pub mod web;
 

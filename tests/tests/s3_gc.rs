@@ -17,10 +17,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jpstore_blobstore::backend::{
-    Backend, BackendError, Expect, Listed, LockGuard, LockKind, LogObject, Mapping, ObjectMeta,
-    ObjectReader, Put, Upload, WriterClock,
-};
+use jpstore_blobstore::backend::{Backend, BackendError, LogObject, ObjectReader};
 use jpstore_blobstore::BlobId;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::json::{parse_entry, ParseMode};
@@ -30,6 +27,7 @@ use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_remote::testing::{server_or_skip, TestServer};
 use jpstore_remote::{ClientSettings, S3Location};
+use jpstore_tests::hooked_backend::Hooked;
 use jpstore_tests::{jp_store_bin, keys_below, output_of, stdout_of_success};
 
 /// `B` of these tests.
@@ -106,11 +104,18 @@ fn tool_call(call: &str, content: serde_json::Value) -> Vec<Entry<Payload>> {
 /// A backend that holds every log append for `delay` (after telling
 /// `entered`), so that a writer's look at the blob store and its record
 /// are far apart in time, as on a slow machine.
-#[derive(Debug)]
-struct SlowAppends {
+fn slow_appends(
     inner: Arc<dyn Backend>,
     delay: Duration,
-    entered: std::sync::Mutex<Option<mpsc::Sender<()>>>,
+    entered: Option<mpsc::Sender<()>>,
+) -> Arc<dyn Backend> {
+    Arc::new(Hooked::new(inner).wrapping_logs(move |log| {
+        Box::new(SlowLog {
+            inner: log,
+            delay,
+            entered: entered.clone(),
+        })
+    }))
 }
 
 #[derive(Debug)]
@@ -145,89 +150,6 @@ impl LogObject for SlowLog {
     }
     fn sync(&self) -> Result<(), BackendError> {
         self.inner.sync()
-    }
-}
-
-impl Backend for SlowAppends {
-    fn display(&self, key: &Path) -> PathBuf {
-        self.inner.display(key)
-    }
-    fn put_if_absent(&self, key: &Path, data: &[u8], scratch: &Path) -> Result<Put, BackendError> {
-        self.inner.put_if_absent(key, data, scratch)
-    }
-    fn upload(&self, scratch: &Path) -> Result<Box<dyn Upload>, BackendError> {
-        self.inner.upload(scratch)
-    }
-    fn open(&self, key: &Path) -> io::Result<Box<dyn ObjectReader>> {
-        self.inner.open(key)
-    }
-    fn map(&self, key: &Path) -> io::Result<Mapping> {
-        self.inner.map(key)
-    }
-    fn head(&self, key: &Path) -> io::Result<ObjectMeta> {
-        self.inner.head(key)
-    }
-    fn list_objects_below(&self, prefix: &Path) -> io::Result<Vec<(PathBuf, ObjectMeta)>> {
-        self.inner.list_objects_below(prefix)
-    }
-    fn list(&self, prefix: &Path) -> io::Result<Vec<Listed>> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, keys: &[PathBuf]) -> Result<usize, BackendError> {
-        self.inner.delete(keys)
-    }
-    fn replace(
-        &self,
-        key: &Path,
-        data: &[u8],
-        scratch: &Path,
-        expect: Expect,
-        durable: bool,
-    ) -> Result<(), BackendError> {
-        self.inner.replace(key, data, scratch, expect, durable)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackendError> {
-        self.inner.rename(from, to)
-    }
-    fn open_log(&self, key: &Path) -> io::Result<Box<dyn LogObject>> {
-        Ok(Box::new(SlowLog {
-            inner: self.inner.open_log(key)?,
-            delay: self.delay,
-            entered: self
-                .entered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        }))
-    }
-    fn lock(
-        &self,
-        name: &Path,
-        kind: LockKind,
-        wait: bool,
-    ) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.inner.lock(name, kind, wait)
-    }
-    fn touch(&self, key: &Path) -> io::Result<bool> {
-        self.inner.touch(key)
-    }
-    fn create_prefix(&self, dir: &Path) -> Result<(), BackendError> {
-        self.inner.create_prefix(dir)
-    }
-    fn sync_prefix(&self, dir: &Path) -> Result<(), BackendError> {
-        self.inner.sync_prefix(dir)
-    }
-    fn sync_object(&self, key: &Path) -> Result<(), BackendError> {
-        self.inner.sync_object(key)
-    }
-    fn remove_prefix(&self, dir: &Path) -> io::Result<()> {
-        self.inner.remove_prefix(dir)
-    }
-    fn locks_span_writers(&self) -> bool {
-        self.inner.locks_span_writers()
-    }
-    fn writer_clock(&self) -> Option<&Arc<WriterClock>> {
-        self.inner.writer_clock()
     }
 }
 
@@ -320,12 +242,12 @@ fn a_writer_that_saw_a_blob_before_gc_moved_it_gets_it_back() {
     };
     let f = fixture(server, "gc-race");
     let (tx, rx) = mpsc::channel();
-    let slow: Arc<dyn Backend> = Arc::new(SlowAppends {
-        inner: server.backend_with(f.location.clone(), settings()).shared(),
+    let slow = slow_appends(
+        server.backend_with(f.location.clone(), settings()).shared(),
         // Longer than gc takes to mark and move, shorter than B.
-        delay: Duration::from_secs(4),
-        entered: std::sync::Mutex::new(Some(tx)),
-    });
+        Duration::from_secs(4),
+        Some(tx),
+    );
     let id = ConversationId::parse(&f.id).expect("id");
     let batch = tool_call(
         "c2",
@@ -381,8 +303,8 @@ fn a_writer_slower_than_the_bound_is_refused_and_writes_nothing() {
         return;
     };
     let f = fixture(server, "gc-bound");
-    let slow: Arc<dyn Backend> = Arc::new(SlowAppends {
-        inner: server
+    let slow = slow_appends(
+        server
             .backend_with(
                 f.location.clone(),
                 ClientSettings {
@@ -391,9 +313,9 @@ fn a_writer_slower_than_the_bound_is_refused_and_writes_nothing() {
                 },
             )
             .shared(),
-        delay: Duration::from_secs(2),
-        entered: std::sync::Mutex::new(None),
-    });
+        Duration::from_secs(2),
+        None,
+    );
     let id = ConversationId::parse(&f.id).expect("id");
     let store = Store::open(slow, StoreOptions::default()).expect("open");
     let before = store.read(&id).expect("read").entries.len();

@@ -481,12 +481,58 @@ pub struct ForLog {
     pub file: Option<Vec<u8>>,
 }
 
-/// The head file of `id` judged against the log file `log` (its first
-/// record stores the head's `first_record_crc`). Settings cached for a key
-/// that `remembered` knows are taken from it, not parsed.
-pub fn read_for_log(
+/// Opens a log with `open` (`file` gives its file) and judges the head file
+/// of `id` against it ([`read_for_log`]), so that the head's evidence holds
+/// for the log as opened (format-spec.md 4.6, "The head as evidence").
+///
+/// The head is read after the open first: an object store's cache serves a
+/// head by the listing of its log, so a view of an unchanged log reads no
+/// head. A head that covers more than the log as opened was written by an
+/// append in between: a file would show those records anyway (a walk reads
+/// its length when it starts), but a log on an object store is the listing
+/// taken at the open, and they would look lost. Then the head is read again
+/// and the log opened after it, the order in which the evidence always
+/// holds.
+pub fn open_judged<R>(
     backend: &dyn Backend,
     id: &ConversationId,
+    open: impl Fn() -> crate::error::Result<R>,
+    file: impl Fn(&R) -> &dyn ObjectReader,
+    remembered: Remembered<'_>,
+) -> crate::error::Result<(R, ForLog)> {
+    let opened = open()?;
+    let for_log = read_for_log(read_bytes(backend, id), file(&opened), remembered);
+    if file(&opened)
+        .len()
+        .map_or(true, |len| for_log.proven_end <= len)
+    {
+        return Ok((opened, for_log));
+    }
+    drop(opened);
+    let head = read_bytes(backend, id);
+    let opened = open()?;
+    let for_log = read_for_log(head, file(&opened), remembered);
+    Ok((opened, for_log))
+}
+
+/// [`open_judged`] for the proven end alone (any cached settings are left
+/// unparsed).
+pub fn open_proven<R>(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    open: impl Fn() -> crate::error::Result<R>,
+    file: impl Fn(&R) -> &dyn ObjectReader,
+) -> crate::error::Result<(R, u64)> {
+    let (opened, for_log) = open_judged(backend, id, open, file, &|_| Some(Settings::default()))?;
+    Ok((opened, for_log.proven_end))
+}
+
+/// The head file of bytes `head` judged against the log file `log` (its
+/// first record stores the head's `first_record_crc`; see [`open_judged`]
+/// for the order of the two reads). Settings cached for a key that
+/// `remembered` knows are taken from it, not parsed.
+fn read_for_log(
+    head: Option<Vec<u8>>,
     log: &dyn ObjectReader,
     remembered: Remembered<'_>,
 ) -> ForLog {
@@ -495,7 +541,7 @@ pub fn read_for_log(
         settings: None,
         file: None,
     };
-    let Some(bytes) = read_bytes(backend, id) else {
+    let Some(bytes) = head else {
         return none;
     };
     let known = std::cell::Cell::new(false);
@@ -564,17 +610,17 @@ fn read_bytes(backend: &dyn Backend, id: &ConversationId) -> Option<Vec<u8>> {
 /// does not need the last covered record to be intact: that is what it
 /// judges.
 pub fn proven_end(backend: &dyn Backend, id: &ConversationId) -> u64 {
-    match backend.open(&id.log_path()) {
-        Ok(log) => proven_end_with(backend, id, &*log),
-        Err(_) => 0,
-    }
-}
-
-/// [`proven_end`] of the log file `log` (the caller's handle).
-pub fn proven_end_with(backend: &dyn Backend, id: &ConversationId, log: &dyn ObjectReader) -> u64 {
-    // Only the evidence is wanted: any cached settings are left unparsed
-    // (the head, with settings that are not its own, is dropped).
-    read_for_log(backend, id, log, &|_| Some(Settings::default())).proven_end
+    let path = id.log_path();
+    let open = || {
+        backend
+            .open(&path)
+            .map_err(|source| crate::error::Error::Io {
+                op: "open",
+                path: backend.display(&path),
+                source,
+            })
+    };
+    open_proven(backend, id, open, |log| &**log).map_or(0, |(_, proven)| proven)
 }
 
 /// Whether the log file `log` has, at `head.last_record`, a valid record

@@ -495,10 +495,14 @@ pub fn open_reader(
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<LogReader> {
-    let reader = open_reader_at(backend, id, options, 0)?;
     // The evidence is checked against the file the reader reads, whatever
     // is at the name by now.
-    let proven_end = head::proven_end_with(backend, id, reader.file());
+    let (reader, proven_end) = head::open_proven(
+        backend,
+        id,
+        || open_reader_at(backend, id, options, 0),
+        LogReader::file,
+    )?;
     Ok(reader.with_proven_end(proven_end))
 }
 

@@ -231,23 +231,32 @@ impl<'s> ConversationWriter<'s> {
         open_reader(backend, &id, options)?;
         let lock = super::writer_lock(backend, &id)?;
         // Under the lock nobody replaces the log (a repair, an upgrade): the
-        // log is opened once now, and the evidence, the head cache and the
-        // fold are all read through that handle (on an object store, one
-        // listing of the log: a writer elsewhere that appends meanwhile
-        // makes this writer's append fail, format-spec.md 5.3).
+        // log is opened once now (once more if a head written meanwhile
+        // covers more than it shows: `head::open_judged`), and the evidence,
+        // the head cache and the fold are all read through that handle (on
+        // an object store, one listing of the log: a writer elsewhere that
+        // appends meanwhile makes this writer's append fail, format-spec.md
+        // 5.3).
         let path = id.log_path();
-        let file = backend.open_log(&path).map_err(|source| {
-            super::removed_while_waiting(
-                &id,
-                Error::Io {
-                    op: "open",
-                    path: backend.display(&path),
-                    source,
-                },
-            )
-        })?;
+        let (file, proven_end) = head::open_proven(
+            backend,
+            &id,
+            || {
+                backend.open_log(&path).map_err(|source| {
+                    super::removed_while_waiting(
+                        &id,
+                        Error::Io {
+                            op: "open",
+                            path: backend.display(&path),
+                            source,
+                        },
+                    )
+                })
+            },
+            |file| file.as_reader(),
+        )?;
         let recovery = crate::log::Recovery {
-            proven_end: head::proven_end_with(backend, &id, file.as_reader()),
+            proven_end,
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };

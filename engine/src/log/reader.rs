@@ -49,7 +49,7 @@ impl LogReader {
     /// [`LogReader::open`] for a reader that reads the log once, as it is
     /// now (a view): a log of at most [`READ_WHOLE_UP_TO`] bytes is read
     /// whole at once, and its header check, a head's evidence
-    /// (`head::read_for_log`, through [`LogReader::file`]) and the first
+    /// (`head::open_judged`, through [`LogReader::file`]) and the first
     /// [`LogReader::take_file`] are served from that copy, one `pread` where
     /// there were four. Walks ([`LogReader::records`]) and a second look
     /// after damage (a second `take_file`) read the file itself.

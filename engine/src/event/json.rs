@@ -284,10 +284,9 @@ pub fn parse_entry(value: &Value, mode: ParseMode) -> Result<Entry<Payload>, Fie
     }
 }
 
-/// Why a lenient parse keeps `obj` verbatim although it is not of a type
-/// this build does not know: an entry of a known type that does not fit
-/// its model (a timestamp that does not read, a field of the wrong type),
-/// or one without a string `type`. Such an entry is stored and exported as
+/// Why a lenient parse keeps `obj` verbatim although its type is one this
+/// build knows: it does not fit that type's model (a timestamp that does
+/// not read, a field of the wrong type), or it has no string `type`. Such an entry is stored and exported as
 /// written, but it is no event: the view, a provider request and the
 /// projection leave it out. `None` for an event, and for an entry of an
 /// unknown type (kept verbatim by design).

@@ -226,7 +226,8 @@ fn every_conversation_exported_into_its_workspace_changes_only_what_changed() {
         br#"{"type": "chat_request", "content": "one more question"}"#,
     )
     .ok("append");
-    let out = export(&[]);
+    // (Named even with -q: it is an error.)
+    let out = export(&["-q"]);
     out.expect_code(1, "export over a file that differs");
     let events = ws.join("17738399406-every-entry-type/events.json");
     assert!(

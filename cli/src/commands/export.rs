@@ -132,7 +132,8 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
                     .downcast_ref::<jpstore_engine::error::Error>()
                     .is_some_and(|e| store.gone_since_listed(id, e));
                 if !gone {
-                    progress.println(&format!("{id}: {}", crate::message(&e)));
+                    // Printed whatever the verbosity, as an error is.
+                    progress.eprintln(&format!("jp-store: error: {id}: {}", crate::message(&e)));
                     failed += 1;
                 }
                 continue;
@@ -154,8 +155,8 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
             }
         }
         if !files.lossy.is_empty() {
-            progress.println(&format!(
-                "{id}: the export is lossy: JP's format cannot express {} item(s):\n{}",
+            progress.eprintln(&format!(
+                "jp-store: warning: {id}: the export is lossy: JP's format cannot express {} item(s):\n{}",
                 files.lossy.len(),
                 files
                     .lossy

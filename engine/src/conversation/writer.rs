@@ -16,7 +16,7 @@ use jpstore_blobstore::{BlobId, BlobStore};
 use super::codec::{self, LogEntry};
 use super::head::{self, Head};
 use super::meta::MetaPatch;
-use super::read::{fold_state, open_reader};
+use super::read::fold_state;
 use super::sections;
 use super::state::ConversationState;
 use super::ConversationId;
@@ -226,9 +226,9 @@ impl<'s> ConversationWriter<'s> {
         options: LogOptions,
     ) -> Result<Self> {
         let backend = &**blobs.backend();
-        // Check existence first so that a missing conversation is not
-        // reported as a failure to create its lock file.
-        open_reader(backend, &id, options)?;
+        // A missing conversation: its lock file cannot be made, or (a
+        // directory left without a log) its log not opened, and either is
+        // said as `Error::NotFound` (`removed_while_waiting`).
         let lock = super::writer_lock(backend, &id)?;
         // Under the lock nobody replaces the log (a repair, an upgrade): the
         // log is opened once now (once more if a head written meanwhile

@@ -210,18 +210,28 @@ fn start_weed(weed: &std::path::Path, bucket: &str) -> Result<TestServer, String
     ];
     args.extend(names.iter().zip(&ports).map(|(n, p)| format!("-{n}={p}")));
     let s3_port = ports[6];
-    // The watcher: weed runs while this process does.
-    let script = r#"weed="$1"; parent="$2"; shift 2
-"$weed" "$@" >/dev/null 2>&1 &
+    // The watcher: weed runs while this process does (its own temp files
+    // in its directory), then the directory and this process's cache
+    // directory (`TestServer::env`) are removed.
+    let cache = std::env::temp_dir().join(format!("jpstore-test-cache-{}", std::process::id()));
+    // (The S3 gateway's socket is made in /tmp whatever TMPDIR says.)
+    let script = r#"weed="$1"; parent="$2"; dir="$3"; cache="$4"; s3="$5"; shift 5
+mkdir -p "$dir/tmp"
+TMPDIR="$dir/tmp" "$weed" "$@" >/dev/null 2>&1 &
 w=$!
 while kill -0 "$parent" 2>/dev/null && kill -0 "$w" 2>/dev/null; do sleep 1; done
-kill "$w" 2>/dev/null; wait "$w" 2>/dev/null"#;
+kill "$w" 2>/dev/null; wait "$w" 2>/dev/null
+rm -rf "$dir" "$cache"
+[ -S "/tmp/seaweedfs-s3-$s3.sock" ] && rm -f "/tmp/seaweedfs-s3-$s3.sock""#;
     Command::new("sh")
         .arg("-c")
         .arg(script)
         .arg("sh")
         .arg(weed)
         .arg(std::process::id().to_string())
+        .arg(&dir)
+        .arg(&cache)
+        .arg(s3_port.to_string())
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

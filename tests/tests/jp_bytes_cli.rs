@@ -60,6 +60,22 @@ fn assert_same_tree(
     }
 }
 
+/// `jp-store export ID --format jp --out OUT`.
+fn export_jp(store: &Path, id: &str, out: &Path) -> jpstore_tests::Run {
+    run_jp_store(
+        store,
+        &[
+            "export",
+            id,
+            "--format",
+            "jp",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+}
+
 /// Imports `workspace` into a new store, exports every conversation into
 /// one conversations directory, and compares the trees.
 fn round_trip(workspace: &Path) -> usize {
@@ -73,19 +89,7 @@ fn round_trip(workspace: &Path) -> usize {
     let exported = tmp.path().join("exported");
     let ids = ids(&conversations);
     for id in &ids {
-        run_jp_store(
-            &store,
-            &[
-                "export",
-                id,
-                "--format",
-                "jp",
-                "--out",
-                exported.to_str().expect("utf-8"),
-            ],
-            b"",
-        )
-        .ok("export");
+        export_jp(&store, id, &exported).ok("export");
     }
     assert_same_tree(&tree_snapshot(&conversations), &tree_snapshot(&exported));
     ids.len()
@@ -244,19 +248,7 @@ fn every_conversation_exported_into_its_workspace_changes_only_what_changed() {
         "that file alone is written"
     );
     let fresh = tmp.path().join("fresh");
-    run_jp_store(
-        &store,
-        &[
-            "export",
-            id,
-            "--format",
-            "jp",
-            "--out",
-            fresh.to_str().expect("utf-8"),
-        ],
-        b"",
-    )
-    .ok("export into a new directory");
+    export_jp(&store, id, &fresh).ok("export into a new directory");
     let exported = std::fs::read(fresh.join("17738399406-every-entry-type/events.json"))
         .expect("the fresh export");
     assert_eq!(std::fs::read(&events).expect("replaced"), exported);

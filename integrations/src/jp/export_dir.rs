@@ -1,14 +1,14 @@
 //! Writing a conversation's JP files into a conversations directory: each
-//! file published whole (written to a temp name, synced, then linked or
-//! renamed into place, the directory synced), files already holding the
-//! export's bytes left untouched, and files that differ replaced only when
-//! asked.
+//! file published whole by the store's file backend (written to a temp
+//! name, synced, then linked or renamed into place, the directory synced),
+//! files already holding the export's bytes left untouched, and files that
+//! differ replaced only when asked.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use jpstore_blobstore::storage::{
-    publish_new_file, read_all, FileKind, LocalStorage, OpenMode, Storage,
-};
+use jpstore_blobstore::backend::{read_all, Backend, Expect, FileBackend, Put, Version};
+use jpstore_blobstore::storage::{FileKind, LocalStorage};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
 
@@ -38,12 +38,13 @@ impl FileWritten {
     }
 }
 
-/// What is to be done with one file.
+/// What is to be done with one file; `Replace` and `Remove` hold the
+/// version that was read, so that a file changed since is not overwritten.
 enum Step<'a> {
     Create(&'a [u8]),
-    Replace(&'a [u8]),
+    Replace(&'a [u8], Version),
     Keep,
-    Remove,
+    Remove(Version),
 }
 
 /// Writes the files of `files` into `dir` (created if needed):
@@ -52,12 +53,14 @@ enum Step<'a> {
 /// A file that holds other bytes, or a `base_config.json` the export has
 /// none of, is replaced (removed) only with `replace`; otherwise the
 /// export is refused before anything is written ([`Error::AlreadyExists`]
-/// naming it). A name that is not a regular file is refused either way.
+/// naming it). A name that is not a regular file is refused either way,
+/// and so is a file changed since it was read.
 ///
-/// Each file is published whole: written to a temp name, synced, then
-/// linked (new) or renamed (replaced) into place and the directory synced.
-/// A crash leaves every file either as it was or as exported; a crash
-/// between two files leaves some of each (each a whole file JP reads).
+/// Each file is published whole through the file backend of the store
+/// (`put_if_absent`, a durable `replace`: written to a temp name, synced,
+/// then linked or renamed into place and the directory synced). A crash
+/// leaves every file either as it was or as exported; a crash between two
+/// files leaves some of each (each a whole file JP reads).
 pub fn write_jp_dir(
     dir: &Path,
     files: &JpFiles,
@@ -68,6 +71,7 @@ pub fn write_jp_dir(
         path: dir.to_path_buf(),
         source,
     })?;
+    let backend = FileBackend::new(Arc::new(storage));
     let wanted: [Option<&[u8]>; 3] = [
         Some(&files.events),
         Some(&files.metadata),
@@ -77,14 +81,14 @@ pub fn write_jp_dir(
     // export leaves the directory as it was.
     let mut steps = Vec::with_capacity(JP_FILES.len());
     for (name, bytes) in JP_FILES.into_iter().zip(wanted) {
-        let existing = existing_differs(&storage, dir, name, bytes)?;
+        let existing = existing(&backend, name, bytes)?;
         let step = match (bytes, existing) {
             (None, None) => continue,
             (Some(b), None) => Step::Create(b),
-            (_, Some(false)) => Step::Keep,
-            (Some(b), Some(true)) if replace => Step::Replace(b),
-            (None, Some(true)) if replace => Step::Remove,
-            (_, Some(true)) => {
+            (_, Some((false, _))) => Step::Keep,
+            (Some(b), Some((true, version))) if replace => Step::Replace(b, version),
+            (None, Some((true, version))) if replace => Step::Remove(version),
+            (_, Some((true, _))) => {
                 return Err(Error::AlreadyExists {
                     path: dir.join(name),
                 })
@@ -92,36 +96,38 @@ pub fn write_jp_dir(
         };
         steps.push((name, step));
     }
+    let failed = |e| Error::from_backend(&backend, e);
     let mut done = Vec::with_capacity(steps.len());
     for (name, step) in steps {
+        let key = Path::new(name);
         let outcome = match step {
             Step::Keep => FileWritten::Unchanged,
-            Step::Create(bytes) => {
-                let tmp = temp_name(name);
-                match publish_new_file(&storage, &tmp, Path::new(name), bytes) {
-                    Ok(true) => FileWritten::Created,
-                    // Made by someone else since it was looked at.
-                    Ok(false) => {
-                        return Err(Error::AlreadyExists {
-                            path: dir.join(name),
-                        })
-                    }
-                    Err(e) => return Err(Error::from_publish(&storage, e)),
+            Step::Create(bytes) => match backend
+                .put_if_absent(key, bytes, &temp_name(name))
+                .map_err(failed)?
+            {
+                Put::Created => FileWritten::Created,
+                // Made by someone else since it was looked at.
+                Put::Existed => {
+                    return Err(Error::AlreadyExists {
+                        path: dir.join(name),
+                    })
                 }
-            }
-            Step::Replace(bytes) => {
-                replace_file(&storage, dir, name, bytes)?;
+            },
+            Step::Replace(bytes, version) => {
+                let expect = Expect::Version(version);
+                backend
+                    .replace(key, bytes, &temp_name(name), expect, true)
+                    .map_err(failed)?;
                 FileWritten::Replaced
             }
-            Step::Remove => {
-                storage
-                    .remove_file(Path::new(name))
-                    .map_err(|source| Error::Io {
-                        op: "remove",
+            Step::Remove(version) => {
+                if backend.head(key).map(|m| m.version).ok() != Some(version) {
+                    return Err(Error::AlreadyExists {
                         path: dir.join(name),
-                        source,
-                    })?;
-                sync_dir(&storage, dir)?;
+                    });
+                }
+                backend.delete(&[key.to_path_buf()]).map_err(failed)?;
                 FileWritten::Removed
             }
         };
@@ -130,22 +136,21 @@ pub fn write_jp_dir(
     Ok(done)
 }
 
-/// Whether `name` in `storage` exists and holds other bytes than `bytes`
-/// (`None`: it does not exist; any bytes differ from no file). Refuses a
-/// name that is not a regular file.
-fn existing_differs(
-    storage: &LocalStorage,
-    dir: &Path,
+/// Whether `name` exists in `backend`, and if so whether it holds other
+/// bytes than `bytes` (any bytes differ from no file) and its version.
+/// Refuses a name that is not a regular file.
+fn existing(
+    backend: &FileBackend,
     name: &str,
     bytes: Option<&[u8]>,
-) -> Result<Option<bool>> {
-    let path = Path::new(name);
+) -> Result<Option<(bool, Version)>> {
+    let key = Path::new(name);
     let io = |op, source| Error::Io {
         op,
-        path: dir.join(name),
+        path: backend.display(key),
         source,
     };
-    let meta = match storage.metadata(path) {
+    let meta = match backend.head(key) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("stat", e)),
@@ -159,63 +164,14 @@ fn existing_differs(
             ),
         ));
     }
-    let Some(bytes) = bytes else {
-        return Ok(Some(true));
+    let differs = match bytes {
+        Some(bytes) if meta.len == bytes.len() as u64 => {
+            let file = backend.open(key).map_err(|e| io("open", e))?;
+            read_all(&*file, meta.len).map_err(|e| io("read", e))? != bytes
+        }
+        _ => true,
     };
-    if meta.len != bytes.len() as u64 {
-        return Ok(Some(true));
-    }
-    let file = storage
-        .open(path, OpenMode::Read)
-        .map_err(|e| io("open", e))?;
-    let held = read_all(&*file, meta.len).map_err(|e| io("read", e))?;
-    Ok(Some(held != bytes))
-}
-
-/// Replaces `name` with `bytes`: a temp file written and synced, renamed
-/// over it, the directory synced.
-fn replace_file(storage: &LocalStorage, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_name(name);
-    let written = (|| {
-        let file = storage
-            .open(&tmp, OpenMode::CreateNew)
-            .map_err(|source| Error::Io {
-                op: "create",
-                path: dir.join(&tmp),
-                source,
-            })?;
-        jpstore_blobstore::storage::write_all_at(&*file, bytes, 0).map_err(|source| Error::Io {
-            op: "write",
-            path: dir.join(&tmp),
-            source,
-        })?;
-        file.sync_all().map_err(|source| Error::SyncFailed {
-            path: dir.join(&tmp),
-            source,
-        })?;
-        drop(file);
-        storage
-            .rename(&tmp, Path::new(name))
-            .map_err(|source| Error::Io {
-                op: "replace",
-                path: dir.join(name),
-                source,
-            })
-    })();
-    if written.is_err() {
-        let _ = storage.remove_file(&tmp);
-    }
-    written?;
-    sync_dir(storage, dir)
-}
-
-fn sync_dir(storage: &LocalStorage, dir: &Path) -> Result<()> {
-    storage
-        .sync_dir(Path::new("."))
-        .map_err(|source| Error::SyncFailed {
-            path: dir.to_path_buf(),
-            source,
-        })
+    Ok(Some((differs, meta.version)))
 }
 
 /// A temp name beside `name`, hidden (JP lists only directories) and this

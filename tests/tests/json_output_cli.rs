@@ -224,6 +224,24 @@ fn import_append_ls_stats_dry_run_and_attach() {
   "log_bytes": 0
 }"#,
     );
+    // Without --json, each failure is named once on standard error, as it
+    // is found (a conversation that is not JP data was named a second time
+    // at the end).
+    let bad = s.path("bad/17738399999-bad");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    std::fs::write(bad.join("events.json"), "not json").expect("write");
+    let out = s.run(
+        &[
+            "import",
+            missing.to_str().expect("utf-8"),
+            bad.to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    assert_eq!(out.code, Some(1), "{out:?}");
+    for named in ["No such file or directory", "not valid JP data"] {
+        assert_eq!(out.stderr.matches(named).count(), 1, "{}", out.stderr);
+    }
 
     let out = s.run(&["append", SAMPLE_ID, "--json"], TURN.as_bytes());
     check(

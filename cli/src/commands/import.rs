@@ -59,7 +59,11 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
         ImportProgress::Skipped(id) => progress.println(&format!(
             "skipped {id}: already in the store (--force replaces it)"
         )),
-        ImportProgress::Failed(f) => progress.println(&format!("failed: {}", f.reason)),
+        // Named once, as it is found, whatever the verbosity (the JSON
+        // report lists them too).
+        ImportProgress::Failed(f) => {
+            progress.eprintln(&format!("jp-store: {}: {}", f.path.display(), f.reason))
+        }
     };
     let mut report = import_paths(&store, &dirs, args.force, &mut on_progress)?;
     if !sources.is_empty() {
@@ -70,9 +74,6 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for f in &report.failed {
-            eprintln!("jp-store: {}: {}", f.path.display(), f.reason);
-        }
         for f in report.not_byte_identical.iter().chain(&report.not_in_view) {
             eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
         }

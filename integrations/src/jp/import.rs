@@ -756,8 +756,9 @@ pub enum ImportProgress<'a> {
     Replaced(&'a ConversationId),
     /// A conversation already in the store was left as it is.
     Skipped(&'a ConversationId),
-    /// A conversation directory found could not be read or is not valid JP
-    /// data (a path under which none was found is only in the report).
+    /// A path given holds no JP conversation or cannot be read, or a
+    /// conversation directory found is not valid JP data: each is also in
+    /// the report's `failed`.
     Failed(&'a ImportFailure),
 }
 
@@ -780,17 +781,22 @@ pub fn import_paths(
     let mut report = ImportReport::default();
     let mut sources = Vec::new();
     for p in paths {
-        match find_sources(p) {
-            Ok(found) if found.is_empty() => report.failed.push(ImportFailure {
-                path: p.clone(),
-                reason: "no JP conversation directories (with an events.json) found".into(),
-            }),
-            Ok(found) => sources.extend(found),
-            Err(e) => report.failed.push(ImportFailure {
-                path: p.clone(),
-                reason: e.to_string(),
-            }),
-        }
+        let reason = match find_sources(p) {
+            Ok(found) if found.is_empty() => {
+                "no JP conversation directories (with an events.json) found".to_owned()
+            }
+            Ok(found) => {
+                sources.extend(found);
+                continue;
+            }
+            Err(e) => e.to_string(),
+        };
+        let failure = ImportFailure {
+            path: p.clone(),
+            reason,
+        };
+        progress(ImportProgress::Failed(&failure));
+        report.failed.push(failure);
     }
     let sizes: Vec<u64> = sources
         .iter()

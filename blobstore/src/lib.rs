@@ -22,6 +22,7 @@ pub mod error;
 pub mod fast_hash;
 pub mod group;
 pub mod id;
+mod listing;
 pub mod merge;
 mod mmap;
 pub mod object;
@@ -44,6 +45,7 @@ pub use error::{Error, Result};
 pub use group::{Compression, GroupSettings};
 pub use id::BlobId;
 pub use id::IdError;
+pub use listing::IdListing;
 pub use merge::{MergeOutcome, UpgradeOutcome, UpgradeProgress};
 pub use store::{
     BatchOutcome, BatchProgress, BlobStore, Location, LooseObject, Options, PackInfo, PutOutcome,

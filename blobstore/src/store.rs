@@ -15,6 +15,7 @@ use crate::content::Content;
 use crate::error::{Error, Result};
 use crate::group::{self, Compression, MAX_GROUP_TARGET};
 use crate::id::BlobId;
+use crate::listing::IdListing;
 use crate::object::{self, Header, HEADER_LEN};
 use crate::pack::{self, Found, GroupedEntry, Pack, PackEntry};
 use crate::storage::{not_regular_error, parent_dir, symlink_error, Storage};
@@ -1286,25 +1287,40 @@ impl BlobStore {
     /// `Some(size)`, then loose objects with `None` (their size is in their
     /// header, which [`BlobStore::size`] reads). An id stored in several
     /// places is listed once per place. One listing of the loose objects and
-    /// one walk of every index, without sorting: for checking many
-    /// references at once.
+    /// one walk of every index, without sorting.
     pub fn id_sizes(&self) -> Result<Vec<(BlobId, Option<u64>)>> {
-        self.id_sizes_beside(None)
+        let packs = self.packs_for_listing()?;
+        let loose = self.loose_objects()?;
+        let mut out =
+            Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
+        for p in packs {
+            out.extend(p.id_sizes().map(|(id, size)| (id, Some(size))));
+        }
+        out.extend(loose.into_iter().map(|o| (o.id, None)));
+        Ok(out)
     }
 
-    /// [`BlobStore::id_sizes`] with the loose objects `loose` where the
-    /// caller listed them already (fsck's walk of the store layout lists
-    /// every fanout directory): an object stored since is not in it, and is
-    /// found by looking it up, as any id a listing missed.
-    pub fn id_sizes_beside(
-        &self,
-        loose: Option<Vec<BlobId>>,
-    ) -> Result<Vec<(BlobId, Option<u64>)>> {
-        // A merge in another process publishes its pack, then unlinks the
-        // merged ones; a listing of `packs/` that runs meanwhile may see
-        // neither. The packs loaded before this rescan (still mapped) and
-        // those after it are both listed: one of the two listings saw the
-        // merged pack or its inputs (2.11).
+    /// Every id in the store as sorted runs, for checking many references
+    /// at once ([`IdListing::in_id_order`]): the packs after a refresh,
+    /// and the loose objects `loose` where the caller listed them already
+    /// (fsck's walk of the store layout lists every fanout directory), else
+    /// listed here. An object stored since is not in it, and is found by
+    /// looking it up, as any id a listing missed.
+    pub fn listing_beside(&self, loose: Option<Vec<BlobId>>) -> Result<IdListing> {
+        let packs = self.packs_for_listing()?;
+        let loose = match loose {
+            Some(ids) => ids,
+            None => self.loose_objects()?.into_iter().map(|o| o.id).collect(),
+        };
+        Ok(IdListing::new(packs, loose))
+    }
+
+    /// The packs to list every id of, in name order: those loaded before a
+    /// rescan (still mapped) and those after it. A merge in another
+    /// process publishes its pack, then unlinks the merged ones; a listing
+    /// of `packs/` that runs meanwhile may see neither, but one of the two
+    /// listings saw the merged pack or its inputs (2.11).
+    fn packs_for_listing(&self) -> Result<Vec<Arc<Pack>>> {
         let before = self.loaded_packs();
         self.refresh_packs()?;
         let mut packs = self.loaded_packs();
@@ -1313,17 +1329,7 @@ impl BlobStore {
                 packs.push(p);
             }
         }
-        let loose = match loose {
-            Some(ids) => ids,
-            None => self.loose_objects()?.into_iter().map(|o| o.id).collect(),
-        };
-        let mut out =
-            Vec::with_capacity(packs.iter().map(|p| p.len()).sum::<usize>() + loose.len());
-        for p in packs {
-            out.extend(p.id_sizes().map(|(id, size)| (id, Some(size))));
-        }
-        out.extend(loose.into_iter().map(|id| (id, None)));
-        Ok(out)
+        Ok(packs)
     }
 
     pub(crate) fn loaded_packs(&self) -> Vec<Arc<Pack>> {

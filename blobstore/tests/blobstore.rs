@@ -620,6 +620,67 @@ fn id_sizes_lists_every_place_packed_first_with_index_sizes() {
 }
 
 #[test]
+fn the_listing_in_id_order_merges_packs_and_loose_objects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    // Three packs of 300 and one of 1 (their ids interleave), 40 loose
+    // objects, and one id both loose and packed (as after a concurrent
+    // writer): listed once per place, the packed place first.
+    let mut all = Vec::new();
+    for p in 0..3u32 {
+        let items: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("pack {p} item {i}").into_bytes())
+            .collect();
+        let batch = store
+            .put_batch(items.len(), |i| Ok(items[i].clone()), &mut |_| {})
+            .expect("batch");
+        all.extend(
+            batch
+                .ids
+                .iter()
+                .zip(&items)
+                .map(|(id, b)| (*id, Some(b.len() as u64))),
+        );
+    }
+    let one = store
+        .put_batch(1, |_| Ok(b"alone".to_vec()), &mut |_| {})
+        .expect("batch");
+    all.push((one.ids[0], Some(5)));
+    for i in 0..40u32 {
+        let id = store.put(format!("loose {i}").as_bytes()).expect("put").id;
+        all.push((id, None));
+    }
+    let both = all[17].0;
+    let file = loose_file(dir.path(), &both);
+    std::fs::create_dir_all(file.parent().expect("fanout")).expect("fanout dir");
+    let bytes = b"pack 0 item 17";
+    std::fs::write(
+        &file,
+        jpstore_blobstore::object::encode(bytes, 3).expect("encode"),
+    )
+    .expect("write a loose copy");
+    all.push((both, None));
+    // Sorted by id, a packed place before a loose one.
+    all.sort_by_key(|(id, size)| (*id, size.is_none()));
+    let listing = store.listing_beside(None).expect("listing");
+    assert_eq!(listing.len(), all.len());
+    assert_eq!(listing.in_id_order().collect::<Vec<_>>(), all);
+    // The loose objects as the caller listed them, in any order.
+    let mut loose: Vec<BlobId> = all
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(id, _)| *id)
+        .collect();
+    loose.reverse();
+    let listing = store.listing_beside(Some(loose)).expect("listing");
+    assert_eq!(listing.in_id_order().collect::<Vec<_>>(), all);
+    assert!(
+        store.packs().expect("packs").len() >= 2,
+        "several runs merged"
+    );
+}
+
+#[test]
 fn a_failing_batch_source_publishes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());

@@ -565,7 +565,7 @@ impl Store {
         // whether a reference to it was seen; referenced ids that are not
         // listed (missing, or published since) are added as they are looked
         // up. Each size is looked up once however many references share it.
-        let mut known = KnownBlobs::new(self.blobs().id_sizes_beside(loose)?);
+        let mut known = KnownBlobs::new(&self.blobs().listing_beside(loose)?);
         let mut conversations = Vec::with_capacity(ids.len());
         // Conversations of one workspace share their base config: each is
         // read and parsed once.

@@ -1,17 +1,19 @@
 //! The blobs of the store as fsck resolves references against them: one
-//! listing, sorted by id, looked up through a table of the ids' first two
+//! listing in id order, looked up through a table of the ids' first two
 //! bytes.
 //!
 //! A hash map of 100,000 ids cost fsck a cache miss or two per reference
 //! and per listed id (the ids are SHA-256 digests: no two neighbouring
-//! lookups touch the same memory). Here the listing and the references are
-//! both put in id order by a radix sort (two passes over the first two
+//! lookups touch the same memory). Here the listing comes in id order, as
+//! the pack indexes keep it ([`IdListing::in_id_order`]); the references
+//! are put in id order by a radix sort (two passes over the first two
 //! bytes, each writing to 256 sequential streams, then the few ids sharing
-//! those bytes sorted among themselves) and walked side by side once.
+//! those bytes sorted among themselves); the two are walked side by side
+//! once.
 
 use std::collections::HashMap;
 
-use jpstore_blobstore::BlobId;
+use jpstore_blobstore::{BlobId, IdListing};
 
 /// Entries of the table of first bytes (16 bits of prefix).
 const FANOUT: usize = 1 << 16;
@@ -86,9 +88,42 @@ fn sort_by_id<T: Copy>(items: Vec<T>, id: impl Fn(&T) -> &BlobId) -> Vec<T> {
 impl KnownBlobs {
     /// The store's listing (an id may appear more than once, e.g. loose
     /// and packed: its first size counts).
-    pub(super) fn new(listed: Vec<(BlobId, Option<u64>)>) -> Self {
+    pub(super) fn new(listing: &IdListing) -> Self {
+        Self::from_ordered(listing.in_id_order(), listing.len())
+    }
+
+    /// A listing of `len` ids that should come in id order (the first size
+    /// of an id counts); sorted here if it does not.
+    fn from_ordered(ids: impl Iterator<Item = (BlobId, Option<u64>)>, len: usize) -> Self {
+        let mut listed: Vec<(BlobId, Option<u64>)> = Vec::with_capacity(len);
+        let mut in_order = true;
+        for (id, size) in ids {
+            match listed.last() {
+                // The same id again, in a later place: the first counts.
+                Some((last, _)) if *last == id => continue,
+                Some((last, _)) if *last > id => in_order = false,
+                _ => {}
+            }
+            listed.push((id, size));
+        }
+        // An index whose ids are out of order (no writer makes one) still
+        // has every id it lists looked at.
+        match in_order {
+            true => Self::of_sorted(listed),
+            false => Self::from_unsorted(listed),
+        }
+    }
+
+    /// A listing in any order, an id perhaps more than once (its first
+    /// size counts).
+    fn from_unsorted(listed: Vec<(BlobId, Option<u64>)>) -> Self {
         let mut listed = sort_by_id(listed, |(id, _)| id);
         listed.dedup_by(|later, first| later.0 == first.0);
+        Self::of_sorted(listed)
+    }
+
+    /// The listing `listed`, sorted by id without duplicates.
+    fn of_sorted(listed: Vec<(BlobId, Option<u64>)>) -> Self {
         let mut fanout = vec![0u32; FANOUT + 1];
         for (id, _) in &listed {
             fanout[prefix(id) + 1] += 1;
@@ -205,7 +240,7 @@ mod tests {
         listed.extend(pack_b);
         listed.push((id(3), Some(77)));
         listed.extend((900..1000).map(|n| (id(n), None)));
-        let mut known = KnownBlobs::new(listed);
+        let mut known = KnownBlobs::from_unsorted(listed);
         let look_ups = std::cell::Cell::new(0);
         let look_up = |n: u32| {
             look_ups.set(look_ups.get() + 1);
@@ -244,10 +279,32 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_out_of_order_is_sorted_and_one_in_order_is_taken_as_it_comes() {
+        let mut ordered: Vec<_> = (0..6000).map(|n| (id(n), Some(u64::from(n)))).collect();
+        ordered.sort();
+        // Ids listed again, in a later place: the first size counts.
+        let (nine, ten) = (ordered[9], ordered[10]);
+        ordered.insert(10, (nine.0, None));
+        ordered.insert(12, (ten.0, Some(99)));
+        let mut shuffled = ordered.clone();
+        shuffled.swap(100, 5000);
+        for listing in [ordered, shuffled] {
+            let len = listing.len();
+            let mut known = KnownBlobs::from_ordered(listing.into_iter(), len);
+            assert_eq!(known.listed.len(), 6000);
+            assert!(known.listed.windows(2).all(|w| w[0].0 < w[1].0));
+            assert_eq!((known.listed[9], known.listed[10]), (nine, ten));
+            for n in 0..6000 {
+                assert!(known.resolve(&id(n), || Err(())).is_ok(), "id {n}");
+            }
+        }
+    }
+
+    #[test]
     fn listed_sizes_are_those_a_lookup_finds() {
         let mut listed: Vec<_> = (0..3000).map(|n| (id(n), Some(u64::from(n)))).collect();
         listed.extend((3000..3100).map(|n| (id(n), None)));
-        let mut known = KnownBlobs::new(listed);
+        let mut known = KnownBlobs::from_unsorted(listed);
         // Each of the first 1000 twice, loose ones, unlisted ones.
         let refs: Vec<BlobId> = (0..1000)
             .chain(0..1000)
@@ -269,7 +326,7 @@ mod tests {
     #[test]
     fn finds_every_listed_id_and_no_other() {
         let listed: Vec<_> = (0..20_000).map(|n| (id(n), Some(1))).collect();
-        let mut known = KnownBlobs::new(listed);
+        let mut known = KnownBlobs::from_unsorted(listed);
         for n in 0..20_000 {
             assert_eq!(known.resolve(&id(n), || Err(())), Ok(1), "id {n}");
         }

@@ -59,9 +59,14 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
         cmd.env(k, v);
     }
     cmd.env_remove("JP_STORE_DIR");
+    // Shared by this test process's commands, inside the cache directory
+    // the test server's watcher removes once this process is gone (a
+    // fixed name was left behind by every run).
     cmd.env(
         "JP_STORE_CACHE_DIR",
-        std::env::temp_dir().join("jpstore-s3-gc-cache"),
+        std::env::temp_dir()
+            .join(format!("jpstore-test-cache-{}", std::process::id()))
+            .join("s3-gc"),
     );
     cmd.stdin(Stdio::null());
     cmd

@@ -20,8 +20,41 @@ pub struct IdError {
 /// Displayed and parsed as 64 lowercase hexadecimal digits. Parsing accepts
 /// nothing else (no uppercase, no prefix, no path separators), so an id taken
 /// from user input can be used to build a path inside the store.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Eq)]
 pub struct BlobId([u8; 32]);
+
+// Equality and order are those of the 32 bytes (lexicographic), compared as
+// four 64-bit words: the derived forms call `memcmp` for every comparison,
+// which was a tenth of fsck's log checks (100,000 references and as many
+// listed ids walked side by side).
+impl PartialEq for BlobId {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.words(u64::from_ne_bytes) == other.words(u64::from_ne_bytes)
+    }
+}
+
+impl Ord for BlobId {
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.words(u64::from_be_bytes)
+            .cmp(&other.words(u64::from_be_bytes))
+    }
+}
+
+// Hashes the bytes, as the derived form did: equal ids have equal bytes.
+impl std::hash::Hash for BlobId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialOrd for BlobId {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl BlobId {
     /// Length of an id in bytes.
@@ -40,6 +73,17 @@ impl BlobId {
     /// The 32 raw bytes.
     pub const fn as_bytes(&self) -> &[u8; 32] {
         &self.0
+    }
+
+    /// The 32 bytes as four words, each read by `word` from its 8 bytes.
+    #[inline]
+    fn words(&self, word: fn([u8; 8]) -> u64) -> [u64; 4] {
+        let w = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.0[i * 8..i * 8 + 8]);
+            word(b)
+        };
+        [w(0), w(1), w(2), w(3)]
     }
 
     /// The 64-digit lowercase hex form.
@@ -165,6 +209,27 @@ mod tests {
             BlobId::of(b"").to_hex(),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    #[test]
+    fn order_and_equality_are_those_of_the_bytes() {
+        // Ids differing in one byte at every place, by small and large
+        // steps, and digests.
+        let mut ids: Vec<BlobId> = (0..200u32).map(|n| BlobId::of(&n.to_le_bytes())).collect();
+        for place in 0..32 {
+            for value in [0u8, 1, 0x7f, 0x80, 0xfe, 0xff] {
+                let mut b = *ids[place].as_bytes();
+                b[place] = value;
+                ids.push(BlobId::from_bytes(b));
+            }
+        }
+        for a in &ids {
+            for b in &ids {
+                assert_eq!(a.cmp(b), a.as_bytes().cmp(b.as_bytes()), "{a} {b}");
+                assert_eq!(a == b, a.as_bytes() == b.as_bytes(), "{a} {b}");
+                assert_eq!(a.partial_cmp(b), Some(a.cmp(b)));
+            }
+        }
     }
 
     #[test]

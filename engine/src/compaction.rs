@@ -255,6 +255,10 @@ pub fn active_compactions<C>(entries: &[Entry<C>]) -> Vec<(u64, &Compaction)> {
     out
 }
 
+/// The name [`resolve_range`] gives `keep_last` in an out-of-range error
+/// ([`plan`] names the setting instead when the request did not give it).
+const KEEP_LAST: &str = "--keep-last";
+
 /// Resolves `from` and `to` (jp-format.md section 5) to absolute turns.
 /// `to` defaults to `keep_last` turns before the last (`FromEnd(keep_last)`);
 /// `from` defaults to turn 0.
@@ -323,6 +327,18 @@ pub fn resolve_range<C>(
             Some(t) => t + 1,
         },
     };
+    // Every turn kept by `keep_last` (`to` not given): nothing to compact,
+    // said in the user's terms rather than as the bound it stands for.
+    if to.is_none() && keep_last > last {
+        return Err(CompactionError::OutOfRange {
+            what: KEEP_LAST,
+            why: format!(
+                "keeping the last {keep_last} turns leaves none to compact: the conversation has {}",
+                last + 1
+            ),
+            last,
+        });
+    }
     let to = match to.unwrap_or(Bound::FromEnd(keep_last)) {
         Bound::Absolute(n) => n.min(last),
         Bound::FromEnd(n) if n > last => {
@@ -623,7 +639,19 @@ pub fn plan(
     let compaction = &settings.conversation.compaction;
     let profile = Profile::from_settings(compaction, request.profile.as_deref())?;
     let keep_last = request.keep_last.or(compaction.keep_last).unwrap_or(0);
-    let requested = resolve_range(entries, request.from, request.to, keep_last, now)?;
+    let requested =
+        resolve_range(entries, request.from, request.to, keep_last, now).map_err(|e| match e {
+            CompactionError::OutOfRange { what, why, last }
+                if what == KEEP_LAST && request.keep_last.is_none() =>
+            {
+                CompactionError::OutOfRange {
+                    what: "conversation.compaction.keep_last",
+                    why,
+                    last,
+                }
+            }
+            e => e,
+        })?;
     // A summary text given with the request replaces the range whatever the
     // profile does: the caller said what it wants. Otherwise a profile with
     // a summary table has its summary made; any other strips.

@@ -452,9 +452,25 @@ fn bounds_outside_the_conversation_clamp_toward_the_range_and_are_refused_past_i
     for (bound, says) in [
         (["--from", "99"], "--from is out of range: 99 is after the last turn, so the range covers no turn"),
         (["--to", "-99"], "--to is out of range: -99 is before the first turn (turn 0 is 3 before the last), so the range covers no turn"),
+        // Every turn kept: said as what was asked, not as the --to it
+        // stands for.
+        (["--keep-last", "4"], "--keep-last is out of range: keeping the last 4 turns leaves none to compact: the conversation has 4"),
     ] {
         let out = s.run(&["compact", "b", bound[0], bound[1], "--dry-run"], b"");
         out.expect_code(1, &format!("{bound:?}"));
         assert!(out.stderr.contains(says), "{bound:?}: {}", out.stderr);
     }
+    // The same from the config: the setting is named.
+    std::fs::write(
+        s.root.join("config.toml"),
+        "[conversation.compaction]\nkeep_last = 6\n",
+    )
+    .expect("config");
+    let out = s.run(&["compact", "b", "--dry-run"], b"");
+    out.expect_code(1, "every turn kept by the config");
+    assert!(
+        out.stderr.contains("conversation.compaction.keep_last is out of range: keeping the last 6 turns leaves none to compact: the conversation has 4"),
+        "{}",
+        out.stderr
+    );
 }

@@ -35,7 +35,8 @@ pub struct CompactArgs {
     #[arg(long, allow_hyphen_values = true, value_parser = parse_bound)]
     to: Option<Bound>,
     /// Turns at the end left untouched when --to is not given (default:
-    /// `conversation.compaction.keep_last`, else 0).
+    /// `conversation.compaction.keep_last`, else 0). Keeping every turn
+    /// is refused: there is nothing to compact.
     #[arg(long)]
     keep_last: Option<u64>,
     /// Show per turn what would change and the estimated tokens of the view

@@ -104,8 +104,13 @@ fn bounds_resolve_as_the_format_says() {
         r(Some(Bound::Absolute(3)), Some(Bound::Absolute(1))),
         Err(CompactionError::EmptyRange { from: 3, to: 1 })
     ));
-    // keep_last is the default `to`.
+    // keep_last is the default `to`; keeping every turn is refused as such.
     assert_eq!(resolve_range(&e, None, None, 2, now).expect("keep"), (0, 2));
+    assert_eq!(resolve_range(&e, None, None, 4, now).expect("keep"), (0, 0));
+    assert!(matches!(
+        resolve_range(&e, None, None, 5, now),
+        Err(CompactionError::OutOfRange { what: "--keep-last", last: 4, .. })
+    ));
     // Durations: turn i started at 100*i seconds; now is 10_000.
     let now = t(250);
     let ago = |s| Some(Bound::Ago(Duration::from_secs(s)));

@@ -190,6 +190,10 @@ pub struct BlobStore {
     /// Where removals go instead of being deleted, while gc on a shared
     /// store runs (format-spec.md 5.5), and what went there.
     pub(crate) trash: Mutex<Option<crate::trash_run::TrashRun>>,
+    /// Where gc's runs keep their trash on a shared store, for reads to
+    /// look at when an object is found nowhere else
+    /// ([`BlobStore::look_in_trash_below`]).
+    pub(crate) trash_root: OnceLock<PathBuf>,
 }
 
 impl BlobStore {
@@ -214,6 +218,7 @@ impl BlobStore {
             tmp_counter: AtomicU64::new(0),
             listed_at: Mutex::new(None),
             trash: Mutex::new(None),
+            trash_root: OnceLock::new(),
         };
         for dir in [OBJECTS_DIR, PACKS_DIR, TMP_DIR] {
             store.ensure_dir(&store.base.join(dir))?;
@@ -255,7 +260,13 @@ impl BlobStore {
         }
     }
 
-    fn corrupt(&self, path: &Path, offset: Option<u64>, expected: String, found: String) -> Error {
+    pub(crate) fn corrupt(
+        &self,
+        path: &Path,
+        offset: Option<u64>,
+        expected: String,
+        found: String,
+    ) -> Error {
         Error::Corrupt {
             path: self.shown(path),
             offset,
@@ -769,7 +780,10 @@ impl BlobStore {
             return Ok(e.raw_len());
         }
         match self.locate(id)? {
-            None => Err(self.not_found(id)),
+            None => match self.read_loose_in_trash(id)? {
+                Some(data) => Ok(data.len() as u64),
+                None => Err(self.not_found(id)),
+            },
             Some(Location::Packed { .. }) => match self.find_in_packs(id)? {
                 Some((_, e)) => Ok(e.raw_len()),
                 None => Err(self.not_found(id)),
@@ -847,6 +861,11 @@ impl BlobStore {
             }
             if attempt + 1 < ATTEMPTS {
                 self.refresh_packs()?;
+            }
+        }
+        if first_err.is_none() {
+            if let Some(data) = self.read_loose_in_trash(id)? {
+                return Ok(data.into());
             }
         }
         Err(first_err.unwrap_or_else(|| self.not_found(id)))

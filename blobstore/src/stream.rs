@@ -335,7 +335,7 @@ impl BlobStore {
         const ATTEMPTS: usize = 4;
         for _ in 0..ATTEMPTS {
             let opened = match self.locate(id)? {
-                None => return Err(self.not_found(id)),
+                None => break,
                 Some(Location::Loose(path)) => self.open_loose_stream(id, &path)?,
                 Some(Location::Packed { pack, .. }) => self.open_packed_stream(id, &pack)?,
             };
@@ -344,6 +344,12 @@ impl BlobStore {
             }
             // Gone since it was located: look again in the packs there are.
             self.refresh_packs()?;
+        }
+        // Moved to gc's trash on a shared store (format-spec.md 5.5).
+        if let Some(key) = self.loose_in_trash(id)? {
+            if let Some(stream) = self.open_loose_stream(id, &key)? {
+                return Ok(stream);
+            }
         }
         Err(self.not_found(id))
     }

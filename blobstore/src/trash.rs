@@ -31,6 +31,64 @@ pub struct Restored {
 }
 
 impl BlobStore {
+    /// Makes reads look below `root` (`gc/trash` of the engine) for a
+    /// loose object they find nowhere else: while a gc run on a shared
+    /// store holds a moved object in its trash, a writer that saw the
+    /// object before the move may already have made a record referencing
+    /// it durable, and the run puts it back only after waiting out every
+    /// such writer (format-spec.md 5.5, step 4). Set once, when the store
+    /// is opened on such a backend.
+    pub fn look_in_trash_below(&self, root: PathBuf) {
+        let _ = self.trash_root.set(root);
+    }
+
+    /// The key of loose object `id` in the trash of a gc run, if one holds
+    /// it ([`BlobStore::look_in_trash_below`]): one listing of the runs and
+    /// a look per run, made only for an object missing from the store.
+    pub(crate) fn loose_in_trash(&self, id: &BlobId) -> Result<Option<PathBuf>> {
+        let Some(root) = self.trash_root.get() else {
+            return Ok(None);
+        };
+        let backend = self.backend();
+        let runs = match backend.list(root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error("list", root, e)),
+        };
+        for run in runs.iter().filter(|e| e.is_prefix()) {
+            let key = root.join(&run.name).join(self.loose_key(id));
+            match backend.head(&key) {
+                Ok(_) => return Ok(Some(key)),
+                // Not in this run's trash, or put back or deleted since.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io_error("inspect", &key, e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The content of loose object `id` from the trash of a gc run
+    /// ([`BlobStore::loose_in_trash`]), checked against `id` as any read's.
+    pub(crate) fn read_loose_in_trash(&self, id: &BlobId) -> Result<Option<Vec<u8>>> {
+        let Some(key) = self.loose_in_trash(id)? else {
+            return Ok(None);
+        };
+        let backend = self.backend();
+        let max = self
+            .options()
+            .max_blob_len
+            .saturating_add(crate::object::HEADER_LEN as u64);
+        let bytes = match backend.open(&key).and_then(|o| read_all(&*o, max)) {
+            Ok(b) => b,
+            // Put back or deleted by its run since it was found.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error("read", &key, e)),
+        };
+        crate::object::decode(&bytes, id, self.options().max_blob_len)
+            .map(Some)
+            .map_err(|d| self.corrupt(&key, Some(d.offset), d.expected, d.found))
+    }
+
     /// From now on, what this store would delete goes below `prefix`
     /// instead, each move first allowed by `may_move`.
     pub fn start_trash(&self, prefix: PathBuf, may_move: MayMove) {

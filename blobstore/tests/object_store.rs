@@ -265,3 +265,85 @@ fn groups_repacks_and_upgrades_work_on_objects() {
     let report = after.verify_all(&mut |_| {}).expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+/// A loose object gc moved to its trash on a shared store is read from
+/// there by a store that looks in the trash (as the engine opens one on
+/// such a backend), until the run puts it back or deletes it; a store that
+/// does not look there does not find it.
+#[test]
+fn a_loose_object_in_a_gc_trash_is_read_from_there() {
+    let backend = MemoryBackend::new();
+    let gc = open(&backend);
+    let kept = gc.put(b"kept in the trash").expect("put").id;
+    let other = gc.put(b"never moved").expect("put").id;
+    let run = std::path::PathBuf::from("gc/trash/run-1");
+    gc.start_trash(run.clone(), Arc::new(|| Ok(())));
+    let swept = gc.delete_loose(&[kept]).expect("move to the trash");
+    assert_eq!(swept.objects, 1);
+    drop(gc.end_trash());
+
+    let plain = open(&backend);
+    assert!(matches!(
+        plain.get(&kept),
+        Err(jpstore_blobstore::Error::NotFound { .. })
+    ));
+    let reader = open(&backend);
+    reader.look_in_trash_below("gc/trash".into());
+    assert_eq!(
+        reader.get(&kept).expect("from the trash"),
+        b"kept in the trash"
+    );
+    assert_eq!(reader.size(&kept).expect("size"), 17);
+    let mut streamed = Vec::new();
+    std::io::Read::read_to_end(
+        &mut reader.open_stream(&kept).expect("a stream from the trash"),
+        &mut streamed,
+    )
+    .expect("read the stream");
+    assert_eq!(streamed, b"kept in the trash");
+    assert_eq!(reader.get(&other).expect("in its place"), b"never moved");
+    // Not in any trash: not found, as before.
+    let missing = BlobId::of(b"nowhere");
+    assert!(matches!(
+        reader.get(&missing),
+        Err(jpstore_blobstore::Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        reader.open_stream(&missing),
+        Err(jpstore_blobstore::Error::NotFound { .. })
+    ));
+    // Damaged in the trash: damage, not another copy.
+    let key = run
+        .join("blobs/objects")
+        .join(&kept.to_hex()[..2])
+        .join(&kept.to_hex()[2..]);
+    let mut bytes = jpstore_blobstore::backend::read_all(
+        &*backend.open(&key).expect("the trash copy"),
+        u64::MAX,
+    )
+    .expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    backend
+        .delete(std::slice::from_ref(&key))
+        .expect("delete the copy");
+    backend
+        .put_if_absent(&key, &bytes, std::path::Path::new("blobs/tmp/damage"))
+        .expect("damage the copy");
+    assert!(matches!(
+        open_looking_in_trash(&backend).get(&kept),
+        Err(jpstore_blobstore::Error::Corrupt { .. })
+    ));
+    // Put back (or deleted) by the run: the trash is not looked at.
+    gc.empty_trash(&run).expect("empty");
+    assert!(matches!(
+        open_looking_in_trash(&backend).get(&kept),
+        Err(jpstore_blobstore::Error::NotFound { .. })
+    ));
+}
+
+fn open_looking_in_trash(backend: &MemoryBackend) -> BlobStore {
+    let store = open(backend);
+    store.look_in_trash_below("gc/trash".into());
+    store
+}

@@ -23,6 +23,9 @@ use crate::timestamp::Timestamp;
 
 /// The blob store's directory inside the store.
 pub const BLOBS_DIR: &str = "blobs";
+/// Where gc on a shared store keeps each run's trash (`gc/trash/<run>/`,
+/// format-spec.md 5.5), which reads also look in.
+pub const GC_TRASH_DIR: &str = "gc/trash";
 /// The workspace config file.
 pub const CONFIG_FILE: &str = "config.toml";
 /// Largest workspace config file read.
@@ -330,6 +333,12 @@ impl Store {
             }
         }
         let blobs = BlobStore::open(backend.clone(), BLOBS_DIR, options.blobs.clone())?;
+        // Where gc on a shared store moves what it sweeps until it has
+        // waited out the writers that may need it (format-spec.md 5.5):
+        // reads look there for an object found nowhere else.
+        if !backend.locks_span_writers() {
+            blobs.look_in_trash_below(PathBuf::from(GC_TRASH_DIR));
+        }
         Ok(Store {
             backend,
             blobs,

@@ -276,9 +276,36 @@ fn a_writer_that_saw_a_blob_before_gc_moved_it_gets_it_back() {
         StoreOptions::default(),
     )
     .expect("open");
-    let report = gc_store.gc(gc_now(), &mut |_| {}).expect("gc");
+    let gc = std::thread::spawn(move || gc_store.gc(gc_now(), &mut |_| {}));
     let appended = writer.join().expect("writer thread");
     appended.expect("the writer's append, within B, succeeds");
+    // The append is acknowledged while gc waits out the writers (B + T
+    // after its move) with the blob in its trash: a reader finds it there.
+    let reader = Store::open(
+        server.backend_with(f.location.clone(), settings()).shared(),
+        StoreOptions::default(),
+    )
+    .expect("open");
+    let hex = f.garbage.to_hex();
+    let place = Path::new("blobs/objects").join(&hex[..2]).join(&hex[2..]);
+    let in_place = || reader.backend().head(&place).is_ok();
+    let moved_before = !in_place();
+    assert_eq!(
+        reader.blobs().get(&f.garbage).expect("read while gc waits"),
+        f.garbage_bytes
+    );
+    let url = f.location.to_string();
+    let exported = ok(server, &url, &["export", &f.id], b"");
+    assert!(
+        exported.contains(&String::from_utf8_lossy(&f.garbage_bytes).into_owned()),
+        "{exported}"
+    );
+    if moved_before && !in_place() {
+        eprintln!("read from gc's trash while it waited");
+    } else {
+        eprintln!("gc put the blob back before the reads: the trash was not read this run");
+    }
+    let report = gc.join().expect("gc thread").expect("gc");
     assert_eq!(report.loose_removed, 1, "{report:?}");
     assert_eq!(report.restored, 1, "the blob came back: {report:?}");
     let check = Store::open(
@@ -293,7 +320,6 @@ fn a_writer_that_saw_a_blob_before_gc_moved_it_gets_it_back() {
             .expect("the referenced blob is there"),
         f.garbage_bytes
     );
-    let url = f.location.to_string();
     let fsck = ok(server, &url, &["fsck", "--read-data", "--json"], b"");
     let fsck: serde_json::Value = serde_json::from_str(&fsck).expect("fsck json");
     assert_eq!(fsck["clean"], true, "{fsck}");

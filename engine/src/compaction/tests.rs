@@ -109,7 +109,11 @@ fn bounds_resolve_as_the_format_says() {
     assert_eq!(resolve_range(&e, None, None, 4, now).expect("keep"), (0, 0));
     assert!(matches!(
         resolve_range(&e, None, None, 5, now),
-        Err(CompactionError::OutOfRange { what: "--keep-last", last: 4, .. })
+        Err(CompactionError::OutOfRange {
+            what: "--keep-last",
+            last: 4,
+            ..
+        })
     ));
     // Durations: turn i started at 100*i seconds; now is 10_000.
     let now = t(250);

@@ -37,7 +37,7 @@ pub const GC_PREFIX: &str = "gc";
 /// The lock object of gc on a shared store.
 pub const LOCK_KEY: &str = "gc/lock";
 /// The prefix below which each run keeps its trash (`gc/trash/<run>/`).
-pub const TRASH_PREFIX: &str = "gc/trash";
+pub const TRASH_PREFIX: &str = crate::store::GC_TRASH_DIR;
 
 /// What the lock object holds (JSON).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -56,8 +56,8 @@ impl IdListing {
     pub fn in_id_order(&self) -> impl Iterator<Item = (BlobId, Option<u64>)> + '_ {
         let runs = self.packs.len() + 1;
         let mut at = vec![0usize; runs];
-        // The key of each run's next id (`u64::MAX` and `None` once done:
-        // a real key of all ones is compared as any other).
+        // Each run's next id, with its key and size; `None` once the run
+        // is done.
         let head = move |r: usize, i: usize| -> Option<(u64, BlobId, Option<u64>)> {
             match self.packs.get(r) {
                 Some(p) => (i < p.len()).then(|| {

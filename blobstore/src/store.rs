@@ -779,38 +779,41 @@ impl BlobStore {
         if let Some((_, e)) = self.find_in_packs(id)? {
             return Ok(e.raw_len());
         }
-        match self.locate(id)? {
-            None => match self.read_loose_in_trash(id)? {
-                Some(data) => Ok(data.len() as u64),
-                None => Err(self.not_found(id)),
+        let path = match self.locate(id)? {
+            // Moved to gc's trash on a shared store (format-spec.md 5.5):
+            // its header there.
+            None => match self.loose_in_trash(id)? {
+                Some(key) => key,
+                None => return Err(self.not_found(id)),
             },
-            Some(Location::Packed { .. }) => match self.find_in_packs(id)? {
-                Some((_, e)) => Ok(e.raw_len()),
-                None => Err(self.not_found(id)),
-            },
-            Some(Location::Loose(path)) => {
-                let file = self
-                    .backend
-                    .open(&path)
-                    .map_err(|e| self.io("open", &path, e))?;
-                let mut h = [0u8; HEADER_LEN];
-                read_exact_at(&*file, &mut h, 0).map_err(|e| {
-                    if e.kind() == io::ErrorKind::UnexpectedEof {
-                        self.corrupt(
-                            &path,
-                            Some(0),
-                            format!("a {HEADER_LEN}-byte object header"),
-                            "a shorter file".into(),
-                        )
-                    } else {
-                        self.io("read", &path, e)
-                    }
-                })?;
-                let header = Header::decode(&h)
-                    .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))?;
-                Ok(header.raw_len)
+            Some(Location::Packed { .. }) => {
+                return match self.find_in_packs(id)? {
+                    Some((_, e)) => Ok(e.raw_len()),
+                    None => Err(self.not_found(id)),
+                }
             }
-        }
+            Some(Location::Loose(path)) => path,
+        };
+        let file = self
+            .backend
+            .open(&path)
+            .map_err(|e| self.io("open", &path, e))?;
+        let mut h = [0u8; HEADER_LEN];
+        read_exact_at(&*file, &mut h, 0).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                self.corrupt(
+                    &path,
+                    Some(0),
+                    format!("a {HEADER_LEN}-byte object header"),
+                    "a shorter file".into(),
+                )
+            } else {
+                self.io("read", &path, e)
+            }
+        })?;
+        let header = Header::decode(&h)
+            .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))?;
+        Ok(header.raw_len)
     }
 
     /// Reads and verifies the content of `id`.

@@ -59,13 +59,7 @@ impl TestServer {
             ("AWS_ACCESS_KEY_ID", "jpstore-test".into()),
             ("AWS_SECRET_ACCESS_KEY", "jpstore-test".into()),
             // The default cache directory, away from the user's.
-            (
-                "XDG_CACHE_HOME",
-                std::env::temp_dir()
-                    .join(format!("jpstore-test-cache-{}", std::process::id()))
-                    .to_string_lossy()
-                    .into_owned(),
-            ),
+            ("XDG_CACHE_HOME", cache_dir().to_string_lossy().into_owned()),
             // No user configuration file: the server is the environment's.
             (
                 "XDG_CONFIG_HOME",
@@ -179,6 +173,14 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
         .map_err(|e| format!("cannot find free loopback ports: {e}"))
 }
 
+/// The cache directory of this test process's commands on a test server
+/// (`XDG_CACHE_HOME` of [`TestServer::env`]), which the server's watcher
+/// removes once the process is gone: a test that sets its own cache
+/// directory makes it inside this one.
+pub fn cache_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("jpstore-test-cache-{}", std::process::id()))
+}
+
 /// Starts `weed mini` on free loopback ports, watched by a shell that
 /// stops it when this process is gone.
 fn start_weed(weed: &std::path::Path, bucket: &str) -> Result<TestServer, String> {
@@ -213,7 +215,7 @@ fn start_weed(weed: &std::path::Path, bucket: &str) -> Result<TestServer, String
     // The watcher: weed runs while this process does (its own temp files
     // in its directory), then the directory and this process's cache
     // directory (`TestServer::env`) are removed.
-    let cache = std::env::temp_dir().join(format!("jpstore-test-cache-{}", std::process::id()));
+    let cache = cache_dir();
     // (The S3 gateway's socket is made in /tmp whatever TMPDIR says.)
     let script = r#"weed="$1"; parent="$2"; dir="$3"; cache="$4"; s3="$5"; shift 5
 mkdir -p "$dir/tmp"

@@ -25,7 +25,7 @@ use jpstore_engine::event::{Entry, Payload};
 use jpstore_engine::gc::GcOptions;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
-use jpstore_remote::testing::{server_or_skip, TestServer};
+use jpstore_remote::testing::{cache_dir, server_or_skip, TestServer};
 use jpstore_remote::{ClientSettings, S3Location};
 use jpstore_tests::hooked_backend::Hooked;
 use jpstore_tests::{jp_store_bin, keys_below, output_of, stdout_of_success};
@@ -62,12 +62,7 @@ fn command(server: &TestServer, url: &str, args: &[&str]) -> Command {
     // Shared by this test process's commands, inside the cache directory
     // the test server's watcher removes once this process is gone (a
     // fixed name was left behind by every run).
-    cmd.env(
-        "JP_STORE_CACHE_DIR",
-        std::env::temp_dir()
-            .join(format!("jpstore-test-cache-{}", std::process::id()))
-            .join("s3-gc"),
-    );
+    cmd.env("JP_STORE_CACHE_DIR", cache_dir().join("s3-gc"));
     cmd.stdin(Stdio::null());
     cmd
 }

@@ -57,14 +57,14 @@ pub struct ExportArgs {
 }
 
 pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> {
+    if args.replace && args.format != ExportFormat::Jp {
+        bail!("--replace applies to --format jp only");
+    }
     let store = open_store(dir)?;
     match args.format {
         ExportFormat::Ndjson => return export_ndjson(&store, args),
         ExportFormat::Jp => return export_jp(&store, args),
         ExportFormat::Json => {}
-    }
-    if args.replace {
-        bail!("--replace applies to --format jp only");
     }
     let Some(id) = &args.id else {
         bail!("export needs a conversation id (--format ndjson and jp export every conversation)");
@@ -213,9 +213,6 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
     use jpstore_engine::stream::write_conversation_line;
     if args.refs {
         bail!("--refs applies to --format json only: a stream holds its content, to be imported elsewhere");
-    }
-    if args.replace {
-        bail!("--replace applies to --format jp only");
     }
     let ids = match &args.id {
         Some(id) => vec![parse_id(id)?],

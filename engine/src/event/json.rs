@@ -286,9 +286,9 @@ pub fn parse_entry(value: &Value, mode: ParseMode) -> Result<Entry<Payload>, Fie
 
 /// Why a lenient parse keeps `obj` verbatim although its type is one this
 /// build knows: it does not fit that type's model (a timestamp that does
-/// not read, a field of the wrong type), or it has no string `type`. Such an entry is stored and exported as
-/// written, but it is no event: the view, a provider request and the
-/// projection leave it out. `None` for an event, and for an entry of an
+/// not read, a field of the wrong type), or it has no string `type`. Such
+/// an entry is stored and exported as written, but it is no event: the
+/// view, a provider request and the projection leave it out. `None` for an event, and for an entry of an
 /// unknown type (kept verbatim by design).
 pub fn misfit(obj: &Object) -> Option<FieldError> {
     parse_known(obj, ParseMode::Lenient).err()

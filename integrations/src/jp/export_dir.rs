@@ -31,13 +31,6 @@ pub enum FileWritten {
     Removed,
 }
 
-impl FileWritten {
-    /// Whether the file was changed.
-    pub fn changed(self) -> bool {
-        self != FileWritten::Unchanged
-    }
-}
-
 /// What is to be done with one file; `Replace` and `Remove` hold the
 /// version that was read, so that a file changed since is not overwritten.
 enum Step<'a> {

@@ -143,6 +143,14 @@ pub enum Error {
         /// The id.
         id: String,
     },
+    /// A batch to import holds two conversations with one id; nothing of
+    /// it was stored (an importer sends a conversation given twice in a
+    /// later batch, or leaves it out).
+    #[error("the batch to import holds conversation {id} twice; nothing of it was stored")]
+    ImportedTwice {
+        /// The id.
+        id: String,
+    },
     /// An entry of a batch to append is not acceptable; nothing was
     /// appended.
     #[error("entry {} of the batch: {}{message}", index + 1, if field.is_empty() { String::new() } else { format!("field `{field}`: ") })]

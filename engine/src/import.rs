@@ -69,12 +69,23 @@ impl Store {
     /// goes into the blob store first, as one pack when there are more than a
     /// few new blobs; then each conversation's log is published whole. A
     /// conversation whose id exists is skipped, or with `force` replaced.
+    /// A batch that holds one id twice is refused
+    /// ([`Error::ImportedTwice`](crate::error::Error::ImportedTwice)),
+    /// nothing of it stored.
     pub fn import(
         &self,
         batch: Vec<Prepared>,
         force: bool,
         progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
     ) -> Result<(Vec<Imported>, BlobTotals)> {
+        // Two conversations with one id would be written one over the
+        // other, the second failing half way: refused before anything is.
+        let mut ids = std::collections::HashSet::with_capacity(batch.len());
+        if let Some(p) = batch.iter().find(|p| !ids.insert(&p.id)) {
+            return Err(crate::error::Error::ImportedTwice {
+                id: p.id.to_string(),
+            });
+        }
         // Blobs are stored before the logs that reference them: gc must not
         // run in between (format-spec.md 4.7).
         let _gc = self.gc_shared()?;
@@ -186,5 +197,42 @@ impl Store {
         }
         results.sort_by_key(|(slot, _)| *slot);
         Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreOptions;
+
+    fn prepared(id: &str, title: &str) -> Prepared {
+        let mut fields = Object::new();
+        fields.insert("title".into(), title.into());
+        Prepared {
+            id: ConversationId::parse(id).expect("id"),
+            fields,
+            base_config: None,
+            base_config_text: None,
+            entries: Vec::new(),
+            source_bytes: 1,
+        }
+    }
+
+    #[test]
+    fn a_batch_holding_one_id_twice_is_refused_before_anything_is_stored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_dir(&dir.path().join("s"), StoreOptions::default()).expect("init");
+        let batch = vec![
+            prepared("c1", "a"),
+            prepared("c2", "b"),
+            prepared("c1", "c"),
+        ];
+        for force in [false, true] {
+            match store.import(batch.clone(), force, &mut |_| {}) {
+                Err(crate::error::Error::ImportedTwice { id }) => assert_eq!(id, "c1"),
+                other => panic!("{other:?}"),
+            }
+            assert!(store.ids().expect("ids").is_empty(), "nothing stored");
+        }
     }
 }

@@ -3,15 +3,19 @@
 //! conversation a line ([`jpstore_engine::stream`]), stored by chunks as a
 //! JP import is, with the same report.
 
+use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Result;
 use jpstore_engine::import::{Imported, Prepared};
 use jpstore_engine::stream::{parse_conversation_line, read_line, MAX_LINE};
 use jpstore_engine::Store;
 
-use crate::jp::import::{ImportFailure, ImportProgress, ImportReport, IMPORT_CHUNK_BYTES};
+use crate::jp::import::{
+    given_again, ImportFailure, ImportProgress, ImportReport, IMPORT_CHUNK_BYTES,
+};
 use crate::user_file::{self, LastLink};
 
 /// Where a stream is read from.
@@ -49,7 +53,10 @@ pub fn is_stream(path: &Path) -> bool {
 /// with `force` replaced. A line that is not a conversation is reported in
 /// [`ImportReport::failed`] (named `SOURCE:LINE`) and the others are
 /// imported; a source that cannot be read stops at that point, reported
-/// the same way; an error of the store stops the import.
+/// the same way; an error of the store stops the import. A line that gives
+/// a conversation given by an earlier line again is reported the same way
+/// and skipped, or with `force` imported over the earlier one (named in
+/// [`ImportProgress::Again`]).
 pub fn import_streams(
     store: &Store,
     sources: &[StreamSource],
@@ -67,6 +74,9 @@ pub fn import_streams(
     let mut done = 0u64;
     let mut chunk: Vec<Prepared> = Vec::new();
     let mut chunk_bytes = 0u64;
+    // Where each conversation was first given, to name a line that gives
+    // it again.
+    let mut given: HashMap<ConversationId, PathBuf> = HashMap::new();
     for source in sources {
         let name = source.name();
         let mut reader: Box<dyn BufRead> = match source {
@@ -104,8 +114,37 @@ pub fn import_streams(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            let at = PathBuf::from(format!("{}:{number}", name.display()));
             match parse_conversation_line(&line, number) {
                 Ok(prepared) => {
+                    match given.get(&prepared.id) {
+                        None => {
+                            given.insert(prepared.id.clone(), at);
+                        }
+                        Some(first) => {
+                            let failure = given_again(&prepared.id, first, at, force);
+                            if !force {
+                                progress(ImportProgress::Failed(&failure));
+                                report.failed.push(failure);
+                                continue;
+                            }
+                            progress(ImportProgress::Again(&failure));
+                            // Imported over the earlier one, which must be
+                            // stored first.
+                            if chunk.iter().any(|p| p.id == prepared.id) {
+                                flush(
+                                    store,
+                                    &mut chunk,
+                                    force,
+                                    &mut report,
+                                    &mut done,
+                                    total,
+                                    progress,
+                                )?;
+                                chunk_bytes = 0;
+                            }
+                        }
+                    }
                     chunk_bytes += prepared.source_bytes;
                     chunk.push(prepared);
                     if chunk_bytes >= IMPORT_CHUNK_BYTES {
@@ -123,7 +162,7 @@ pub fn import_streams(
                 }
                 Err(e) => {
                     let failure = ImportFailure {
-                        path: PathBuf::from(format!("{}:{number}", name.display())),
+                        path: at,
                         reason: e.message,
                     };
                     progress(ImportProgress::Failed(&failure));

@@ -281,3 +281,50 @@ fn every_conversation_exported_into_its_workspace_changes_only_what_changed() {
     let out = export(&[]);
     assert_eq!(out.ok("export after the twin is gone"), "");
 }
+
+/// Two directories of one conversation (`<id>-a` and `<id>-b`): the
+/// second is named and skipped, every other conversation imported
+/// (exit 1); with `--force` the second is imported over the first. Before,
+/// the import stopped at the second (`a conversation with id ... exists
+/// already`), the conversations after it in the chunk never imported.
+#[test]
+fn a_conversation_found_in_two_directories_is_named_and_the_rest_imported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("conversations");
+    let fixtures = fixture_workspace().join(".jp/conversations");
+    for name in [
+        "17738399401-base-config-file",
+        "17738399402-first-config-delta",
+        "17738399404-no-base-config",
+    ] {
+        jpstore_tests::copy_tree(&fixtures.join(name), &ws.join(name));
+    }
+    let twin = ws.join("17738399401-the-same-id");
+    jpstore_tests::copy_tree(&fixtures.join("17738399404-no-base-config"), &twin);
+    std::fs::write(twin.join("metadata.json"), "{\"title\": \"the twin\"}\n").expect("write");
+    let ws_arg = ws.to_str().expect("utf-8");
+    let store = tmp.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let run = run_jp_store(&store, &["import", ws_arg, "--json"], b"");
+    run.expect_code(1, "a conversation in two directories");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["imported"], 3, "{report}");
+    let failed = report["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{report}");
+    assert_eq!(failed[0]["path"], twin.to_str().expect("utf-8"), "{report}");
+    let title = |store: &Path| {
+        run_jp_store(store, &["export", "17738399401"], b"").json("export")["metadata"]["title"]
+            .clone()
+    };
+    assert_eq!(title(&store), "Quirk", "the first is kept");
+    let forced = tmp.path().join("forced");
+    run_jp_store(&forced, &["init"], b"").ok("init");
+    let run = run_jp_store(&forced, &["import", "--force", ws_arg], b"");
+    run.ok("import --force");
+    assert!(
+        run.stderr.contains(&twin.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(title(&forced), "the twin", "the later wins");
+}

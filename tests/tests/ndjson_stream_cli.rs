@@ -215,3 +215,102 @@ fn bad_lines_are_named_and_the_good_ones_imported() {
     refs.expect_code(1, "ndjson with --refs");
     assert!(refs.stderr.contains("--refs"), "{}", refs.stderr);
 }
+
+/// A stream of `c1, c2, c1, c3, c4`: the second `c1` is named by its line
+/// and skipped, and `c3` and `c4` are imported all the same (exit 1: a line
+/// was not imported); with `--force` the second `c1` is imported over the
+/// first, named as it is. Before, the import stopped at the second `c1`
+/// (`a conversation with id c1 exists already`), `c3` and `c4` never
+/// imported.
+#[test]
+fn a_conversation_given_twice_is_named_and_the_rest_imported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    run_jp_store(&source, &["init"], b"").ok("init");
+    for id in ["c1", "c2", "c3", "c4"] {
+        run_jp_store(&source, &["new", "--id", id, "--title", id], b"").ok("new");
+    }
+    let turn = format!(
+        "{}\n{}",
+        serde_json::json!({"type": "turn_start", "timestamp": ts(1)}),
+        serde_json::json!({"type": "chat_request", "timestamp": ts(2), "content": "the second c1"}),
+    );
+    let stream = run_jp_store(&source, &["export", "--format", "ndjson"], b"")
+        .ok("export")
+        .to_string();
+    let lines: Vec<&str> = stream.lines().collect();
+    assert_eq!(lines.len(), 4);
+    run_jp_store(&source, &["append", "c1"], turn.as_bytes()).ok("append");
+    let c1_again = run_jp_store(&source, &["export", "c1", "--format", "ndjson"], b"")
+        .ok("export c1")
+        .to_string();
+    let crafted = format!(
+        "{}\n{}\n{}{}\n{}\n",
+        lines[0], lines[1], c1_again, lines[2], lines[3]
+    );
+    let file = dir.path().join("twice.ndjson");
+    std::fs::write(&file, &crafted).expect("write");
+    let path = file.to_str().expect("path");
+
+    let target = dir.path().join("t");
+    run_jp_store(&target, &["init"], b"").ok("init");
+    let run = run_jp_store(&target, &["import", path, "--json"], b"");
+    run.expect_code(1, "a stream giving c1 twice");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 4, "{report}");
+    let failed = report["failed"].as_array().expect("failures");
+    assert_eq!(failed.len(), 1, "{report}");
+    assert!(
+        failed[0]["path"]
+            .as_str()
+            .expect("path")
+            .ends_with("twice.ndjson:3"),
+        "{report}"
+    );
+    let reason = failed[0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("c1") && reason.contains("twice.ndjson:1") && reason.contains("--force"),
+        "{reason}"
+    );
+    let ls = run_jp_store(&target, &["ls", "--json"], b"").json("ls");
+    let ids: Vec<&str> = ls
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4"]);
+    let events = |store: &Path| {
+        run_jp_store(store, &["export", "c1"], b"").json("export c1")["events"]
+            .as_array()
+            .expect("events")
+            .len()
+    };
+    assert_eq!(events(&target), 0, "the first c1 is kept");
+    // Without --json: the line is named on standard error.
+    let other = dir.path().join("o");
+    run_jp_store(&other, &["init"], b"").ok("init");
+    let run = run_jp_store(&other, &["import", path], b"");
+    run.expect_code(1, "a stream giving c1 twice");
+    assert!(
+        run.stderr.contains("twice.ndjson:3: conversation c1"),
+        "{}",
+        run.stderr
+    );
+
+    // --force: the later line is imported over the earlier one, in one
+    // chunk, and named.
+    let forced = dir.path().join("f");
+    run_jp_store(&forced, &["init"], b"").ok("init");
+    let run = run_jp_store(&forced, &["import", "--force", "-"], crafted.as_bytes());
+    run.ok("import --force");
+    assert!(
+        run.stderr
+            .contains("-:3: conversation c1 was given already, at -:1"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(events(&forced), 2, "the second c1 wins");
+    let ls = run_jp_store(&forced, &["ls", "--json"], b"").json("ls");
+    assert_eq!(ls.as_array().expect("list").len(), 4);
+}

@@ -64,6 +64,11 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
         ImportProgress::Failed(f) => {
             progress.eprintln(&format!("jp-store: {}: {}", f.path.display(), f.reason))
         }
+        ImportProgress::Again(f) => progress.eprintln(&format!(
+            "jp-store: warning: {}: {}",
+            f.path.display(),
+            f.reason
+        )),
     };
     let mut report = import_paths(&store, &dirs, args.force, &mut on_progress)?;
     if !sources.is_empty() {

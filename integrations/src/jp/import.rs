@@ -760,6 +760,28 @@ pub enum ImportProgress<'a> {
     /// conversation directory found is not valid JP data: each is also in
     /// the report's `failed`.
     Failed(&'a ImportFailure),
+    /// A conversation given again (a second directory or stream line with
+    /// its id) is imported over the earlier one, as `force` asks
+    /// ([`given_again`]; without `force` it is one of `failed`).
+    Again(&'a ImportFailure),
+}
+
+/// The report of conversation `id` given again at `at`, having been given
+/// first at `first` (a directory, or a stream's `SOURCE:LINE`): skipped,
+/// or with `force` imported over the earlier one.
+pub fn given_again(id: &ConversationId, first: &Path, at: PathBuf, force: bool) -> ImportFailure {
+    let outcome = if force {
+        "imported over it (--force)"
+    } else {
+        "skipped (--force imports it over the earlier one)"
+    };
+    ImportFailure {
+        path: at,
+        reason: format!(
+            "conversation {id} was given already, at {}: {outcome}",
+            first.display()
+        ),
+    }
 }
 
 /// `jp-store import`: finds the JP conversations under each of `paths`
@@ -769,7 +791,9 @@ pub enum ImportProgress<'a> {
 /// conversation already in the store is skipped, or with `force` replaced.
 ///
 /// A path without JP data, or a conversation that is not valid JP data, is
-/// reported in [`ImportReport::failed`] and the others are imported; an
+/// reported in [`ImportReport::failed`] and the others are imported; so is
+/// a directory of a conversation found in an earlier one (two directories
+/// with one id), unless `force` imports it over the earlier one; an
 /// error of the store (I/O, a failed sync) stops the import, with the
 /// chunks before it stored.
 pub fn import_paths(
@@ -857,6 +881,10 @@ pub fn import_paths(
         progress(ImportProgress::Bytes { done, total });
         Ok(())
     };
+    // Where each conversation was first found, to name a directory that
+    // holds it again.
+    let mut given: std::collections::HashMap<ConversationId, PathBuf> =
+        std::collections::HashMap::new();
     // Sources in chunks of about IMPORT_CHUNK_BYTES of files (by their
     // sizes when listed), each chunk read and prepared on all cores, in
     // order, then stored.
@@ -874,6 +902,25 @@ pub fn import_paths(
         for (src, result) in sources[start..end].iter().zip(prepared) {
             match result {
                 Ok((prepared, check)) => {
+                    match given.get(&prepared.id) {
+                        None => {
+                            given.insert(prepared.id.clone(), src.clone());
+                        }
+                        Some(first) => {
+                            let failure = given_again(&prepared.id, first, src.clone(), force);
+                            if !force {
+                                progress(ImportProgress::Failed(&failure));
+                                report.failed.push(failure);
+                                continue;
+                            }
+                            progress(ImportProgress::Again(&failure));
+                            // Imported over the earlier one, which must be
+                            // stored first.
+                            if chunk.iter().any(|p: &Prepared| p.id == prepared.id) {
+                                flush(&mut chunk, &mut inexact, &mut report, progress)?;
+                            }
+                        }
+                    }
                     let failure = |reason| ImportFailure {
                         path: src.clone(),
                         reason,

@@ -30,8 +30,9 @@ use jpstore_blobstore::backend::Backend;
 use jpstore_blobstore::BlobId;
 use serde::Serialize;
 
+use crate::conversation::head::{self, Head};
 use crate::conversation::read::open_reader;
-use crate::conversation::{head, ConversationId, CONVERSATIONS_DIR, QUARANTINE_DIR};
+use crate::conversation::{ConversationId, CONVERSATIONS_DIR, QUARANTINE_DIR};
 use crate::error::{Error, Result};
 use crate::log::{
     FramedRecord, LogFormat, LogOptions, LogReader, LogWriter, Record, RecordContent, Recovery,
@@ -142,10 +143,12 @@ enum Plan {
     Create {
         format: LogFormat,
         records: Vec<FramedRecord>,
+        head: Option<Box<Head>>,
     },
     Extend {
         dst_end: u64,
         records: Vec<FramedRecord>,
+        head: Option<Box<Head>>,
     },
     Done(CopiedConversation),
 }
@@ -303,8 +306,16 @@ pub fn copy(
     for (id, plan) in plans {
         let c = match plan {
             Plan::Done(c) => c,
-            Plan::Create { format, records } => create(dst, id, format, &records),
-            Plan::Extend { dst_end, records } => extend(dst, id, dst_end, &records),
+            Plan::Create {
+                format,
+                records,
+                head,
+            } => create(dst, id, format, &records, head.as_deref()),
+            Plan::Extend {
+                dst_end,
+                records,
+                head,
+            } => extend(dst, id, dst_end, &records, head.as_deref()),
         };
         match c.outcome {
             CopyOutcome::Created => report.created += 1,
@@ -427,9 +438,28 @@ fn plan(
         needed.extend(refs);
         records.push(frame(dst, id, r, max)?);
     }
+    // The head the destination's log gets with them: it is the source's
+    // log, record for record, so its fold is the source's (format-spec.md
+    // 4.6: the proof that the records were whole, as import and fork give).
+    let head = crate::conversation::read::head_of_records(&src_records, max)
+        .map_err(|(offset, found)| Error::Corrupt {
+            path: src_log.path().to_path_buf(),
+            offset,
+            expected: "entries that decode".into(),
+            found,
+        })?
+        .map(Box::new);
     Ok(match dst_end {
-        None => Plan::Create { format, records },
-        Some(dst_end) => Plan::Extend { dst_end, records },
+        None => Plan::Create {
+            format,
+            records,
+            head,
+        },
+        Some(dst_end) => Plan::Extend {
+            dst_end,
+            records,
+            head,
+        },
     })
 }
 
@@ -545,14 +575,41 @@ fn sent(id: &ConversationId, outcome: CopyOutcome, records: &[FramedRecord]) -> 
     }
 }
 
-/// Creates the log of `id` at `dst`, whole.
+/// Creates the log of `id` at `dst`, whole, with `head` (covering every
+/// record; none for a log of no record) synced before it appears, as a conversation is created: the
+/// records were never in flight there, so none of them is ever taken for a
+/// torn tail (format-spec.md 3, "Recovery and classification").
 fn create(
     dst: &Store,
     id: &ConversationId,
     format: LogFormat,
     records: &[FramedRecord],
+    head: Option<&Head>,
 ) -> CopiedConversation {
     let backend = &**dst.backend();
+    let mut record_head = |published: &crate::log::Published| {
+        let Some(head) = head else {
+            return Ok(());
+        };
+        if (published.end, published.last, published.first_crc)
+            != (
+                head.log_end,
+                Some((head.last_record, head.last_record_crc)),
+                Some(head.first_record_crc),
+            )
+        {
+            return Err(Error::Corrupt {
+                path: backend.display(&id.log_path()),
+                offset: published.end,
+                expected: format!(
+                    "the records to publish to end at {} as the source's do",
+                    head.log_end
+                ),
+                found: format!("records ending at {}", published.end),
+            });
+        }
+        head::store_synced(backend, id, head)
+    };
     let made = backend
         .create_prefix(&id.dir())
         .map_err(|e| Error::from_backend(backend, e))
@@ -563,7 +620,7 @@ fn create(
                 dst.options().log,
                 format,
                 records,
-                &mut |_| Ok(()),
+                &mut record_head,
                 &mut || crate::conversation::abandon_creation(backend, id),
             )
         });
@@ -579,12 +636,16 @@ fn create(
 }
 
 /// Appends `records` to the log of `id` at `dst`, which ended at `dst_end`
-/// when it was compared with the source's.
+/// when it was compared with the source's, and then writes `head` (the
+/// whole log's, once every record is appended and synced) as a writer
+/// rewrites the head after its appends: the appended records are proven
+/// whole (format-spec.md 4.6).
 fn extend(
     dst: &Store,
     id: &ConversationId,
     dst_end: u64,
     records: &[FramedRecord],
+    head: Option<&Head>,
 ) -> CopiedConversation {
     let backend = &**dst.backend();
     let mut writer = match open_writer(backend, id, dst.options().log) {
@@ -610,6 +671,17 @@ fn extend(
         }
         c.records_sent += 1;
         c.log_bytes_sent += r.bytes.len() as u64;
+    }
+    // Written holding the lock, only over records this writer synced.
+    let Some(head) = head else {
+        return c;
+    };
+    if c.outcome == CopyOutcome::Extended
+        && writer.synced_end() == writer.end()
+        && writer.end() == head.log_end
+        && writer.last_record() == Some((head.last_record, head.last_record_crc))
+    {
+        head::store(backend, id, head);
     }
     c
 }

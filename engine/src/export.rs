@@ -26,6 +26,7 @@ use crate::event::json::{blob_ref_json, payload_json, render_entry, PayloadKind}
 use crate::event::render::{PayloadJson, Rendered};
 use crate::event::{BlobRef, Entry, EventKind, Payload};
 use crate::log::Framing;
+use crate::log::TornTail;
 use crate::store::ConversationSettings;
 use crate::store::Store;
 
@@ -205,6 +206,15 @@ impl ConversationView<'_> {
     /// it is sent with).
     pub fn settings(&self) -> &ConversationSettings {
         &self.settings
+    }
+
+    /// What the read of the log left out after its last whole record
+    /// (a command says so: [`TornTail::warning`]).
+    pub fn torn_tail(&self) -> Option<TornTail> {
+        match &self.source {
+            ViewSource::Decoded(conv) => conv.torn_tail,
+            ViewSource::Image(image) => image.torn_tail(),
+        }
     }
 
     /// The framing version of the conversation's log.

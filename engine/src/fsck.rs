@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use jpstore_blobstore::{BlobId, Location};
 
 use crate::conversation::codec::{self, LogEntry};
+use crate::conversation::head::Head;
 use crate::conversation::meta::MetaPatch;
 use crate::conversation::sections::{decode_meta, OpenRecord};
 use crate::conversation::ConversationId;
@@ -33,7 +34,7 @@ use crate::event::head::{EntryHead, HeadKind};
 use crate::event::turns::TurnCounter;
 use crate::event::BlobRef;
 use crate::gc::leftovers::{LeftoverKind, Listings};
-use crate::log::{LogEnd, RecordContent};
+use crate::log::{LogEnd, LogReader, RecordContent};
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
@@ -1090,7 +1091,9 @@ impl Store {
     /// and whole records) of the log quarantined in `quarantined` (relative
     /// to the store root): the conversation as it was before its
     /// first bad record. Records are position-independent, so the prefix
-    /// is copied byte for byte; it appears whole or not at all.
+    /// is copied byte for byte; it appears whole or not at all, with its
+    /// head synced before it (the proof that its records are whole, as a
+    /// created conversation has: format-spec.md 4.6, 4.8).
     fn restore_prefix(&self, id: &ConversationId, quarantined: &Path, end: u64) -> Result<()> {
         let backend = &**self.backend();
         let rel = quarantined.join(crate::conversation::LOG_FILE);
@@ -1110,6 +1113,8 @@ impl Store {
         let mut bytes = vec![0u8; len];
         jpstore_blobstore::backend::read_exact_at(&*file, &mut bytes, 0)
             .map_err(|e| io("read", &rel, e))?;
+        drop(file);
+        let head = self.head_of_prefix(&rel, end)?;
         backend
             .create_prefix(&id.dir())
             .map_err(|e| Error::from_backend(backend, e))?;
@@ -1119,7 +1124,16 @@ impl Store {
             crate::conversation::LOG_FILE,
             std::process::id()
         ));
-        match backend.put_if_absent(&id.log_path(), &bytes, &tmp) {
+        let published = match head {
+            Some(head) => crate::conversation::head::store_synced(backend, id, &head),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            backend
+                .put_if_absent(&id.log_path(), &bytes, &tmp)
+                .map_err(|e| Error::from_backend(backend, e))
+        });
+        match published {
             Ok(jpstore_blobstore::backend::Put::Created) => Ok(()),
             Ok(jpstore_blobstore::backend::Put::Existed) => {
                 Err(Error::ConversationExists { id: id.to_string() })
@@ -1128,9 +1142,38 @@ impl Store {
             // repair puts the records back).
             Err(e) => {
                 crate::conversation::abandon_creation(backend, id);
-                Err(Error::from_backend(backend, e))
+                Err(e)
             }
         }
+    }
+
+    /// The head covering the records of the log `rel` (relative to the
+    /// store root) before `end`, a record boundary of it: their fold.
+    fn head_of_prefix(&self, rel: &Path, end: u64) -> Result<Option<Head>> {
+        let max = self.options().log.max_record_size;
+        let reader = LogReader::open(&**self.backend(), rel, self.options().log)?;
+        let mut walk = reader.records()?;
+        let mut records = Vec::new();
+        while walk.position() < end {
+            match walk.next() {
+                Some(record) => records.push(record?),
+                None => break,
+            }
+        }
+        let corrupt = |offset, found| Error::Corrupt {
+            path: reader.path().to_path_buf(),
+            offset,
+            expected: format!("whole records that decode up to offset {end}"),
+            found,
+        };
+        if walk.position() != end {
+            return Err(corrupt(
+                walk.position(),
+                format!("records ending at {}", walk.position()),
+            ));
+        }
+        crate::conversation::read::head_of_records(&records, max)
+            .map_err(|(offset, found)| corrupt(offset, found))
     }
 
     /// Moves a node that is not what the layout keeps at `rel` into

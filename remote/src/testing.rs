@@ -283,6 +283,21 @@ pub fn put_directly(backend: &S3Backend, rel: &str, data: Vec<u8>) -> Result<(),
         .map_err(|e| format!("{}: {e}", backend.display_rel(rel)))
 }
 
+/// The bytes of the object `rel` (relative to the backend's prefix) as
+/// the server holds them, through the backend's own client (one GET, not
+/// counted, no cache): what a test damages and puts back with
+/// [`put_directly`].
+pub fn get_directly(backend: &S3Backend, rel: &str) -> Result<Vec<u8>, String> {
+    let path = object_store::path::Path::parse(backend.full(rel)).map_err(|e| e.to_string())?;
+    backend
+        .block_on(async {
+            let got = object_store::ObjectStoreExt::get(backend.store(), &path).await?;
+            got.bytes().await
+        })
+        .map(|b| b.to_vec())
+        .map_err(|e| format!("{}: {e}", backend.display_rel(rel)))
+}
+
 /// Lists every object of the store (one paginated LIST of its whole
 /// prefix, 1000 keys a page) and nothing else: how many there are. The
 /// floor of what gc must learn of a store, for the benches. Not counted

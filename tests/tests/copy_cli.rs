@@ -427,3 +427,95 @@ fn local_to_s3_and_back_round_trips() {
     );
     assert_eq!(at(s, &s3, &["export", id]).ok("export"), before);
 }
+
+/// Flips one bit in the middle of the last record of the object `rel` of
+/// `backend`: a log's first object, or one of its segments (`segment`).
+fn damage_last_record_on_s3(backend: &jpstore_remote::S3Backend, rel: &str, segment: bool) {
+    use jpstore_remote::testing::{get_directly, put_directly};
+    let mut bytes = get_directly(backend, rel).expect("the object");
+    let at = if segment {
+        // A segment holds the bytes of one append: one record.
+        bytes.len() / 2
+    } else {
+        let last = *jpstore_tests::record_spans(&bytes)
+            .last()
+            .expect("a record");
+        (last.offset + last.header_len + bytes.len()) / 2
+    };
+    bytes[at] ^= 0x10;
+    put_directly(backend, rel, bytes).expect("put back");
+}
+
+/// What fsck, print and view say of `id` at `s3` (no cache): damage to a
+/// record proven whole, never a torn tail read as fewer events.
+fn reported_as_damage(server: &TestServer, s3: &str, id: &str, what: &str) {
+    let s = Some(server);
+    let fsck = at(s, s3, &["--no-cache", "fsck"]);
+    fsck.expect_code(1, &format!("{what}: fsck"));
+    assert!(
+        fsck.stdout.contains("damaged-record") && fsck.stdout.contains(id),
+        "{what}: fsck names the damaged record: {}",
+        fsck.stdout
+    );
+    for args in [["print", id], ["view", id], ["export", id]] {
+        let out = at(s, s3, &[&["--no-cache"][..], &args].concat());
+        out.expect_code(1, &format!("{what}: {args:?}"));
+        assert!(
+            out.stderr.contains("fsck --repair"),
+            "{what}: {args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// A copy to S3 publishes, with each log it creates and with the records
+/// it appends to one, the head that proves them whole: a bit flipped in
+/// the last record there is then damage that fsck, print and view report,
+/// not a torn tail read as an empty conversation.
+#[test]
+fn a_copy_to_s3_publishes_the_proof_that_its_records_are_whole() {
+    let Some(server) =
+        server_or_skip("a_copy_to_s3_publishes_the_proof_that_its_records_are_whole")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let a = tmp.path().join("a");
+    let sa = a.to_str().expect("utf-8");
+    let all = source(&a);
+    let s = Some(server);
+
+    // Created by the copy.
+    let location = server.fresh("copy-proof");
+    let s3 = location.to_string();
+    let backend = server.backend(location);
+    report(
+        &copy(s, sa, &s3, &["--json", "--no-cache"]),
+        0,
+        "copy to s3",
+    );
+    let id = &all[0];
+    damage_last_record_on_s3(&backend, &format!("conversations/{id}/events.log"), false);
+    reported_as_damage(server, &s3, id, "created on s3");
+
+    // Extended by a second copy: the appended record is a segment.
+    let location = server.fresh("copy-proof");
+    let s3 = location.to_string();
+    let backend = server.backend(location);
+    report(
+        &copy(s, sa, &s3, &["--json", "--no-cache"]),
+        0,
+        "copy to s3",
+    );
+    let id = &all[1];
+    let end = std::fs::metadata(log_path(&a, id)).expect("log").len();
+    run_jp_store(&a, &["append", id], &user("one more")).ok("append");
+    let extended = report(&copy(s, sa, &s3, &["--json", "--no-cache"]), 0, "extend");
+    assert_eq!(extended["extended"], 1, "{extended}");
+    damage_last_record_on_s3(
+        &backend,
+        &format!("conversations/{id}/events.log.seg/{end:020}"),
+        true,
+    );
+    reported_as_damage(server, &s3, id, "extended on s3");
+}

@@ -72,6 +72,8 @@ fn quarantined(root: &Path) -> Vec<PathBuf> {
 }
 
 fn check_proven_damage(root: &Path, id: &str, what: &str) {
+    // What was in quarantine before (an upgrade keeps old logs there).
+    let before = quarantined(root);
     let log = log_path(root, id);
     let last = last_record(&log);
     flip_in_last_record(&log, last);
@@ -91,7 +93,7 @@ fn check_proven_damage(root: &Path, id: &str, what: &str) {
         damaged,
         "{what}: the log is unchanged"
     );
-    assert!(quarantined(root).is_empty(), "{what}: nothing cut");
+    assert_eq!(quarantined(root), before, "{what}: nothing cut");
 
     // Readers agree: print refuses the damaged record; ls does not count
     // events print would not show.
@@ -112,7 +114,10 @@ fn check_proven_damage(root: &Path, id: &str, what: &str) {
     let fsck = run_jp_store(root, &["fsck"], b"");
     assert_eq!(fsck.code, Some(1), "{what}: fsck reports damage: {fsck:?}");
     run_jp_store(root, &["fsck", "--repair"], b"");
-    let q = quarantined(root);
+    let q: Vec<PathBuf> = quarantined(root)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
     assert_eq!(q.len(), 1, "{what}: the conversation quarantined: {q:?}");
     assert_eq!(
         fs::read(q[0].join("events.log")).expect("quarantined log"),
@@ -157,8 +162,87 @@ fn a_flipped_bit_in_an_acknowledged_last_record_is_damage_not_a_torn_tail() {
     check_proven_damage(&root, "c1", "appends");
 }
 
+/// A conversation `copy` created at the destination, and one it extended
+/// there: the records it published with the log, and those it appended,
+/// are proven whole by the head it writes with them, as an import's are.
+#[test]
+fn a_flipped_bit_in_the_last_record_of_a_copy_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    run_jp_store(&src, &["init"], b"").ok("init");
+    let jp = jp_conversation(dir.path()).display().to_string();
+    run_jp_store(&src, &["import", &jp], b"").ok("import");
+    run_jp_store(&src, &["new", "--id", "c1"], b"").ok("new");
+    append(&src, "c1", 0).ok("append");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+
+    // Created by the copy, whole.
+    let created = dir.path().join("created");
+    run_jp_store(&src, &["copy", &path(&src), &path(&created)], b"").ok("copy");
+    check_proven_damage(&created, ID, "copy: created");
+    check_proven_damage(&created, "c1", "copy: created, appended");
+
+    // Extended by a second copy.
+    let extended = dir.path().join("extended");
+    run_jp_store(&src, &["copy", &path(&src), &path(&extended)], b"").ok("copy");
+    for n in 1..3 {
+        append(&src, "c1", n).ok("append");
+    }
+    let out = run_jp_store(
+        &src,
+        &["copy", &path(&src), &path(&extended), "--json"],
+        b"",
+    );
+    assert_eq!(out.json("copy")["extended"], 1, "{}", out.stdout);
+    check_proven_damage(&extended, "c1", "copy: extended");
+}
+
+/// `upgrade` publishes each log of format 1 rewritten whole, with the head
+/// that proves its records whole.
+#[test]
+fn a_flipped_bit_in_the_last_record_of_an_upgraded_log_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    jpstore_tests::copy_tree(&jpstore_tests::fixture("store-v1").join("store"), &root);
+    run_jp_store(&root, &["upgrade"], b"").ok("upgrade");
+    check_proven_damage(&root, "native", "upgrade");
+}
+
+/// `fsck --repair` puts back the whole records before a damaged one: it
+/// publishes them with the head that proves them whole, so damage to the
+/// last of them later is still damage, not a torn tail.
+#[test]
+fn a_flipped_bit_in_the_last_record_a_repair_kept_is_damage_not_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    run_jp_store(&root, &["init"], b"").ok("init");
+    run_jp_store(&root, &["new", "--id", "c1"], b"").ok("new");
+    for n in 0..5 {
+        append(&root, "c1", n).ok("append");
+    }
+    let log = log_path(&root, "c1");
+    let offsets: Vec<u64> = jpstore_tests::record_spans(&fs::read(&log).expect("read log"))
+        .iter()
+        .map(|r| r.offset as u64)
+        .collect();
+    // Damage in the middle: the repair keeps the records before it.
+    let mut bytes = fs::read(&log).expect("read");
+    bytes[offsets[4] as usize - 2] ^= 0x10;
+    fs::write(&log, bytes).expect("write");
+    run_jp_store(&root, &["fsck", "--repair"], b"");
+    assert_eq!(
+        fs::metadata(&log).expect("the kept records").len(),
+        offsets[3],
+        "the records before the damaged one are back"
+    );
+    run_jp_store(&root, &["fsck"], b"").ok("fsck after the repair");
+    check_proven_damage(&root, "c1", "repair");
+}
+
 /// Bytes after the last acknowledged record that nothing proves whole are
 /// cut, but only after a synced copy of them (and a note) is in quarantine.
+/// Until then, every command that shows the conversation without them says
+/// so on standard error.
 #[test]
 fn a_tail_not_proven_whole_is_copied_before_it_is_cut() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -172,6 +256,31 @@ fn a_tail_not_proven_whole_is_copied_before_it_is_cut() {
     let mut bytes = fs::read(&log).expect("read");
     bytes.extend_from_slice(&tail);
     fs::write(&log, bytes).expect("write");
+
+    let out_dir = dir.path().join("jp");
+    let out_dir = out_dir.to_str().expect("utf-8");
+    for args in [
+        &["print", "c1"][..],
+        &["print", "c1", "--compacted"],
+        &["view", "c1"],
+        &["view", "c1", "--refs"],
+        &["view", "c1", "--format", "openai"],
+        &["export", "c1"],
+        &["export", "--format", "ndjson"],
+        &["export", "c1", "--format", "ndjson"],
+        &["export", "--format", "jp", "--out", out_dir],
+        &["-q", "print", "c1"],
+    ] {
+        let out = run_jp_store(&root, args, b"");
+        out.ok(&format!("{args:?}"));
+        assert!(
+            out.stderr.contains(&format!(
+                "warning: conversation c1: 57 bytes after its last whole record (offset {end}) are left out"
+            )),
+            "{args:?} says what it leaves out: {}",
+            out.stderr
+        );
+    }
 
     let out = append(&root, "c1", 1);
     out.ok("append after a torn tail");

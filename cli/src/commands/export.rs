@@ -70,6 +70,7 @@ pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> 
         bail!("export needs a conversation id (--format ndjson and jp export every conversation)");
     };
     let conv = store.read(&parse_id(id)?)?;
+    super::warn_torn_tail(&conv.id, conv.torn_tail);
     let mode = if args.refs {
         ContentMode::Refs
     } else {
@@ -107,6 +108,9 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
     let (mut exported, mut written, mut unchanged, mut failed) = (0usize, 0usize, 0usize, 0usize);
     for (i, id) in ids.iter().enumerate() {
         let result = store.read(id).map_err(anyhow::Error::from).and_then(|conv| {
+            if let Some(w) = super::torn_tail_warning(id, conv.torn_tail) {
+                progress.eprintln(&w);
+            }
             let files = jpstore_integrations::jp::export::jp_files(store, &conv)?;
             let dir = files.dir_in(&conversations);
             let others = other_dirs_of(&found, id, &dir);
@@ -229,6 +233,9 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
                 Err(e) if args.id.is_none() && store.gone_since_listed(id, &e) => continue,
                 Err(e) => return Err(e.into()),
             };
+            if let Some(w) = super::torn_tail_warning(id, conv.torn_tail) {
+                progress.eprintln(&w);
+            }
             write_conversation_line(store, &conv, out)?;
             exported += 1;
             progress.update(i as u64 + 1, ids.len() as u64);

@@ -199,6 +199,23 @@ pub(crate) fn open_store_with(dir: &StoreLocation, options: StoreOptions) -> Res
     })
 }
 
+/// The warning a command that shows a conversation prints when its read
+/// left bytes after the last whole record out (format-spec.md 3): shown
+/// whatever the verbosity, as records left out may be records lost.
+pub(crate) fn torn_tail_warning(
+    id: &ConversationId,
+    tail: Option<jpstore_engine::log::TornTail>,
+) -> Option<String> {
+    tail.map(|t| format!("jp-store: warning: {}", t.warning(id)))
+}
+
+/// Prints [`torn_tail_warning`] on standard error.
+pub(crate) fn warn_torn_tail(id: &ConversationId, tail: Option<jpstore_engine::log::TornTail>) {
+    if let Some(w) = torn_tail_warning(id, tail) {
+        eprintln!("{w}");
+    }
+}
+
 pub(crate) fn parse_id(s: &str) -> Result<ConversationId> {
     Ok(ConversationId::parse(s)?)
 }

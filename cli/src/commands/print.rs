@@ -12,6 +12,7 @@ use std::process::ExitCode;
 pub fn print(dir: &super::StoreLocation, id: &str, compacted: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let conv = store.read(&parse_id(id)?)?;
+    super::warn_torn_tail(&conv.id, conv.torn_tail);
     let out = std::io::stdout();
     let mut out = out.lock();
     // What the model sees: compaction, orphan repair and deduplication

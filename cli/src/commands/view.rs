@@ -25,7 +25,9 @@ pub fn view(
     refs: bool,
 ) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let view = store.open_view(&parse_id(id)?)?;
+    let id = parse_id(id)?;
+    let view = store.open_view(&id)?;
+    super::warn_torn_tail(&id, view.torn_tail());
     let mode = if refs {
         ContentMode::Refs
     } else {

@@ -90,6 +90,7 @@ pub struct LogImage {
     /// Every entry and metadata patch, in order (`true`: a patch).
     order: Vec<(Place, bool)>,
     log_end: u64,
+    torn_tail: Option<crate::log::TornTail>,
 }
 
 impl LogImage {
@@ -201,9 +202,11 @@ impl LogImage {
                 Step::End(LogEnd::Damaged { offset, damage }) => {
                     return Err(damage.to_error(&path, offset))
                 }
-                Step::End(end) => break end.valid_end(),
+                Step::End(end) => break end,
             }
         };
+        let torn_tail = crate::log::TornTail::of(Some(&log_end));
+        let log_end = log_end.valid_end();
         let mut image = LogImage {
             id: id.clone(),
             path,
@@ -213,6 +216,7 @@ impl LogImage {
             entries: Vec::new(),
             order: Vec::new(),
             log_end,
+            torn_tail,
         };
         let count: usize = image.records.iter().map(|r| r.section.count as usize).sum();
         let mut order = Vec::with_capacity(count);
@@ -247,6 +251,11 @@ impl LogImage {
     /// Where the records read end.
     pub fn log_end(&self) -> u64 {
         self.log_end
+    }
+
+    /// What the read left out after the last whole record.
+    pub fn torn_tail(&self) -> Option<crate::log::TornTail> {
+        self.torn_tail
     }
 
     /// Number of records read.

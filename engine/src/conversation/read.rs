@@ -8,7 +8,7 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::Entry;
-use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, FIRST_RECORD};
+use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, TornTail, FIRST_RECORD};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +23,8 @@ pub struct Conversation {
     pub state: ConversationState,
     /// Where the log ended when it was read (the records read end here).
     pub log_end: u64,
+    /// What the read left out after the last whole record, if anything.
+    pub torn_tail: Option<TornTail>,
 }
 
 /// Where a fold of records stopped.
@@ -89,6 +91,58 @@ pub fn fold_state(reader: &LogReader, from: u64, state: &mut ConversationState) 
         end: records.position(),
         last,
     })
+}
+
+/// The head covering `records`, every record of a log from its first one
+/// on, in order, as a command that publishes them whole writes it before
+/// they appear (copy, repair: format-spec.md 4.6): their fold, where they
+/// end and the checksums of the first and the last. `None` for no record;
+/// an entry that does not decode is the error, with its record's offset.
+pub(crate) fn head_of_records(
+    records: &[crate::log::Record],
+    max: u32,
+) -> std::result::Result<Option<Head>, (u64, String)> {
+    let (Some(first), Some(last)) = (records.first(), records.last()) else {
+        return Ok(None);
+    };
+    let mut state = ConversationState::default();
+    for record in records {
+        fold_record(record, max, &mut state).map_err(|found| (record.offset, found))?;
+    }
+    Ok(Some(Head {
+        log_end: last.end(),
+        last_record: last.offset,
+        last_record_crc: last.record_crc,
+        first_record_crc: first.record_crc,
+        state,
+        settings: None,
+    }))
+}
+
+/// Folds one whole record (its checksums held) into `state`, as a reader's
+/// fold does: a version 2 record from its heads, a version 1 batch from its
+/// decoded entries.
+fn fold_record(
+    record: &crate::log::Record,
+    max: u32,
+    state: &mut ConversationState,
+) -> std::result::Result<(), String> {
+    match &record.content {
+        crate::log::RecordContent::Split { heads, body } => {
+            fold_sections(heads, body, max, state)?;
+        }
+        crate::log::RecordContent::Batch(entries) => {
+            codec::check_declared(entries.iter().map(Vec::as_slice), max)?;
+            for bytes in entries {
+                codec::unpack(bytes, max)?.each(|e| {
+                    state.apply(&codec::decode(e)?);
+                    Ok(())
+                })?;
+            }
+        }
+    }
+    state.records += 1;
+    Ok(())
 }
 
 /// Folds the entries of one version 2 record into `state`, from its heads
@@ -325,6 +379,7 @@ pub fn read_conversation(
             entry_records,
             state,
             log_end: image.log_end(),
+            torn_tail: image.torn_tail(),
         });
     }
     let mut walk = reader.records_from(FIRST_RECORD)?;
@@ -372,6 +427,7 @@ pub fn read_conversation(
         ));
     }
     let log_end = walk.position();
+    let torn_tail = TornTail::of(walk.end());
     drop(walk);
     let records: Vec<RecordRef<'_>> = places
         .into_iter()
@@ -410,6 +466,7 @@ pub fn read_conversation(
         entry_records,
         state,
         log_end,
+        torn_tail,
     })
 }
 

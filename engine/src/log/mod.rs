@@ -61,7 +61,7 @@ pub use record::{
     VERSION_1, VERSION_2,
 };
 pub use salvage::{salvage_log, walk_batch_lossy, Holds, Piece, Salvage};
-pub use scan::{Damage, LogEnd};
+pub use scan::{Damage, LogEnd, TornTail};
 pub use writer::{
     lock_new, lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery,
 };

@@ -67,6 +67,37 @@ impl LogEnd {
     }
 }
 
+/// Bytes after the last whole record of a log that a read leaves out: a
+/// record another process is writing right now, or what an append that
+/// did not complete left (format-spec.md 3, "Recovery and
+/// classification"). A reader shows the conversation without them, and
+/// says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TornTail {
+    /// Where they start: the end of the whole records.
+    pub offset: u64,
+    /// How many bytes there are.
+    pub len: u64,
+}
+
+impl TornTail {
+    /// The tail a walk ended at, if it ended at one.
+    pub fn of(end: Option<&LogEnd>) -> Option<TornTail> {
+        match end {
+            Some(&LogEnd::TornTail { offset, len }) => Some(TornTail { offset, len }),
+            _ => None,
+        }
+    }
+
+    /// What a command says of it for conversation `id`, on standard error.
+    pub fn warning(&self, id: &dyn std::fmt::Display) -> String {
+        format!(
+            "conversation {id}: {} bytes after its last whole record (offset {}) are left out: a record being appended right now, or an incomplete record left by an append that did not complete (the next append or `jp-store fsck --repair` copies them into quarantine/ and cuts them)",
+            self.len, self.offset
+        )
+    }
+}
+
 /// What is wrong with a damaged record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Damage {

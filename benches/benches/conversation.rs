@@ -357,8 +357,7 @@ fn benches(c: &mut Criterion) {
     {
         let conv = store.read(&on_id).expect("read");
         let base = store.conversation_settings(&conv).expect("settings").base;
-        let traced =
-            jpstore_engine::projection::view_traced(&conv.entries, &base).expect("the view");
+        let traced = jpstore_engine::projection::view_traced(&conv.entries, &base);
         let resources = with_resources
             .iter()
             .filter(|e| e["type"] == "tool_call_response" && e["content"].is_array())
@@ -387,7 +386,7 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("projection_and_dedup", LONG), |b| {
         b.iter_with_large_drop(|| {
-            jpstore_engine::projection::view_with_config(&conv.entries, &base).expect("view")
+            jpstore_engine::projection::view_with_config(&conv.entries, &base)
         });
     });
     g.finish();

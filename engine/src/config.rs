@@ -76,14 +76,41 @@ pub enum ConfigError {
 
 /// Merges `delta` over `base`: where both hold an object the merge recurses
 /// key by key; any other value in `delta` (including null, arrays, scalars)
-/// replaces the one in `base`; keys only in `base` stay.
+/// replaces the one in `base`; keys only in `base` stay. The one exception
+/// is `assistant.system_prompt`, one value for JP (its mergeable string):
+/// given as a table it is merged with the prompt before it by its strategy,
+/// and the result is that table with its `value` the merged text; any other
+/// value replaces (format-spec.md 4.5).
 ///
 /// Keys new to `base` are appended after its existing keys.
 pub fn merge(base: &mut Map<String, Value>, delta: &Map<String, Value>) {
+    merge_in(base, delta, Table::Top);
+}
+
+/// Which table of a config [`merge_in`] merges.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Top,
+    Assistant,
+    Other,
+}
+
+fn merge_in(base: &mut Map<String, Value>, delta: &Map<String, Value>, table: Table) {
     for (key, value) in delta {
+        if table == Table::Assistant && key == "system_prompt" {
+            // One value for JP, never merged key by key: what is not a
+            // prompt replaces like any other value.
+            let merged = settings::prompt::merge_values(base.get(key), value);
+            base.insert(key.clone(), merged.unwrap_or_else(|| value.clone()));
+            continue;
+        }
         if let (Some(Value::Object(inner)), Value::Object(inner_delta)) = (base.get_mut(key), value)
         {
-            merge(inner, inner_delta);
+            let next = match (table, key.as_str()) {
+                (Table::Top, "assistant") => Table::Assistant,
+                _ => Table::Other,
+            };
+            merge_in(inner, inner_delta, next);
             continue;
         }
         base.insert(key.clone(), value.clone());

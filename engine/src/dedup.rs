@@ -43,7 +43,6 @@ use std::collections::HashSet;
 
 use jpstore_blobstore::BlobId;
 
-use crate::config::BadSetting;
 use crate::event::head::{BlockHead, Blocks, ResourceHead, Resources, TurnRole};
 use crate::event::turns::TurnCounter;
 use crate::event::Object;
@@ -56,18 +55,6 @@ use crate::event::BlobRef;
 pub const DEFAULT_MIN_BYTES: u64 = 300;
 /// Default of `conversation.deduplication.lookback_turns`.
 pub const DEFAULT_LOOKBACK_TURNS: u64 = 30;
-
-/// A config delta of the stream holds a setting of the wrong type (a stream
-/// whose deltas were not checked: the store checks every layer of a
-/// conversation's config before its view is made).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the config_delta at position {index} of the projected stream: {setting}")]
-pub struct DedupError {
-    /// The position of the delta in the stream given to [`deduplicate`].
-    pub index: usize,
-    /// The setting, what it must be and what was found.
-    pub setting: BadSetting,
-}
 
 /// Deduplication settings of a config, defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,12 +281,13 @@ impl<'a> Pass<'a> {
 /// Decides, for every resource of `stream` (see [`Streamed`] and the module
 /// docs), whether it repeats an earlier full delivery; returns what is
 /// replaced, in stream order, and the report. Config deltas are merged over
-/// the settings from `base` on as they come; items not in the view are
-/// skipped. Nothing is changed: the caller applies the replacements.
+/// the settings from `base` on as they come (a setting of the wrong type is
+/// not applied); items not in the view are skipped. Nothing is changed: the
+/// caller applies the replacements.
 pub fn deduplicate<'a>(
     stream: &[Streamed<'a>],
     base: &crate::config::Settings,
-) -> Result<(Report, Vec<Replaced>), DedupError> {
+) -> (Report, Vec<Replaced>) {
     let mut pass = Pass {
         config: base.clone(),
         settings: Settings::from(base),
@@ -312,9 +300,7 @@ pub fn deduplicate<'a>(
     for (index, item) in stream.iter().enumerate() {
         let role = match item {
             Streamed::Delta(delta) => {
-                pass.config
-                    .merge_layer(delta)
-                    .map_err(|setting| DedupError { index, setting })?;
+                pass.config.merge_layer_lenient(delta);
                 pass.settings = Settings::from(&pass.config);
                 continue;
             }
@@ -366,7 +352,7 @@ pub fn deduplicate<'a>(
             | Streamed::Hidden => {}
         }
     }
-    Ok((pass.report, replaced))
+    (pass.report, replaced)
 }
 
 #[cfg(test)]

@@ -260,10 +260,6 @@ pub enum Error {
         /// The key, what it must be and what was found.
         setting: Box<crate::config::BadSetting>,
     },
-    /// A config delta of a view's stream holds a setting of the wrong type
-    /// (a stream whose config the store did not check).
-    #[error(transparent)]
-    Dedup(#[from] crate::dedup::DedupError),
     /// An append of a batch without entries.
     #[error("refusing to append an empty batch to {}", path.display())]
     EmptyBatch {

@@ -86,7 +86,7 @@ pub fn conversation_json(
 /// a list of blocks. Reads the base config, no content.
 pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
     let settings = store.conversation_settings(conversation)?;
-    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base)?;
+    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base);
     as_blocks(&mut view);
     Ok(view)
 }
@@ -96,7 +96,7 @@ pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payl
 pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<Payload>>> {
     let settings = store.conversation_settings(&conversation)?;
     let mut view =
-        crate::projection::view_traced_owned(conversation.entries, &settings.base)?.entries;
+        crate::projection::view_traced_owned(conversation.entries, &settings.base).entries;
     as_blocks(&mut view);
     Ok(view)
 }
@@ -109,7 +109,7 @@ pub fn view_and_settings(
     conversation: &Conversation,
 ) -> Result<(Vec<Entry<Payload>>, Settings)> {
     let settings = store.conversation_settings(conversation)?;
-    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base)?;
+    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base);
     as_blocks(&mut view);
     Ok((view, settings.end))
 }
@@ -156,23 +156,23 @@ impl Store {
             Framing::V1 => {
                 drop(reader);
                 let conv = read_conversation(backend, id, self.options().log)?;
-                let deltas = conv.entries.iter().enumerate().filter_map(|(i, e)| {
-                    match e.event().map(|e| &e.kind) {
-                        Some(EventKind::ConfigDelta(d)) => Some((i, &d.delta)),
+                let deltas = conv
+                    .entries
+                    .iter()
+                    .filter_map(|e| match e.event().map(|e| &e.kind) {
+                        Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
                         _ => None,
-                    }
-                });
+                    });
                 let settings =
-                    self.settings_cached(id, conv.state.metadata.base_config, deltas, cache)?;
+                    self.settings_cached(conv.state.metadata.base_config, deltas, cache)?;
                 (ViewSource::Decoded(conv), settings)
             }
             Framing::V2 => {
                 let image = LogImage::read(&mut reader, id)?;
                 let deltas = image.config_deltas()?;
                 let settings = self.settings_cached(
-                    id,
                     image.base_config()?,
-                    deltas.iter().map(|(i, d)| (*i, d)),
+                    deltas.iter().map(|(_, d)| d),
                     cache,
                 )?;
                 (ViewSource::Image(image), settings)
@@ -232,7 +232,7 @@ impl ConversationView<'_> {
             ViewSource::Decoded(conv) => conv.entries,
             ViewSource::Image(image) => image.decode_all()?.0,
         };
-        let mut view = crate::projection::view_traced_owned(entries, &self.settings.base)?.entries;
+        let mut view = crate::projection::view_traced_owned(entries, &self.settings.base).entries;
         as_blocks(&mut view);
         Ok(view)
     }
@@ -249,7 +249,7 @@ impl ConversationView<'_> {
         };
         let (plan, borrowed) = {
             let (parsed, heads) = image.parse_entries_and_heads()?;
-            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
+            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base));
             let borrowed: Vec<bool> = (0..plan.items.len())
                 .map(|i| {
                     parsed
@@ -271,7 +271,7 @@ impl ConversationView<'_> {
         let mut out = Vec::new();
         if let (ViewSource::Image(image), ContentMode::Refs) = (&self.source, mode) {
             let (parsed, heads) = image.parse_entries_and_heads()?;
-            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base))?;
+            let plan = crate::projection::plan_view(&heads, Some(&self.settings.base));
             drop(heads);
             refs::render_refs(image, &parsed, &plan, &mut out)?;
             return Ok(out);

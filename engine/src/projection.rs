@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 
 use crate::config::Settings;
-use crate::dedup::{deduplicate, DedupError, Replaced, Report, Streamed};
+use crate::dedup::{deduplicate, Replaced, Report, Streamed};
 use crate::event::head::{EntryHead, HeadKind, Resources, TurnRole};
 pub use crate::event::in_view;
 use crate::event::turns::TurnCounter;
@@ -724,7 +724,7 @@ fn streamed<'h>(item: &ViewItem, heads: &'h [EntryHead<'_>]) -> Streamed<'h> {
 /// deduplicated (rule 9: `base` is the settings at the start of the
 /// conversation, config deltas merged over them as they come), and only the
 /// items a view shows.
-pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> Result<ViewPlan, DedupError> {
+pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> ViewPlan {
     let items = repair_items(project_items(heads), heads);
     // Deduplication replaces resources, and config deltas steer it: a
     // stream with neither has nothing for it to do.
@@ -735,7 +735,7 @@ pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> Result<Vie
         Some(base) if steered => {
             let stream: Vec<Streamed<'_>> =
                 items.iter().map(|item| streamed(item, heads)).collect();
-            deduplicate(&stream, base)?
+            deduplicate(&stream, base)
         }
         _ => (Report::default(), Vec::new()),
     };
@@ -757,11 +757,11 @@ pub fn plan_view(heads: &[EntryHead<'_>], base: Option<&Settings>) -> Result<Vie
             kept.push(item);
         }
     }
-    Ok(ViewPlan {
+    ViewPlan {
         items: kept,
         dedup,
         replaced: moved,
-    })
+    }
 }
 
 /// The heads of owned entries.
@@ -836,22 +836,15 @@ pub fn repair_orphans(entries: Vec<Entry<Payload>>) -> Vec<Entry<Payload>> {
 /// (token estimates of compactions, `print --compacted`).
 pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
     let heads = heads_of(entries);
-    match plan_view(&heads, None) {
-        Ok(plan) => plan.entries(entries),
-        // Without a config there is nothing to merge, so nothing to fail.
-        Err(_) => Vec::new(),
-    }
+    plan_view(&heads, None).entries(entries)
 }
 
 /// The view that is sent: [`view`] with resource deduplication
 /// ([`crate::dedup`]) applied, under `base` (the settings at the start of
 /// the conversation: `Store::conversation_settings`'s `base`) with the
 /// conversation's config deltas merged over them as they come.
-pub fn view_with_config(
-    entries: &[Entry<BlobRef>],
-    base: &Settings,
-) -> Result<Vec<Entry<Payload>>, DedupError> {
-    Ok(view_traced(entries, base)?.entries)
+pub fn view_with_config(entries: &[Entry<BlobRef>], base: &Settings) -> Vec<Entry<Payload>> {
+    view_traced(entries, base).entries
 }
 
 /// A view with where its entries come from and what deduplication replaced.
@@ -869,31 +862,28 @@ pub struct TracedView {
 }
 
 /// [`view_with_config`], traced: see [`TracedView`].
-pub fn view_traced(entries: &[Entry<BlobRef>], base: &Settings) -> Result<TracedView, DedupError> {
+pub fn view_traced(entries: &[Entry<BlobRef>], base: &Settings) -> TracedView {
     let heads = heads_of(entries);
-    let plan = plan_view(&heads, Some(base))?;
-    Ok(TracedView {
+    let plan = plan_view(&heads, Some(base));
+    TracedView {
         entries: plan.entries(entries),
         origin: plan.items.iter().map(|i| i.origin).collect(),
         dedup: plan.dedup,
-    })
+    }
 }
 
 /// [`view_traced`] of entries the caller gives up (the entries of the view
 /// are moved out of them, not copied).
-pub fn view_traced_owned(
-    entries: Vec<Entry<BlobRef>>,
-    base: &Settings,
-) -> Result<TracedView, DedupError> {
+pub fn view_traced_owned(entries: Vec<Entry<BlobRef>>, base: &Settings) -> TracedView {
     let plan = {
         let heads = heads_of(&entries);
-        plan_view(&heads, Some(base))?
+        plan_view(&heads, Some(base))
     };
-    Ok(TracedView {
+    TracedView {
         origin: plan.items.iter().map(|i| i.origin).collect(),
         entries: plan.into_entries(entries),
         dedup: plan.dedup,
-    })
+    }
 }
 
 #[cfg(test)]

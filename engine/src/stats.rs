@@ -238,7 +238,7 @@ impl Store {
             }
         }
         s.compacted = view(&conv.entries).iter().map(entry_chars).sum();
-        let traced = view_traced(&conv.entries, &self.conversation_settings(conv)?.base)?;
+        let traced = view_traced(&conv.entries, &self.conversation_settings(conv)?.base);
         for (e, &i) in traced.entries.iter().zip(&traced.origin) {
             let n = entry_chars(e);
             s.view += n;

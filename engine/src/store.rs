@@ -557,9 +557,7 @@ impl Store {
         let conv = self.read(id)?;
         let workspace = &self.workspace_config()?.settings;
         let source_base = self.base_config(&conv)?;
-        // The fork's base config is made of the source's: a bad setting in
-        // it is refused (naming where it lives) rather than copied.
-        let settings = settings_over(workspace, &conv, &source_base)?.end;
+        let settings = settings_over(workspace, &conv, &source_base).end;
         let turns = conv.state.turns.turns();
         let first_turn = match last {
             Some(0) => {
@@ -852,36 +850,33 @@ impl Store {
     /// So settings added to `config.toml` later apply to existing
     /// conversations, and a conversation's own settings win.
     ///
-    /// Reads and parses the base config once. Every setting jp-store reads
-    /// is checked in the base config and in each of the conversation's config
-    /// deltas as they are merged, so a value of the wrong type is
-    /// [`Error::BadSetting`] naming the conversation and the base config or
-    /// the entry of the delta that holds it.
+    /// Reads and parses the base config once. A setting of the wrong type in
+    /// the base config or in a config delta (a config another tool wrote,
+    /// imported as it is) is not applied: the settings keep what they held
+    /// before it (format-spec.md 4.5).
     pub fn conversation_settings(
         &self,
         conversation: &Conversation,
     ) -> Result<ConversationSettings> {
         let workspace = &self.workspace_config()?.settings;
         let base = self.base_config(conversation)?;
-        settings_over(workspace, conversation, &base)
+        Ok(settings_over(workspace, conversation, &base))
     }
 
-    /// What jp-store reads of the config of conversation `id`
+    /// What jp-store reads of the config of a conversation
     /// ([`Store::conversation_settings`]), from its base config blob
-    /// `base_config` and its config deltas `deltas` (each with its index
-    /// among the conversation's entries). The settings at its start come
+    /// `base_config` and its config deltas `deltas`, in order. The settings at its start come
     /// from `cache` (a head cache's) when it was made from this
     /// `config.toml` and this base config, or from what this open store
     /// computed before for the same base config
     /// ([`Store::remembered_settings`]): then neither is parsed. Otherwise
-    /// they are computed (and checked) as `conversation_settings` does. When
+    /// they are computed as `conversation_settings` does. When
     /// they did not come from `cache`, the cache to keep for them is
     /// returned too.
     pub fn settings_cached<'d>(
         &self,
-        id: &ConversationId,
         base_config: Option<BlobRef>,
-        deltas: impl IntoIterator<Item = (usize, &'d Object)>,
+        deltas: impl IntoIterator<Item = &'d Object>,
         cache: Option<&crate::conversation::head::SettingsCache>,
     ) -> Result<(
         ConversationSettings,
@@ -903,14 +898,10 @@ impl Store {
                     None => {
                         let mut settings = self.workspace_config()?.settings.clone();
                         let base = self.base_config_blob(base_config)?;
-                        settings
-                            .merge_layer(&base)
-                            .map_err(|setting| Error::BadSetting {
-                                place: Box::new(SettingPlace::BaseConfig {
-                                    conversation: id.to_string(),
-                                }),
-                                setting: Box::new(setting),
-                            })?;
+                        // Settings not applied were named when the config
+                        // was stored (format-spec.md 4.5).
+                        settings.merge_layer_lenient(&base);
+                        settings.finish_base();
                         self.settings_memo.put(base_id, Arc::new(settings.clone()));
                         settings
                     }
@@ -924,7 +915,7 @@ impl Store {
                 (settings, Some(fresh))
             }
         };
-        let end = merge_deltas(id, at_start.clone(), deltas)?;
+        let end = merge_deltas(at_start.clone(), deltas);
         Ok((
             ConversationSettings {
                 base: at_start,
@@ -988,52 +979,36 @@ fn settings_over(
     workspace: &Settings,
     conversation: &Conversation,
     base: &Object,
-) -> Result<ConversationSettings> {
-    let bad = |place, setting| Error::BadSetting {
-        place: Box::new(place),
-        setting: Box::new(setting),
-    };
+) -> ConversationSettings {
     let mut settings = workspace.clone();
-    settings.merge_layer(base).map_err(|setting| {
-        let conversation = conversation.id.to_string();
-        bad(SettingPlace::BaseConfig { conversation }, setting)
-    })?;
+    settings.merge_layer_lenient(base);
+    settings.finish_base();
     let at_start = settings.clone();
-    let deltas = conversation
-        .entries
-        .iter()
-        .enumerate()
-        .filter_map(|(index, entry)| match entry.event().map(|e| &e.kind) {
-            Some(EventKind::ConfigDelta(d)) => Some((index, &d.delta)),
-            _ => None,
-        });
-    let end = merge_deltas(&conversation.id, settings, deltas)?;
-    Ok(ConversationSettings {
+    let deltas =
+        conversation
+            .entries
+            .iter()
+            .filter_map(|entry| match entry.event().map(|e| &e.kind) {
+                Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
+                _ => None,
+            });
+    let end = merge_deltas(settings, deltas);
+    ConversationSettings {
         base: at_start,
         end,
-    })
+    }
 }
 
-/// `settings` with the config deltas `deltas` of conversation `id` (each
-/// with its index among the entries) merged over them in order, each
-/// checked.
+/// `settings` with the config deltas `deltas` merged over them in order;
+/// a setting of the wrong type is not applied (format-spec.md 4.5).
 fn merge_deltas<'d>(
-    id: &ConversationId,
     mut settings: Settings,
-    deltas: impl IntoIterator<Item = (usize, &'d Object)>,
-) -> Result<Settings> {
-    for (index, delta) in deltas {
-        settings
-            .merge_layer(delta)
-            .map_err(|setting| Error::BadSetting {
-                place: Box::new(SettingPlace::ConfigDelta {
-                    conversation: id.to_string(),
-                    entry: index + 1,
-                }),
-                setting: Box::new(setting),
-            })?;
+    deltas: impl IntoIterator<Item = &'d Object>,
+) -> Settings {
+    for delta in deltas {
+        settings.merge_layer_lenient(delta);
     }
-    Ok(settings)
+    settings
 }
 
 /// The config deltas among the first `index` entries of a conversation, in

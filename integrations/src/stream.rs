@@ -239,6 +239,7 @@ pub fn merge_reports(mut a: ImportReport, b: ImportReport) -> ImportReport {
     a.failed.extend(b.failed);
     a.not_byte_identical.extend(b.not_byte_identical);
     a.not_in_view.extend(b.not_in_view);
+    a.settings_not_applied.extend(b.settings_not_applied);
     a.events += b.events;
     a.bytes_read += b.bytes_read;
     a.bytes_stored += b.bytes_stored;

@@ -1,8 +1,9 @@
 //! Settings jp-store reads (format-spec.md 4.5) with a value of the wrong
-//! type: refused before they are stored (`new`, `fork`, `import`, `append`
-//! of a config delta), naming where the value is; and, once stored (by an
-//! older build, or by hand), confined to their conversation and named by
-//! place.
+//! type: refused where jp-store's users write them (`config.toml` for `new`
+//! and `fork`, `append` of a config delta), naming where the value is; taken
+//! as they are, named once and not applied, where another tool wrote them
+//! (a JP import: JP's own loader reads such a config) or where they are
+//! stored already: they never stop a conversation.
 
 use std::path::Path;
 
@@ -112,27 +113,25 @@ fn a_config_delta_with_a_bad_setting_is_refused_at_append() {
     assert_eq!(tree_snapshot(&store), before, "nothing was appended");
 }
 
+/// JP's legacy system prompt: its first `config_delta` holds the base
+/// config, with the prompt as a table (JP's mergeable string), and a later
+/// delta appends to it.
+const JP_PROMPT: &str = "You are Jean-Pierre, an assistant for programmers.";
+
 #[test]
-fn a_jp_conversation_with_a_bad_setting_is_refused_naming_the_file() {
+fn a_jp_conversation_whose_settings_jp_store_cannot_read_is_imported_naming_them() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = init(tmp.path());
     let jp = tmp.path().join("conversations");
-    let events = |delta: Option<Value>| {
-        let mut e = vec![
-            json!({"type": "chat_request", "timestamp": "2026-05-29 10:00:00.1", "content": "hi"}),
-        ];
-        if let Some(d) = delta {
-            e.push(
-                json!({"type": "config_delta", "timestamp": "2026-05-29 10:00:01.1", "delta": d}),
-            );
-        }
-        serde_json::to_string_pretty(&Value::Array(e)).expect("json")
-    };
+    let request =
+        json!({"type": "chat_request", "timestamp": "2026-05-29 10:00:00.1", "content": "hi"});
+    let delta = |d: Value| json!({"type": "config_delta", "timestamp": "2026-05-29 10:00:01.1", "delta": d});
     let meta = json!({"last_activated_at": "2026-05-29 10:00:00.1"}).to_string();
-    let write = |name: &str, base: Option<Value>, delta: Option<Value>| {
+    let write = |name: &str, base: Option<Value>, events: Vec<Value>| {
         let dir = jp.join(name);
         std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(dir.join("events.json"), events(delta)).expect("events");
+        let text = serde_json::to_string_pretty(&Value::Array(events)).expect("json") + "\n";
+        std::fs::write(dir.join("events.json"), text).expect("events");
         std::fs::write(dir.join("metadata.json"), &meta).expect("metadata");
         if let Some(b) = base {
             std::fs::write(dir.join("base_config.json"), b.to_string()).expect("base");
@@ -141,43 +140,113 @@ fn a_jp_conversation_with_a_bad_setting_is_refused_naming_the_file() {
     write(
         "17738399461-bad-base",
         Some(json!({"assistant": {"model": {"id": {"name": 7}}}})),
-        None,
+        vec![request.clone()],
     );
     write(
         "17738399462-bad-delta",
         None,
-        Some(json!({"conversation": {"tools": {"fs": {"deduplicate": "no"}}}})),
+        vec![
+            request.clone(),
+            delta(json!({"conversation": {"tools": {"fs": {"deduplicate": "no"}}}})),
+        ],
     );
     write(
         "17738399463-good",
         Some(json!({"assistant": {"system_prompt": "hi"}})),
-        None,
+        vec![request.clone()],
     );
+    write(
+        "17738399464-legacy-prompt",
+        None,
+        vec![
+            delta(json!({"assistant": {"system_prompt": {
+                "value": JP_PROMPT, "strategy": "replace", "separator": "none",
+                "discard_when_merged": false}}})),
+            json!({"type": "turn_start", "timestamp": "2026-05-29 10:00:00.0"}),
+            request.clone(),
+            delta(json!({"assistant": {"system_prompt": {
+                "value": "Be brief.", "strategy": "append", "separator": "paragraph"}}})),
+        ],
+    );
+    let originals = jpstore_tests::tree_snapshot(&jp);
 
     let run = run_jp_store(&store, &["import", jp.to_str().expect("utf-8")], b"");
-    run.expect_code(1, "import with bad settings");
+    run.expect_code(0, "import of settings jp-store cannot read");
+    for (named, times) in [
+        (
+            "17738399461-bad-base: 1 setting of its config not applied",
+            1,
+        ),
+        (
+            "base_config.json: setting `assistant.model.id.name` must be a string, found a number (7)",
+            1,
+        ),
+        (
+            "events.json entry 2 (config_delta): setting `conversation.tools.fs.deduplicate` must be true or false",
+            1,
+        ),
+        ("17738399463", 0),
+        ("17738399464", 0),
+    ] {
+        assert_eq!(run.stderr.matches(named).count(), times, "{named}: {}", run.stderr);
+    }
     assert!(
-        run.stderr.contains("17738399461-bad-base/base_config.json: setting `assistant.model.id.name` must be a string"),
+        run.stdout.contains("imported 4 conversations"),
         "{}",
-        run.stderr
+        run.stdout
     );
-    assert!(
-        run.stderr.contains("17738399462-bad-delta/events.json: entry 2 (config_delta), `delta`: setting `conversation.tools.fs.deduplicate` must be true or false"),
-        "{}",
-        run.stderr
-    );
-    let ls = run_jp_store(&store, &["ls", "--json"], b"").json("ls");
-    let ids: Vec<&str> = ls
+
+    // The JSON report lists them, and a second store gets the same.
+    let other = tmp.path().join("other");
+    run_jp_store(&other, &["init"], b"").ok("init");
+    let report = run_jp_store(
+        &other,
+        &["import", "--json", jp.to_str().expect("utf-8")],
+        b"",
+    )
+    .json("import --json");
+    let listed: Vec<&str> = report["settings_not_applied"]
         .as_array()
-        .expect("array")
+        .expect("settings_not_applied")
         .iter()
-        .filter_map(|c| c["id"].as_str())
+        .filter_map(|f| f["path"].as_str())
         .collect();
+    assert_eq!(listed.len(), 2, "{report}");
+    assert!(listed[0].ends_with("17738399461-bad-base"), "{report}");
+    assert!(listed[1].ends_with("17738399462-bad-delta"), "{report}");
+
+    // Every file comes back byte for byte.
+    let out = tmp.path().join("out");
+    run_jp_store(
+        &store,
+        &[
+            "export",
+            "--format",
+            "jp",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+    .ok("export");
+    assert_eq!(jpstore_tests::tree_snapshot(&out), originals);
+
+    // Every view works; the legacy prompt is read as JP reads it.
+    for id in ["17738399461", "17738399462", "17738399463", "17738399464"] {
+        run_jp_store(&store, &["view", id], b"").ok("view");
+    }
+    let body = run_jp_store(
+        &store,
+        &["view", "17738399464", "--format", "anthropic"],
+        b"",
+    )
+    .json("view --format anthropic");
     assert_eq!(
-        ids,
-        ["17738399463"],
-        "only the good conversation was imported"
+        body["system"],
+        json!(format!("{JP_PROMPT}\n\nBe brief.")),
+        "{body}"
     );
+    run_jp_store(&store, &["stats"], b"").ok("stats");
 }
 
 /// A store holding bad settings, as an older build wrote them: one
@@ -242,53 +311,24 @@ fn store_with_bad_settings(root: &Path) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_bad_stored_setting_fails_only_its_conversation_naming_where_it_is() {
+fn a_bad_stored_setting_is_not_applied_and_stops_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = store_with_bad_settings(tmp.path());
 
-    let run = run_jp_store(&store, &["view", "bad_base"], b"");
-    run.expect_code(1, "view of a bad base config");
-    assert!(
-        run.stderr
-            .contains("conversation bad_base: its base config")
-            && run
-                .stderr
-                .contains("`conversation.deduplication.lookback_turns` must be an integer >= 0"),
-        "{}",
-        run.stderr
-    );
-    let run = run_jp_store(&store, &["view", "bad_delta"], b"");
-    run.expect_code(1, "view of a bad config delta");
-    assert!(
-        run.stderr
-            .contains("conversation bad_delta: the config_delta at entry 3")
-            && run
-                .stderr
-                .contains("`conversation.deduplication.enabled` must be true or false"),
-        "{}",
-        run.stderr
-    );
-    run_jp_store(&store, &["view", "good"], b"").ok("view of the good one");
-
-    // The whole store: every other conversation counted, the bad ones named.
-    let run = run_jp_store(&store, &["stats", "--json"], b"");
-    run.expect_code(1, "stats of a store with bad settings");
-    let stats: Value = serde_json::from_str(&run.stdout).expect("stats JSON");
-    assert_eq!(stats["conversations"], 1, "{stats}");
-    assert_eq!(stats["turns"], 1, "{stats}");
-    for id in ["bad_base", "bad_delta"] {
-        assert!(
-            run.stderr
-                .contains(&format!("conversation {id} is not counted")),
-            "{}",
-            run.stderr
-        );
+    for id in ["bad_base", "bad_delta", "good"] {
+        run_jp_store(&store, &["view", id], b"").ok("view");
+        run_jp_store(&store, &["view", id, "--format", "anthropic"], b"").ok("view anthropic");
     }
+    let stats = run_jp_store(&store, &["stats", "--json"], b"").json("stats");
+    assert_eq!(stats["conversations"], 3, "{stats}");
     let ls = run_jp_store(&store, &["ls", "--json"], b"").json("ls");
     assert_eq!(ls.as_array().map(Vec::len), Some(3), "{ls}");
 
-    // A fork would copy the bad value: refused, naming it.
-    let run = run_jp_store(&store, &["fork", "bad_base", "--id", "f"], b"");
-    run.expect_code(1, "fork of a bad base config");
-    assert!(run.stderr.contains("its base config"), "{}", run.stderr);
+    // A fork keeps the config as written, and reads as its source.
+    run_jp_store(&store, &["fork", "bad_base", "--id", "f"], b"").ok("fork");
+    assert_eq!(
+        run_jp_store(&store, &["view", "f"], b"").ok("view of the fork"),
+        run_jp_store(&store, &["view", "bad_base"], b"").ok("view of the source")
+    );
+    run_jp_store(&store, &["fsck"], b"").ok("fsck");
 }

@@ -79,7 +79,12 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
     if args.json {
         crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for f in report.not_byte_identical.iter().chain(&report.not_in_view) {
+        for f in report
+            .not_byte_identical
+            .iter()
+            .chain(&report.not_in_view)
+            .chain(&report.settings_not_applied)
+        {
             eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
         }
         crate::outln!(

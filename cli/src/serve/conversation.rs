@@ -56,7 +56,7 @@ struct Traced {
 impl Traced {
     fn new(conv: &Conversation, store: &Store) -> Result<Traced, Error> {
         let settings = store.conversation_settings(conv)?;
-        let traced = view_traced(&conv.entries, &settings.base)?;
+        let traced = view_traced(&conv.entries, &settings.base);
         let n = conv.entries.len();
         // A counting sort of the view's indices by origin: linear, and
         // right whatever order the origins come in.

@@ -12,13 +12,18 @@
 //! values and checks them at once: a value of the wrong type is a
 //! [`BadSetting`] naming its key, what it must be and what was found.
 //!
-//! Every path that stores a config or a config delta parses it first (`new`
-//! and `fork` through the workspace config and [`crate::Store::create`],
-//! `import` on JP's files, `append` on each `config_delta`), and readers
-//! parse the layers a conversation's config is made of (workspace config,
-//! base config, each delta: [`Settings::merge_layer`]), so a stored value of
-//! the wrong type is reported with the place it lives in ([`SettingPlace`])
-//! rather than as a bare key when the setting is first used.
+//! What jp-store's users write is checked before it is used or stored
+//! (`config.toml` and a base config given to [`crate::Store::create`]:
+//! [`Settings::parse`], naming the place ([`SettingPlace`]); `append`'s
+//! config deltas, naming line, entry and field). What is stored already, or
+//! comes from another tool's files (a JP import, an NDJSON stream), is read
+//! leniently ([`Settings::merge_layer_lenient`]): a setting of the wrong
+//! type is not applied and never stops a conversation; import names each
+//! one once.
+//!
+//! `assistant.system_prompt` is JP's mergeable string: a string, or a table
+//! that appends to, prepends to or replaces the prompt before it
+//! (`settings/prompt.rs`), merged layer over layer as JP merges it.
 //!
 //! Only types (and the ranges the readers need) are checked, key by key: a
 //! sparse config delta parses alone exactly as it would inside a whole
@@ -35,6 +40,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 mod parse;
+pub(crate) mod prompt;
 
 /// A JSON object (the same type as `crate::event::Object`, named here so the
 /// config layer does not import the event model above it).
@@ -44,7 +50,7 @@ type Object = serde_json::Map<String, Value>;
 /// it: bumped with every change of either, so that settings cached by a
 /// build of another version (in a conversation's head cache,
 /// format-spec.md 4.6) are computed again rather than used.
-pub const SETTINGS_VERSION: u32 = 1;
+pub const SETTINGS_VERSION: u32 = 2;
 
 /// Longest `timeout_secs` of a summary table (a day), as the summarizer
 /// accepts.
@@ -255,13 +261,50 @@ pub struct DeduplicationSettings {
 }
 
 /// `assistant`: what provider requests are sent with.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssistantSettings {
-    /// `system_prompt`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `system_prompt`: the text, merged layer over layer as JP merges it
+    /// (a string replaces; a table appends, prepends or replaces:
+    /// format-spec.md 4.5).
     pub system_prompt: Option<String>,
+    /// Whether the next layer that sets a system prompt drops this one,
+    /// whatever its strategy (JP's `discard_when_merged`).
+    pub system_prompt_discarded_when_merged: bool,
     /// `model`.
     pub model: ModelSettings,
+}
+
+impl AssistantSettings {
+    /// The system prompt as merged so far.
+    fn prompt(&self) -> prompt::MergedPrompt {
+        prompt::MergedPrompt {
+            value: self.system_prompt.clone(),
+            discard_when_merged: self.system_prompt_discarded_when_merged,
+        }
+    }
+
+    /// Merges one layer's `system_prompt` over the prompt so far.
+    fn merge_system_prompt(&mut self, layer: prompt::PromptLayer) {
+        let mut merged = self.prompt();
+        merged.merge(layer);
+        self.system_prompt = merged.value;
+        self.system_prompt_discarded_when_merged = merged.discard_when_merged;
+    }
+}
+
+impl Serialize for AssistantSettings {
+    /// `system_prompt` (a string; a table when it is discarded when merged)
+    /// and `model`, as a config that parses back to these settings.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let prompt = self.prompt().to_value();
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(prompt) = prompt {
+            map.serialize_entry("system_prompt", &prompt)?;
+        }
+        map.serialize_entry("model", &self.model)?;
+        map.end()
+    }
 }
 
 /// `assistant.model`.
@@ -308,9 +351,11 @@ pub struct ModelParameters {
 }
 
 impl Settings {
-    /// The settings a config holds (a whole config or a sparse delta); a
-    /// value of the wrong type is the first [`BadSetting`] in the order of
-    /// format-spec.md 4.5's table.
+    /// The settings a config holds (a whole config or a sparse delta),
+    /// checked: a value of the wrong type is the first [`BadSetting`] in the
+    /// order of format-spec.md 4.5's table. For what jp-store's users write
+    /// (`config.toml`, a base config given to `new`, `append`'s config
+    /// deltas).
     pub fn parse(config: &Object) -> Result<Settings, BadSetting> {
         let mut settings = Settings::default();
         settings.merge_layer(config)?;
@@ -320,16 +365,39 @@ impl Settings {
     /// Merges the settings of `layer` over these, as
     /// [`crate::config::merge`] merges `layer` over the config these
     /// settings come from (tables merge key by key, any other value
-    /// replaces; a `null` in a summary table unsets the key), checking
-    /// `layer` as [`Settings::parse`] does.
+    /// replaces; a `null` in a summary table unsets the key; a system
+    /// prompt merges by its strategy), checking `layer` as
+    /// [`Settings::parse`] does.
     ///
     /// A bad setting is reported as it would be in the merged config: when
     /// a layer holds several, the one reported is the first in the merged
     /// config's order (profiles and tools already known come in their
-    /// earlier order). On error `self` may hold part of `layer`'s settings:
+    /// earlier order). On error `self` holds `layer`'s other settings:
     /// discard it.
     pub fn merge_layer(&mut self, layer: &Object) -> Result<(), BadSetting> {
-        parse::Walk::new().settings(self, layer)
+        match self.merge_layer_lenient(layer).into_iter().next() {
+            None => Ok(()),
+            Some(bad) => Err(bad),
+        }
+    }
+
+    /// [`Settings::merge_layer`] for a config that is stored already, or
+    /// that comes from another tool's files: every setting of `layer` of the
+    /// right type is merged, and those of the wrong type are returned, in
+    /// the order `merge_layer` would report them, and not applied (these
+    /// settings keep the value they had).
+    pub fn merge_layer_lenient(&mut self, layer: &Object) -> Vec<BadSetting> {
+        let mut walk = parse::Walk::new();
+        walk.settings(self, layer);
+        walk.into_bad()
+    }
+
+    /// Ends the layers of a conversation's base config: JP holds a
+    /// conversation's base config as a finished config, so a system prompt
+    /// that the next one would drop whatever its strategy
+    /// (`discard_when_merged`) is, from here on, text like any other.
+    pub fn finish_base(&mut self) {
+        self.assistant.system_prompt_discarded_when_merged = false;
     }
 }
 
@@ -346,6 +414,25 @@ pub fn parse_layers<'a>(
         settings.merge_layer(layer).map_err(|bad| (index, bad))?;
     }
     Ok(settings)
+}
+
+/// Every setting of `layers` (merged in order, as [`parse_layers`] merges
+/// them) that is not applied, with the index of the layer that holds it:
+/// what [`Settings::merge_layer_lenient`] leaves out of each.
+pub fn settings_not_applied<'a>(
+    layers: impl IntoIterator<Item = &'a Object>,
+) -> Vec<(usize, BadSetting)> {
+    let mut settings = Settings::default();
+    let mut bad = Vec::new();
+    for (index, layer) in layers.into_iter().enumerate() {
+        bad.extend(
+            settings
+                .merge_layer_lenient(layer)
+                .into_iter()
+                .map(|b| (index, b)),
+        );
+    }
+    bad
 }
 
 impl<'de> Deserialize<'de> for Settings {
@@ -405,7 +492,8 @@ impl fmt::Display for BadSetting {
 
 impl std::error::Error for BadSetting {}
 
-/// Where a config with a bad setting lives.
+/// Where a config with a bad setting lives: one that a user wrote for
+/// jp-store, which checks it before it is used or stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SettingPlace {
     /// The workspace config file, at the line of the key when it is known.
@@ -417,26 +505,6 @@ pub enum SettingPlace {
     },
     /// A base config given to [`crate::Store::create`].
     GivenBaseConfig,
-    /// The base config stored with a conversation.
-    BaseConfig {
-        /// The conversation.
-        conversation: String,
-    },
-    /// A `config_delta` entry of a conversation.
-    ConfigDelta {
-        /// The conversation.
-        conversation: String,
-        /// 1-based number of the entry in the conversation.
-        entry: usize,
-    },
-    /// A JP file being imported: `base_config.json`, or the `delta` of a
-    /// `config_delta` entry of `events.json`.
-    JpFile {
-        /// The file.
-        path: std::path::PathBuf,
-        /// 1-based number of the entry, in `events.json`.
-        entry: Option<usize>,
-    },
 }
 
 impl fmt::Display for SettingPlace {
@@ -450,26 +518,6 @@ impl fmt::Display for SettingPlace {
             }
             SettingPlace::WorkspaceFile { path, line: None } => write!(f, "{}", path.display()),
             SettingPlace::GivenBaseConfig => f.write_str("the base config given"),
-            SettingPlace::BaseConfig { conversation } => write!(
-                f,
-                "conversation {conversation}: its base config (stored when it was created)"
-            ),
-            SettingPlace::ConfigDelta {
-                conversation,
-                entry,
-            } => write!(
-                f,
-                "conversation {conversation}: the config_delta at entry {entry}"
-            ),
-            SettingPlace::JpFile {
-                path,
-                entry: Some(entry),
-            } => write!(
-                f,
-                "{}: entry {entry} (config_delta), `delta`",
-                path.display()
-            ),
-            SettingPlace::JpFile { path, entry: None } => write!(f, "{}", path.display()),
         }
     }
 }

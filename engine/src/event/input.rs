@@ -7,7 +7,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::json::{parse_entry, FieldError, ParseMode};
-use super::model::{Entry, Payload};
+use super::model::{Entry, EventKind, Payload};
 use crate::json_text::{self, path_string, JsonTextError, Step};
 
 /// Entries parsed from text, with the line each one starts on (1-based).
@@ -131,7 +131,7 @@ pub fn parse_input(text: &str, mode: ParseMode) -> Result<ParsedInput, InputErro
         for (i, v) in items.iter().enumerate() {
             let line = lines.get(i).copied().unwrap_or(1);
             out.entries
-                .push(parse_entry(v, mode).map_err(|e| entry_error(e, line, i + 1))?);
+                .push(parse_user_entry(v, mode).map_err(|e| entry_error(e, line, i + 1))?);
             out.lines.push(line);
         }
     } else {
@@ -142,7 +142,7 @@ pub fn parse_input(text: &str, mode: ParseMode) -> Result<ParsedInput, InputErro
             let entry = out.entries.len() + 1;
             let v = json_text::parse(line.as_bytes()).map_err(|e| syntax(e, n, Some(entry)))?;
             out.entries
-                .push(parse_entry(&v, mode).map_err(|e| entry_error(e, n + 1, entry))?);
+                .push(parse_user_entry(&v, mode).map_err(|e| entry_error(e, n + 1, entry))?);
             out.lines.push(n + 1);
         }
     }
@@ -157,6 +157,22 @@ pub fn parse_input(text: &str, mode: ParseMode) -> Result<ParsedInput, InputErro
         });
     }
     Ok(out)
+}
+
+/// [`parse_entry`] of an entry a user gives: in [`ParseMode::Strict`], the
+/// settings of a `config_delta` are checked too, so that one of the wrong
+/// type is refused before it is stored (format-spec.md 4.5).
+fn parse_user_entry(v: &Value, mode: ParseMode) -> Result<Entry<Payload>, FieldError> {
+    let entry = parse_entry(v, mode)?;
+    if let (ParseMode::Strict { .. }, Some(EventKind::ConfigDelta(d))) =
+        (mode, entry.event().map(|e| &e.kind))
+    {
+        crate::config::Settings::parse(&d.delta).map_err(|bad| FieldError {
+            field: format!("delta.{}", bad.key()),
+            message: format!("must be {}, found {}", bad.expected, bad.found),
+        })?;
+    }
+    Ok(entry)
 }
 
 /// The 1-based line on which each top-level item of a valid JSON array

@@ -334,17 +334,9 @@ fn parse_known(obj: &Object, mode: ParseMode) -> Result<Option<Event<Payload>>, 
             let delta = f
                 .opt_object("delta")?
                 .ok_or_else(|| err("delta", "required but missing"))?;
-            // A setting jp-store reads, of the wrong type, is refused before
-            // it is stored (format-spec.md 4.5); import (lenient) checks JP's
-            // files itself, naming them.
-            if matches!(mode, ParseMode::Strict { .. }) {
-                crate::config::Settings::parse(&delta).map_err(|bad| {
-                    err(
-                        format!("delta.{}", bad.key()),
-                        format!("must be {}, found {}", bad.expected, bad.found),
-                    )
-                })?;
-            }
+            // The settings of a delta a user writes are checked by
+            // `input::parse_input`; one read from stored or imported data is
+            // taken as it is (format-spec.md 4.5).
             EventKind::ConfigDelta(ConfigDelta { delta })
         }
         "compaction" => EventKind::Compaction(parse_compaction(&mut f)?),

@@ -11,7 +11,6 @@ use super::render::{self, Element, FileKind};
 use super::text::{self, Shape};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
-use jpstore_engine::config::SettingPlace;
 use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
@@ -230,7 +229,6 @@ pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
             }
         },
     };
-    check_settings(dir, base_config.as_ref(), &events)?;
     Ok(JpSource {
         path: dir.to_path_buf(),
         dir_name,
@@ -246,17 +244,19 @@ pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
     })
 }
 
-/// Refuses a JP conversation whose config holds a setting jp-store reads
-/// of the wrong type (format-spec.md 4.5), naming the file (and the entry of
-/// a `config_delta`) that holds it: stored, it would fail every later view.
-/// The layers are those [`prepare`] finds: `base_config.json` or a first
-/// `config_delta`, then every `config_delta` of `events.json`.
-fn check_settings(
-    dir: &Path,
-    base_config: Option<&Map<String, Value>>,
-    events: &[Value],
-) -> Result<()> {
-    let deltas: Vec<(usize, &Map<String, Value>)> = events
+/// The settings of a JP conversation's config that jp-store cannot read
+/// (of a type or shape it does not know: format-spec.md 4.5), for the
+/// report: at most [`NOT_APPLIED_NAMED`] of them named, each with the file
+/// (and the entry of a `config_delta`) that holds it. JP's loader reads
+/// such a config too (it drops what does not fit its schema), so the
+/// conversation is imported with its files as they are; the settings are
+/// not applied to what jp-store does (compaction, deduplication, provider
+/// requests). The layers are those [`prepare_checked`] finds:
+/// `base_config.json` or a first `config_delta`, then every `config_delta`
+/// of `events.json`.
+pub fn settings_not_applied(src: &JpSource) -> Option<String> {
+    let deltas: Vec<(usize, &Map<String, Value>)> = src
+        .events
         .iter()
         .enumerate()
         .filter(|(_, e)| e.get("type").and_then(Value::as_str) == Some("config_delta"))
@@ -266,28 +266,41 @@ fn check_settings(
         })
         .collect();
     let empty = Map::new();
-    let layers =
-        std::iter::once(base_config.unwrap_or(&empty)).chain(deltas.iter().map(|(_, d)| *d));
-    match jpstore_engine::config::settings::parse_layers(layers) {
-        Ok(_) => Ok(()),
-        Err((layer, setting)) => {
-            let place = match layer {
-                0 => SettingPlace::JpFile {
-                    path: dir.join("base_config.json"),
-                    entry: None,
-                },
-                n => SettingPlace::JpFile {
-                    path: dir.join("events.json"),
-                    entry: deltas.get(n - 1).map(|(i, _)| i + 1),
-                },
-            };
-            Err(Error::BadSetting {
-                place: Box::new(place),
-                setting: Box::new(setting),
-            })
-        }
+    let layers = std::iter::once(src.base_config.as_ref().unwrap_or(&empty))
+        .chain(deltas.iter().map(|(_, d)| *d));
+    let bad = jpstore_engine::config::settings::settings_not_applied(layers);
+    if bad.is_empty() {
+        return None;
     }
+    let named: Vec<String> = bad
+        .iter()
+        .take(NOT_APPLIED_NAMED)
+        .map(|(layer, setting)| {
+            let place = match (*layer, deltas.get(layer.wrapping_sub(1))) {
+                (0, _) => "base_config.json".to_owned(),
+                (_, Some((i, _))) => format!("events.json entry {} (config_delta)", i + 1),
+                (_, None) => "events.json".to_owned(),
+            };
+            format!("{place}: {setting}")
+        })
+        .collect();
+    let more = match bad.len() - named.len() {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    let (count, them) = match bad.len() {
+        1 => ("1 setting".to_owned(), "it"),
+        n => (format!("{n} settings"), "them"),
+    };
+    Some(format!(
+        "{count} of its config not applied, of a shape jp-store does not read ({}{more}): kept as written, so that export gives {them} back",
+        named.join("; ")
+    ))
 }
+
+/// Settings named in a [`settings_not_applied`] warning; the rest are
+/// counted.
+const NOT_APPLIED_NAMED: usize = 5;
 
 /// The most text import keeps per conversation beside what rendering gives
 /// (gaps, edits and per-entry key orders of hand-edited files), in bytes:
@@ -728,6 +741,11 @@ pub struct ImportReport {
     /// event, so neither the view nor a provider request holds them; which
     /// entries, and why ([`misfits`]).
     pub not_in_view: Vec<ImportFailure>,
+    /// Conversations imported whose config holds settings jp-store cannot
+    /// read (of a shape it does not know): kept as written, so that export
+    /// gives them back, but not applied; which settings
+    /// ([`settings_not_applied`]).
+    pub settings_not_applied: Vec<ImportFailure>,
     /// Entries stored.
     pub events: usize,
     /// Bytes of the JP files of the conversations stored.
@@ -835,7 +853,8 @@ pub fn import_paths(
     let mut done = 0u64;
     let mut chunk = Vec::new();
     // Warnings about conversations of the chunk (not byte for byte, entries
-    // left out of the view), each with the list of the report it goes to:
+    // left out of the view, settings not applied), each with the list of
+    // the report it goes to:
     // reported once they are stored (not when skipped).
     let mut inexact: Vec<(ConversationId, ImportFailure, ReportList)> = Vec::new();
     let mut flush = |chunk: &mut Vec<Prepared>,
@@ -897,11 +916,15 @@ pub fn import_paths(
             end += 1;
         }
         let prepared = map_ordered(&sources[start..end], |src| {
-            read_source(src).map(prepare_checked)
+            read_source(src).map(|source| {
+                let not_applied = settings_not_applied(&source);
+                let (prepared, check) = prepare_checked(source);
+                (prepared, check, not_applied)
+            })
         });
         for (src, result) in sources[start..end].iter().zip(prepared) {
             match result {
-                Ok((prepared, check)) => {
+                Ok((prepared, check, not_applied)) => {
                     match given.get(&prepared.id) {
                         None => {
                             given.insert(prepared.id.clone(), src.clone());
@@ -931,6 +954,10 @@ pub fn import_paths(
                     }
                     if let Some(reason) = misfits(&prepared.entries) {
                         let list: ReportList = |r| &mut r.not_in_view;
+                        inexact.push((prepared.id.clone(), failure(reason), list));
+                    }
+                    if let Some(reason) = not_applied {
+                        let list: ReportList = |r| &mut r.settings_not_applied;
                         inexact.push((prepared.id.clone(), failure(reason), list));
                     }
                     chunk.push(prepared);

@@ -1,11 +1,13 @@
 //! The walk of a config layer that builds [`Settings`] and checks them:
 //! each table of format-spec.md 4.5 in the order of its table, each key read
-//! into its typed field (merged over what earlier layers set), a value of
-//! the wrong type a [`BadSetting`] with its path.
+//! into its typed field (merged over what earlier layers set). A value of the
+//! wrong type is not applied: it is a [`BadSetting`] with its path, kept in
+//! the order the walk meets them, and the walk goes on.
 
 use indexmap::IndexMap;
 use serde_json::Value;
 
+use super::prompt::{self, PromptLayer};
 use super::{
     AssistantSettings, AutoCompactionSettings, BadSetting, CompactionSettings,
     ConversationSettings, DeduplicationSettings, ModelId, ModelIdParts, ModelParameters,
@@ -15,56 +17,64 @@ use super::{
 };
 use crate::config::json_kind;
 
-type Checked = Result<(), BadSetting>;
-
-/// Walks a config layer, keeping the path of the table it is in.
+/// Walks a config layer, keeping the path of the table it is in and the
+/// settings it could not apply.
 pub(super) struct Walk {
     path: Vec<String>,
+    bad: Vec<BadSetting>,
 }
 
 impl Walk {
     pub(super) fn new() -> Walk {
-        Walk { path: Vec::new() }
+        Walk {
+            path: Vec::new(),
+            bad: Vec::new(),
+        }
+    }
+
+    /// The settings not applied, in the order the walk met them.
+    pub(super) fn into_bad(self) -> Vec<BadSetting> {
+        self.bad
     }
 
     /// Merges the top-level tables of `layer` into `settings`.
-    pub(super) fn settings(&mut self, settings: &mut Settings, layer: &Object) -> Checked {
+    pub(super) fn settings(&mut self, settings: &mut Settings, layer: &Object) {
         self.table(layer, "conversation", |w, t| {
             w.conversation(&mut settings.conversation, t)
-        })?;
+        });
         self.table(layer, "assistant", |w, t| {
             w.assistant(&mut settings.assistant, t)
-        })
+        });
     }
 
-    fn conversation(&mut self, s: &mut ConversationSettings, t: &Object) -> Checked {
-        self.table(t, "compaction", |w, t| w.compaction(&mut s.compaction, t))?;
-        self.each(t, "tools", &mut s.tools, Walk::tool)?;
+    fn conversation(&mut self, s: &mut ConversationSettings, t: &Object) {
+        self.table(t, "compaction", |w, t| w.compaction(&mut s.compaction, t));
+        self.each(t, "tools", &mut s.tools, Walk::tool);
         self.table(t, "deduplication", |w, t| {
             w.deduplication(&mut s.deduplication, t)
         })
     }
 
-    fn compaction(&mut self, s: &mut CompactionSettings, t: &Object) -> Checked {
+    fn compaction(&mut self, s: &mut CompactionSettings, t: &Object) {
         self.leaf(
             t,
             "default_profile",
             "a string",
             &mut s.default_profile,
             string,
-        )?;
+        );
         self.leaf(
             t,
             "keep_last",
             "an integer >= 0",
             &mut s.keep_last,
             Value::as_u64,
-        )?;
-        self.each(t, "profiles", &mut s.profiles, Walk::profile)?;
+        );
+        self.each(t, "profiles", &mut s.profiles, Walk::profile);
         self.table(t, "auto", |w, t| w.auto(&mut s.auto, t))
     }
 
-    fn profile(&mut self, s: &mut ProfileSettings, t: &Object) -> Checked {
+    fn profile(&mut self, s: &mut ProfileSettings, t: &Object) {
         self.leaf(
             t,
             "reasoning",
@@ -75,7 +85,7 @@ impl Walk {
                 "keep" => Some(ReasoningPolicy::Keep),
                 _ => None,
             },
-        )?;
+        );
         match t.get("tool_calls") {
             None => {}
             Some(Value::Object(table)) => {
@@ -84,23 +94,20 @@ impl Walk {
                     s.tool_calls = Some(ToolCallsSetting::Table(ToolCallsTable::default()));
                 }
                 if let Some(ToolCallsSetting::Table(merged)) = &mut s.tool_calls {
-                    self.within("tool_calls", |w| w.tool_calls_table(merged, table))?;
+                    self.within("tool_calls", |w| w.tool_calls_table(merged, table));
                 }
             }
             Some(v) => {
                 let preset = match v.as_str() {
-                    Some("strip") => ToolCallsPreset::Strip,
-                    Some("omit") => ToolCallsPreset::Omit,
-                    Some("keep") => ToolCallsPreset::Keep,
-                    _ => {
-                        return Err(self.bad(
-                            "tool_calls",
-                            "\"strip\", \"omit\", \"keep\" or a table",
-                            v,
-                        ))
-                    }
+                    Some("strip") => Some(ToolCallsPreset::Strip),
+                    Some("omit") => Some(ToolCallsPreset::Omit),
+                    Some("keep") => Some(ToolCallsPreset::Keep),
+                    _ => None,
                 };
-                s.tool_calls = Some(ToolCallsSetting::Preset(preset));
+                match preset {
+                    Some(preset) => s.tool_calls = Some(ToolCallsSetting::Preset(preset)),
+                    None => self.bad("tool_calls", "\"strip\", \"omit\", \"keep\" or a table", v),
+                }
             }
         }
         self.table(t, "summary", |w, t| {
@@ -108,7 +115,7 @@ impl Walk {
         })
     }
 
-    fn tool_calls_table(&mut self, s: &mut ToolCallsTable, t: &Object) -> Checked {
+    fn tool_calls_table(&mut self, s: &mut ToolCallsTable, t: &Object) {
         self.leaf(
             t,
             "policy",
@@ -119,14 +126,14 @@ impl Walk {
                 "omit" => Some(ToolCallsPolicy::Omit),
                 _ => None,
             },
-        )?;
+        );
         self.leaf(
             t,
             "request",
             "true or false",
             &mut s.request,
             Value::as_bool,
-        )?;
+        );
         self.leaf(
             t,
             "response",
@@ -136,7 +143,7 @@ impl Walk {
         )
     }
 
-    fn summary(&mut self, s: &mut SummaryTable, t: &Object) -> Checked {
+    fn summary(&mut self, s: &mut SummaryTable, t: &Object) {
         for (key, slot) in [
             ("command", &mut s.command),
             ("endpoint", &mut s.endpoint),
@@ -148,7 +155,7 @@ impl Walk {
                 v.as_str()
                     .filter(|s| !s.trim().is_empty())
                     .map(str::to_owned)
-            })?;
+            });
         }
         self.nullable_leaf(
             t,
@@ -162,29 +169,29 @@ impl Walk {
         )
     }
 
-    fn auto(&mut self, s: &mut AutoCompactionSettings, t: &Object) -> Checked {
+    fn auto(&mut self, s: &mut AutoCompactionSettings, t: &Object) {
         self.leaf(
             t,
             "enabled",
             "true or false",
             &mut s.enabled,
             Value::as_bool,
-        )?;
+        );
         self.leaf(
             t,
             "trigger_ratio",
             "a number > 0",
             &mut s.trigger_ratio,
             |v| v.as_f64().filter(|r| *r > 0.0),
-        )?;
-        self.leaf(t, "profile", "a string", &mut s.profile, string)?;
+        );
+        self.leaf(t, "profile", "a string", &mut s.profile, string);
         self.leaf(
             t,
             "min_turns",
             "an integer >= 0",
             &mut s.min_turns,
             Value::as_u64,
-        )?;
+        );
         self.leaf(
             t,
             "context_window",
@@ -194,8 +201,8 @@ impl Walk {
         )
     }
 
-    fn tool(&mut self, s: &mut ToolSettings, t: &Object) -> Checked {
-        self.table(t, "compaction", |w, t| w.tool_hints(&mut s.compaction, t))?;
+    fn tool(&mut self, s: &mut ToolSettings, t: &Object) {
+        self.table(t, "compaction", |w, t| w.tool_hints(&mut s.compaction, t));
         self.leaf(
             t,
             "deduplicate",
@@ -205,7 +212,7 @@ impl Walk {
         )
     }
 
-    fn tool_hints(&mut self, s: &mut ToolCompactionHints, t: &Object) -> Checked {
+    fn tool_hints(&mut self, s: &mut ToolCompactionHints, t: &Object) {
         for (key, slot) in [("request", &mut s.request), ("response", &mut s.response)] {
             self.leaf(t, key, "\"keep\" or \"strip\"", slot, |v| {
                 match v.as_str()? {
@@ -213,41 +220,45 @@ impl Walk {
                     "strip" => Some(ToolFieldHint::Strip),
                     _ => None,
                 }
-            })?;
+            });
         }
-        Ok(())
     }
 
-    fn deduplication(&mut self, s: &mut DeduplicationSettings, t: &Object) -> Checked {
+    fn deduplication(&mut self, s: &mut DeduplicationSettings, t: &Object) {
         self.leaf(
             t,
             "enabled",
             "true or false",
             &mut s.enabled,
             Value::as_bool,
-        )?;
+        );
         self.leaf(
             t,
             "min_bytes",
             "an integer >= 0",
             &mut s.min_bytes,
             Value::as_u64,
-        )?;
+        );
         self.leaf(
             t,
             "lookback_turns",
             "an integer >= 0",
             &mut s.lookback_turns,
             Value::as_u64,
-        )
+        );
     }
 
-    fn assistant(&mut self, s: &mut AssistantSettings, t: &Object) -> Checked {
-        self.leaf(t, "system_prompt", "a string", &mut s.system_prompt, string)?;
-        self.table(t, "model", |w, t| w.model(&mut s.model, t))
+    fn assistant(&mut self, s: &mut AssistantSettings, t: &Object) {
+        if let Some(v) = t.get("system_prompt") {
+            match PromptLayer::read(v) {
+                Some(layer) => s.merge_system_prompt(layer),
+                None => self.bad("system_prompt", prompt::EXPECTED, v),
+            }
+        }
+        self.table(t, "model", |w, t| w.model(&mut s.model, t));
     }
 
-    fn model(&mut self, s: &mut ModelSettings, t: &Object) -> Checked {
+    fn model(&mut self, s: &mut ModelSettings, t: &Object) {
         match t.get("id") {
             None => {}
             Some(Value::Object(table)) => {
@@ -257,19 +268,17 @@ impl Walk {
                 }
                 if let Some(ModelId::Parts(merged)) = &mut s.id {
                     self.within("id", |w| {
-                        w.leaf(table, "provider", "a string", &mut merged.provider, string)?;
-                        w.leaf(table, "name", "a string", &mut merged.name, string)
-                    })?;
+                        w.leaf(table, "provider", "a string", &mut merged.provider, string);
+                        w.leaf(table, "name", "a string", &mut merged.name, string);
+                    });
                 }
             }
             Some(Value::String(id)) => s.id = Some(ModelId::Joined(id.clone())),
-            Some(v) => {
-                return Err(self.bad(
-                    "id",
-                    "a string (provider/model) or a table with a `name`",
-                    v,
-                ))
-            }
+            Some(v) => self.bad(
+                "id",
+                "a string (provider/model) or a table with a `name`",
+                v,
+            ),
         }
         self.leaf(
             t,
@@ -277,11 +286,11 @@ impl Walk {
             "an integer >= 0",
             &mut s.context_window,
             Value::as_u64,
-        )?;
-        self.table(t, "parameters", |w, t| w.parameters(&mut s.parameters, t))
+        );
+        self.table(t, "parameters", |w, t| w.parameters(&mut s.parameters, t));
     }
 
-    fn parameters(&mut self, s: &mut ModelParameters, t: &Object) -> Checked {
+    fn parameters(&mut self, s: &mut ModelParameters, t: &Object) {
         self.leaf(
             t,
             "max_tokens",
@@ -292,64 +301,62 @@ impl Walk {
                     .and_then(|n| u32::try_from(n).ok())
                     .filter(|n| *n >= 1)
             },
-        )
+        );
     }
 
     // ----- the steps of the walk ---------------------------------------------
 
-    fn bad(&self, key: &str, expected: &'static str, found: &Value) -> BadSetting {
+    /// `key` (in the table the walk is in) holds `found`, which is not
+    /// `expected`: not applied, and noted.
+    fn bad(&mut self, key: &str, expected: &'static str, found: &Value) {
         let mut path = self.path.clone();
         path.push(key.to_owned());
-        BadSetting {
+        self.bad.push(BadSetting {
             path,
             expected,
             found: describe(found),
-        }
+        });
     }
 
     /// `key` of `parent`, when present, into `slot` as `convert` reads it;
-    /// a value it refuses is a bad setting.
+    /// a value it refuses is a bad setting, and `slot` keeps what it held.
     fn leaf<T>(
-        &self,
+        &mut self,
         parent: &Object,
         key: &str,
         expected: &'static str,
         slot: &mut Option<T>,
         convert: impl FnOnce(&Value) -> Option<T>,
-    ) -> Checked {
+    ) {
         if let Some(v) = parent.get(key) {
-            *slot = Some(convert(v).ok_or_else(|| self.bad(key, expected, v))?);
+            match convert(v) {
+                Some(value) => *slot = Some(value),
+                None => self.bad(key, expected, v),
+            }
         }
-        Ok(())
     }
 
     /// [`Walk::leaf`] of a key that `null` unsets.
     fn nullable_leaf<T>(
-        &self,
+        &mut self,
         parent: &Object,
         key: &str,
         expected: &'static str,
         slot: &mut Option<T>,
         convert: impl FnOnce(&Value) -> Option<T>,
-    ) -> Checked {
+    ) {
         match parent.get(key) {
             Some(Value::Null) => *slot = None,
-            _ => self.leaf(parent, key, expected, slot, convert)?,
+            _ => self.leaf(parent, key, expected, slot, convert),
         }
-        Ok(())
     }
 
     /// `key` of `parent`, when present, is a table that `inner` reads.
-    fn table(
-        &mut self,
-        parent: &Object,
-        key: &str,
-        inner: impl FnOnce(&mut Walk, &Object) -> Checked,
-    ) -> Checked {
+    fn table(&mut self, parent: &Object, key: &str, inner: impl FnOnce(&mut Walk, &Object)) {
         match parent.get(key) {
-            None => Ok(()),
+            None => {}
             Some(Value::Object(table)) => self.within(key, |w| inner(w, table)),
-            Some(v) => Err(self.bad(key, "a table", v)),
+            Some(v) => self.bad(key, "a table", v),
         }
     }
 
@@ -360,15 +367,15 @@ impl Walk {
     /// The names are walked in the order of the merged config: those
     /// `named` holds already in their order there, then the new ones in the
     /// order of `parent`. So when the layer holds bad settings under several
-    /// names, the one reported is the one a walk of the merged config meets
+    /// names, the first noted is the one a walk of the merged config meets
     /// first.
     fn each<T: Default>(
         &mut self,
         parent: &Object,
         key: &str,
         named: &mut IndexMap<String, T>,
-        inner: impl Fn(&mut Walk, &mut T, &Object) -> Checked,
-    ) -> Checked {
+        inner: impl Fn(&mut Walk, &mut T, &Object),
+    ) {
         self.table(parent, key, |w, layer| {
             let mut items: Vec<(&String, &Value)> = layer.iter().collect();
             // Stable: new names keep the layer's order, after the others.
@@ -377,19 +384,17 @@ impl Walk {
                 match item {
                     Value::Object(table) => w.within(name, |w| {
                         inner(w, named.entry(name.clone()).or_default(), table)
-                    })?,
-                    v => return Err(w.bad(name, "a table", v)),
+                    }),
+                    v => w.bad(name, "a table", v),
                 }
             }
-            Ok(())
         })
     }
 
-    fn within(&mut self, key: &str, f: impl FnOnce(&mut Walk) -> Checked) -> Checked {
+    fn within(&mut self, key: &str, f: impl FnOnce(&mut Walk)) {
         self.path.push(key.to_owned());
-        let out = f(self);
+        f(self);
         self.path.pop();
-        out
     }
 }
 

@@ -102,7 +102,12 @@ mod legacy {
             })
         })?;
         c.table(config, "assistant", |c, assistant| {
-            c.leaf(assistant, "system_prompt", "a string", is_string)?;
+            c.leaf(
+                assistant,
+                "system_prompt",
+                super::super::prompt::EXPECTED,
+                is_prompt,
+            )?;
             c.table(assistant, "model", |c, model| {
                 c.any_of(
                     model,
@@ -179,6 +184,22 @@ mod legacy {
 
     fn is_u64(v: &Value) -> bool {
         v.is_u64()
+    }
+
+    /// A string, or a table of JP's mergeable string (format-spec.md 4.5).
+    fn is_prompt(v: &Value) -> bool {
+        let one_of = |v: &Value, allowed: &[&str]| v.is_null() || one_of(v, allowed);
+        match v {
+            Value::String(_) => true,
+            Value::Object(table) => table.iter().all(|(key, v)| match key.as_str() {
+                "value" => v.is_null() || v.is_string(),
+                "strategy" => one_of(v, &["append", "prepend", "replace"]),
+                "separator" => one_of(v, &["none", "space", "line", "paragraph"]),
+                "discard_when_merged" => v.is_null() || v.is_boolean(),
+                _ => false,
+            }),
+            _ => false,
+        }
     }
 
     fn one_of(v: &Value, allowed: &[&str]) -> bool {
@@ -547,7 +568,18 @@ fn each_key_agrees_with_the_untyped_check() {
         (&["conversation", "deduplication", "min_bytes"], count),
         (&["conversation", "deduplication", "lookback_turns"], count),
         (&["assistant"], table),
-        (&["assistant", "system_prompt"], string),
+        (
+            &["assistant", "system_prompt"],
+            &[
+                "\"s\"",
+                "\"\"",
+                "{}",
+                "{\"value\": \"v\", \"strategy\": \"append\", \"separator\": \"paragraph\"}",
+                "{\"value\": \"v\", \"strategy\": \"prepend\", \"separator\": \"space\"}",
+                "{\"strategy\": \"replace\", \"separator\": \"line\", \"discard_when_merged\": true}",
+                "{\"value\": null, \"strategy\": null, \"separator\": \"none\"}",
+            ],
+        ),
         (&["assistant", "model"], table),
         (
             &["assistant", "model", "id"],
@@ -723,6 +755,7 @@ fn good_and_unknown_settings_give_their_values() {
         s.assistant,
         AssistantSettings {
             system_prompt: Some("hi".into()),
+            system_prompt_discarded_when_merged: false,
             model: ModelSettings {
                 id: Some(ModelId::Parts(ModelIdParts {
                     provider: Some("anthropic".into()),
@@ -854,8 +887,85 @@ fn settings_serialize_with_jp_key_names_and_deserialize_through_the_check() {
         .expect_err("a bad setting");
     assert_eq!(
         err.to_string(),
-        "setting `assistant.system_prompt` must be a string, found a number (1)"
+        format!(
+            "setting `assistant.system_prompt` must be {}, found a number (1)",
+            super::prompt::EXPECTED
+        )
     );
+    // A prompt that the next one drops is written so that it reads back so.
+    let mut s = Settings::default();
+    s.merge_layer(&obj(
+        json!({"assistant": {"system_prompt": {"value": "default", "discard_when_merged": true}}}),
+    ))
+    .expect("good");
+    let value = serde_json::to_value(&s).expect("serialize");
+    let back: Settings = serde_json::from_value(value).expect("deserialize");
+    assert_eq!(back, s);
+    assert!(back.assistant.system_prompt_discarded_when_merged);
+}
+
+#[test]
+fn a_lenient_merge_applies_the_good_settings_and_returns_the_bad() {
+    let mut s = Settings::parse(&obj(json!({
+        "assistant": {"system_prompt": "before", "model": {"context_window": 5}}
+    })))
+    .expect("good");
+    let bad = s.merge_layer_lenient(&obj(json!({
+        "conversation": {"compaction": {"keep_last": "two", "default_profile": "p"}},
+        "assistant": {"system_prompt": 7, "model": {"context_window": 9, "id": []}}
+    })));
+    let keys: Vec<String> = bad.iter().map(BadSetting::key).collect();
+    assert_eq!(
+        keys,
+        [
+            "conversation.compaction.keep_last",
+            "assistant.system_prompt",
+            "assistant.model.id"
+        ]
+    );
+    assert_eq!(s.conversation.compaction.keep_last, None);
+    assert_eq!(
+        s.conversation.compaction.default_profile.as_deref(),
+        Some("p")
+    );
+    assert_eq!(s.assistant.system_prompt.as_deref(), Some("before"));
+    assert_eq!(s.assistant.model.context_window, Some(9));
+    assert_eq!(s.assistant.model.id, None);
+    // The strict merge reports the first of them.
+    let mut strict = Settings::default();
+    let first = strict
+        .merge_layer(&obj(
+            json!({"conversation": {"compaction": {"keep_last": "two"}}}),
+        ))
+        .expect_err("bad");
+    assert_eq!(first, bad[0]);
+}
+
+#[test]
+fn a_system_prompt_table_merges_by_its_strategy_and_the_base_ends_a_default() {
+    let layers = [
+        obj(
+            json!({"assistant": {"system_prompt": {"value": "default", "discard_when_merged": true}}}),
+        ),
+        obj(json!({"assistant": {"system_prompt": {"value": "mine", "strategy": "append"}}})),
+        obj(
+            json!({"assistant": {"system_prompt": {"value": "more", "strategy": "append", "separator": "paragraph"}}}),
+        ),
+        obj(
+            json!({"assistant": {"system_prompt": {"value": "first", "strategy": "prepend", "separator": "line"}}}),
+        ),
+    ];
+    let s = parse_layers(&layers).expect("good");
+    assert_eq!(
+        s.assistant.system_prompt.as_deref(),
+        Some("first\nmine\n\nmore")
+    );
+    // A base config is finished: a default there is text like any other.
+    let mut s = Settings::default();
+    s.merge_layer(&layers[0]).expect("good");
+    s.finish_base();
+    s.merge_layer(&layers[1]).expect("good");
+    assert_eq!(s.assistant.system_prompt.as_deref(), Some("defaultmine"));
 }
 
 // ----- generated configs -------------------------------------------------------
@@ -873,6 +983,18 @@ enum Shape {
 }
 
 const STRING: Shape = Shape::Leaf(&["\"s\"", "\"p\"", "\"\""]);
+/// A system prompt: strings, and tables of each strategy (format-spec.md
+/// 4.5), so that merged layers exercise JP's merge of them.
+const PROMPT: Shape = Shape::Leaf(&[
+    "\"s\"",
+    "\"\"",
+    "{\"value\": \"a\", \"strategy\": \"append\", \"separator\": \"line\"}",
+    "{\"value\": \"p\", \"strategy\": \"prepend\", \"separator\": \"space\"}",
+    "{\"value\": \"r\", \"strategy\": \"replace\"}",
+    "{\"value\": \"n\"}",
+    "{\"value\": \"d\", \"discard_when_merged\": true}",
+    "{\"strategy\": \"append\"}",
+]);
 const COUNT: Shape = Shape::Leaf(&["0", "7"]);
 const BOOL: Shape = Shape::Leaf(&["true", "false"]);
 const SUMMARY_TEXT: Shape = Shape::Leaf(&["\"cat\"", "null"]);
@@ -947,7 +1069,7 @@ const CONFIG: Shape = Shape::Table(&[
     (
         "assistant",
         Shape::Table(&[
-            ("system_prompt", STRING),
+            ("system_prompt", PROMPT),
             (
                 "model",
                 Shape::Table(&[

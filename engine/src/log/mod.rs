@@ -44,6 +44,7 @@
 
 mod reader;
 mod record;
+mod resync;
 mod salvage;
 mod scan;
 mod writer;
@@ -60,6 +61,7 @@ pub use record::{
     FORMAT_VERSION, HEADS_SECTION_HEADER_LEN, MAGIC, RECORD_HEADER_LEN, RECORD_HEADER_LEN_V2,
     VERSION_1, VERSION_2,
 };
+pub use resync::{search_work, SearchWork};
 pub use salvage::{salvage_log, walk_batch_lossy, Holds, Piece, Salvage};
 pub use scan::{Damage, LogEnd, TornTail};
 pub use writer::{

@@ -7,9 +7,11 @@
 //! framings a damaged header leaves possible), and after a bad record the
 //! walk resynchronizes on the next offset where a whole valid record starts
 //! (a header whose checksum matches, a content within the limit whose
-//! checksums match and whose structure is sound: the same test as the
-//! search after a bad header in section 3). The bytes in between are handed
-//! over as a damaged region, for best-effort use.
+//! checksums match and whose structure is sound), found by the search after
+//! a bad header of section 3 ([`resync`](super::resync)), in time linear in
+//! the bytes however many valid headers they hold; a whole record that is
+//! not of its framing's shape is passed over whole. The bytes in between
+//! are handed over as a damaged region, for best-effort use.
 //!
 //! The file is read in windows, never whole: a window holds [`STEP`] bytes
 //! of walk and, after them, the longest record the limit allows, so that a
@@ -32,7 +34,7 @@ use jpstore_blobstore::backend::{read_at_most, Backend, ObjectReader};
 use super::record::{
     check_file_header, decode_record_header, walk_batch, Framing, HeaderProblem, FILE_HEADER_LEN,
 };
-use super::scan::valid_record_len;
+use super::resync::{whole_record, Found, Resync};
 use super::LogOptions;
 use crate::error::{Error, Result};
 
@@ -197,6 +199,8 @@ pub(crate) fn salvage_file(
 ) -> io::Result<Salvage> {
     let step = u64::try_from(step.max(1)).unwrap_or(u64::MAX);
     let lookahead = framing.record_header_len() + u64::from(options.max_record_size);
+    let max = options.max_record_size;
+    let mut search = Resync::new(framing, max);
     let mut out = Salvage::default();
     let mut window = Window::default();
     let mut off = start.min(len);
@@ -215,32 +219,48 @@ pub(crate) fn salvage_file(
         }
         let stop = end.min(off.saturating_add(step));
         while off < stop {
-            let bytes = window.at(off);
-            if let Some(n) = valid_record_len(framing, bytes, options.max_record_size) {
-                if let Some((from, continued)) = damaged.take() {
-                    if from < off {
-                        let region = window.range(from, off);
-                        out.damaged += usize::from(!continued);
-                        each(Piece::Damaged {
-                            offset: from,
-                            bytes: region,
-                            own: region.len(),
-                            starts_region: !continued,
-                        });
+            // At a record boundary the record there is checked directly;
+            // inside a damaged region, by the search that keeps the work
+            // linear in the bytes however many valid headers they hold.
+            let found = match damaged {
+                None => whole_record(framing, window.at(off), max),
+                Some(_) => search.at(&window.bytes, window.base, off),
+            };
+            match found {
+                Some(Found { len, valid: true }) => {
+                    if let Some((from, continued)) = damaged.take() {
+                        if from < off {
+                            let region = window.range(from, off);
+                            out.damaged += usize::from(!continued);
+                            each(Piece::Damaged {
+                                offset: from,
+                                bytes: region,
+                                own: region.len(),
+                                starts_region: !continued,
+                            });
+                        }
                     }
+                    out.records += 1;
+                    hand_record(framing, off, &window.at(off)[..len], each);
+                    off += len as u64;
                 }
-                out.records += 1;
-                hand_record(framing, off, &bytes[..n], each);
-                off += n as u64;
-            } else {
-                damaged.get_or_insert((off, false));
-                // The next candidate is the next byte (records are not
-                // aligned, and a record's own header is its only mark),
-                // except in a run of zeros: a header of zeros is never
-                // valid (its checksum is not 0), so none starts where
-                // a whole header's worth of zeros follows.
-                off += skip_zeros(bytes, framing.record_header_len() as usize)
-                    .clamp(1, (stop - off) as usize) as u64;
+                // A record whose checksums match but that is not of its
+                // framing's shape: damage, passed over whole (its
+                // structure walked once).
+                Some(Found { len, valid: false }) => {
+                    damaged.get_or_insert((off, false));
+                    off += len as u64;
+                }
+                None => {
+                    damaged.get_or_insert((off, false));
+                    // The next candidate is the next byte (records are not
+                    // aligned, and a record's own header is its only mark),
+                    // except in a run of zeros: a header of zeros is never
+                    // valid (its checksum is not 0), so none starts where
+                    // a whole header's worth of zeros follows.
+                    off += skip_zeros(window.at(off), framing.record_header_len() as usize)
+                        .clamp(1, (stop - off) as usize) as u64;
+                }
             }
         }
         if let Some((from, continued)) = damaged {
@@ -293,7 +313,7 @@ fn hand_record(framing: Framing, offset: u64, record: &[u8], each: &mut dyn FnMu
                 body,
             });
         }
-        // Checked to be a batch by `valid_record_len`.
+        // Checked to be a batch by `whole_record` or the search.
         _ => {
             let _ = walk_batch(content, |e| each(Piece::Entry { offset, bytes: e }));
         }
@@ -528,7 +548,7 @@ mod tests {
     #[test]
     fn a_header_of_zeros_is_never_valid() {
         for framing in [Framing::V1, Framing::V2] {
-            assert_eq!(valid_record_len(framing, &[0; 64], u32::MAX), None);
+            assert_eq!(whole_record(framing, &[0; 64], u32::MAX), None);
         }
     }
 

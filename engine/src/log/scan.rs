@@ -27,6 +27,7 @@ use super::record::{
     check_content, check_min_len, decode_record_header, ContentFault, Framing, HeadsSection,
     RecordHeader, Section,
 };
+use super::resync::Resync;
 use crate::error::Error;
 
 /// How a walk over the records of a log ended.
@@ -104,8 +105,9 @@ pub enum Damage {
     /// The header checksum does not match, so its length cannot be trusted,
     /// and the bytes after it cannot all belong to one torn record.
     HeaderChecksum {
-        /// Offset of a valid record found after the bad header, if any (if
-        /// none, more bytes follow than one record can hold).
+        /// Offset of a whole record (its checksums match) found after the
+        /// bad header, if any (if none, more bytes follow than one record
+        /// can hold).
         valid_record_at: Option<u64>,
     },
     /// The payload checksum does not match, and more bytes follow the record.
@@ -160,7 +162,7 @@ impl Damage {
                 valid_record_at: Some(next),
             } => (
                 "a record header with a matching checksum".to_string(),
-                format!("a damaged header, followed by a valid record at offset {next}"),
+                format!("a damaged header, followed by a whole record (its checksums match) at offset {next}"),
             ),
             Damage::HeaderChecksum {
                 valid_record_at: None,
@@ -487,13 +489,16 @@ impl<'f> Walker<'f> {
                 len: remaining,
             }));
         };
-        let found =
-            (1..region.len()).find(|&p| valid_record_len(framing, &region[p..], max).is_some());
+        // A record whose checksums match, anywhere after the bad header:
+        // something a writer wrote whole after it (linear in the region
+        // however many valid headers it holds, `resync`).
+        let mut search = Resync::new(framing, max);
+        let found = (1..region.len() as u64).find(|&p| search.at(region, 0, p).is_some());
         Ok(Step::End(match found {
             Some(p) => LogEnd::Damaged {
                 offset: off,
                 damage: Damage::HeaderChecksum {
-                    valid_record_at: Some(off + p as u64),
+                    valid_record_at: Some(off + p),
                 },
             },
             None => LogEnd::TornTail {
@@ -502,18 +507,4 @@ impl<'f> Walker<'f> {
             },
         }))
     }
-}
-
-/// The length of the whole valid record of `framing` that `bytes` starts
-/// with (every checksum and the structure checked), if it does.
-pub(crate) fn valid_record_len(framing: Framing, bytes: &[u8], max: u32) -> Option<usize> {
-    let header = decode_record_header(framing, bytes)?;
-    if header.content_len() > u64::from(max) || check_min_len(&header).is_err() {
-        return None;
-    }
-    let start = framing.record_header_len() as usize;
-    let end = start.checked_add(usize::try_from(header.content_len()).ok()?)?;
-    let content = bytes.get(start..end)?;
-    check_content(&header, content, max, true).ok()?;
-    Some(end)
 }

@@ -1,0 +1,180 @@
+//! Logs crafted to make their readers work: a damaged tail full of record
+//! headers whose checksums match. The search for the next whole record
+//! after a bad header (what tells damage from a torn tail, and where gc's
+//! tolerant walk resynchronizes) must stay linear in the bytes searched,
+//! whatever they hold; the work is counted
+//! ([`jpstore_engine::log::search_work`]), not timed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::fsck::FsckOptions;
+use jpstore_engine::gc::GcOptions;
+use jpstore_engine::{Store, StoreOptions};
+use jpstore_tests::{copy_tree, fixture, log_path, run_jp_store, ts};
+use serde_json::json;
+
+/// A store holding one conversation of a log of framing `version` (2: made
+/// by the binary; 1: the committed store of version 1); its directory,
+/// the conversation and its log.
+fn store(dir: &Path, version: u16) -> (PathBuf, String, PathBuf) {
+    let root = dir.join(format!("store-v{version}"));
+    let id = if version == 1 {
+        copy_tree(&fixture("store-v1/store"), &root);
+        "17738399468".to_string()
+    } else {
+        run_jp_store(&root, &["init"], b"").ok("init");
+        let id = run_jp_store(&root, &["new"], b"")
+            .ok("new")
+            .trim()
+            .to_string();
+        let batch = json!([
+            {"type": "turn_start", "timestamp": ts(1)},
+            {"type": "chat_request", "timestamp": ts(2), "content": "a question"},
+            {"type": "chat_response", "timestamp": ts(3), "message": "an answer"}
+        ]);
+        run_jp_store(&root, &["append", &id], batch.to_string().as_bytes()).ok("append");
+        id
+    };
+    let log = log_path(&root, &id);
+    (root, id, log)
+}
+
+/// What fills a crafted region after its bad header.
+#[derive(Debug, Clone, Copy)]
+enum Fill {
+    /// Record headers of valid checksums back to back, each claiming a
+    /// content that runs to the end of the file, whose checksum does not
+    /// match.
+    BadContent,
+    /// Records nested in each other, each running to the end of the file,
+    /// every checksum matching, none of its framing's shape.
+    WholeMalformed,
+}
+
+/// The CRC-32 of `a` followed by `b`, from the CRC-32 of each.
+fn crc_join(a: u32, b: u32, b_len: u64) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(a);
+    let other = crc32fast::Hasher::new_with_initial_len(b, b_len);
+    h.combine(&other);
+    h.finalize()
+}
+
+/// A record header of framing `version` whose checksum matches, for a
+/// content (all heads section in version 2) of `len` bytes whose CRC-32 is
+/// `crc`.
+fn header(version: u16, len: u32, crc: u32) -> Vec<u8> {
+    let mut h = len.to_le_bytes().to_vec();
+    if version == 2 {
+        h.extend(0u32.to_le_bytes());
+        h.extend(crc.to_le_bytes());
+        // The CRC-32 of an empty body.
+        h.extend(0u32.to_le_bytes());
+    } else {
+        h.extend(crc.to_le_bytes());
+    }
+    let own = crc32fast::hash(&h);
+    h.extend(own.to_le_bytes());
+    h
+}
+
+/// `len` bytes to append to a log of framing `version`: a record header
+/// whose checksum does not match, then `fill`.
+fn crafted_region(version: u16, len: usize, fill: Fill) -> Vec<u8> {
+    let h = if version == 2 { 20 } else { 12 };
+    let bad = vec![0x5a; h];
+    let mut rest = match fill {
+        Fill::BadContent => {
+            let mut rest = Vec::with_capacity(len);
+            while rest.len() + 2 * h <= len {
+                let claims = (len - h - rest.len() - h) as u32;
+                rest.extend(header(version, claims, 0x1234_5678));
+            }
+            rest
+        }
+        Fill::WholeMalformed => {
+            // Built from the end, each record wrapping what follows it.
+            let mut tail = vec![0x77u8; h];
+            let mut crc = crc32fast::hash(&tail);
+            let mut headers = Vec::new();
+            while headers.len() * h + tail.len() + 2 * h <= len {
+                let covered = (headers.len() * h + tail.len()) as u32;
+                let next = header(version, covered, crc);
+                crc = crc_join(crc32fast::hash(&next), crc, u64::from(covered));
+                headers.push(next);
+            }
+            headers.reverse();
+            let mut rest = headers.concat();
+            rest.append(&mut tail);
+            rest
+        }
+    };
+    rest.resize(len - h, 0x33);
+    [bad, rest].concat()
+}
+
+/// The bytes the searches of this thread hashed while `f` ran.
+fn work(f: impl FnOnce()) -> u64 {
+    let before = jpstore_engine::log::search_work().bytes_hashed;
+    f();
+    jpstore_engine::log::search_work().bytes_hashed - before
+}
+
+/// The work of fsck, a view and gc's marking of a log whose tail is a
+/// crafted region of `len` bytes.
+fn work_on_region(version: u16, len: usize, fill: Fill) -> [u64; 3] {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, id, log) = store(dir.path(), version);
+    let mut bytes = fs::read(&log).expect("read the log");
+    bytes.extend(crafted_region(version, len, fill));
+    fs::write(&log, &bytes).expect("write the log");
+    let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
+    let id = ConversationId::parse(&id).expect("id");
+    let fsck = work(|| {
+        let report = store
+            .fsck(FsckOptions::default(), &mut |_| {})
+            .expect("fsck");
+        assert!(report
+            .findings
+            .iter()
+            .any(|f| matches!(f.kind, "torn-tail" | "damaged-record")));
+    });
+    let view = work(|| {
+        // A torn tail reads as the records before it; damage is an error.
+        let _ = store
+            .open_view(&id)
+            .and_then(|v| v.render(ContentMode::Inline));
+    });
+    let gc = work(|| {
+        let options = GcOptions {
+            dry_run: true,
+            ..GcOptions::default()
+        };
+        store.gc(options, &mut |_| {}).expect("gc");
+    });
+    [fsck, view, gc]
+}
+
+#[test]
+fn the_search_after_a_bad_header_is_linear_in_the_bytes() {
+    const LEN: usize = 64 << 10;
+    for version in [1, 2] {
+        for fill in [Fill::BadContent, Fill::WholeMalformed] {
+            let once = work_on_region(version, LEN, fill);
+            let twice = work_on_region(version, 2 * LEN, fill);
+            for (i, what) in ["fsck", "view", "gc --dry-run"].iter().enumerate() {
+                let (w1, w2) = (once[i], twice[i]);
+                assert!(
+                    w1 > 0 && w1 <= 128 * LEN as u64,
+                    "{what} of a log of version {version} with a region of {fill:?}: {w1} bytes hashed for {LEN} bytes"
+                );
+                assert!(
+                    w2 <= 2 * w1 + 4096,
+                    "{what} of a log of version {version} with a region of {fill:?}: {w1} bytes hashed for {LEN} bytes, {w2} for twice as many"
+                );
+            }
+        }
+    }
+}

@@ -519,8 +519,35 @@ impl OpenGroup {
 /// One item of a batch, as a worker found it.
 struct Item {
     index: usize,
-    id: BlobId,
+    /// `None`: its read asked to skip it ([`skip_item`]).
+    id: Option<BlobId>,
     raw_len: u64,
+}
+
+/// What a batch's `read(i, buf)` returns for an item it cannot give (a
+/// file that turned out unreadable) when the others are to be stored all
+/// the same: the item is stored as nothing at all, listed in
+/// [`BatchOutcome::skipped`], and its place in the ids holds
+/// [`BlobId::from_bytes`]`([0; 32])` (no object has that id, and no
+/// caller should use it). Any other error fails the batch.
+pub fn skip_item() -> io::Error {
+    io::Error::other(Skipped)
+}
+
+/// The payload of [`skip_item`]'s error.
+#[derive(Debug)]
+struct Skipped;
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("item skipped by its reader")
+    }
+}
+
+impl std::error::Error for Skipped {}
+
+fn is_skip(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Skipped>())
 }
 
 /// What a worker hands to the pack writer: the items it has read and
@@ -580,7 +607,10 @@ pub(crate) fn put_batch<T>(
                 segment.groups.write_to(w)?;
             }
             for item in &segment.items {
-                ids[item.index] = Some(item.id);
+                ids[item.index] = Some(item.id.unwrap_or(BlobId::from_bytes([0; 32])));
+                if item.id.is_none() {
+                    outcome.skipped.push(item.index);
+                }
                 sizes[item.index] = item.raw_len;
                 outcome.raw_bytes += item.raw_len;
             }
@@ -605,6 +635,7 @@ pub(crate) fn put_batch<T>(
         })
         .collect::<Result<_>>()?;
     outcome.sizes = sizes;
+    outcome.skipped.sort_unstable();
     let Some(writer) = writer else {
         let t = meanwhile(&outcome.ids, &outcome.sizes);
         return Ok((outcome, t));
@@ -658,45 +689,32 @@ fn work(ctx: &Shared<'_>, sink: &Sink<'_, Segment>) -> Result<()> {
         count,
         read,
         next,
-        claimed,
-        loose,
+        ..
     } = *ctx;
     let (mut data, mut scratch) = (Vec::new(), Vec::new());
     let mut open = OpenGroup::default();
     let mut segment = Segment::default();
-    let compress = |e| store.io_error("compress", store.base(), e);
     while !sink.stopped() {
         let index = next.fetch_add(1, Ordering::Relaxed);
         if index >= count {
             break;
         }
         data.clear();
-        read(index, &mut data).map_err(|source| Error::Source {
-            name: format!("item {index}"),
-            source,
-        })?;
-        store.len_limit(data.len() as u64)?;
-        let id = BlobId::of(&data);
-        let new = !store.exists_cached_in(&id, loose)?
-            && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
-        if new && u32::try_from(data.len()).is_err() {
-            // No group holds 4 GiB (format-spec.md 2.12): such an object
-            // (under a raised size limit) is stored loose, durable now.
-            store.put(&data)?;
-        } else if new {
-            let mut sink = Encode {
-                out: &mut segment.groups,
-                level: settings.level,
-                scratch: &mut scratch,
-            };
-            open.add(id, &data, settings.group_bytes, &mut sink)
-                .map_err(compress)?;
+        match read(index, &mut data) {
+            Ok(()) => add(ctx, index, &data, &mut open, &mut segment, &mut scratch)?,
+            // Stored as nothing.
+            Err(e) if is_skip(&e) => segment.items.push(Item {
+                index,
+                id: None,
+                raw_len: 0,
+            }),
+            Err(source) => {
+                return Err(Error::Source {
+                    name: format!("item {index}"),
+                    source,
+                })
+            }
         }
-        segment.items.push(Item {
-            index,
-            id,
-            raw_len: data.len() as u64,
-        });
         for buf in [&mut data, &mut scratch] {
             if buf.capacity() > KEEP_BUFFER {
                 *buf = Vec::new();
@@ -713,9 +731,52 @@ fn work(ctx: &Shared<'_>, sink: &Sink<'_, Segment>) -> Result<()> {
         level: settings.level,
         scratch: &mut scratch,
     })
-    .map_err(compress)?;
+    .map_err(|e| store.io_error("compress", store.base(), e))?;
     if !segment.items.is_empty() || !segment.groups.is_empty() {
         sink.send(segment);
     }
+    Ok(())
+}
+
+/// Adds item `index`, read into `data`, to the worker's `segment`: hashed,
+/// and, if new to the store and to the batch, added to its open group.
+fn add(
+    ctx: &Shared<'_>,
+    index: usize,
+    data: &[u8],
+    open: &mut OpenGroup,
+    segment: &mut Segment,
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    let Shared {
+        store,
+        settings,
+        claimed,
+        loose,
+        ..
+    } = *ctx;
+    let compress = |e| store.io_error("compress", store.base(), e);
+    store.len_limit(data.len() as u64)?;
+    let id = BlobId::of(data);
+    let new = !store.exists_cached_in(&id, loose)?
+        && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+    if new && u32::try_from(data.len()).is_err() {
+        // No group holds 4 GiB (format-spec.md 2.12): such an object
+        // (under a raised size limit) is stored loose, durable now.
+        store.put(data)?;
+    } else if new {
+        let mut sink = Encode {
+            out: &mut segment.groups,
+            level: settings.level,
+            scratch,
+        };
+        open.add(id, data, settings.group_bytes, &mut sink)
+            .map_err(compress)?;
+    }
+    segment.items.push(Item {
+        index,
+        id: Some(id),
+        raw_len: data.len() as u64,
+    });
     Ok(())
 }

@@ -39,6 +39,7 @@ mod verify;
 #[cfg(test)]
 mod v2_tests;
 
+pub use batch::skip_item;
 pub use cache::GroupCacheStats;
 pub use content::Content;
 pub use error::{Error, Result};

@@ -1512,6 +1512,9 @@ pub struct BatchOutcome {
     /// Small packs merged after the new one was published (format-spec.md
     /// 2.11; the new pack may be one of them, so `pack` may be gone).
     pub merged_packs: usize,
+    /// Items whose read skipped them ([`skip_item`](crate::skip_item)),
+    /// in input order: nothing was stored for them.
+    pub skipped: Vec<usize>,
 }
 
 /// What a sweep removed.

@@ -254,6 +254,38 @@ fn meanwhile_sees_every_id_and_the_pack_is_published_when_the_batch_returns() {
     assert!(!ran, "meanwhile ran for a failed batch");
 }
 
+/// A read that skips its item (`skip_item`): the others are stored, nothing
+/// for it (not even the empty blob), and the outcome names it.
+#[test]
+fn an_item_its_read_skips_is_stored_as_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let (batch, seen) = store
+        .put_batch_buffered_then(
+            3,
+            |i, buf| match i {
+                1 => Err(jpstore_blobstore::skip_item()),
+                _ => {
+                    buf.extend_from_slice(format!("item {i}").as_bytes());
+                    Ok(())
+                }
+            },
+            &mut |_| {},
+            |ids, sizes| (ids.to_vec(), sizes.to_vec()),
+        )
+        .expect("batch");
+    assert_eq!(batch.skipped, vec![1]);
+    assert_eq!(batch.new_objects, 2);
+    assert_eq!(seen.0[0], BlobId::of(b"item 0"));
+    assert_eq!(seen.0[2], BlobId::of(b"item 2"));
+    assert_eq!(seen.1[1], 0);
+    let mut stored = store.ids().expect("ids");
+    stored.sort();
+    let mut expected = vec![BlobId::of(b"item 0"), BlobId::of(b"item 2")];
+    expected.sort();
+    assert_eq!(stored, expected, "nothing stored for the skipped item");
+}
+
 #[test]
 fn loose_and_packed_lookups_return_the_same_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -42,10 +42,13 @@ struct Cli {
     store: StoreLocation,
 
     /// Where a store on S3 keeps a local cache of its immutable objects
-    /// (blobs, packs, log segments). Default: cache_dir of the `[s3]` table of
-    /// the user configuration file, else $XDG_CACHE_HOME/jp-store, or
-    /// ~/.cache/jp-store; one subdirectory per endpoint, bucket and prefix.
-    #[arg(long, global = true, env = "JP_STORE_CACHE_DIR", value_name = "DIR")]
+    /// (blobs, packs, log segments). Default: JP_STORE_CACHE_DIR, else
+    /// cache_dir of the `[s3]` table of the user configuration file, else
+    /// $XDG_CACHE_HOME/jp-store, or ~/.cache/jp-store; one subdirectory per
+    /// endpoint, bucket and prefix.
+    // The variable is read with the file (`S3Config::with_env`), not by
+    // clap: `--no-cache` wins over it rather than conflicting with it.
+    #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<std::path::PathBuf>,
 
     /// The bound of the cache of each store on S3 ("512 MiB", "2GiB", or
@@ -55,7 +58,8 @@ struct Cli {
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_cache_size)]
     cache_size: Option<u64>,
 
-    /// Use no cache directory for a store on S3.
+    /// Use no cache directory for a store on S3 (whatever JP_STORE_CACHE_DIR
+    /// or the user configuration file says).
     #[arg(long, global = true, conflicts_with = "cache_dir")]
     no_cache: bool,
 

@@ -691,10 +691,8 @@ pub fn attach(
                 if strict || all_failed {
                     Err(io::Error::other(message))
                 } else {
-                    // Stored as the empty blob, referenced by
-                    // nothing unless an empty file is attached.
-                    buf.clear();
-                    Ok(())
+                    // Stored as nothing: the others are.
+                    Err(jpstore_blobstore::skip_item())
                 }
             }
         },

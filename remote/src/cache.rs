@@ -8,10 +8,11 @@
 //! what it returns.
 //!
 //! Each object is one file `<dir>/<2 hex>/<62 hex>`, named by the SHA-256
-//! of its key and ETag, holding a header (magic, the SHA-256 of the bytes)
-//! and the bytes: a file found damaged (a disk error, a crash of a file
-//! system that does not order data before names) is deleted and counts as
-//! a miss. Files are written in a temp file and renamed into place, so a
+//! of its name (its key and ETag), holding a header (magic, the SHA-256 of
+//! the name and the bytes) and the bytes: a file found damaged (a disk
+//! error, a crash of a file system that does not order data before names),
+//! or found under another entry's path (two files swapped, one copied over
+//! another), is deleted and counts as a miss. Files are written in a temp file and renamed into place, so a
 //! crash leaves a temp file (removed later) or a whole entry. The cache is
 //! bounded: when it grows past its size, the least recently used entries
 //! (by modification time, set on every hit) are removed.
@@ -32,7 +33,10 @@ use jpstore_blobstore::BlobId;
 
 use jpstore_blobstore::user_file::{self, LastLink};
 
-const MAGIC: &[u8; 8] = b"jpsc\x01\n\0\0";
+/// Version 2: the digest covers the entry's name with its bytes (version
+/// 1's covered the bytes alone, so a file moved to another entry's path
+/// read as that entry; such files are misses, and removed).
+const MAGIC: &[u8; 8] = b"jpsc\x02\n\0\0";
 const HEADER: usize = MAGIC.len() + BlobId::LEN;
 /// Bytes of objects kept in memory by a process (the cache of one command,
 /// whether or not a cache directory is used).
@@ -97,7 +101,7 @@ impl DiskCache {
         (&file).read_to_end(&mut data).ok()?;
         let body = data.get(HEADER..)?;
         let ok = data.get(..MAGIC.len()) == Some(MAGIC)
-            && data.get(MAGIC.len()..HEADER) == Some(BlobId::of(body).as_bytes().as_slice());
+            && data.get(MAGIC.len()..HEADER) == Some(digest(name, body).as_slice());
         if !ok {
             let _ = fs::remove_file(&path);
             return None;
@@ -128,7 +132,7 @@ impl DiskCache {
         };
         let written = tmp
             .write_all(MAGIC)
-            .and_then(|()| tmp.write_all(BlobId::of(data).as_bytes()))
+            .and_then(|()| tmp.write_all(&digest(name, data)))
             .and_then(|()| tmp.write_all(data));
         if written.is_err() || tmp.persist(&path).is_err() {
             return;
@@ -188,6 +192,18 @@ impl DiskCache {
         }
         self.bytes.store(total, Ordering::Relaxed);
     }
+}
+
+/// The SHA-256 an entry's header holds: of its name's length (8 bytes,
+/// little-endian), its name and its bytes, so that an entry is whole only
+/// as the entry of its own name (format-spec.md 5.8).
+fn digest(name: &str, data: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update((name.len() as u64).to_le_bytes());
+    hasher.update(name.as_bytes());
+    hasher.update(data);
+    hasher.finalize().into()
 }
 
 /// The objects a backend keeps: in memory for this process, and in a cache
@@ -258,6 +274,45 @@ mod tests {
         });
         rx.recv_timeout(Duration::from_secs(60))
             .expect("get returned (it did not wait on a special file)")
+    }
+
+    /// Two entries swapped on disk (or one copied over another) are whole
+    /// files, each of another name: both are misses, and removed, never
+    /// the other's bytes. So is an entry of version 1 (a digest of its
+    /// bytes alone).
+    #[test]
+    fn an_entry_is_read_only_under_its_own_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = DiskCache::open(dir.path(), 1 << 20).expect("open");
+        let (a, b) = (
+            "bucket\nconversations/1/events.log\netag-a",
+            "bucket\nconversations/2/events.log\netag-b",
+        );
+        cache.put(a, b"title: first", false);
+        cache.put(b, b"title: other", false);
+        assert_eq!(cache.get(a).as_deref(), Some(&b"title: first"[..]));
+        let (pa, pb) = (cache.path(a), cache.path(b));
+        let tmp = dir.path().join("swap");
+        fs::rename(&pa, &tmp).expect("swap");
+        fs::rename(&pb, &pa).expect("swap");
+        fs::rename(&tmp, &pb).expect("swap");
+        assert_eq!(cache.get(a), None, "b's bytes at a's path");
+        assert_eq!(cache.get(b), None, "a's bytes at b's path");
+        assert!(!pa.exists() && !pb.exists(), "both removed");
+
+        // The same name with another ETag is another entry.
+        cache.put(a, b"title: first", false);
+        fs::copy(cache.path(a), cache.path(b)).expect("copy over");
+        assert_eq!(cache.get(b), None);
+
+        // Version 1: magic 1, the SHA-256 of the bytes, the bytes.
+        let mut old = b"jpsc\x01\n\0\0".to_vec();
+        old.extend_from_slice(BlobId::of(b"old").as_bytes());
+        old.extend_from_slice(b"old");
+        fs::write(cache.path(b), old).expect("an entry of version 1");
+        assert_eq!(cache.get(b), None);
+        assert!(!cache.path(b).exists(), "removed");
+        assert_eq!(cache.get(a).as_deref(), Some(&b"title: first"[..]));
     }
 
     #[test]

@@ -385,10 +385,12 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Erro
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(DURATION)
         }
+        // A number of seconds follows the rule of every other form
+        // ([`parse_duration`]: more than 0).
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            u64::try_from(v)
-                .map(|s| Some(Duration::from_secs(s)))
-                .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            parse_duration(&v.to_string())
+                .map(Some)
+                .ok_or_else(|| E::invalid_value(de::Unexpected::Signed(v), &self))
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
             parse_duration(v)
@@ -529,6 +531,27 @@ mod tests {
                 "s3.request_timeout",
                 "a duration",
             ),
+            // Durations are more than 0 in every form.
+            (
+                "[s3]\nrequest_timeout = 0\n",
+                "s3.request_timeout",
+                "a duration more than 0",
+            ),
+            (
+                "[s3]\nretry_timeout = 0\n",
+                "s3.retry_timeout",
+                "a duration more than 0",
+            ),
+            (
+                "[s3]\nretry_timeout = \"0s\"\n",
+                "s3.retry_timeout",
+                "a duration more than 0",
+            ),
+            (
+                "[s3]\nretry_timeout = -5\n",
+                "s3.retry_timeout",
+                "a duration more than 0",
+            ),
             ("[s3]\ncache_size = \"big\"\n", "s3.cache_size", "a size"),
             ("[s3]\ncache_size = -1\n", "s3.cache_size", "a size"),
             ("[s3]\nallow_http = \"yes\"\n", "s3.allow_http", "a boolean"),
@@ -589,5 +612,7 @@ mod tests {
         assert_eq!(parse_duration("5"), Some(Duration::from_secs(5)));
         assert_eq!(parse_duration("later"), None);
         assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("0ms"), None);
     }
 }

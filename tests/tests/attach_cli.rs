@@ -191,6 +191,45 @@ fn strict_attach_of_an_unreadable_file_leaves_the_log_unchanged() {
     assert!(out.stderr.contains("warning: skipped"), "{}", out.stderr);
 }
 
+/// A file found unreadable only when it is read (here a sparse file over
+/// the blob size limit, which fails as root too), beside one that reads:
+/// the one is attached, the other skipped, and nothing at all is stored for
+/// it (it was stored as the empty blob, an orphan, before).
+#[test]
+fn a_mixed_attach_stores_nothing_for_the_file_it_skips() {
+    let s = Setup::new();
+    s.write("a.txt", b"attached");
+    let big = std::fs::File::create(s.work.join("big.bin")).expect("create");
+    big.set_len(3 << 30).expect("a sparse 3 GiB file");
+    let blobs = |s: &Setup| -> Vec<String> {
+        let mut ids: Vec<String> = s
+            .run(&["blob", "ls", "--json"])
+            .json("blob ls")
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|b| b.as_str().expect("an id").to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let before = blobs(&s);
+    let out = s.run(&["attach", &s.id, "a.txt", "big.bin", "--json"]);
+    let summary = out.json("mixed attach");
+    assert_eq!(summary["files"], 1, "{summary}");
+    assert_eq!(summary["skipped"].as_array().map(Vec::len), Some(1));
+    assert!(out.stderr.contains("warning: skipped"), "{}", out.stderr);
+    let mut expected = before;
+    expected.push(jpstore_blobstore::BlobId::of(b"attached").to_hex());
+    expected.sort();
+    assert_eq!(
+        blobs(&s),
+        expected,
+        "only the attached file's blob is new (the empty blob is {})",
+        jpstore_blobstore::BlobId::of(b"").to_hex()
+    );
+}
+
 #[test]
 fn resolve_prints_the_current_content() {
     let s = Setup::new();

@@ -521,3 +521,104 @@ fn attach_lists_the_loose_objects_once_instead_of_asking_per_file() {
     }
     assert!(s.ok(&["fsck", "--json"], b"").contains("\"clean\": true"));
 }
+
+/// The files of a cache directory (its entries, temp files left out).
+fn cache_files(cache: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for store in std::fs::read_dir(cache).expect("cache").flatten() {
+        for fan in std::fs::read_dir(store.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if fan.file_name() == "tmp" {
+                continue;
+            }
+            for entry in std::fs::read_dir(fan.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Cache entries swapped on disk (two whole files, each under the other's
+/// name) are misses: each conversation still shows its own title and
+/// events, never the other's (format-spec.md 5.8: an entry is bound to its
+/// name, the object's key and ETag).
+#[test]
+fn cache_entries_swapped_on_disk_are_misses_not_another_objects_bytes() {
+    let Some(server) =
+        server_or_skip("cache_entries_swapped_on_disk_are_misses_not_another_objects_bytes")
+    else {
+        return;
+    };
+    let s = S3Store::new(server, "swapped");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let cache = cache.path();
+    s.ok(&["init"], b"");
+    let convs = [
+        ("17000000001", "title one", "request alpha"),
+        ("17000000002", "title two", "request bravo"),
+    ];
+    for (id, title, text) in convs {
+        s.ok(&["new", "--id", id, "--title", title], b"");
+        s.ok(&["append", id], &user(text));
+    }
+    let shown = |id: &str| with_cache(&s, cache, &["print", id], b"").0;
+    for (id, title, text) in convs {
+        let out = shown(id);
+        assert!(out.contains(title) && out.contains(text), "{out}");
+    }
+    // The entries holding each conversation's bytes, swapped pairwise
+    // (entries of one length: the cache checks the length it expects).
+    let holding = |marker: &str| -> Vec<(u64, std::path::PathBuf)> {
+        let mut found: Vec<_> = cache_files(cache)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(p)
+                    .is_ok_and(|b| b.windows(marker.len()).any(|w| w == marker.as_bytes()))
+            })
+            .map(|p| (std::fs::metadata(&p).expect("entry").len(), p))
+            .collect();
+        found.sort();
+        found
+    };
+    let mut swapped = 0;
+    for (one, two) in [
+        ("title one", "title two"),
+        ("request alpha", "request bravo"),
+    ] {
+        for ((la, a), (lb, b)) in holding(one).into_iter().zip(holding(two)) {
+            if la != lb {
+                continue;
+            }
+            let tmp = a.with_extension("swap");
+            std::fs::rename(&a, &tmp).expect("swap");
+            std::fs::rename(&b, &a).expect("swap");
+            std::fs::rename(&tmp, &b).expect("swap");
+            swapped += 1;
+        }
+    }
+    assert!(swapped >= 2, "entries of the logs swapped: {swapped}");
+    for (id, title, text) in convs {
+        let out = shown(id);
+        let (other_title, other_text) = if id == convs[0].0 {
+            (convs[1].1, convs[1].2)
+        } else {
+            (convs[0].1, convs[0].2)
+        };
+        assert!(
+            out.contains(title)
+                && out.contains(text)
+                && !out.contains(other_title)
+                && !out.contains(other_text),
+            "{id} shows its own title and request: {out}"
+        );
+    }
+}

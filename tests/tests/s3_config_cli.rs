@@ -241,6 +241,21 @@ fn the_environment_overrides_the_file_and_the_flags_override_both() {
     );
     assert_eq!(caches_in(&flag_cache).len(), 1, "--cache-dir over both");
     assert!(cached_bytes(&flag_cache) > 0, "--cache-size over both");
+    // --no-cache over the variable (and the file): no cache, no usage error
+    // naming a --cache-dir the user did not give.
+    let off_cache = home.path().join("off-cache");
+    let off = run(
+        cmd(
+            &["--no-cache", "view", &id],
+            &[
+                endpoint[0],
+                ("JP_STORE_CACHE_DIR", off_cache.to_str().expect("UTF-8")),
+            ],
+        ),
+        b"",
+    );
+    assert_eq!(off.status.code(), Some(0), "{}", stderr(&off));
+    assert!(!off_cache.exists(), "--no-cache over JP_STORE_CACHE_DIR");
 
     // The request timeout: the file's, then the environment's, named by
     // the error of a create whose answer is held past it.
@@ -292,6 +307,28 @@ fn bad_user_configuration_is_refused_naming_file_key_and_expectation() {
         (
             "[s3]\ncache_size = \"huge\"\n",
             vec![":2: key `s3.cache_size`", "expected a size such as"],
+        ),
+        // A duration is more than 0 however it is written.
+        (
+            "[s3]\nretry_timeout = 0\n",
+            vec![
+                ":2: key `s3.retry_timeout`",
+                "expected a duration more than 0",
+            ],
+        ),
+        (
+            "[s3]\nregion = \"r\"\nrequest_timeout = 0\n",
+            vec![
+                ":3: key `s3.request_timeout`",
+                "expected a duration more than 0",
+            ],
+        ),
+        (
+            "[s3]\nretry_timeout = \"0s\"\n",
+            vec![
+                ":2: key `s3.retry_timeout`",
+                "expected a duration more than 0",
+            ],
         ),
         (
             "[s3]\nallow_http = \"yes\"\n",
@@ -345,6 +382,11 @@ fn bad_user_configuration_is_refused_naming_file_key_and_expectation() {
             "JP_STORE_S3_REQUEST_TIMEOUT=\"-3\": expected a duration",
         ),
         (
+            "JP_STORE_S3_RETRY_TIMEOUT",
+            "0",
+            "JP_STORE_S3_RETRY_TIMEOUT=\"0\": expected a duration more than 0",
+        ),
+        (
             "AWS_ALLOW_HTTP",
             "maybe",
             "AWS_ALLOW_HTTP=\"maybe\": expected true or false",
@@ -356,6 +398,20 @@ fn bad_user_configuration_is_refused_naming_file_key_and_expectation() {
         assert_eq!(out.status.code(), Some(1), "{var}");
         assert!(stderr(&out).contains(wanted), "{var}: {}", stderr(&out));
     }
+    // Both flags given: a usage error.
+    let out = run(
+        cmd(&[
+            "--no-cache",
+            "--cache-dir",
+            "x",
+            "--store",
+            "s3://some-bucket/p",
+            "ls",
+        ]),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--cache-dir"), "{}", stderr(&out));
     // A bad flag is a usage error.
     let out = run(
         cmd(&["--cache-size", "big", "--store", "s3://b/p", "ls"]),

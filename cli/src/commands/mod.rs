@@ -79,12 +79,12 @@ impl fmt::Display for StoreLocation {
 /// request counts.
 static S3_BACKENDS: Mutex<Vec<(S3Location, S3Backend)>> = Mutex::new(Vec::new());
 
-/// The cache of stores on S3 as the command line sets it (`--cache-dir`
-/// or `JP_STORE_CACHE_DIR`, `--cache-size`, `--no-cache`), over the user
-/// configuration file and the environment.
+/// The cache of stores on S3 as the command line sets it (`--cache-dir`,
+/// `--cache-size`, `--no-cache`), over the user configuration file and the
+/// environment (`JP_STORE_CACHE_DIR`, `JP_STORE_CACHE_SIZE`).
 #[derive(Clone, Debug, Default)]
 pub struct CacheFlags {
-    /// `--cache-dir` (or `JP_STORE_CACHE_DIR`).
+    /// `--cache-dir`.
     pub dir: Option<PathBuf>,
     /// `--cache-size`.
     pub size: Option<u64>,

@@ -577,16 +577,14 @@ impl Store {
             }
             let mut check = self.check_conversation(id, &mut base_configs)?;
             // Damage of a conversation removed since the listing is not
-            // damage: its log is gone (`rm` moves a conversation away in
-            // one rename; a log is replaced in one too, so its name never
-            // lacks one while it exists), or, where a move is not one step,
-            // part of it is still there.
-            if check.damaged && matches!(self.exists(id), Ok(false)) {
-                check = ConvCheck {
-                    removed: true,
-                    ..ConvCheck::default()
-                };
-            } else if check.damaged {
+            // damage: where a move is not one step, part of it is still
+            // there beside the copy moved aside; or its log is gone (`rm`
+            // moves a conversation away in one rename; a log is replaced in
+            // one too, so its name never lacks one while it exists). The
+            // copy is looked for first: an object store's removal deletes
+            // it last, so a removal that ends between the two looks leaves
+            // no log at the second.
+            if check.damaged {
                 if let Some(copy) = self.being_removed(id) {
                     check = ConvCheck {
                         findings: vec![Finding {
@@ -601,6 +599,11 @@ impl Store {
                                 self.backend().display(&copy).display()
                             ),
                         }],
+                        ..ConvCheck::default()
+                    };
+                } else if matches!(self.exists(id), Ok(false)) {
+                    check = ConvCheck {
+                        removed: true,
                         ..ConvCheck::default()
                     };
                 }

@@ -1,7 +1,8 @@
 //! A backend around another that lets a test act where timing decides:
 //! right after a conversation log is opened (on an object store, when its
-//! listing is taken), and on every log opened for appending (a wrapper
-//! that can slow or watch its appends). Everything else is passed through.
+//! listing is taken) or looked up (`head`), and on every log opened for
+//! appending (a wrapper that can slow or watch its appends). Everything else
+//! is passed through.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -27,10 +28,14 @@ pub enum LogOpen {
 /// A one-shot hook, and the opens it follows.
 type Hook = (LogOpen, Box<dyn FnOnce() + Send>);
 
+/// A one-shot hook, and how many lookups it lets pass first.
+type HeadHook = (usize, Box<dyn FnOnce() + Send>);
+
 /// A backend passing everything to `inner`, with the hooks of the module.
 pub struct Hooked {
     inner: Arc<dyn Backend>,
     after_log_open: Mutex<Option<Hook>>,
+    after_log_head: Mutex<Option<HeadHook>>,
     wrap_log: Option<LogWrapper>,
 }
 
@@ -48,6 +53,7 @@ impl Hooked {
         Hooked {
             inner,
             after_log_open: Mutex::new(None),
+            after_log_head: Mutex::new(None),
             wrap_log: None,
         }
     }
@@ -69,6 +75,16 @@ impl Hooked {
             .after_log_open
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some((open, Box::new(f)));
+    }
+
+    /// Runs `f` once, right after the lookup (`head`) of a conversation
+    /// log that comes after `skip` others has returned from the inner
+    /// backend, before the caller gets its answer.
+    pub fn after_log_head(&self, skip: usize, f: impl FnOnce() + Send + 'static) {
+        *self
+            .after_log_head
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((skip, Box::new(f)));
     }
 
     fn opened(&self, key: &Path, open: LogOpen) {
@@ -113,7 +129,27 @@ impl Backend for Hooked {
         self.inner.map(key)
     }
     fn head(&self, key: &Path) -> io::Result<ObjectMeta> {
-        self.inner.head(key)
+        let meta = self.inner.head(key);
+        if key.file_name().is_some_and(|n| n == "events.log") {
+            let hook = {
+                let mut armed = self
+                    .after_log_head
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                match armed.take() {
+                    Some((0, f)) => Some(f),
+                    Some((skip, f)) => {
+                        *armed = Some((skip - 1, f));
+                        None
+                    }
+                    None => None,
+                }
+            };
+            if let Some(f) = hook {
+                f();
+            }
+        }
+        meta
     }
     fn list_objects_below(&self, prefix: &Path) -> io::Result<Vec<(PathBuf, ObjectMeta)>> {
         self.inner.list_objects_below(prefix)

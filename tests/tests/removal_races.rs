@@ -472,3 +472,44 @@ fn fsck_tells_a_removal_in_progress_from_damage() {
     assert_eq!(fsck.code, Some(1), "{}", fsck.stdout);
     assert!(fsck.stdout.contains("damaged-record"), "{}", fsck.stdout);
 }
+
+#[test]
+fn fsck_takes_a_removal_that_ends_while_it_looks_at_it_for_a_removal() {
+    // On an object store `rm` deletes what is left at the conversation's
+    // name and then the copy it moved aside. fsck, finding the log short,
+    // asked whether the conversation still exists (yes: not all deleted)
+    // and then looked for the copy (gone by then: the removal ended) and
+    // reported damage; 1 run of about 5 of s3_gc's race. The removal is
+    // made to end right after that lookup here, on files (the second
+    // lookup of a log: the first is the listing's).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    store_of(&root, 1);
+    let conv = root.join("conversations/gone0");
+    let log = conv.join("events.log");
+    let kept = fs::metadata(&log).expect("log").len();
+    for n in 10..13 {
+        run_jp_store(&root, &["append", "gone0"], request("more", n).as_bytes()).ok("append");
+    }
+    let aside = root.join("conversations/.removed-gone0-1-2");
+    copy_dir(&conv, &aside);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .expect("open log");
+    file.set_len(kept).expect("cut the log");
+    drop(file);
+
+    let files = jpstore_blobstore::backend::FileBackend::shared(std::sync::Arc::new(
+        LocalStorage::open(&root).expect("storage"),
+    ));
+    let hooked = std::sync::Arc::new(jpstore_tests::hooked_backend::Hooked::new(files));
+    let (conv_gone, aside_gone) = (conv.clone(), aside.clone());
+    hooked.after_log_head(3, move || {
+        fs::remove_dir_all(&conv_gone).expect("the rest of the conversation deleted");
+        fs::remove_dir_all(&aside_gone).expect("the copy deleted");
+    });
+    let store = Store::open(hooked, StoreOptions::default()).expect("open");
+    let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    assert!(report.is_clean(), "{:?}", report.findings);
+}

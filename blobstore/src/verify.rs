@@ -343,7 +343,7 @@ impl BlobStore {
                 self.options().threads,
                 4,
                 Buffers::default,
-                |buffers, i| self.verify_job(&jobs[i], buffers),
+                |buffers, i| self.verify_job(&jobs[i], buffers, interrupt),
                 |done| {
                     // The first error stops every worker (`parallel::run`).
                     if interrupt.load(Ordering::Relaxed) {
@@ -630,8 +630,10 @@ impl BlobStore {
     }
 
     /// Does one job. `Err` is an operational failure (e.g. a read error)
-    /// that stops verification.
-    fn verify_job(&self, job: &Job, buffers: &mut Buffers) -> Result<Done> {
+    /// that stops verification, or [`Error::Interrupted`]: `interrupt` is
+    /// looked at inside the jobs that loop over many bytes (a pack's
+    /// checksum, for every 16 MiB hashed; loose objects, for each).
+    fn verify_job(&self, job: &Job, buffers: &mut Buffers, interrupt: &AtomicBool) -> Result<Done> {
         let (checks, bytes) = job.planned();
         let planned = |problems| Done {
             checks,
@@ -641,7 +643,8 @@ impl BlobStore {
         };
         match job {
             Job::PackFile(p, map) => {
-                let checked = self.verify_pack_file(p, map.as_deref(), &mut buffers.stored);
+                let checked =
+                    self.verify_pack_file(p, map.as_deref(), &mut buffers.stored, interrupt);
                 Ok(planned(as_problem(None, checked)?.into_iter().collect()))
             }
             Job::Packed(p, map, entries) => Ok(planned(self.verify_packed_run(
@@ -665,19 +668,27 @@ impl BlobStore {
                     checks: objects.len(),
                     bytes: objects.iter().map(|o| o.stored_len).sum(),
                     loose: Some(objects.len()),
-                    problems: self.verify_loose(&objects, buffers)?,
+                    problems: self.verify_loose(&objects, buffers, interrupt)?,
                 })
             }
-            Job::Loose(objects) => Ok(planned(self.verify_loose(objects, buffers)?)),
+            Job::Loose(objects) => Ok(planned(self.verify_loose(objects, buffers, interrupt)?)),
         }
     }
 
     /// Reads, decompresses and hashes each of the loose `objects`; the
     /// problems found (an object removed since it was listed is skipped).
-    fn verify_loose(&self, objects: &[LooseObject], buffers: &mut Buffers) -> Result<Vec<Problem>> {
+    fn verify_loose(
+        &self,
+        objects: &[LooseObject],
+        buffers: &mut Buffers,
+        interrupt: &AtomicBool,
+    ) -> Result<Vec<Problem>> {
         let max = self.options().max_blob_len;
         let mut problems = Vec::new();
         for o in objects {
+            if interrupt.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             let checked = match self.read_loose_stored(&o.id, &mut buffers.stored) {
                 // Removed by a concurrent sweep after listing: nothing to
                 // verify.
@@ -899,7 +910,20 @@ impl BlobStore {
         })
     }
 
-    fn verify_pack_file(&self, p: &Pack, map: Option<&Mapping>, buf: &mut Vec<u8>) -> Result<()> {
+    fn verify_pack_file(
+        &self,
+        p: &Pack,
+        map: Option<&Mapping>,
+        buf: &mut Vec<u8>,
+        interrupt: &AtomicBool,
+    ) -> Result<()> {
+        let look = || {
+            if interrupt.load(Ordering::Relaxed) {
+                Err(Error::Interrupted)
+            } else {
+                Ok(())
+            }
+        };
         let corrupt = |offset: Option<u64>, expected: String, found: String| Error::Corrupt {
             path: self.display(&p.pack_path),
             offset,
@@ -965,12 +989,18 @@ impl BlobStore {
         let mut hasher = blake3::Hasher::new();
         match map.and_then(|m| m.get(..usize::try_from(body_len).ok()?)) {
             Some(body) => {
-                hasher.update(body);
+                for part in body.chunks(16 << 20) {
+                    look()?;
+                    hasher.update(part);
+                }
             }
             None => {
                 object::set_len(buf, 1 << 20);
                 let mut at = 0u64;
                 while at < body_len {
+                    if at % (16 << 20) == 0 {
+                        look()?;
+                    }
                     let n = (body_len - at).min(buf.len() as u64) as usize;
                     read(&mut buf[..n], at)?;
                     hasher.update(&buf[..n]);
@@ -1178,7 +1208,13 @@ mod tests {
                 super::Job::LooseDirs(d) => super::Job::LooseDirs(d.clone()),
                 super::Job::Loose(objects) => super::Job::Loose(objects.clone()),
             };
-            let done = store.verify_job(&job, &mut buffers).expect("job");
+            let done = store
+                .verify_job(
+                    &job,
+                    &mut buffers,
+                    &std::sync::atomic::AtomicBool::new(false),
+                )
+                .expect("job");
             out.extend(done.problems.iter().map(|p| (p.blob, p.error.to_string())));
         }
         out.sort();
@@ -1265,6 +1301,29 @@ mod tests {
             "the run stopped before its end: {:?}",
             calls[0]
         );
+    }
+
+    #[test]
+    fn an_interrupt_stops_the_checksum_of_a_pack_and_a_run_of_loose_objects() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        store_with_pack(dir.path(), 500);
+        let store = open(dir.path());
+        store.put(b"a loose object").expect("put");
+        let set = std::sync::atomic::AtomicBool::new(true);
+        let (_, jobs, _) = store.plan_verify().expect("plan");
+        let mut buffers = super::Buffers::default();
+        let mut stopped = 0;
+        for job in &jobs {
+            if matches!(job, super::Job::PackFile(..) | super::Job::LooseDirs(_)) {
+                let e = store
+                    .verify_job(job, &mut buffers, &set)
+                    .err()
+                    .expect("interrupted");
+                assert!(matches!(e, crate::Error::Interrupted), "{e}");
+                stopped += 1;
+            }
+        }
+        assert_eq!(stopped, 2, "a pack file job and a loose objects job");
     }
 
     #[test]

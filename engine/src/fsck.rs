@@ -258,8 +258,10 @@ impl Store {
     }
 
     /// [`Store::fsck`] that stops with [`Error::Interrupted`] soon after
-    /// `interrupt` is set (by a signal handler, or another thread): between
-    /// conversations and as blob checks complete. A check is read-only, so
+    /// `interrupt` is set (by a signal handler, or another thread): inside
+    /// the check of one log (before each record, through the search after a
+    /// bad header and gc's walk of a damaged log), between conversations,
+    /// and inside blob checks. A check is read-only, so
     /// stopping loses nothing; with `repair`, the flag is looked at before
     /// each phase and each repair is a whole step (format-spec.md 4.8), so
     /// what was repaired stays repaired and the next run goes on from there.
@@ -575,7 +577,7 @@ impl Store {
             if interrupt.load(Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
-            let mut check = self.check_conversation(id, &mut base_configs)?;
+            let mut check = self.check_conversation(id, &mut base_configs, interrupt)?;
             // Damage of a conversation removed since the listing is not
             // damage: where a move is not one step, part of it is still
             // there beside the copy moved aside; or its log is gone (`rm`
@@ -585,7 +587,7 @@ impl Store {
             // it last, so a removal that ends between the two looks leaves
             // no log at the second.
             if check.damaged {
-                if let Some(copy) = self.being_removed(id) {
+                if let Some(copy) = self.being_removed(id, interrupt)? {
                     check = ConvCheck {
                         findings: vec![Finding {
                             severity: Severity::Warning,
@@ -629,18 +631,24 @@ impl Store {
         for (id, check) in ids.iter().zip(&conversations) {
             if check.damaged || check.torn {
                 // Best effort: a log that cannot be read shows as damage.
-                let _ = crate::gc::mark_log(
+                let marked = crate::gc::mark_log(
                     &**self.backend(),
                     &id.log_path(),
                     crate::log::Holds::Log,
                     self.options().log,
+                    interrupt,
                     &mut recoverable,
                 );
+                if let Err(Error::Interrupted) = marked {
+                    return Err(Error::Interrupted);
+                }
             }
         }
         // A quarantined log that cannot be read makes gc refuse to sweep;
         // fsck only informs, so what it marked before that is counted.
-        let _ = self.mark_quarantined(&mut recoverable);
+        if let Err(Error::Interrupted) = self.mark_quarantined(interrupt, &mut recoverable) {
+            return Err(Error::Interrupted);
+        }
         let kept_for_recovery = if recoverable.is_empty() {
             0
         } else {
@@ -669,26 +677,47 @@ impl Store {
     /// start of the one moved aside is taken for a removal (a conversation
     /// there leaves its name in one rename, so this is one whose removal
     /// stopped and whose name was not taken again).
-    fn being_removed(&self, id: &ConversationId) -> Option<PathBuf> {
+    ///
+    /// Nothing is read where no removal left a copy (a damaged log of
+    /// gigabytes is not read again for nothing), and the logs are compared
+    /// a MiB at a time, looking at `interrupt` for each.
+    fn being_removed(
+        &self,
+        id: &ConversationId,
+        interrupt: &AtomicBool,
+    ) -> Result<Option<PathBuf>> {
         let backend = &**self.backend();
-        let read = |path: &Path| {
+        let copies = self.removal_copies(id);
+        if copies.is_empty() {
+            return Ok(None);
+        }
+        let open = |path: &Path| {
             let file = backend.open(path).ok()?;
-            jpstore_blobstore::backend::read_all(&*file, u64::MAX).ok()
+            let len = file.len().ok()?;
+            Some((file, len))
         };
         // On an object store, what is left may not read at all (a segment
         // deleted before one after it): there, a copy aside is enough.
-        let left = read(&id.log_path());
+        let left = open(&id.log_path());
         let one_step = backend.renames_in_one_step();
-        if left.is_none() && one_step {
-            return None;
+        let Some((left, left_len)) = left else {
+            return Ok(copies.into_iter().find(|_| !one_step));
+        };
+        for aside in copies.iter() {
+            let Some((moved, moved_len)) = open(&aside.join(crate::conversation::LOG_FILE)) else {
+                continue;
+            };
+            if moved_len < left_len {
+                continue;
+            }
+            match starts_with(&*moved, &*left, left_len, interrupt)? {
+                Some(true) => return Ok(Some(aside.clone())),
+                Some(false) => {}
+                // What is left does not read.
+                None => return Ok(copies.into_iter().find(|_| !one_step)),
+            }
         }
-        self.removal_copies(id)
-            .into_iter()
-            .find(|aside| match &left {
-                Some(left) => read(&aside.join(crate::conversation::LOG_FILE))
-                    .is_some_and(|moved| moved.starts_with(left)),
-                None => !one_step,
-            })
+        Ok(None)
     }
 
     /// Checks that every reference of a conversation names a blob of the
@@ -752,6 +781,7 @@ impl Store {
         &self,
         id: &ConversationId,
         base_configs: &mut HashMap<BlobId, Option<String>>,
+        interrupt: &AtomicBool,
     ) -> Result<ConvCheck> {
         let backend = &**self.backend();
         let path = id.log_path();
@@ -769,9 +799,16 @@ impl Store {
         // Records a head cache covers (or the log was published with) were
         // whole once: a bad one there is damage even at the end of the log.
         let proven_end = crate::conversation::head::proven_end(backend, id);
-        let scanned = match crate::log::scan_proven(backend, &path, self.options().log, proven_end)
-        {
+        let log_options = self.options().log;
+        let scanned = match crate::log::scan_interruptible(
+            backend,
+            &path,
+            log_options,
+            proven_end,
+            interrupt,
+        ) {
             Ok(s) => s,
+            Err(Error::Interrupted) => return Err(Error::Interrupted),
             // A newer build's log: not damage, and left as it is.
             Err(e @ Error::Unsupported { .. }) => {
                 out.findings.push(Finding {
@@ -803,11 +840,12 @@ impl Store {
                 // long-lived writer must not make fsck wait).
                 match crate::log::try_lock(backend, &path)? {
                     Some(_lock) => {
-                        let again = crate::log::scan_proven(
+                        let again = crate::log::scan_interruptible(
                             backend,
                             &path,
-                            self.options().log,
+                            log_options,
                             proven_end,
+                            interrupt,
                         )?;
                         if let LogEnd::TornTail { offset, len } = again.end {
                             // Not damage: what an append that did not
@@ -849,6 +887,9 @@ impl Store {
         let mut compactions = 0u64;
         let mut base = None;
         for record in &scanned.records {
+            if interrupt.load(Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             out.records += 1;
             let max = self.options().log.max_record_size;
             let mut problems = Vec::new();
@@ -1376,6 +1417,38 @@ fn interrupted_repair(name: &str) -> Option<(ConversationId, String, u64)> {
     let end = end.parse().ok()?;
     let (id, _stamp) = done.rsplit_once('.')?;
     Some((ConversationId::parse(id).ok()?, done.to_string(), end))
+}
+
+/// Whether the file `long` begins with the `len` bytes of the file
+/// `short`, compared a MiB at a time: `None` if `short` cannot be read; a
+/// read error of `long` is a no. Stops with [`Error::Interrupted`] once
+/// `interrupt` is set.
+fn starts_with(
+    long: &dyn jpstore_blobstore::backend::ObjectReader,
+    short: &dyn jpstore_blobstore::backend::ObjectReader,
+    len: u64,
+    interrupt: &AtomicBool,
+) -> Result<Option<bool>> {
+    use jpstore_blobstore::backend::read_exact_at;
+    const CHUNK: u64 = 1 << 20;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    while at < len {
+        if interrupt.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        let n = (len - at).min(CHUNK) as usize;
+        a.resize(n, 0);
+        b.resize(n, 0);
+        if read_exact_at(short, &mut b, at).is_err() {
+            return Ok(None);
+        }
+        if read_exact_at(long, &mut a, at).is_err() || a != b {
+            return Ok(Some(false));
+        }
+        at += n as u64;
+    }
+    Ok(Some(true))
 }
 
 /// An item of a record, as fsck checks it.

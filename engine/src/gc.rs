@@ -15,6 +15,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use jpstore_blobstore::backend::LockKind;
@@ -223,9 +224,12 @@ impl Store {
         let ids = self.conversation_dirs()?;
         let mut live = HashSet::new();
         let mut conversations = 0;
+        // gc takes no flag: a signal ends it as a crash would, which its
+        // protocol survives (format-spec.md 4.7).
+        let never = AtomicBool::new(false);
         for (i, id) in ids.iter().enumerate() {
             let path = id.log_path();
-            match mark::mark_log(backend, &path, Holds::Log, options, &mut live) {
+            match mark::mark_log(backend, &path, Holds::Log, options, &never, &mut live) {
                 Ok(_) => conversations += 1,
                 // Removed since it was listed (`rm` does not wait for gc),
                 // or a creation that never published its log: not live.
@@ -238,7 +242,7 @@ impl Store {
                 total: ids.len(),
             });
         }
-        self.mark_quarantined(&mut live)?;
+        self.mark_quarantined(&never, &mut live)?;
         Ok((live, conversations))
     }
 
@@ -272,7 +276,12 @@ impl Store {
     /// Marks what the conversations moved into quarantine by `fsck
     /// --repair` may reference, and the tails writers cut and copied there:
     /// quarantine never deletes, so gc must not take their content either.
-    pub(crate) fn mark_quarantined(&self, live: &mut HashSet<BlobId>) -> Result<()> {
+    /// Stops with [`Error::Interrupted`] soon after `interrupt` is set.
+    pub(crate) fn mark_quarantined(
+        &self,
+        interrupt: &AtomicBool,
+        live: &mut HashSet<BlobId>,
+    ) -> Result<()> {
         let backend = &**self.backend();
         let options = self.options().log;
         let dir = Path::new(crate::conversation::QUARANTINE_DIR).join("conversations");
@@ -292,15 +301,19 @@ impl Store {
             let path = dir.join(&e.name);
             if e.is_prefix() {
                 let log = path.join(crate::conversation::LOG_FILE);
-                match mark::mark_log(backend, &log, Holds::Log, options, live) {
+                match mark::mark_log(backend, &log, Holds::Log, options, interrupt, live) {
                     Ok(_) => {}
                     // A directory moved aside before its log was published.
                     Err(Error::Io { ref source, .. }) if is_absent(source) => {}
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
                     Err(e) => return Err(self.unreadable(&log, e)),
                 }
             } else if is_tail_copy(&e.name) {
-                mark::mark_log(backend, &path, Holds::Part, options, live)
-                    .map_err(|err| self.unreadable(&path, err))?;
+                match mark::mark_log(backend, &path, Holds::Part, options, interrupt, live) {
+                    Ok(_) => {}
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    Err(e) => return Err(self.unreadable(&path, e)),
+                }
             }
         }
         Ok(())

@@ -109,7 +109,14 @@ pub fn log_file(data: &[u8]) {
     // the same bytes as a tail copy (walked in both framings, from 0).
     let mut live = std::collections::HashSet::new();
     for holds in [Holds::Log, Holds::Part] {
-        let _ = jpstore_engine::gc::mark_log(&backend, path, holds, options, &mut live);
+        let _ = jpstore_engine::gc::mark_log(
+            &backend,
+            path,
+            holds,
+            options,
+            &std::sync::atomic::AtomicBool::new(false),
+            &mut live,
+        );
     }
     if let Ok(reader) = LogReader::open(&backend, path, options) {
         if let Ok(records) = reader.records() {

@@ -3,7 +3,8 @@
 //! after a bad header (what tells damage from a torn tail, and where gc's
 //! tolerant walk resynchronizes) must stay linear in the bytes searched,
 //! whatever they hold; the work is counted
-//! ([`jpstore_engine::log::search_work`]), not timed.
+//! ([`jpstore_engine::log::search_work`]), not timed. And a long log does
+//! not make fsck deaf to SIGTERM while it reads it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -177,4 +178,71 @@ fn the_search_after_a_bad_header_is_linear_in_the_bytes() {
             }
         }
     }
+}
+
+/// The bytes the process `pid` has read so far (`rchar` of
+/// `/proc/<pid>/io`), if it can be told.
+#[cfg(target_os = "linux")]
+fn bytes_read(pid: u32) -> Option<u64> {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// One SIGTERM while `fsck` reads one long log (its records, then a sparse
+/// tail of 4 GiB of zeros: damage that gc's walk, which fsck runs to count
+/// what gc keeps, reads to the end): fsck stops with the interrupted status
+/// and says so. It looked at the flag only between conversations, so it
+/// read the whole log first and reported on it.
+#[cfg(target_os = "linux")]
+#[test]
+fn fsck_stops_at_sigterm_inside_one_long_log() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, _, log) = store(dir.path(), 2);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .expect("open the log");
+    let len = file.metadata().expect("stat").len();
+    file.set_len(len + (4 << 30)).expect("extend the log");
+    drop(file);
+    let mut child = Command::new(jpstore_tests::jp_store_bin())
+        .arg("--store")
+        .arg(&root)
+        .arg("fsck")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fsck");
+    // Signalled once it is well inside the log: 256 MiB read.
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("fsck ended before it read 256 MiB of the log: {status}");
+        }
+        if bytes_read(child.id()).is_some_and(|n| n >= 256 << 20) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let out = child.wait_with_output().expect("wait for fsck");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "fsck signalled inside a long log: {:?}\nstdout: {}\nstderr: {stderr}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("fsck interrupted before the end"),
+        "stderr: {stderr}"
+    );
 }

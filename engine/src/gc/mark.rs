@@ -11,6 +11,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use jpstore_blobstore::backend::Backend;
 use jpstore_blobstore::BlobId;
@@ -32,16 +33,20 @@ const ENTRY_BYTES_PER_ROUND: usize = 64 << 20;
 /// Marks into `live` every blob the file at `path`, which `holds` a log or
 /// part of one (a tail copied into quarantine), may reference. Errors only
 /// when the file cannot be read at all (or is of a format this build does
-/// not know): then what it references is unknown.
+/// not know): then what it references is unknown; and
+/// [`Error::Interrupted`](crate::error::Error::Interrupted) soon after
+/// `interrupt` is set (looked at for every MiB walked and every zstd frame
+/// decompressed), with what was marked so far.
 pub fn mark_log(
     backend: &dyn Backend,
     path: &Path,
     holds: Holds,
     options: LogOptions,
+    interrupt: &AtomicBool,
     live: &mut HashSet<BlobId>,
 ) -> Result<Salvage> {
-    let mut marker = Marker::new(options.max_record_size, live);
-    let salvage = salvage_log(backend, path, holds, options, &mut |piece| {
+    let mut marker = Marker::new(options.max_record_size, interrupt, live);
+    let salvage = salvage_log(backend, path, holds, options, interrupt, &mut |piece| {
         marker.take(piece)
     })?;
     marker.finish();
@@ -51,6 +56,8 @@ pub fn mark_log(
 /// Marks what the pieces of a tolerant walk may reference.
 struct Marker<'a> {
     max: u32,
+    /// Once set, nothing more is marked (the walk stops at its next look).
+    interrupt: &'a AtomicBool,
     live: &'a mut HashSet<BlobId>,
     /// Entries of valid version 1 records not decoded yet, and their bytes.
     entries: Vec<Vec<u8>>,
@@ -58,9 +65,10 @@ struct Marker<'a> {
 }
 
 impl<'a> Marker<'a> {
-    fn new(max: u32, live: &'a mut HashSet<BlobId>) -> Self {
+    fn new(max: u32, interrupt: &'a AtomicBool, live: &'a mut HashSet<BlobId>) -> Self {
         Marker {
             max,
+            interrupt,
             live,
             entries: Vec::new(),
             entry_bytes: 0,
@@ -70,7 +78,10 @@ impl<'a> Marker<'a> {
     /// Keeps a valid record's entry for decoding (decoded in rounds, on
     /// all cores); marks what anything else may reference at once.
     fn take(&mut self, piece: Piece<'_>) {
-        let (max, live) = (self.max, &mut *self.live);
+        if self.interrupt.load(Ordering::Relaxed) {
+            return;
+        }
+        let (max, live, interrupt) = (self.max, &mut *self.live, self.interrupt);
         match piece {
             Piece::Entry { bytes, .. } => {
                 self.entries.push(bytes.to_vec());
@@ -79,7 +90,9 @@ impl<'a> Marker<'a> {
                     self.finish();
                 }
             }
-            Piece::Sections { heads, body, .. } => mark_heads(heads, body.len(), max, live),
+            Piece::Sections { heads, body, .. } => {
+                mark_heads(heads, body.len(), max, interrupt, live)
+            }
             Piece::Damaged {
                 bytes,
                 own,
@@ -89,7 +102,7 @@ impl<'a> Marker<'a> {
                 // Plain entries and plain heads hold their ids as they are;
                 // compressed heads and packed entries are zstd frames.
                 mark_id_shapes(bytes, own, live);
-                mark_in_frames(bytes, own, max, live);
+                mark_in_frames(bytes, own, max, interrupt, live);
                 // Packed entries must be decompressed first: the region read
                 // as a record (it starts at a record boundary), as far as its
                 // structure holds.
@@ -108,6 +121,9 @@ impl<'a> Marker<'a> {
 
     /// Decodes and marks the entries collected so far.
     fn finish(&mut self) {
+        if self.interrupt.load(Ordering::Relaxed) {
+            self.entries.clear();
+        }
         mark_entries(&self.entries, self.max, self.live);
         self.entries.clear();
         self.entry_bytes = 0;
@@ -117,12 +133,18 @@ impl<'a> Marker<'a> {
 /// Marks the references of a valid version 2 record, from its heads
 /// section alone (every blob reference is in aux): read exactly, or, where
 /// the section does not read, searched like damage.
-fn mark_heads(heads: &[u8], body_len: usize, max: u32, live: &mut HashSet<BlobId>) {
+fn mark_heads(
+    heads: &[u8],
+    body_len: usize,
+    max: u32,
+    interrupt: &AtomicBool,
+    live: &mut HashSet<BlobId>,
+) {
     match heads_references(heads, body_len, max) {
         Ok(ids) => live.extend(ids),
         Err(_) => {
             mark_id_shapes(heads, heads.len(), live);
-            mark_in_frames(heads, heads.len(), max, live);
+            mark_in_frames(heads, heads.len(), max, interrupt, live);
         }
     }
 }
@@ -178,11 +200,20 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// `bytes` still give (each decompressed as far as it goes, at most `max`
 /// bytes, and only that frame: the frames after it have their own turn):
 /// the compressed heads of version 2 records and packed entries of version
-/// 1 ones.
-fn mark_in_frames(bytes: &[u8], own: usize, max: u32, live: &mut HashSet<BlobId>) {
+/// 1 ones. Stops once `interrupt` is set.
+fn mark_in_frames(
+    bytes: &[u8],
+    own: usize,
+    max: u32,
+    interrupt: &AtomicBool,
+    live: &mut HashSet<BlobId>,
+) {
     // A frame starting in the last bytes of `own` runs on past them.
     let starts = &bytes[..bytes.len().min(own.saturating_add(ZSTD_MAGIC.len() - 1))];
     for start in memchr::memmem::find_iter(starts, &ZSTD_MAGIC) {
+        if interrupt.load(Ordering::Relaxed) {
+            return;
+        }
         let plain = codec::decompress_lossy(&bytes[start..], max);
         mark_id_shapes(&plain, plain.len(), live);
     }

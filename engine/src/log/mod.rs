@@ -49,7 +49,8 @@ mod salvage;
 mod scan;
 mod writer;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use jpstore_blobstore::backend::Backend;
 
@@ -70,7 +71,42 @@ pub use writer::{
 
 pub(crate) use scan::{Step, Walker};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// What the `io::Error` of a walk holds when it stopped because its
+/// interrupt flag was set; mapped to [`Error::Interrupted`] where walks
+/// report errors ([`read_error`]).
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// An error of `interrupt` if it is set: what loops over the bytes of a log
+/// look at as they go.
+pub(crate) fn check_interrupt(interrupt: Option<&AtomicBool>) -> std::io::Result<()> {
+    if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+        Err(std::io::Error::other(Stopped))
+    } else {
+        Ok(())
+    }
+}
+
+/// The error of a failed `op` on the log `path` (as displayed):
+/// [`Error::Interrupted`] where a walk stopped at its flag
+/// ([`check_interrupt`]), else [`Error::Io`].
+pub(crate) fn read_error(op: &'static str, path: PathBuf, source: std::io::Error) -> Error {
+    if source.get_ref().is_some_and(|e| e.is::<Stopped>()) {
+        Error::Interrupted
+    } else {
+        Error::Io { op, path, source }
+    }
+}
 
 /// Offset of the first record of every log.
 pub const FIRST_RECORD: u64 = FILE_HEADER_LEN;
@@ -171,8 +207,24 @@ pub fn scan_proven(
     options: LogOptions,
     proven_end: u64,
 ) -> Result<Scan> {
+    scan_interruptible(backend, path, options, proven_end, &AtomicBool::new(false))
+}
+
+/// [`scan_proven`] that stops with [`Error::Interrupted`] soon after
+/// `interrupt` is set (by a signal handler, or another thread): it is
+/// looked at before each record and through the search after a bad header
+/// ([`Records::interruptible`]), so a long log stops within a record.
+///
+/// [`Error::Interrupted`]: crate::error::Error::Interrupted
+pub fn scan_interruptible(
+    backend: &dyn Backend,
+    path: &Path,
+    options: LogOptions,
+    proven_end: u64,
+    interrupt: &AtomicBool,
+) -> Result<Scan> {
     let reader = LogReader::open(backend, path, options)?.with_proven_end(proven_end);
-    let mut walk = reader.records()?;
+    let mut walk = reader.records()?.interruptible(interrupt);
     let mut records = Vec::new();
     let mut error = None;
     for item in walk.by_ref() {

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use jpstore_blobstore::backend::{read_at_most, Backend, ObjectReader};
 
@@ -192,6 +193,7 @@ impl LogReader {
             end: None,
             done: false,
             rechecked: false,
+            interrupt: None,
         })
     }
 
@@ -421,6 +423,19 @@ pub struct Records<'r> {
     end: Option<LogEnd>,
     done: bool,
     rechecked: bool,
+    interrupt: Option<&'r AtomicBool>,
+}
+
+impl<'r> Records<'r> {
+    /// Makes the walk stop with [`Error::Interrupted`] soon after
+    /// `interrupt` is set: it is looked at before each record and through
+    /// the search after a bad header (every 64 Ki offsets), so a long log
+    /// stops within a record, not at its end.
+    pub fn interruptible(mut self, interrupt: &'r AtomicBool) -> Self {
+        self.interrupt = Some(interrupt);
+        self.walker = self.walker.with_interrupt(self.interrupt);
+        self
+    }
 }
 
 impl Records<'_> {
@@ -581,7 +596,8 @@ impl Records<'_> {
                             len,
                             self.reader.options.max_record_size,
                         )
-                        .with_proven_end(self.reader.proven_end);
+                        .with_proven_end(self.reader.proven_end)
+                        .with_interrupt(self.interrupt);
                         self.step_record()
                     }
                     Ok(len) => {
@@ -609,11 +625,7 @@ impl Records<'_> {
             }
             Err(source) => {
                 self.done = true;
-                Some(Err(Error::Io {
-                    op: "read",
-                    path: path.clone(),
-                    source,
-                }))
+                Some(Err(super::read_error("read", path.clone(), source)))
             }
         }
     }

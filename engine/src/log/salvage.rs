@@ -28,6 +28,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use jpstore_blobstore::backend::{read_at_most, Backend, ObjectReader};
 
@@ -41,6 +42,9 @@ use crate::error::{Error, Result};
 /// Bytes walked per window (the window also holds one record's worth
 /// after them).
 pub const STEP: usize = 64 << 20;
+
+/// Bytes walked between two looks at the interrupt flag.
+const LOOK_EVERY: u64 = 1 << 20;
 
 /// One piece of a tolerant walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,30 +117,41 @@ pub enum Holds {
 /// Errors: the file cannot be opened or read (missing, no permission, not a
 /// regular file, an I/O error), or its header is valid but names a format
 /// this build does not know ([`Error::Unsupported`]): its records cannot be
-/// interpreted at all.
+/// interpreted at all; and [`Error::Interrupted`] soon after `interrupt` is
+/// set (it is looked at for every MiB walked).
 pub fn salvage_log(
     backend: &dyn Backend,
     path: &Path,
     holds: Holds,
     options: LogOptions,
+    interrupt: &AtomicBool,
     each: &mut dyn FnMut(Piece<'_>),
 ) -> Result<Salvage> {
     let (file, len) = open(backend, path)?;
-    let io = |e| io_error(backend, path, "read", e);
+    let io = |e| super::read_error("read", backend.display(path), e);
+    let interrupt = Some(interrupt);
     if holds == Holds::Part {
-        return salvage_both(&*file, len, 0, options, each).map_err(io);
+        return salvage_both(&*file, len, 0, options, interrupt, each).map_err(io);
     }
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     let got = read_at_most(&*file, &mut header, 0).map_err(io)?;
     let start = FILE_HEADER_LEN.min(got as u64);
     match check_file_header(&header[..got]) {
-        Ok(format) => {
-            salvage_file(&*file, len, start, format.framing, options, STEP, each).map_err(io)
-        }
+        Ok(format) => salvage_file(
+            &*file,
+            len,
+            start,
+            format.framing,
+            options,
+            STEP,
+            interrupt,
+            each,
+        )
+        .map_err(io),
         // Whatever the version was, its records are walked in both
         // framings: marking more only keeps blobs longer.
         Err(HeaderProblem::Damaged(..)) => {
-            let mut out = salvage_both(&*file, len, start, options, each).map_err(io)?;
+            let mut out = salvage_both(&*file, len, start, options, interrupt, each).map_err(io)?;
             out.bad_header = true;
             Ok(out)
         }
@@ -173,11 +188,12 @@ fn salvage_both(
     len: u64,
     start: u64,
     options: LogOptions,
+    interrupt: Option<&AtomicBool>,
     each: &mut dyn FnMut(Piece<'_>),
 ) -> io::Result<Salvage> {
     let mut out = Salvage::default();
     for framing in [Framing::V1, Framing::V2] {
-        let s = salvage_file(file, len, start, framing, options, STEP, each)?;
+        let s = salvage_file(file, len, start, framing, options, STEP, interrupt, each)?;
         out.records += s.records;
         out.damaged += s.damaged;
     }
@@ -187,7 +203,11 @@ fn salvage_both(
 /// Walks the bytes `[start, len)` of `file` tolerantly, as records of
 /// `framing`, handing every piece to `each`, in windows of `step` bytes of
 /// walk (see the module documentation). A file that is shorter than `len`
-/// by now (a writer cut a torn tail) is walked as far as it goes.
+/// by now (a writer cut a torn tail) is walked as far as it goes. Stops
+/// with the error of [`check_interrupt`](super::check_interrupt) soon after
+/// `interrupt` is set: it is looked at for every [`LOOK_EVERY`] bytes
+/// walked.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn salvage_file(
     file: &dyn ObjectReader,
     len: u64,
@@ -195,6 +215,7 @@ pub(crate) fn salvage_file(
     framing: Framing,
     options: LogOptions,
     step: usize,
+    interrupt: Option<&AtomicBool>,
     each: &mut dyn FnMut(Piece<'_>),
 ) -> io::Result<Salvage> {
     let step = u64::try_from(step.max(1)).unwrap_or(u64::MAX);
@@ -207,7 +228,9 @@ pub(crate) fn salvage_file(
     // Where the damaged region being walked started, and whether a piece
     // of it was handed over already.
     let mut damaged: Option<(u64, bool)> = None;
+    let mut next_look = off;
     while off < len {
+        super::check_interrupt(interrupt)?;
         window.cover(
             file,
             off,
@@ -219,6 +242,10 @@ pub(crate) fn salvage_file(
         }
         let stop = end.min(off.saturating_add(step));
         while off < stop {
+            if off >= next_look {
+                super::check_interrupt(interrupt)?;
+                next_look = off.saturating_add(LOOK_EVERY);
+            }
             // At a record boundary the record there is checked directly;
             // inside a damaged region, by the search that keeps the work
             // linear in the bytes however many valid headers they hold.
@@ -451,6 +478,7 @@ mod tests {
             Framing::V1,
             options,
             step,
+            None,
             &mut |p| {
                 match p {
                     Piece::Entry { offset, bytes } => w.entries.push((offset, bytes.to_vec())),
@@ -574,6 +602,7 @@ mod tests {
             Framing::V1,
             options,
             1024,
+            None,
             &mut |p| {
                 pieces += usize::from(matches!(p, Piece::Damaged { .. }));
             },

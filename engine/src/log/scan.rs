@@ -20,6 +20,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use jpstore_blobstore::backend::{read_at_most, ObjectReader};
 
@@ -251,7 +252,12 @@ pub(crate) struct Walker<'f> {
     lazy_bodies: bool,
     buf: Vec<u8>,
     buf_start: u64,
+    interrupt: Option<&'f AtomicBool>,
 }
+
+/// Offsets the search after a bad header looks at between two looks at
+/// the interrupt flag.
+const OFFSETS_PER_LOOK: u64 = 1 << 16;
 
 impl std::fmt::Debug for Walker<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -283,6 +289,7 @@ impl<'f> Walker<'f> {
             lazy_bodies: false,
             buf: Vec::new(),
             buf_start: 0,
+            interrupt: None,
         }
     }
 
@@ -300,6 +307,7 @@ impl<'f> Walker<'f> {
             lazy_bodies: false,
             buf: Vec::new(),
             buf_start: 0,
+            interrupt: None,
         }
     }
 
@@ -318,6 +326,15 @@ impl<'f> Walker<'f> {
     /// every record of a version 1 log, are checked whole.
     pub(crate) fn with_lazy_bodies(mut self) -> Self {
         self.lazy_bodies = true;
+        self
+    }
+
+    /// Makes every step look at `interrupt` (if any) first, and the search
+    /// after a bad header as it goes: once it is set, a step fails with an
+    /// error that [`read_error`](super::read_error) reports as
+    /// [`Error::Interrupted`].
+    pub(crate) fn with_interrupt(mut self, interrupt: Option<&'f AtomicBool>) -> Self {
+        self.interrupt = interrupt;
         self
     }
 
@@ -375,6 +392,7 @@ impl<'f> Walker<'f> {
 
     /// Reads the record at `off` (a record boundary) or classifies the end.
     pub(crate) fn step(&mut self, off: u64) -> io::Result<Step> {
+        super::check_interrupt(self.interrupt)?;
         let step = self.step_bytes(off)?;
         if off >= self.proven_end {
             return Ok(step);
@@ -475,6 +493,7 @@ impl<'f> Walker<'f> {
         let remaining = self.limit - off;
         let max = self.max_payload;
         let framing = self.framing;
+        let interrupt = self.interrupt;
         if remaining > framing.record_header_len() + u64::from(max) {
             return Ok(Step::End(LogEnd::Damaged {
                 offset: off,
@@ -493,7 +512,16 @@ impl<'f> Walker<'f> {
         // something a writer wrote whole after it (linear in the region
         // however many valid headers it holds, `resync`).
         let mut search = Resync::new(framing, max);
-        let found = (1..region.len() as u64).find(|&p| search.at(region, 0, p).is_some());
+        let mut found = None;
+        for p in 1..region.len() as u64 {
+            if p % OFFSETS_PER_LOOK == 0 {
+                super::check_interrupt(interrupt)?;
+            }
+            if search.at(region, 0, p).is_some() {
+                found = Some(p);
+                break;
+            }
+        }
         Ok(Step::End(match found {
             Some(p) => LogEnd::Damaged {
                 offset: off,

@@ -1091,3 +1091,114 @@ fn a_long_log_is_read_up_to_a_record_after_its_first_bad_header() {
             .expect("read");
     assert_eq!((read.len() as u64, read_len), (len, len));
 }
+
+/// A log in memory that sets `flag` once a read reaches `trip`: an
+/// interrupt arriving while a walk is inside the bytes after it.
+#[derive(Debug)]
+struct Tripwire {
+    bytes: Vec<u8>,
+    trip: u64,
+    flag: Arc<AtomicBool>,
+}
+
+impl jpstore_blobstore::backend::ObjectReader for Tripwire {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if offset + buf.len() as u64 > self.trip {
+            self.flag.store(true, Ordering::SeqCst);
+        }
+        let start = (offset as usize).min(self.bytes.len());
+        let n = buf.len().min(self.bytes.len() - start);
+        buf[..n].copy_from_slice(&self.bytes[start..start + n]);
+        Ok(n)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.bytes.len() as u64)
+    }
+}
+
+/// A log of `framing` with one record, then `tail` bytes of no record (a
+/// bad header, zeros with stray bytes): what a reader searches after the
+/// bad header, and gc's walk byte after byte. Returns the log and where
+/// the tail starts.
+fn log_with_a_long_tail(framing: Framing, tail: usize) -> (Vec<u8>, u64) {
+    let format = match framing {
+        Framing::V1 => LogFormat::v1(0),
+        Framing::V2 => LogFormat::v2(),
+    };
+    let mut bytes = record::encode_file_header(format).to_vec();
+    bytes.extend(match framing {
+        Framing::V1 => record::encode_record(&[b"first"]),
+        Framing::V2 => record::encode_record_v2(&[0u8; 16], b""),
+    });
+    let start = bytes.len() as u64;
+    bytes.resize(bytes.len() + tail, 0x5a);
+    for i in (start as usize + 64..bytes.len()).step_by(97) {
+        bytes[i] = 0;
+    }
+    (bytes, start)
+}
+
+#[test]
+fn an_interrupt_stops_the_search_after_a_bad_header_inside_the_search() {
+    for framing in FRAMINGS {
+        // A tail a search walks offset by offset (within the record limit).
+        // The flag is set by the read of the whole tail for the search, not
+        // by the reads ahead before it (64 KiB at a time).
+        let (bytes, tail) = log_with_a_long_tail(framing, 4 << 20);
+        let flag = Arc::new(AtomicBool::new(false));
+        let file = Tripwire {
+            bytes,
+            trip: tail + (256 << 10),
+            flag: Arc::clone(&flag),
+        };
+        let reader = LogReader::over(Box::new(file), PathBuf::from(LOG), LogOptions::default())
+            .expect("open");
+        let before = search_work().offsets;
+        let mut walk = reader.records().expect("walk").interruptible(&flag);
+        assert!(walk.next().expect("a record").is_ok());
+        assert!(matches!(walk.next(), Some(Err(Error::Interrupted))));
+        assert!(walk.next().is_none());
+        let looked = search_work().offsets - before;
+        assert!(
+            looked > 0 && looked <= 2 << 16,
+            "{looked} offsets looked at in a search of 4 MiB"
+        );
+    }
+}
+
+#[test]
+fn an_interrupt_stops_gcs_walk_inside_a_long_damaged_region() {
+    for framing in FRAMINGS {
+        let (bytes, tail) = log_with_a_long_tail(framing, 16 << 20);
+        let flag = Arc::new(AtomicBool::new(false));
+        let file = Tripwire {
+            bytes,
+            trip: tail,
+            flag: Arc::clone(&flag),
+        };
+        let before = search_work().offsets;
+        let walked = salvage::salvage_file(
+            &file,
+            file.bytes.len() as u64,
+            FIRST_RECORD,
+            framing,
+            LogOptions {
+                max_record_size: 1 << 20,
+            },
+            salvage::STEP,
+            Some(&flag),
+            &mut |_| {},
+        );
+        let e = walked.expect_err("interrupted");
+        assert!(matches!(
+            read_error("read", PathBuf::from(LOG), e),
+            Error::Interrupted
+        ));
+        let looked = search_work().offsets - before;
+        assert!(
+            looked <= 2 << 20,
+            "{looked} offsets looked at in a region of 16 MiB"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Result;
 use jpstore_engine::import::{Imported, Prepared};
-use jpstore_engine::stream::{parse_conversation_line, read_line, MAX_LINE};
+use jpstore_engine::stream::{parse_conversation_line, read_line, LineError, MAX_LINE};
 use jpstore_engine::Store;
 
 use crate::jp::import::{
@@ -115,7 +115,18 @@ pub fn import_streams(
                 continue;
             }
             let at = PathBuf::from(format!("{}:{number}", name.display()));
-            match parse_conversation_line(&line, number) {
+            // A JP import's `jp` field names the directory export writes:
+            // checked before it is stored.
+            let parsed = parse_conversation_line(&line, number).and_then(|prepared| {
+                match crate::jp::check::prepared_problem(&prepared) {
+                    None => Ok(prepared),
+                    Some(message) => Err(LineError {
+                        line: number,
+                        message,
+                    }),
+                }
+            });
+            match parsed {
                 Ok(prepared) => {
                     match given.get(&prepared.id) {
                         None => {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::check::info_problem;
 use super::render::{self, FileKind};
 use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
 use jpstore_engine::config::canonical_bytes;
@@ -116,6 +117,16 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
         }
         None => native(),
     };
+    // Checked again where it is used: a store may hold a field stored by
+    // an earlier build, which took a stream's as it came.
+    if let Some(problem) = info_problem(&info, &conv.id) {
+        return Err(JpExportError::Info {
+            id: conv.id.to_string(),
+            log: store.display(&conv.id.log_path()),
+            expected: "files that stay in their conversation's directory (format-spec.md 4.3)",
+            found: problem.to_string(),
+        });
+    }
     let base_text = match conv.state.metadata.base_config {
         Some(r) => Some(base_config_text(store, &r)?),
         None => None,
@@ -148,6 +159,9 @@ pub fn prepared_files(prepared: &Prepared) -> std::result::Result<JpFiles, Strin
     merge_patch(&mut fields, &prepared.fields);
     let info = JpInfo::from_metadata(&fields)?
         .ok_or_else(|| "the conversation was not prepared from JP's files".to_owned())?;
+    if let Some(problem) = info_problem(&info, &prepared.id) {
+        return Err(format!("its `jp` metadata {problem}"));
+    }
     let metadata = imported_metadata(&fields, &info);
     let base_text = match (&prepared.base_config_text, &prepared.base_config) {
         (Some(t), _) => Some(String::from_utf8_lossy(t).into_owned()),

@@ -187,6 +187,9 @@ pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
             format!("no conversation id in the directory name: {e}"),
         )
     })?;
+    if let Some(problem) = super::check::dir_name_problem(&dir_name, &id) {
+        return Err(invalid(dir, problem));
+    }
     let archived = dir
         .parent()
         .and_then(|p| p.file_name())

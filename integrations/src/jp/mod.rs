@@ -16,6 +16,7 @@
 //! number forms come back as they were.
 
 pub mod base64;
+pub mod check;
 pub mod export;
 pub mod export_dir;
 pub mod import;

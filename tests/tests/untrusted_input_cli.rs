@@ -1,0 +1,248 @@
+//! Stored strings an adversary wrote, through the binary: NDJSON streams
+//! crafted to name directories outside the one `export --format jp`
+//! writes into, refused at import naming the line and the field; and a
+//! store holding such a name anyway (stored by an earlier build, which
+//! took a stream's `jp` field as it came), refused at export with nothing
+//! written outside.
+
+use std::path::{Path, PathBuf};
+
+use jpstore_tests::{run_jp_store, tree_snapshot};
+use serde_json::Value;
+
+const SAMPLE_ID: &str = "17738399468";
+const SAMPLE_DIR: &str = "17738399468-fix-the-flaky-test";
+
+fn sample_workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/samples/jp-workspace")
+}
+
+/// The NDJSON line of the shipped sample (a JP import, with its `jp`
+/// field), from a store `dir/source`.
+fn sample_line(dir: &Path) -> Value {
+    let source = dir.join("source");
+    run_jp_store(&source, &["init"], b"").ok("init");
+    let sample = sample_workspace();
+    run_jp_store(&source, &["import", sample.to_str().expect("utf-8")], b"").ok("import");
+    let line = run_jp_store(&source, &["export", SAMPLE_ID, "--format", "ndjson"], b"")
+        .ok("export ndjson")
+        .to_string();
+    serde_json::from_str(&line).expect("a line")
+}
+
+/// `line` with `metadata.jp.<field>` set to `value`.
+fn with_jp(line: &Value, field: &str, value: Value) -> String {
+    let mut line = line.clone();
+    line["metadata"]["jp"][field] = value;
+    line.to_string()
+}
+
+/// Directory names that are not one component of the conversation's own
+/// (`absolute`: an absolute path, in the test's directory).
+fn bad_dirs(absolute: &Path) -> Vec<String> {
+    vec![
+        "../escaped-dir".into(),
+        absolute.to_str().expect("utf-8").into(),
+        "..".into(),
+        ".".into(),
+        String::new(),
+        format!("{SAMPLE_ID}-a/b"),
+        format!("{SAMPLE_ID}-a\\b"),
+        format!("{SAMPLE_ID}-nul\0"),
+        format!("{SAMPLE_ID}-\u{1b}[2J"),
+        format!("{SAMPLE_ID}-{}", "x".repeat(250)),
+        "17738399401-another-conversation".into(),
+    ]
+}
+
+#[test]
+fn directory_names_from_a_stream_are_refused_at_import() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = sample_line(dir.path());
+    let bad = bad_dirs(&dir.path().join("absolute"));
+    let mut lines: Vec<String> = bad
+        .iter()
+        .map(|d| with_jp(&line, "dir", Value::from(d.as_str())))
+        .collect();
+    lines.push(line.to_string());
+    let file = dir.path().join("crafted.ndjson");
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let target = dir.path().join("target");
+    run_jp_store(&target, &["init"], b"").ok("init");
+    let run = run_jp_store(
+        &target,
+        &["import", file.to_str().expect("utf-8"), "--json"],
+        b"",
+    );
+    run.expect_code(1, "a stream with bad directory names");
+    let report: Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 1, "the good line: {report}");
+    let failed = report["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), bad.len(), "{report}");
+    for (i, f) in failed.iter().enumerate() {
+        let path = f["path"].as_str().expect("path");
+        assert!(path.ends_with(&format!("crafted.ndjson:{}", i + 1)), "{f}");
+        let reason = f["reason"].as_str().expect("reason");
+        assert!(
+            reason.starts_with("field `metadata.jp.dir`: directory name"),
+            "{:?}: {reason}",
+            bad[i]
+        );
+    }
+    // What was imported exports into the directory asked for, and nowhere
+    // else.
+    let out = dir.path().join("ws");
+    let before = tree_snapshot(dir.path());
+    run_jp_store(
+        &target,
+        &[
+            "export",
+            "--format",
+            "jp",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+    .ok("export");
+    let mut after = tree_snapshot(dir.path());
+    after.retain(|p, _| !p.starts_with("ws") && !p.starts_with("target"));
+    let mut before = before;
+    before.retain(|p, _| !p.starts_with("target"));
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    assert!(out.join(SAMPLE_DIR).join("events.json").is_file());
+}
+
+/// A store holding the names anyway (imported through the library, as an
+/// earlier build stored a stream's field): `export --format jp --replace`
+/// of every conversation refuses each, naming it and the field, writes
+/// nothing outside the conversations directory, and leaves another
+/// workspace's files and another conversation's directory as they were.
+/// Before, `../escaped-dir` was written beside the directory, and with
+/// `--replace` another workspace's `events.json` was overwritten.
+#[test]
+fn directory_names_stored_anyway_are_refused_at_export() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = sample_line(dir.path());
+    // Another workspace, holding the sample's directory with other bytes,
+    // and a conversation directory of another id in the one exported into.
+    let victim = dir.path().join("victim/.jp/conversations");
+    let victim_events = victim.join(SAMPLE_DIR).join("events.json");
+    std::fs::create_dir_all(victim_events.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&victim_events, "[]\n").expect("write");
+    let ws = dir.path().join("ws/.jp/conversations");
+    let other = ws.join("17738399401-another-conversation");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("events.json"), "[]\n").expect("write");
+    std::fs::write(other.join("metadata.json"), "{}\n").expect("write");
+
+    let mut dirs = bad_dirs(&dir.path().join("absolute"));
+    dirs.push(format!("../../../victim/.jp/conversations/{SAMPLE_DIR}"));
+    let store_dir = dir.path().join("store");
+    let store =
+        jpstore_engine::Store::init_dir(&store_dir, jpstore_engine::StoreOptions::default())
+            .expect("init");
+    let mut ids = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        let id = format!("{SAMPLE_ID}{i:02}");
+        let mut crafted: Value =
+            serde_json::from_str(&with_jp(&line, "dir", Value::from(d.as_str()))).expect("json");
+        crafted["id"] = Value::from(id.as_str());
+        let text = crafted.to_string();
+        let prepared =
+            jpstore_engine::stream::parse_conversation_line(text.as_bytes(), 1).expect("parse");
+        store
+            .import(vec![prepared], false, &mut |_| {})
+            .expect("import");
+        ids.push(id);
+    }
+    drop(store);
+
+    let before = tree_snapshot(dir.path());
+    let ws_arg = ws.to_str().expect("utf-8");
+    let run = run_jp_store(
+        &store_dir,
+        &["export", "--format", "jp", "--out", ws_arg, "--replace"],
+        b"",
+    );
+    run.expect_code(1, "export of stored bad names");
+    assert_eq!(run.stdout, "", "no file written");
+    for id in &ids {
+        assert!(
+            run.stderr
+                .contains(&format!("error: {id}: conversation {id}")),
+            "{id}: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(
+        run.stderr.matches("field `dir`: directory name").count(),
+        ids.len(),
+        "{}",
+        run.stderr
+    );
+    let mut after = tree_snapshot(dir.path());
+    let mut before = before;
+    for t in [&mut before, &mut after] {
+        t.retain(|p, _| !p.starts_with("store"));
+    }
+    assert_eq!(
+        before, after,
+        "nothing written or changed outside the store"
+    );
+    assert_eq!(std::fs::read(&victim_events).expect("victim"), b"[]\n");
+    assert!(!dir.path().join("ws/.jp/escaped-dir").exists());
+    assert!(!dir.path().join("absolute").exists());
+
+    // One conversation named: the same refusal, as the command's error.
+    let run = run_jp_store(
+        &store_dir,
+        &["export", &ids[0], "--format", "jp", "--out", ws_arg],
+        b"",
+    );
+    run.expect_code(1, "export of one stored bad name");
+    assert!(
+        run.stderr
+            .contains("field `dir`: directory name \"../escaped-dir\""),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A JP directory whose name holds a control character (JP names
+/// directories by slugs of letters, digits and `-`; this one was renamed)
+/// is refused at import, named, and the other conversations imported.
+#[test]
+fn a_jp_directory_named_with_a_control_character_is_refused_at_import() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("conversations");
+    let sample = sample_workspace()
+        .join(".jp/conversations")
+        .join(SAMPLE_DIR);
+    jpstore_tests::copy_tree(&sample, &ws.join(SAMPLE_DIR));
+    let odd = ws.join("17738399469-\u{1b}[2J");
+    jpstore_tests::copy_tree(&sample, &odd);
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let run = run_jp_store(
+        &store,
+        &["import", ws.to_str().expect("utf-8"), "--json"],
+        b"",
+    );
+    run.expect_code(1, "a directory named with an escape");
+    let report: Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 1, "{report}");
+    let failed = report["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{report}");
+    assert_eq!(failed[0]["path"], odd.to_str().expect("utf-8"));
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("control character"),
+        "{report}"
+    );
+}

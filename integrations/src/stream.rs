@@ -118,7 +118,7 @@ pub fn import_streams(
             // A JP import's `jp` field names the directory export writes:
             // checked before it is stored.
             let parsed = parse_conversation_line(&line, number).and_then(|prepared| {
-                match crate::jp::check::prepared_problem(&prepared) {
+                match crate::jp::export::prepared_problem(&prepared) {
                     None => Ok(prepared),
                     Some(message) => Err(LineError {
                         line: number,

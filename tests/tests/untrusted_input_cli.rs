@@ -1,14 +1,15 @@
 //! Stored strings an adversary wrote, through the binary: NDJSON streams
 //! crafted to name directories outside the one `export --format jp`
-//! writes into, refused at import naming the line and the field; and a
-//! store holding such a name anyway (stored by an earlier build, which
+//! writes into, or to record a layout that makes JP's files something
+//! other than JSON, refused at import naming the line and the field; and
+//! a store holding such a field anyway (stored by an earlier build, which
 //! took a stream's `jp` field as it came), refused at export with nothing
-//! written outside.
+//! of the conversation written.
 
 use std::path::{Path, PathBuf};
 
 use jpstore_tests::{run_jp_store, tree_snapshot};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const SAMPLE_ID: &str = "17738399468";
 const SAMPLE_DIR: &str = "17738399468-fix-the-flaky-test";
@@ -244,5 +245,222 @@ fn a_jp_directory_named_with_a_control_character_is_refused_at_import() {
             .expect("reason")
             .contains("control character"),
         "{report}"
+    );
+}
+
+/// The text of item `index` of the sample's `events.json` as export
+/// renders it (JP's layout: serde_json's pretty printer at depth 1), and
+/// the CRC-32 a fix of it names.
+fn rendered_entry(dir: &Path, index: usize) -> (String, u32) {
+    let out = dir.join("rendered");
+    let source = dir.join("source");
+    run_jp_store(
+        &source,
+        &[
+            "export",
+            SAMPLE_ID,
+            "--format",
+            "jp",
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+        b"",
+    )
+    .ok("export");
+    let events = std::fs::read_to_string(out.join(SAMPLE_DIR).join("events.json")).expect("read");
+    let items: Vec<Value> = serde_json::from_str(&events).expect("events.json");
+    let text = serde_json::to_string_pretty(&items[index])
+        .expect("json")
+        .replace('\n', "\n  ");
+    assert!(events.contains(&text), "the rendering of entry {index}");
+    let crc = crc32fast::hash(text.as_bytes());
+    (text, crc)
+}
+
+/// Layouts that give files that are not JSON (or not those values),
+/// each as (the `jp` field's key, its value, the field named).
+fn bad_layouts(dir: &Path) -> Vec<(&'static str, Value, &'static str)> {
+    // Item 2 of the file is stored entry 1 (the first item is the legacy
+    // layout's first config delta, the base config).
+    let (text, crc) = rendered_entry(dir, 2);
+    let end = text.len();
+    vec![
+        ("events_text", json!({"indent": "x"}), "events_text.indent"),
+        (
+            "events_text",
+            json!({"indent": " \n"}),
+            "events_text.indent",
+        ),
+        (
+            "events_text",
+            json!({"indent": " ".repeat(65)}),
+            "events_text.indent",
+        ),
+        (
+            "events_text",
+            json!({"gaps": {"start": "garbage["}}),
+            "events_text.gaps.start",
+        ),
+        (
+            "events_text",
+            json!({"gaps": {"end": "]]\n"}}),
+            "events_text.gaps.end",
+        ),
+        (
+            "events_text",
+            json!({"gaps": {"end": "\n"}}),
+            "events_text.gaps.end",
+        ),
+        (
+            "events_text",
+            json!({"gaps": {"1": "\n  "}}),
+            "events_text.gaps.1",
+        ),
+        (
+            "events_text",
+            json!({"gaps": {"value": ","}}),
+            "events_text.gaps.value",
+        ),
+        (
+            "metadata_text",
+            json!({"gaps": {"end": "\n}\n"}}),
+            "metadata_text.gaps.end",
+        ),
+        (
+            "metadata_text",
+            json!({"gaps": {"start": "\u{feff}"}}),
+            "metadata_text.gaps.start",
+        ),
+        (
+            "metadata_text",
+            json!({"indent": "\u{b}"}),
+            "metadata_text.indent",
+        ),
+        (
+            "base_config_text",
+            json!({"fixes": {"1": [0, []]}}),
+            "base_config_text.fixes.1",
+        ),
+        // Fixes whose edits apply (their CRC is the rendering's): one that
+        // breaks the entry, one that makes two of it.
+        (
+            "events_text",
+            json!({"fixes": {"1": [crc, [[0, 1, "["]]]}}),
+            "events.json would not be JSON",
+        ),
+        (
+            "events_text",
+            json!({"fixes": {"1": [crc, [[end, 0, ",{\"type\":\"turn_start\"}"]]]}}),
+            "events.json would hold",
+        ),
+        (
+            "events_text",
+            json!({"fixes": {"1": [crc, [[1, 0, "\"type\":\"x\","]]]}}),
+            "duplicate key",
+        ),
+    ]
+}
+
+#[test]
+fn layouts_from_a_stream_that_are_not_json_are_refused_at_import() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = sample_line(dir.path());
+    let bad = bad_layouts(dir.path());
+    let mut lines: Vec<String> = bad
+        .iter()
+        .map(|(key, value, _)| with_jp(&line, key, value.clone()))
+        .collect();
+    lines.push(line.to_string());
+    let file = dir.path().join("crafted.ndjson");
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let target = dir.path().join("target");
+    run_jp_store(&target, &["init"], b"").ok("init");
+    let run = run_jp_store(
+        &target,
+        &["import", file.to_str().expect("utf-8"), "--json"],
+        b"",
+    );
+    run.expect_code(1, "a stream with bad layouts");
+    let report: Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 1, "the good line: {report}");
+    let failed = report["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), bad.len(), "{report}");
+    for (f, (_, value, named)) in failed.iter().zip(&bad) {
+        let reason = f["reason"].as_str().expect("reason");
+        assert!(
+            reason.starts_with("field `metadata.jp") && reason.contains(named),
+            "{value}: {reason}"
+        );
+    }
+}
+
+/// The same layouts stored anyway (through the library): export refuses
+/// each conversation naming what is wrong, writes none of its files, and
+/// the others are exported. Before, it wrote `events.json` and
+/// `metadata.json` that were not JSON, and exited 0.
+#[test]
+fn layouts_stored_anyway_that_are_not_json_are_refused_at_export() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let line = sample_line(dir.path());
+    let bad = bad_layouts(dir.path());
+    let store_dir = dir.path().join("store");
+    let store =
+        jpstore_engine::Store::init_dir(&store_dir, jpstore_engine::StoreOptions::default())
+            .expect("init");
+    let mut ids = Vec::new();
+    for (i, (key, value, _)) in bad.iter().enumerate() {
+        let id = format!("{SAMPLE_ID}{i:02}");
+        let mut crafted: Value =
+            serde_json::from_str(&with_jp(&line, key, value.clone())).expect("json");
+        crafted["id"] = Value::from(id.as_str());
+        crafted["metadata"]["jp"]["dir"] = Value::from(format!("{id}-crafted"));
+        let text = crafted.to_string();
+        let prepared =
+            jpstore_engine::stream::parse_conversation_line(text.as_bytes(), 1).expect("parse");
+        store
+            .import(vec![prepared], false, &mut |_| {})
+            .expect("import");
+        ids.push(id);
+    }
+    let good = jpstore_engine::stream::parse_conversation_line(line.to_string().as_bytes(), 1)
+        .expect("parse");
+    store
+        .import(vec![good], false, &mut |_| {})
+        .expect("import");
+    drop(store);
+    let ws = dir.path().join("ws");
+    let run = run_jp_store(
+        &store_dir,
+        &[
+            "export",
+            "--format",
+            "jp",
+            "--out",
+            ws.to_str().expect("utf-8"),
+        ],
+        b"",
+    );
+    run.expect_code(1, "export of stored bad layouts");
+    for (id, (_, value, named)) in ids.iter().zip(&bad) {
+        let said = run
+            .stderr
+            .lines()
+            .find(|l| l.contains(&format!("error: {id}: ")))
+            .unwrap_or_else(|| panic!("{id} ({value}) not named: {}", run.stderr));
+        assert!(said.contains(named), "{value}: {said}");
+        assert!(
+            !ws.join(format!("{id}-crafted")).exists(),
+            "{value}: written"
+        );
+    }
+    let written: Vec<PathBuf> = tree_snapshot(&ws).into_keys().collect();
+    assert_eq!(
+        written,
+        [
+            PathBuf::from(SAMPLE_DIR),
+            Path::new(SAMPLE_DIR).join("events.json"),
+            Path::new(SAMPLE_DIR).join("metadata.json"),
+        ],
+        "the good conversation alone"
     );
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::check::info_problem;
+use super::check::{events_values, files_problem, info_problem};
 use super::render::{self, FileKind};
 use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
 use jpstore_engine::config::canonical_bytes;
@@ -34,7 +34,8 @@ pub enum JpExportError {
     #[error(transparent)]
     Store(#[from] Error),
     /// The conversation's `jp` metadata field is not what this build reads
-    /// (written by a newer build, or damaged).
+    /// (written by a newer build, or damaged), or names a directory outside
+    /// its conversations directory.
     #[error("conversation {id} ({}): its `jp` metadata field is not what this build reads: expected {expected}; found: {found}", log.display())]
     Info {
         /// The conversation.
@@ -44,6 +45,18 @@ pub enum JpExportError {
         /// What this build reads there.
         expected: &'static str,
         /// What is wrong with it.
+        found: String,
+    },
+    /// The files would not be JSON that JP loads (text recorded beside the
+    /// values by an earlier build, which took a stream's as it came, or by
+    /// hand): nothing of them is written.
+    #[error("conversation {id} ({}): {found}; nothing of it is written", log.display())]
+    NotJson {
+        /// The conversation.
+        id: String,
+        /// Its log.
+        log: PathBuf,
+        /// Which file, and what is wrong with it.
         found: String,
     },
 }
@@ -142,13 +155,29 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
             })
         })
     };
-    Ok(files_of(
+    let files = files_of(
         &conv.entries,
         &info,
         metadata,
         base_text.as_deref(),
         &mut content,
-    )?)
+    )?;
+    // An export is JSON that JP loads, whatever the store holds.
+    let values = events_values(&conv.entries, &info);
+    let found = files_problem(
+        &files.events,
+        &files.metadata,
+        files.base_config.as_deref(),
+        values,
+    );
+    if let Some(found) = found {
+        return Err(JpExportError::NotJson {
+            id: conv.id.to_string(),
+            log: store.display(&conv.id.log_path()),
+            found,
+        });
+    }
+    Ok(files)
 }
 
 /// The JP files a conversation prepared for import will export once
@@ -221,6 +250,41 @@ fn files_of<C, E>(
         base_config: base_config.map(String::into_bytes),
         lossy,
     })
+}
+
+/// Why the `jp` metadata field of a conversation read from a stream cannot
+/// be stored, naming the field from the line's top (`metadata.jp.dir`), or
+/// `None` (also when it has none): [`info_problem`], then the files it
+/// gives, rendered ([`files_problem`]).
+pub fn prepared_problem(prepared: &Prepared) -> Option<String> {
+    let field = |f: &str| format!("field `metadata.{JP_FIELD}{f}`");
+    match JpInfo::from_metadata(&prepared.fields) {
+        Ok(None) => None,
+        Err(e) => Some(format!(
+            "{}: not the `jp` field of a JP import (format-spec.md 4.3): {e}",
+            field("")
+        )),
+        Ok(Some(info)) => {
+            if let Some(p) = info_problem(&info, &prepared.id) {
+                return Some(format!(
+                    "{}: {}",
+                    field(&format!(".{}", p.field)),
+                    p.message
+                ));
+            }
+            let files = match prepared_files(prepared) {
+                Ok(files) => files,
+                Err(e) => return Some(format!("{}: {e}", field(""))),
+            };
+            files_problem(
+                &files.events,
+                &files.metadata,
+                files.base_config.as_deref(),
+                events_values(&prepared.entries, &info),
+            )
+            .map(|p| format!("{}: {p}", field("")))
+        }
+    }
 }
 
 /// `metadata.json` of an imported conversation: its metadata fields

@@ -305,12 +305,7 @@ pub fn settings_not_applied(src: &JpSource) -> Option<String> {
 /// counted.
 const NOT_APPLIED_NAMED: usize = 5;
 
-/// The most text import keeps per conversation beside what rendering gives
-/// (gaps, edits and per-entry key orders of hand-edited files), in bytes:
-/// the metadata that holds it is read with every read of the conversation.
-/// A conversation that would need more is imported without it: it exports
-/// equal as JSON, in its own layout and key order, and the import says so.
-pub const MAX_KEPT_TEXT: usize = 256 << 10;
+pub use super::MAX_KEPT_TEXT;
 
 /// Whether a conversation's files will be exported byte for byte, as
 /// [`prepare_checked`] found by rendering them.

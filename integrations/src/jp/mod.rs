@@ -35,6 +35,13 @@ pub use text::{Edit, Shape};
 
 pub use jpstore_engine::conversation::meta::JP_FIELD;
 
+/// The most text import keeps per conversation beside what rendering gives
+/// (gaps, edits and per-entry key orders of hand-edited files), in bytes:
+/// the metadata that holds it is read with every read of the conversation.
+/// A conversation that would need more is imported without it: it exports
+/// equal as JSON, in its own layout and key order, and the import says so.
+pub const MAX_KEPT_TEXT: usize = 256 << 10;
+
 /// How a JP conversation kept its base config (jp-format.md section 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -915,6 +915,38 @@ fn a_file_beyond_what_import_keeps_is_reported_and_exports_equal_as_json() {
     assert_eq!(report.not_byte_identical[0].path, dir);
 }
 
+/// A file indented deeper than export writes a unit
+/// ([`super::text::MAX_INDENT`]): import takes JP's layout for it and
+/// keeps the rest as edits, so it still comes back byte for byte, and its
+/// export is not refused.
+#[test]
+fn a_file_indented_beyond_what_export_writes_still_comes_back() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399492-deep");
+    let unit = " ".repeat(super::text::MAX_INDENT + 1);
+    let events = json!([{"timestamp": "2026-05-29 19:40:00.1", "type": "turn_start"},
+                        {"timestamp": "2026-05-29 19:40:00.2", "type": "chat_request", "content": "deep"}]);
+    let mut text = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+    let mut ser = serde_json::Serializer::with_formatter(&mut text, fmt);
+    serde::Serialize::serialize(&events, &mut ser).expect("serialize");
+    text.push(b'\n');
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("events.json"), &text).expect("write");
+    std::fs::write(dir.join("metadata.json"), "{}\n").expect("write");
+    let (prepared, check) = prepare_checked(read_source(&dir).expect("read"));
+    assert!(matches!(check, ByteCheck::Identical { .. }), "{check:?}");
+    let info = super::JpInfo::from_metadata(&prepared.fields)
+        .expect("reads")
+        .expect("jp");
+    assert_eq!(info.events_text.indent, None, "JP's layout, not the unit");
+    let store = store(tmp.path());
+    store
+        .import(vec![prepared], false, &mut |_| {})
+        .expect("import");
+    assert_same_files(&dir, &export(&store, &id_of(&dir)));
+}
+
 #[test]
 fn a_jp_key_in_metadata_json_is_kept_beside_the_imports_own() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -15,6 +15,12 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+/// The longest indentation unit (bytes) export writes: it is repeated at
+/// every depth of every line, so a long one would multiply what export
+/// writes. [`Shape::detect`] takes a file indented by a longer one as
+/// JP's layout.
+pub const MAX_INDENT: usize = 64;
+
 /// The layout of a JSON text beyond its tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
@@ -50,7 +56,8 @@ impl Shape {
     /// indentation unit read from the first indented line (the whitespace
     /// after the first line break) and the line end from that break, else
     /// compact. A text that shows neither (`[]`, `{}`, a scalar, not one
-    /// value) has JP's shape.
+    /// value), or whose unit is longer than
+    /// [`MAX_INDENT`], has JP's shape.
     pub fn detect(text: &str) -> Shape {
         let b = text.as_bytes();
         let start = skip_ws(b, 0);
@@ -73,8 +80,12 @@ impl Shape {
                     .iter()
                     .position(|&c| c != b' ' && c != b'\t')
                     .map_or(b.len(), |n| indent_start + n);
+                let unit = &text[indent_start..indent_end];
+                if unit.len() > MAX_INDENT {
+                    return Shape::default();
+                }
                 Shape {
-                    indent: Some(text[indent_start..indent_end].to_owned()),
+                    indent: Some(unit.to_owned()),
                     crlf,
                 }
             }

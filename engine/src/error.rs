@@ -327,6 +327,17 @@ impl Error {
         )
     }
 
+    /// Whether the error is the file system refusing a write where nothing
+    /// else could have been done: a read-only file system, or no
+    /// permission (another user's store). A check that only reads (`fsck`,
+    /// `gc --dry-run`) goes on without the lock it could not take.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if matches!(
+            source.kind(),
+            std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+        ))
+    }
+
     /// Whether the error reports damaged data on disk (as opposed to I/O
     /// trouble, limits or misuse).
     pub fn is_corruption(&self) -> bool {

@@ -86,7 +86,7 @@ pub struct Finding {
     /// `compaction-range`, `undo-target`, `unanswered-response`,
     /// `base-config`, `orphan-blobs`, `kept-for-recovery`,
     /// `not-a-regular-file`, `unsupported-version`, `workspace-config`,
-    /// `interrupted-repair`, `leftover`.
+    /// `interrupted-repair`, `leftover`, `no-lock`.
     pub kind: &'static str,
     /// The conversation concerned.
     pub conversation: Option<String>,
@@ -838,8 +838,35 @@ impl Store {
                 // Maybe a record a writer is writing right now: look again
                 // holding the writer's lock, if no writer holds it (a
                 // long-lived writer must not make fsck wait).
-                match crate::log::try_lock(backend, &path)? {
-                    Some(_lock) => {
+                let torn_tail = |offset, len| Finding {
+                    severity: Severity::Warning,
+                    ..finding("torn-tail", Some(offset), torn_tail_message(len))
+                };
+                let locked = match crate::log::try_lock_to_read(backend, &path) {
+                    // A lock whose file exists needs no write; one whose
+                    // file cannot be made here (a read-only file system,
+                    // another user's store) is not taken: no writer of
+                    // this file system can be holding it, and the check
+                    // reads only. What the walk without it found stands,
+                    // and a note says so.
+                    Err(e) if e.is_read_only() => {
+                        out.findings.push(torn_tail(offset, len));
+                        out.findings.push(Finding {
+                            severity: Severity::Info,
+                            ..finding(
+                                "no-lock",
+                                None,
+                                format!("checked without the writer's lock, which cannot be taken here ({e}): the torn tail is reported as found"),
+                            )
+                        });
+                        out.torn = true;
+                        None
+                    }
+                    other => Some(other?),
+                };
+                match locked {
+                    None => {}
+                    Some(Some(_lock)) => {
                         let again = crate::log::scan_interruptible(
                             backend,
                             &path,
@@ -851,18 +878,11 @@ impl Store {
                             // Not damage: what an append that did not
                             // complete leaves (a crash, or a write that
                             // failed, such as on a full disk).
-                            out.findings.push(Finding {
-                                severity: Severity::Warning,
-                                ..finding(
-                                    "torn-tail",
-                                    Some(offset),
-                                    format!("{len} bytes of an incomplete record after the last whole one, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); nothing proves it was ever whole; `fsck --repair` or the next append copies it into quarantine/ and cuts it"),
-                                )
-                            });
+                            out.findings.push(torn_tail(offset, len));
                             out.torn = true;
                         }
                     }
-                    None => out.findings.push(Finding {
+                    Some(None) => out.findings.push(Finding {
                         severity: Severity::Info,
                         ..finding(
                             "writer-active",
@@ -1417,6 +1437,16 @@ fn interrupted_repair(name: &str) -> Option<(ConversationId, String, u64)> {
     let end = end.parse().ok()?;
     let (id, _stamp) = done.rsplit_once('.')?;
     Some((ConversationId::parse(id).ok()?, done.to_string(), end))
+}
+
+/// What fsck says of a torn tail of `len` bytes.
+fn torn_tail_message(len: u64) -> String {
+    format!(
+        "{len} bytes of an incomplete record after the last whole one, left by an append that \
+         did not complete (a crash, or a write that failed, such as on a full disk); nothing \
+         proves it was ever whole; `fsck --repair` or the next append copies it into \
+         quarantine/ and cuts it"
+    )
 }
 
 /// Whether the file `long` begins with the `len` bytes of the file

@@ -94,6 +94,10 @@ pub struct GcReport {
     /// On a shared store: seconds waited for writers that may have seen
     /// what went to the trash.
     pub waited_secs: u64,
+    /// What a person should know about how the run was done: a dry run
+    /// that took no gc lock because none can be taken (a read-only file
+    /// system, another user's store).
+    pub notes: Vec<String>,
 }
 
 impl GcReport {
@@ -114,7 +118,7 @@ impl serde::Serialize for GcReport {
         serializer: S,
     ) -> std::result::Result<S::Ok, S::Error> {
         #[derive(serde::Serialize)]
-        struct Shape {
+        struct Shape<'a> {
             dry_run: bool,
             conversations: usize,
             referenced_blobs: usize,
@@ -133,6 +137,8 @@ impl serde::Serialize for GcReport {
             packs_merged: usize,
             restored: usize,
             waited_secs: u64,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            notes: &'a [String],
         }
         Shape {
             dry_run: self.dry_run,
@@ -153,6 +159,7 @@ impl serde::Serialize for GcReport {
             packs_merged: self.packs_merged,
             restored: self.restored,
             waited_secs: self.waited_secs,
+            notes: &self.notes,
         }
         .serialize(serializer)
     }
@@ -328,13 +335,32 @@ impl Store {
         if !options.dry_run && !self.backend().locks_span_writers() {
             return shared::gc_shared(self, options, progress);
         }
-        let _exclusive = gc_lock(&**self.backend(), LockKind::Exclusive)?;
+        let mut notes = Vec::new();
+        let locked = if options.dry_run {
+            crate::conversation::gc_lock_to_read(&**self.backend())
+        } else {
+            gc_lock(&**self.backend(), LockKind::Exclusive)
+        };
+        let _exclusive = match locked {
+            Ok(lock) => Some(lock),
+            // A dry run removes nothing: where no lock can be taken (its
+            // file missing on a read-only file system, or in another
+            // user's store), it counts without one, and says so.
+            Err(e) if options.dry_run && e.is_read_only() => {
+                notes.push(format!(
+                    "counted without the gc lock, which cannot be taken here ({e}); nothing was written"
+                ));
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let now = SystemTime::now();
         let (live, conversations) = self.referenced_blobs(progress)?;
         let mut report = GcReport {
             dry_run: options.dry_run,
             conversations,
             referenced: live.len(),
+            notes,
             ..Default::default()
         };
         self.sweep(options, now, &live, &mut report)?;

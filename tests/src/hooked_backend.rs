@@ -189,6 +189,14 @@ impl Backend for Hooked {
     ) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.inner.lock(name, kind, wait)
     }
+    fn lock_to_read(
+        &self,
+        name: &Path,
+        kind: LockKind,
+        wait: bool,
+    ) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.inner.lock_to_read(name, kind, wait)
+    }
     fn touch(&self, key: &Path) -> io::Result<bool> {
         self.inner.touch(key)
     }

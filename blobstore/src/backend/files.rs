@@ -41,6 +41,34 @@ impl FileBackend {
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
+
+    /// Locks `file`, open at `name`: the guard, or `None` where another
+    /// holder conflicts and `wait` is false.
+    fn lock_file(
+        &self,
+        name: &Path,
+        file: Box<dyn StorageFile>,
+        kind: LockKind,
+        wait: bool,
+    ) -> io::Result<Option<Box<dyn LockGuard>>> {
+        if !file.lock(kind, wait)? {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(FileLock {
+            storage: Arc::clone(&self.storage),
+            name: name.to_path_buf(),
+            file,
+        })))
+    }
+}
+
+/// Whether `e` is the file system refusing a write: a read-only file
+/// system, or no permission.
+pub(crate) fn cannot_write(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied
+    )
 }
 
 fn from_publish(e: PublishError) -> BackendError {
@@ -233,14 +261,30 @@ impl Backend for FileBackend {
         wait: bool,
     ) -> io::Result<Option<Box<dyn LockGuard>>> {
         let file = self.storage.open(name, OpenMode::CreateOrOpen)?;
-        if !file.lock(kind, wait)? {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(FileLock {
-            storage: Arc::clone(&self.storage),
-            name: name.to_path_buf(),
-            file,
-        })))
+        self.lock_file(name, file, kind, wait)
+    }
+
+    fn lock_to_read(
+        &self,
+        name: &Path,
+        kind: LockKind,
+        wait: bool,
+    ) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let file = match self.storage.open(name, OpenMode::CreateOrOpen) {
+            Ok(file) => file,
+            // An advisory lock needs no write access: a lock file that
+            // cannot be opened for writing (a read-only file system,
+            // another user's store) is locked through a read-only
+            // descriptor, which excludes the holders of every other
+            // descriptor of the file all the same. One that does not
+            // exist and cannot be made is the error.
+            Err(e) if cannot_write(&e) => match self.storage.open(name, OpenMode::Read) {
+                Ok(file) => file,
+                Err(_) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        self.lock_file(name, file, kind, wait)
     }
 
     fn touch(&self, key: &Path) -> io::Result<bool> {

@@ -421,6 +421,23 @@ pub trait Backend: Send + Sync + fmt::Debug {
         wait: bool,
     ) -> io::Result<Option<Box<dyn LockGuard>>>;
 
+    /// [`Backend::lock`] for a caller that only reads while it holds the
+    /// lock (fsck's second look at a torn tail, a dry run of gc): it needs
+    /// no write where the lock's file exists (a file system locks it
+    /// through a read-only descriptor where it cannot be written: a
+    /// read-only mount, another user's store); where the file does not
+    /// exist and cannot be made, the error is of kind `ReadOnlyFilesystem`
+    /// or `PermissionDenied`. Writers take [`Backend::lock`], so that a
+    /// store they cannot write refuses them at once.
+    fn lock_to_read(
+        &self,
+        name: &Path,
+        kind: LockKind,
+        wait: bool,
+    ) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.lock(name, kind, wait)
+    }
+
     /// Sets the modification time of `key` to now, so that a grace period
     /// measured from it spares the object (gc's protocol, format-spec.md
     /// 4.7). `Ok(false)` if there is no such object.

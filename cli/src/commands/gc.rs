@@ -89,6 +89,9 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
                 String::new()
             },
         );
+        for note in &report.notes {
+            crate::output::note(note);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -163,6 +163,22 @@ pub(crate) fn abandon_creation(backend: &dyn Backend, id: &ConversationId) {
 /// Takes the gc lock, shared (writers) or exclusive (gc), waiting for it.
 /// The lock is released when the returned guard is dropped.
 pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuard>, Error> {
+    gc_lock_as(backend, kind, false)
+}
+
+/// [`gc_lock`] exclusive for a run that only reads (gc's dry run): it
+/// needs no write where `gc.lock` exists ([`Backend::lock_to_read`]);
+/// where it does not and cannot be made (a read-only file system, another
+/// user's store), the error is one of [`Error::is_read_only`].
+pub fn gc_lock_to_read(backend: &dyn Backend) -> Result<Box<dyn LockGuard>, Error> {
+    gc_lock_as(backend, LockKind::Exclusive, true)
+}
+
+fn gc_lock_as(
+    backend: &dyn Backend,
+    kind: LockKind,
+    to_read: bool,
+) -> Result<Box<dyn LockGuard>, Error> {
     let path = std::path::Path::new(GC_LOCK);
     let io = |op, source| Error::Io {
         op,
@@ -170,7 +186,12 @@ pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuar
         source,
     };
     loop {
-        let Some(lock) = backend.lock(path, kind, true).map_err(|e| io("lock", e))? else {
+        let locked = if to_read {
+            backend.lock_to_read(path, kind, true)
+        } else {
+            backend.lock(path, kind, true)
+        };
+        let Some(lock) = locked.map_err(|e| io("lock", e))? else {
             return Err(io(
                 "lock",
                 std::io::Error::new(

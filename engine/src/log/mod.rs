@@ -66,7 +66,8 @@ pub use resync::{search_work, SearchWork};
 pub use salvage::{salvage_log, walk_batch_lossy, Holds, Piece, Salvage};
 pub use scan::{Damage, LogEnd, TornTail};
 pub use writer::{
-    lock_new, lock_path, lock_waiting, try_lock, CutTail, LogWriter, Published, Recovery,
+    lock_new, lock_path, lock_waiting, try_lock, try_lock_to_read, CutTail, LogWriter, Published,
+    Recovery,
 };
 
 pub(crate) use scan::{Step, Walker};

@@ -654,16 +654,29 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// nobody removes or replaces the name (format-spec.md 3, "The writer
 /// lock"), so the log opened next is the one the lock guards.
 fn lock(backend: &dyn Backend, path: &Path, wait: bool) -> Result<Option<Box<dyn LockGuard>>> {
+    lock_as(backend, path, wait, false)
+}
+
+/// [`lock`], for a caller that only reads under it (`to_read`:
+/// [`Backend::lock_to_read`]) or a writer.
+fn lock_as(
+    backend: &dyn Backend,
+    path: &Path,
+    wait: bool,
+    to_read: bool,
+) -> Result<Option<Box<dyn LockGuard>>> {
     let lock_path = lock_path(path);
     let io = |op, source| Error::Io {
         op,
         path: backend.display(&lock_path),
         source,
     };
-    let Some(file) = backend
-        .lock(&lock_path, LockKind::Exclusive, wait)
-        .map_err(|e| io("lock", e))?
-    else {
+    let locked = if to_read {
+        backend.lock_to_read(&lock_path, LockKind::Exclusive, wait)
+    } else {
+        backend.lock(&lock_path, LockKind::Exclusive, wait)
+    };
+    let Some(file) = locked.map_err(|e| io("lock", e))? else {
         return Ok(None);
     };
     if !file.is_current().map_err(|e| io("stat", e))? {
@@ -679,6 +692,15 @@ fn lock(backend: &dyn Backend, path: &Path, wait: bool) -> Result<Option<Box<dyn
 /// `Ok(None)` if one does.
 pub fn try_lock(backend: &dyn Backend, path: &Path) -> Result<Option<Box<dyn LockGuard>>> {
     lock(backend, path, false)
+}
+
+/// [`try_lock`] for a caller that only reads while it holds the lock
+/// (fsck's second look at a torn tail): it needs no write where the lock
+/// file exists ([`Backend::lock_to_read`]); where it does not and cannot
+/// be made (a read-only file system, another user's store), the error is
+/// one of [`Error::is_read_only`].
+pub fn try_lock_to_read(backend: &dyn Backend, path: &Path) -> Result<Option<Box<dyn LockGuard>>> {
+    lock_as(backend, path, false, true)
 }
 
 /// Waits for the sidecar lock of the log at `path` (the lock a

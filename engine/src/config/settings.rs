@@ -270,6 +270,9 @@ pub struct AssistantSettings {
     /// Whether the next layer that sets a system prompt drops this one,
     /// whatever its strategy (JP's `discard_when_merged`).
     pub system_prompt_discarded_when_merged: bool,
+    /// Whether a layer set the system prompt with a table that left no
+    /// text (`system_prompt` is then `None`).
+    pub(crate) system_prompt_without_text: bool,
     /// `model`.
     pub model: ModelSettings,
 }
@@ -280,6 +283,7 @@ impl AssistantSettings {
         prompt::MergedPrompt {
             value: self.system_prompt.clone(),
             discard_when_merged: self.system_prompt_discarded_when_merged,
+            given: self.system_prompt.is_some() || self.system_prompt_without_text,
         }
     }
 
@@ -287,6 +291,7 @@ impl AssistantSettings {
     fn merge_system_prompt(&mut self, layer: prompt::PromptLayer) {
         let mut merged = self.prompt();
         merged.merge(layer);
+        self.system_prompt_without_text = merged.given && merged.value.is_none();
         self.system_prompt = merged.value;
         self.system_prompt_discarded_when_merged = merged.discard_when_merged;
     }
@@ -395,9 +400,15 @@ impl Settings {
     /// Ends the layers of a conversation's base config: JP holds a
     /// conversation's base config as a finished config, so a system prompt
     /// that the next one would drop whatever its strategy
-    /// (`discard_when_merged`) is, from here on, text like any other.
+    /// (`discard_when_merged`) is, from here on, text like any other, and
+    /// one set by a table that left no text is the empty text.
     pub fn finish_base(&mut self) {
-        self.assistant.system_prompt_discarded_when_merged = false;
+        let a = &mut self.assistant;
+        a.system_prompt_discarded_when_merged = false;
+        if a.system_prompt_without_text {
+            a.system_prompt = Some(String::new());
+            a.system_prompt_without_text = false;
+        }
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) struct MergedPrompt {
     pub(crate) value: Option<String>,
     /// Whether the next layer that sets a prompt drops this one.
     pub(crate) discard_when_merged: bool,
+    /// Whether a layer set it (a table may leave no text).
+    pub(crate) given: bool,
 }
 
 /// What a system prompt must be, for errors.
@@ -120,6 +122,7 @@ impl MergedPrompt {
             *self = MergedPrompt {
                 value: next.value,
                 discard_when_merged: next.discard_when_merged,
+                given: true,
             };
             return;
         }
@@ -136,14 +139,17 @@ impl MergedPrompt {
         *self = MergedPrompt {
             value,
             discard_when_merged: next.discard_when_merged,
+            given: true,
         };
     }
 
     /// The prompt as a config value that reads back as this one: a string,
-    /// or a table when it is dropped by whatever is merged over it.
+    /// or a table when it is dropped by whatever is merged over it or holds
+    /// no text.
     pub(crate) fn to_value(&self) -> Option<Value> {
         match (&self.value, self.discard_when_merged) {
             (Some(v), false) => Some(Value::String(v.clone())),
+            (None, false) if self.given => Some(Value::Object(Map::new())),
             (None, false) => None,
             (value, true) => {
                 let mut table = Map::new();
@@ -296,14 +302,22 @@ mod tests {
             MergedPrompt {
                 value: Some("x".into()),
                 discard_when_merged: false,
+                given: true,
             },
             MergedPrompt {
                 value: Some("x".into()),
                 discard_when_merged: true,
+                given: true,
             },
             MergedPrompt {
                 value: None,
                 discard_when_merged: true,
+                given: true,
+            },
+            MergedPrompt {
+                value: None,
+                discard_when_merged: false,
+                given: true,
             },
         ] {
             let back = match m.to_value() {

@@ -756,6 +756,7 @@ fn good_and_unknown_settings_give_their_values() {
         AssistantSettings {
             system_prompt: Some("hi".into()),
             system_prompt_discarded_when_merged: false,
+            system_prompt_without_text: false,
             model: ModelSettings {
                 id: Some(ModelId::Parts(ModelIdParts {
                     provider: Some("anthropic".into()),
@@ -966,6 +967,26 @@ fn a_system_prompt_table_merges_by_its_strategy_and_the_base_ends_a_default() {
     s.finish_base();
     s.merge_layer(&layers[1]).expect("good");
     assert_eq!(s.assistant.system_prompt.as_deref(), Some("defaultmine"));
+    // A table that left no text is the empty text once finished, as JP's
+    // finished config holds it; before, it is no prompt.
+    let mut s = Settings::default();
+    s.merge_layer(&obj(
+        json!({"assistant": {"system_prompt": {"strategy": "append"}}}),
+    ))
+    .expect("good");
+    assert_eq!(s.assistant.system_prompt, None);
+    s.finish_base();
+    s.merge_layer(&layers[1]).expect("good");
+    assert_eq!(s.assistant.system_prompt.as_deref(), Some("mine"));
+    let mut s = Settings::default();
+    s.merge_layer(&obj(
+        json!({"assistant": {"system_prompt": {"strategy": "append"}}}),
+    ))
+    .expect("good");
+    s.finish_base();
+    s.merge_layer(&obj(json!({"assistant": {"system_prompt": {"value": "x", "strategy": "append", "separator": "space"}}})))
+        .expect("good");
+    assert_eq!(s.assistant.system_prompt.as_deref(), Some(" x"));
 }
 
 // ----- generated configs -------------------------------------------------------

@@ -1,0 +1,170 @@
+//! A jp-store conversation as JP's loader reads it.
+//!
+//! The conversation's JP files are made from the store as `jp-store export
+//! --format jp` makes them (`jpstore_integrations::jp::export::jp_files`),
+//! and read as JP's `FsStorageBackend` reads a conversation directory: a
+//! conversation with a `base_config.json` is its base config and events
+//! (created at its id's time), one without is of the legacy layout, its
+//! base config the first `config_delta` (created at that entry's time).
+
+use jp_conversation::{Conversation, ConversationId, ConversationStream, StreamError};
+use jpstore_engine::Store;
+use jpstore_integrations::jp::export::{jp_files, JpFiles};
+use serde_json::Value;
+
+/// Why a conversation could not be read as JP reads it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The store could not give the conversation.
+    #[error(transparent)]
+    Store(#[from] jpstore_engine::error::Error),
+    /// The conversation's JP files could not be made.
+    #[error(transparent)]
+    Export(#[from] jpstore_integrations::jp::export::JpExportError),
+    /// A JP id that is not a jp-store id, or the other way round.
+    #[error("{id}: {reason}")]
+    Id {
+        /// The id.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file made for the conversation is not what JP reads.
+    #[error("conversation {id}: {file}: {source}")]
+    Json {
+        /// The conversation.
+        id: String,
+        /// `events.json`, `metadata.json` or `base_config.json`.
+        file: &'static str,
+        /// What JP's JSON reader says.
+        source: serde_json::Error,
+    },
+    /// JP refuses the conversation's stream (as it would refuse its files).
+    #[error("conversation {id}: {source}")]
+    Stream {
+        /// The conversation.
+        id: String,
+        /// What JP says.
+        source: StreamError,
+    },
+    /// The conversation holds no base config, in a `base_config.json` or
+    /// as its first `config_delta`: JP loads no stream from such files.
+    #[error("conversation {id}: no base config (no base_config.json, and the first entry is not a config_delta)")]
+    NoBaseConfig {
+        /// The conversation.
+        id: String,
+    },
+}
+
+/// The jp-store id of JP conversation `id`: its deciseconds.
+pub fn store_id(
+    id: &ConversationId,
+) -> Result<jpstore_engine::conversation::ConversationId, LoadError> {
+    let digits = id.as_deciseconds().to_string();
+    jpstore_engine::conversation::ConversationId::parse(&digits).map_err(|e| LoadError::Id {
+        id: id.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// The JP id of jp-store conversation `id` (digits: JP's deciseconds).
+pub fn jp_id(
+    id: &jpstore_engine::conversation::ConversationId,
+) -> Result<ConversationId, LoadError> {
+    ConversationId::try_from_deciseconds_str(id.as_str()).map_err(|e| LoadError::Id {
+        id: id.to_string(),
+        reason: format!("not a JP conversation id: {e}"),
+    })
+}
+
+/// The JP files of conversation `id` of `store`.
+fn files(store: &Store, id: &ConversationId) -> Result<JpFiles, LoadError> {
+    let conv = store.read(&store_id(id)?)?;
+    Ok(jp_files(store, &conv)?)
+}
+
+fn json(id: &ConversationId, file: &'static str, bytes: &[u8]) -> Result<Value, LoadError> {
+    serde_json::from_slice(bytes).map_err(|source| LoadError::Json {
+        id: id.to_string(),
+        file,
+        source,
+    })
+}
+
+/// Conversation `id`'s stream, as JP's `FsStorageBackend` loads it from
+/// the files of the conversation.
+pub fn stream(store: &Store, id: &ConversationId) -> Result<ConversationStream, LoadError> {
+    let files = files(store, id)?;
+    let events = match json(id, "events.json", &files.events)? {
+        Value::Array(events) => events,
+        other => {
+            return Err(LoadError::Json {
+                id: id.to_string(),
+                file: "events.json",
+                source: serde::de::Error::custom(format!(
+                    "expected an array of events, found {other}"
+                )),
+            })
+        }
+    };
+    let stream_error = |source| LoadError::Stream {
+        id: id.to_string(),
+        source,
+    };
+    match &files.base_config {
+        Some(base) => {
+            let base = json(id, "base_config.json", base)?;
+            ConversationStream::from_parts(base, events)
+                .map(|s| s.with_created_at(id.timestamp()))
+                .map_err(stream_error)
+        }
+        None => match ConversationStream::from_legacy_events(events) {
+            Ok(Some(stream)) => Ok(stream),
+            Ok(None) => Err(LoadError::NoBaseConfig { id: id.to_string() }),
+            Err(e) => Err(stream_error(e)),
+        },
+    }
+}
+
+/// Conversation `id`'s metadata, as JP's `FsStorageBackend` loads it from
+/// the files of the conversation: `metadata.json`, with the number of
+/// events and the time of the last one from `events.json`.
+pub fn metadata(store: &Store, id: &ConversationId) -> Result<Conversation, LoadError> {
+    let files = files(store, id)?;
+    let mut conversation: Conversation =
+        serde_json::from_slice(&files.metadata).map_err(|source| LoadError::Json {
+            id: id.to_string(),
+            file: "metadata.json",
+            source,
+        })?;
+    (conversation.events_count, conversation.last_event_at) = count_and_last_time(&files.events);
+    Ok(conversation)
+}
+
+/// The number of entries of an `events.json` and the time of the last
+/// one, as JP counts them: `(0, None)` when an entry has no timestamp.
+fn count_and_last_time(events: &[u8]) -> (usize, Option<chrono::DateTime<chrono::Utc>>) {
+    let Ok(Value::Array(items)) = serde_json::from_slice::<Value>(events) else {
+        return (0, None);
+    };
+    let mut last = None;
+    for item in &items {
+        match item.get("timestamp") {
+            Some(t) => last = Some(t),
+            None => return (0, None),
+        }
+    }
+    let time = last.and_then(Value::as_str).and_then(parse_time);
+    (items.len(), time)
+}
+
+/// A timestamp of JP's files: RFC 3339, or `YYYY-MM-DD HH:MM:SS[.fff]` in
+/// UTC.
+fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&chrono::Utc));
+    }
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc())
+}

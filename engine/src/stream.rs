@@ -10,6 +10,16 @@
 //! read back gives the same conversation: the same entries, metadata
 //! fields and base config. Lines are separated by `\n`; a line holds no
 //! newline (JSON escapes those inside strings).
+//!
+//! Two keys say what the JSON form alone would not give back, each written
+//! only when needed: `base_config_text`, the base config blob's own text
+//! when it is not the compact JSON of `base_config` (a config imported
+//! from a JP file written by hand: `7e-1`, `\u002E`), so that the blob
+//! keeps its bytes; and `as_written`, the indices of the entries of
+//! `events` that are stored as written (an entry an import kept verbatim
+//! because it does not read as one of its known type, has no type, or is
+//! a `compaction_undo` from a JP file) but would read otherwise. Every
+//! other entry is read as `append` reads it.
 
 use std::io::{BufRead, Write};
 
@@ -19,6 +29,7 @@ use crate::conversation::read::Conversation;
 use crate::conversation::ConversationId;
 use crate::error::Result;
 use crate::event::json::{describe, parse_entry, ParseMode};
+use crate::event::{Entry, Object};
 use crate::export::{conversation_json, ContentMode};
 use crate::import::Prepared;
 use crate::store::Store;
@@ -45,7 +56,7 @@ pub fn write_conversation_line(
     conversation: &Conversation,
     out: &mut dyn Write,
 ) -> Result<u64> {
-    let doc = conversation_json(store, conversation, ContentMode::Inline)?;
+    let doc = stream_json(store, conversation)?;
     let mut bytes = serde_json::to_vec(&doc).map_err(|e| crate::error::Error::Render {
         what: format!("conversation {}: {e}", conversation.id),
     })?;
@@ -57,6 +68,57 @@ pub fn write_conversation_line(
             source,
         })?;
     Ok(bytes.len() as u64)
+}
+
+/// The JSON of `conversation` in a stream: its plain JSON form, with
+/// `base_config_text` and `as_written` when they are needed (the module's
+/// documentation).
+fn stream_json(store: &Store, conversation: &Conversation) -> Result<Value> {
+    let Value::Object(mut doc) = conversation_json(store, conversation, ContentMode::Inline)?
+    else {
+        unreachable!("a conversation renders as an object");
+    };
+    let events = doc.shift_remove("events").unwrap_or(Value::Null);
+    if let (Some(r), Some(base)) = (
+        conversation.state.metadata.base_config,
+        doc.get("base_config"),
+    ) {
+        let compact = base.to_string();
+        let bytes = store.blobs().get(&r.id)?;
+        if bytes != compact.as_bytes() {
+            // Read as JSON by `conversation_json`, so UTF-8.
+            if let Ok(text) = String::from_utf8(bytes) {
+                doc.insert("base_config_text".into(), Value::String(text));
+            }
+        }
+    }
+    let now = Timestamp::now();
+    let as_written: Vec<Value> = conversation
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| match e {
+            Entry::Unknown(obj) => !reads_back_as_written(obj, now),
+            Entry::Event(_) => false,
+        })
+        .map(|(i, _)| Value::from(i))
+        .collect();
+    if !as_written.is_empty() {
+        doc.insert("as_written".into(), Value::Array(as_written));
+    }
+    doc.insert("events".into(), events);
+    Ok(Value::Object(doc))
+}
+
+/// Whether an entry stored as written (`obj`) reads back as itself, as
+/// the entries of a line are read: an entry of a type this build does not
+/// know does; one that does not read as its known type, or has none, or
+/// reads as an event, does not.
+fn reads_back_as_written(obj: &Object, now: Timestamp) -> bool {
+    match parse_entry(&Value::Object(obj.clone()), ParseMode::Strict { now }) {
+        Ok(Entry::Unknown(back)) => back == *obj,
+        _ => false,
+    }
 }
 
 /// Reads the next line of a stream into `buf` (without its `\n`), refusing
@@ -155,6 +217,35 @@ pub fn parse_conversation_line(
             )))
         }
     };
+    let base_config_text = match doc.remove("base_config_text") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => {
+            let field = "field `base_config_text`";
+            let Some(config) = &base_config else {
+                return Err(fail(format!("{field}: given without a `base_config`")));
+            };
+            match crate::json_text::parse(text.as_bytes()) {
+                Ok(Value::Object(read)) if read == *config => Some(text.into_bytes()),
+                Ok(_) => {
+                    return Err(fail(format!(
+                        "{field}: not the text of `base_config` (it reads as another value)"
+                    )))
+                }
+                Err(e) => {
+                    return Err(fail(format!(
+                        "{field}: invalid JSON at column {}: {}",
+                        e.column, e.message
+                    )))
+                }
+            }
+        }
+        Some(other) => {
+            return Err(fail(format!(
+                "field `base_config_text`: expected the text of `base_config`, found {}",
+                describe(&other)
+            )))
+        }
+    };
     let events = match doc.remove("events") {
         Some(Value::Array(events)) => events,
         None => Vec::new(),
@@ -165,9 +256,36 @@ pub fn parse_conversation_line(
             )))
         }
     };
+    let as_written: std::collections::BTreeSet<usize> = match doc.remove("as_written") {
+        None => Default::default(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(k, v)| {
+                v.as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|i| events.get(*i).is_some_and(Value::is_object))
+                    .ok_or_else(|| {
+                        fail(format!(
+                            "field `as_written[{k}]`: expected the index of an object of \
+                             `events` ({} of them), found {}",
+                            events.len(),
+                            describe(v)
+                        ))
+                    })
+            })
+            .collect::<std::result::Result<_, _>>()?,
+        Some(other) => {
+            return Err(fail(format!(
+                "field `as_written`: expected an array of indices of `events`, found {}",
+                describe(&other)
+            )))
+        }
+    };
     if let Some(key) = doc.keys().next() {
         return Err(fail(format!(
-            "field `{key}`: not a field of a conversation (id, metadata, base_config, events)"
+            "field `{key}`: not a field of a conversation (id, metadata, base_config, \
+             base_config_text, as_written, events)"
         )));
     }
     // Every exported event has its timestamp; one without gets the time of
@@ -179,6 +297,9 @@ pub fn parse_conversation_line(
         .iter()
         .enumerate()
         .map(|(i, e)| {
+            if let (true, Value::Object(obj)) = (as_written.contains(&i), e) {
+                return Ok(Entry::Unknown(obj.clone()));
+            }
             parse_entry(e, mode).map_err(|err| {
                 let field = if err.field.is_empty() {
                     format!("events[{i}]")
@@ -201,13 +322,16 @@ pub fn parse_conversation_line(
             )));
         }
     }
-    // The base config's blob is written as it came, compact in its key
-    // order: the bytes of the source store's blob for a config written by
-    // jp-store (canonical) or imported from JP (the file's own order), so
-    // that JP's files export from the new store as from the old.
-    let base_config_text = base_config
-        .as_ref()
-        .map(|c| Value::Object(c.clone()).to_string().into_bytes());
+    // The base config's blob is the text given, or else written as it
+    // came, compact in its key order: the bytes of the source store's blob
+    // for a config written by jp-store (canonical) or imported from JP (the
+    // file's own order, when the JSON gives its text back), so that JP's
+    // files export from the new store as from the old.
+    let base_config_text = base_config_text.or_else(|| {
+        base_config
+            .as_ref()
+            .map(|c| Value::Object(c.clone()).to_string().into_bytes())
+    });
     Ok(Prepared {
         id,
         fields,
@@ -313,6 +437,115 @@ mod tests {
                     assert!(message.starts_with("line 7: "), "{message}");
                     assert!(message.contains(expected), "{text}: {message}");
                 }
+            }
+        }
+    }
+
+    /// What the JSON form alone would not give back comes with the line:
+    /// a base config blob whose text is not its compact JSON, and entries
+    /// stored as written that would read otherwise (a known type that does
+    /// not fit, one without a type, a `compaction_undo` kept verbatim).
+    #[test]
+    fn a_blobs_own_text_and_entries_kept_as_written_come_back_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_dir(&dir.path().join("a"), StoreOptions::default()).expect("a");
+        let text = br#"{"assistant":{"system_prompt":"be brief\u002E"},"temperature":7e-1}"#;
+        let config = crate::config::parse_config_json(text, "config").expect("config");
+        let kept: Vec<Object> = [
+            serde_json::json!({"type": "config_delta", "timestamp": "2026-05-29 19:40:00.0", "assistant": {}}),
+            serde_json::json!({"timestamp": "2026-05-29 19:40:00.1", "content": "no type"}),
+            serde_json::json!({"type": "compaction_undo", "timestamp": "2026-05-29 19:40:00.2", "undoes": 0}),
+            serde_json::json!({"type": "future_kind", "timestamp": "2026-05-29 19:40:00.3"}),
+        ]
+        .into_iter()
+        .map(|v| match v {
+            Value::Object(o) => o,
+            _ => unreachable!(),
+        })
+        .collect();
+        let id = ConversationId::parse("c1").expect("id");
+        let prepared = Prepared {
+            id: id.clone(),
+            fields: Map::new(),
+            base_config: Some(config),
+            base_config_text: Some(text.to_vec()),
+            entries: kept.iter().cloned().map(Entry::Unknown).collect(),
+            source_bytes: 1,
+        };
+        store
+            .import(vec![prepared], false, &mut |_| {})
+            .expect("import");
+        let mut out = Vec::new();
+        write_conversation_line(&store, &store.read(&id).expect("read"), &mut out).expect("line");
+        let line: Value = serde_json::from_slice(&out).expect("json");
+        assert_eq!(
+            line["base_config_text"],
+            String::from_utf8_lossy(text).as_ref()
+        );
+        assert_eq!(
+            line["as_written"],
+            serde_json::json!([0, 1, 2]),
+            "not the future kind"
+        );
+        let back = parse_conversation_line(&out[..out.len() - 1], 1).expect("parse");
+        assert_eq!(back.base_config_text.as_deref(), Some(&text[..]));
+        assert_eq!(
+            back.entries,
+            kept.into_iter().map(Entry::Unknown).collect::<Vec<_>>()
+        );
+        let other = Store::init_dir(&dir.path().join("b"), StoreOptions::default()).expect("b");
+        other
+            .import(vec![back], false, &mut |_| {})
+            .expect("import");
+        let mut again = Vec::new();
+        write_conversation_line(&other, &other.read(&id).expect("read"), &mut again).expect("line");
+        assert!(again == out, "the same line from the other store");
+        // A conversation that needs neither has neither.
+        let plain = br#"{"id":"c2","metadata":{},"base_config":{"a":1},"events":[]}"#;
+        let p = parse_conversation_line(plain, 1).expect("parse");
+        store.import(vec![p], false, &mut |_| {}).expect("import");
+        let mut out = Vec::new();
+        let c2 = ConversationId::parse("c2").expect("id");
+        write_conversation_line(&store, &store.read(&c2).expect("read"), &mut out).expect("line");
+        assert_eq!(&out[..out.len() - 1], &plain[..]);
+    }
+
+    #[test]
+    fn a_text_or_an_index_that_does_not_fit_the_line_is_refused() {
+        for (text, expected) in [
+            (
+                r#"{"id":"c","base_config":{"a":1},"base_config_text":"{\"a\":2}"}"#,
+                "field `base_config_text`: not the text",
+            ),
+            (
+                r#"{"id":"c","base_config":{"a":1},"base_config_text":"{\"a\":1"}"#,
+                "field `base_config_text`: invalid JSON",
+            ),
+            (
+                r#"{"id":"c","base_config_text":"{}"}"#,
+                "without a `base_config`",
+            ),
+            (
+                r#"{"id":"c","base_config":{},"base_config_text":{}}"#,
+                "field `base_config_text`: expected",
+            ),
+            (
+                r#"{"id":"c","as_written":[1],"events":[{"type":"x"}]}"#,
+                "field `as_written[0]`",
+            ),
+            (
+                r#"{"id":"c","as_written":[0,-1],"events":[{"type":"x"}]}"#,
+                "field `as_written[1]`",
+            ),
+            (
+                r#"{"id":"c","as_written":[0],"events":[3]}"#,
+                "field `as_written[0]`",
+            ),
+            (r#"{"id":"c","as_written":0}"#, "field `as_written`"),
+        ] {
+            match parse_conversation_line(text.as_bytes(), 2) {
+                Ok(p) => panic!("{text} parsed: {p:?}"),
+                Err(e) => assert!(e.to_string().contains(expected), "{text}: {e}"),
             }
         }
     }

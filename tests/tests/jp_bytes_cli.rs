@@ -328,3 +328,52 @@ fn a_conversation_found_in_two_directories_is_named_and_the_rest_imported() {
     );
     assert_eq!(title(&forced), "the twin", "the later wins");
 }
+
+/// Every conversation of `workspace` imported into a store, exported as
+/// one NDJSON stream, imported from standard input into a fresh store
+/// (every line), exported as a stream again (the same bytes) and as JP's
+/// files: the imported tree, byte for byte.
+fn ndjson_round_trip(workspace: &Path) -> usize {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let first = tmp.path().join("first");
+    run_jp_store(&first, &["init"], b"").ok("init");
+    run_jp_store(&first, &["import", workspace.to_str().expect("utf-8")], b"").ok("import");
+    let stream = run_jp_store(&first, &["export", "--format", "ndjson"], b"")
+        .ok("export ndjson")
+        .to_string();
+    let conversations = workspace.join(".jp/conversations");
+    let ids = ids(&conversations);
+    assert_eq!(stream.lines().count(), ids.len());
+    let second = tmp.path().join("second");
+    run_jp_store(&second, &["init"], b"").ok("init");
+    let report = run_jp_store(&second, &["import", "-", "--json"], stream.as_bytes());
+    let json: serde_json::Value = serde_json::from_str(&report.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", report.stdout, report.stderr));
+    assert_eq!(json["failed"], serde_json::json!([]), "{json}");
+    assert_eq!(json["imported"], ids.len(), "{json}");
+    report.ok("import the stream");
+    let again = run_jp_store(&second, &["export", "--format", "ndjson"], b"")
+        .ok("export ndjson again")
+        .to_string();
+    assert!(again == stream, "the stream comes back byte for byte");
+    let exported = tmp.path().join("exported");
+    for id in &ids {
+        export_jp(&second, id, &exported).ok("export");
+    }
+    assert_same_tree(&tree_snapshot(&conversations), &tree_snapshot(&exported));
+    ids.len()
+}
+
+/// Before, 28 of the fixture's 30 conversations came back (a flattened
+/// first entry and entries kept as written were refused: `-:3: field
+/// events[0].delta: required but missing`), and 3 JP files of those came
+/// back otherwise (a base config's `7e-1` as `0.7`, its `\u002E` as `.`).
+#[test]
+fn every_fixture_comes_back_byte_for_byte_through_an_ndjson_stream() {
+    assert!(ndjson_round_trip(&fixture_workspace()) >= 30);
+}
+
+#[test]
+fn the_shipped_sample_comes_back_byte_for_byte_through_an_ndjson_stream() {
+    assert_eq!(ndjson_round_trip(&sample_workspace()), 1);
+}

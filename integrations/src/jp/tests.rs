@@ -244,6 +244,32 @@ fn export(store: &Store, id: &ConversationId) -> JpFiles {
     jp_files(store, &conv).expect("export")
 }
 
+/// Conversation `id` of `store` through an NDJSON stream into a new store
+/// below `root`, as `export --format ndjson | import -` moves it: its line
+/// (which must come back byte for byte from the new store) and its JP
+/// files exported from the new store.
+fn through_a_stream(store: &Store, id: &ConversationId, root: &Path) -> JpFiles {
+    use jpstore_engine::stream::{parse_conversation_line, write_conversation_line};
+    let line = |s: &Store| {
+        let mut out = Vec::new();
+        write_conversation_line(s, &s.read(id).expect("read"), &mut out).expect("line");
+        out
+    };
+    let first = line(store);
+    let prepared = parse_conversation_line(&first[..first.len() - 1], 1).expect("parse");
+    assert_eq!(super::export::prepared_problem(&prepared), None);
+    let other = Store::init_dir(
+        &root.join(format!("streamed-{id}")),
+        StoreOptions::default(),
+    )
+    .expect("init");
+    other
+        .import(vec![prepared], false, &mut |_| {})
+        .expect("import");
+    assert!(line(&other) == first, "the line comes back byte for byte");
+    export(&other, id)
+}
+
 #[test]
 fn import_then_export_gives_the_same_bytes_for_every_layout_and_quirk() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -617,6 +643,8 @@ fn every_fixture_comes_back_byte_for_byte() {
         let files = export(&store, &id_of(dir));
         assert!(files.lossy.is_empty(), "{name}: {:?}", files.lossy);
         assert_same_files(dir, &files);
+        // And through an NDJSON stream into another store.
+        assert_same_files(dir, &through_a_stream(&store, &id_of(dir), tmp.path()));
     }
     // Through the files on disk: the exported tree is the fixture tree.
     let out = tmp.path().join("conversations");
@@ -1437,6 +1465,11 @@ proptest! {
         for ((name, a), (_, b)) in original.iter().zip(&exported) {
             prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
         }
+        // The same through an NDJSON stream into another store.
+        let streamed = exported_files(&through_a_stream(&store, &id_of(&dir), tmp.path()));
+        for ((name, a), (_, b)) in original.iter().zip(&streamed) {
+            prop_assert!(a == b, "{} through a stream: {}", name, first_difference(a, b));
+        }
     }
 
     /// The same, edited by hand: still byte for byte, keeping only what the
@@ -1467,6 +1500,10 @@ proptest! {
         let exported = exported_files(&files);
         for ((name, a), (_, b)) in original.iter().zip(&exported) {
             prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
+        }
+        let streamed = exported_files(&through_a_stream(&store, &id_of(&dir), tmp.path()));
+        for ((name, a), (_, b)) in original.iter().zip(&streamed) {
+            prop_assert!(a == b, "{} through a stream: {}", name, first_difference(a, b));
         }
     }
 }

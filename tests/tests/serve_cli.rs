@@ -947,3 +947,100 @@ fn quiet_serve_prints_its_url_and_no_notes() {
     assert!(!stderr.contains("serving"), "{stderr}");
     assert!(stderr.is_empty(), "nothing on standard error: {stderr}");
 }
+
+/// One turn of 1,053 entries between two short ones: the conversation page
+/// shows at most 200 entries at a time, a long turn over several pages
+/// (each saying which entries of the turn it holds), and following the
+/// pages from the first to the last reaches every entry once, as logged and
+/// as the model is sent them. (Before, the page of a turn held all of it:
+/// 67 MiB of HTML for 100,000 events.)
+#[test]
+fn a_long_turn_is_paged_and_paging_reaches_every_entry() {
+    const CALLS: usize = 525;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    run_jp_store(&store, &["new", "--id", "long", "--title", "long"], b"").ok("new");
+    let mut lines = vec![
+        json!({"type": "turn_start"}),
+        json!({"type": "chat_request", "content": "first question"}),
+        json!({"type": "chat_response", "message": "first answer"}),
+        json!({"type": "turn_start"}),
+        json!({"type": "chat_request", "content": "the long task"}),
+    ];
+    for k in 0..CALLS {
+        lines.push(json!({"type": "tool_call_request", "id": format!("call-{k:04}"), "name": "fs_read_file", "arguments": {"path": format!("f{k}.rs")}}));
+        lines.push(json!({"type": "tool_call_response", "id": format!("call-{k:04}"), "content": format!("output-{k:04}")}));
+    }
+    lines.push(json!({"type": "chat_response", "message": "long task done"}));
+    lines.extend([
+        json!({"type": "turn_start"}),
+        json!({"type": "chat_request", "content": "last question"}),
+    ]);
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    run_jp_store(&store, &["append", "long"], input.as_bytes()).ok("append");
+    let server = Server::start(&store);
+    for view in ["raw", "model"] {
+        let mut seen: Vec<String> = Vec::new();
+        let mut pages = 0;
+        let mut page = 1;
+        loop {
+            let text = ok(
+                &server.get(&format!("/conversations/long?view={view}&page={page}")),
+                &format!("{view}, page {page}"),
+            );
+            pages += 1;
+            let events = text.matches("<div class=\"event ").count()
+                + text.matches("<div class=\"event\"").count();
+            assert!(
+                (1..=200).contains(&events),
+                "{view}, page {page}: {events} entries"
+            );
+            assert!(
+                text.len() < 256 << 10,
+                "{view}, page {page}: {} bytes",
+                text.len()
+            );
+            for (at, _) in text.match_indices("[call-") {
+                seen.push(text[at + 1..at + 10].to_owned());
+            }
+            for marker in ["first answer", "long task done", "last question"] {
+                if text.contains(marker) {
+                    seen.push(marker.to_owned());
+                }
+            }
+            // The parts of the long turn say which entries they hold.
+            if text.contains("id=\"turn-1\"") || text.contains("class=\"turn continued\"") {
+                assert!(text.contains(" of 1,053</small>"), "{view}, page {page}");
+            }
+            let next = match view {
+                "raw" => format!("/conversations/long?page={}\"", page + 1),
+                _ => format!("/conversations/long?view={view}&amp;page={}\"", page + 1),
+            };
+            if !text.contains(&next) {
+                break;
+            }
+            page += 1;
+            assert!(page < 100, "{view}: the pages do not end");
+        }
+        // 3 + 1,053 + 2 entries, 200 a page at most: 6 pages.
+        assert_eq!(pages, 6, "{view}");
+        seen.sort();
+        let mut expected: Vec<String> = (0..CALLS)
+            .flat_map(|k| [format!("call-{k:04}"), format!("call-{k:04}")])
+            .collect();
+        expected.extend(["first answer", "long task done", "last question"].map(String::from));
+        expected.sort();
+        assert_eq!(
+            seen, expected,
+            "{view}: every entry once, request and result"
+        );
+    }
+    // The turn's heading links to the page it starts on.
+    let last = ok(&server.get("/conversations/long?page=6"), "page 6");
+    assert!(
+        last.contains("href=\"/conversations/long#turn-1\""),
+        "{last}"
+    );
+    assert!(last.contains("id=\"turn-2\""));
+}

@@ -1,27 +1,35 @@
-//! A conversation (`/conversations/<id>`): its turns a page at a time,
-//! either as logged (`view=raw`) or as the model is sent them
-//! (`view=model`), with what compaction and deduplication changed marked.
+//! A conversation (`/conversations/<id>`): its entries a page at a time
+//! (whole turns, at most [`TURNS_PER_PAGE`] of them and at most
+//! [`ENTRIES_PER_PAGE`] entries; a longer turn over several pages), either
+//! as logged (`view=raw`) or as the model is sent them (`view=model`), with
+//! what compaction and deduplication changed marked.
 //!
-//! The whole log is read and the view computed (as `jp-store view --refs`
-//! does: no blob content is read for it); what is rendered is the turns of
-//! one page. Content in the blob store is read for a page only when it is
-//! small text (up to [`INLINE_TEXT_MAX`] bytes, at most
+//! The log is read and the heads of its entries (kinds, turns, call ids,
+//! compactions, resource references) decide everything that spans the
+//! conversation: the pages, the view (planned as `jp-store view --refs`
+//! plans it: no blob content is read for it), tool names, compactions.
+//! Only the page's entries are decoded and rendered, so what a request
+//! holds beyond the log and its heads is bounded by the page, whatever the
+//! length of a turn. Content in the blob store is read for a page only when
+//! it is small text (up to [`INLINE_TEXT_MAX`] bytes, at most
 //! [`INLINE_READS_MAX`] blobs a page); anything larger is a folded
 //! `<details>` whose first part the page's script fetches from the blob
 //! endpoint when it is unfolded, with links to the whole content.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
-use jpstore_engine::conversation::read::Conversation;
+use jpstore_engine::conversation::state::ConversationState;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::turns::turn_indices;
+use jpstore_engine::event::head::{EntryHead, HeadKind};
+use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{
     in_view, Block, ChatResponse, Compaction, Entry, EventKind, Payload, Resource, ResourceContent,
     ToolCallPolicy,
 };
-use jpstore_engine::projection::{revoked_compactions, view_traced, SUMMARY_REQUEST};
+use jpstore_engine::projection::{plan_view, ViewPlan, SUMMARY_REQUEST};
 use jpstore_engine::Store;
 use serde_json::Value;
 
@@ -29,8 +37,12 @@ use super::html::{Attr, Html, Tag};
 use super::layout::{count, counted, page, pager, size, time, Section};
 use super::url::{ConversationQuery, Link, ViewMode};
 
-/// Turns a page shows.
+/// Turns a page shows at most.
 pub const TURNS_PER_PAGE: u64 = 10;
+/// Logged entries a page shows at most: a turn of more is shown over
+/// several pages, so the page (its HTML, the entries decoded for it) is
+/// bounded whatever the length of a turn.
+pub const ENTRIES_PER_PAGE: usize = 200;
 /// Text content up to this size is read from the blob store and shown in
 /// the page; larger content is fetched when it is unfolded.
 pub const INLINE_TEXT_MAX: u64 = 2048;
@@ -41,59 +53,160 @@ pub const INLINE_READS_MAX: usize = 200;
 /// folded.
 const FOLD_JSON_OVER: usize = 4096;
 
-/// The view of a conversation and, for each logged entry, the entries of
-/// the view that come from it.
-struct Traced {
-    entries: Vec<Entry<Payload>>,
-    /// View indices grouped by the logged entry they come from:
-    /// `order[starts[i]..starts[i + 1]]` come from entry `i`.
-    order: Vec<usize>,
+/// The pages of a conversation: ranges of its logged entries. Whole turns
+/// go on a page until it holds [`TURNS_PER_PAGE`] turns or the next turn
+/// would take it past [`ENTRIES_PER_PAGE`] entries; a turn longer than a
+/// page fills the page it starts on, then pages of its own, its last part
+/// beginning the next page. A page's range depends only on the entries
+/// before its end, so appended entries never move an earlier page.
+struct Pages {
+    /// The first entry of each page (the first page's is 0).
     starts: Vec<usize>,
+    /// Entries in all.
+    len: usize,
+}
+
+impl Pages {
+    fn new(turn_of: &[u64]) -> Pages {
+        let len = turn_of.len();
+        let mut starts = vec![0];
+        // Turns and entries on the page being filled.
+        let (mut turns, mut entries) = (0u64, 0usize);
+        let mut i = 0;
+        while i < len {
+            let turn = turn_of[i];
+            let end = i + turn_of[i..].partition_point(|&t| t <= turn);
+            let n = end - i;
+            let full = turns == TURNS_PER_PAGE;
+            if n <= ENTRIES_PER_PAGE {
+                if entries > 0 && (full || entries + n > ENTRIES_PER_PAGE) {
+                    starts.push(i);
+                    entries = 0;
+                    turns = 0;
+                }
+                turns += 1;
+                entries += n;
+            } else {
+                if entries > 0 && full {
+                    starts.push(i);
+                    entries = 0;
+                }
+                let mut at = i;
+                while entries + (end - at) > ENTRIES_PER_PAGE {
+                    at += ENTRIES_PER_PAGE - entries;
+                    starts.push(at);
+                    entries = 0;
+                }
+                turns = 1;
+                entries = end - at;
+            }
+            i = end;
+        }
+        Pages { starts, len }
+    }
+
+    /// The number of pages (one at least).
+    fn count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// The entries of page `page` (from 1).
+    fn range(&self, page: usize) -> Range<usize> {
+        let at = page.clamp(1, self.count()) - 1;
+        self.starts[at]..self.starts.get(at + 1).copied().unwrap_or(self.len)
+    }
+
+    /// The page (from 1) that shows entry `i`.
+    fn of_entry(&self, i: usize) -> usize {
+        self.starts.partition_point(|&s| s <= i).max(1)
+    }
+}
+
+/// The turn of every entry, from their heads.
+fn turns_of(heads: &[EntryHead<'_>]) -> Vec<u64> {
+    let mut counter = TurnCounter::new();
+    heads
+        .iter()
+        .map(|h| counter.step_role(h.turn_role()).turn)
+        .collect()
+}
+
+/// The view of a conversation as planned from its entries' heads, with the
+/// entries of the view that come from the logged entries of one page built
+/// (and no others).
+struct Traced {
+    /// Entries of the whole view.
+    len: usize,
     replaced: usize,
     bytes_saved: u64,
+    /// The page's first logged entry.
+    first: usize,
+    /// The view entries of the page, grouped by the logged entry they come
+    /// from: `entries[starts[k]..starts[k + 1]]` come from entry
+    /// `first + k`.
+    entries: Vec<Entry<Payload>>,
+    starts: Vec<usize>,
 }
 
 impl Traced {
-    fn new(conv: &Conversation, store: &Store) -> Result<Traced, Error> {
-        let settings = store.conversation_settings(conv)?;
-        let traced = view_traced(&conv.entries, &settings.base);
-        let n = conv.entries.len();
-        // A counting sort of the view's indices by origin: linear, and
-        // right whatever order the origins come in.
+    /// The view `plan` of a conversation, built for the logged entries
+    /// `logged`, which are its entries `first..`.
+    fn new(plan: &ViewPlan, first: usize, logged: &[Entry]) -> Traced {
+        let n = logged.len();
+        let of_page: Vec<(usize, usize)> = plan
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| (first..first + n).contains(&item.origin))
+            .map(|(index, item)| (item.origin - first, index))
+            .collect();
+        // A counting sort by origin: linear, and right whatever order the
+        // origins come in (the items of one origin keep theirs).
         let mut starts = vec![0usize; n + 1];
-        for &o in &traced.origin {
-            if o < n {
-                starts[o + 1] += 1;
-            }
+        for &(k, _) in &of_page {
+            starts[k + 1] += 1;
         }
-        for i in 0..n {
-            starts[i + 1] += starts[i];
+        for k in 0..n {
+            starts[k + 1] += starts[k];
         }
         let mut next = starts.clone();
-        let mut order = vec![0usize; starts[n]];
-        for (v, &o) in traced.origin.iter().enumerate() {
-            if o < n {
-                order[next[o]] = v;
-                next[o] += 1;
-            }
+        let mut slots: Vec<Option<Entry<Payload>>> = (0..of_page.len()).map(|_| None).collect();
+        for &(k, index) in &of_page {
+            let built = plan.item_entry(index, &mut |origin| logged.get(origin - first).cloned());
+            slots[next[k]] = built;
+            next[k] += 1;
         }
-        Ok(Traced {
-            replaced: traced.dedup.replacements.len(),
-            bytes_saved: traced.dedup.bytes_saved(),
-            entries: traced.entries,
-            order,
-            starts,
-        })
+        // An item the plan could not build (its origin is not the entry it
+        // says) is left out, as the view leaves it out.
+        let mut entries = Vec::with_capacity(slots.len());
+        let mut kept_starts = vec![0usize; n + 1];
+        for k in 0..n {
+            for slot in &mut slots[starts[k]..starts[k + 1]] {
+                if let Some(e) = slot.take() {
+                    entries.push(e);
+                }
+            }
+            kept_starts[k + 1] = entries.len();
+        }
+        Traced {
+            len: plan.items.len(),
+            replaced: plan.dedup.replacements.len(),
+            bytes_saved: plan.dedup.bytes_saved(),
+            first,
+            entries,
+            starts: kept_starts,
+        }
     }
 
-    /// The view entries that come from logged entry `i`.
+    /// The view entries that come from logged entry `i` (of the page).
     fn of(&self, i: usize) -> impl Iterator<Item = &Entry<Payload>> {
-        let range = self.starts[i]..self.starts[i + 1];
-        self.order[range].iter().map(|&v| &self.entries[v])
+        let k = i - self.first;
+        self.entries[self.starts[k]..self.starts[k + 1]].iter()
     }
 
     fn count_of(&self, i: usize) -> usize {
-        self.starts[i + 1] - self.starts[i]
+        let k = i - self.first;
+        self.starts[k + 1] - self.starts[k]
     }
 }
 
@@ -229,20 +342,24 @@ struct Compactions<'a> {
 }
 
 impl<'a> Compactions<'a> {
-    fn new(entries: &'a [Entry]) -> Compactions<'a> {
-        let all = entries
+    fn new(heads: &'a [EntryHead<'_>]) -> Compactions<'a> {
+        let all = heads
             .iter()
-            .filter_map(|e| match e.event().map(|e| &e.kind) {
-                Some(EventKind::Compaction(c)) => Some(c),
+            .filter_map(|h| match &h.kind {
+                HeadKind::Compaction(c) => Some(&**c),
                 _ => None,
             })
             .enumerate()
             .map(|(k, c)| (k as u64, c))
             .collect();
-        Compactions {
-            all,
-            revoked: revoked_compactions(entries),
-        }
+        let revoked = heads
+            .iter()
+            .filter_map(|h| match h.kind {
+                HeadKind::CompactionUndo(n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        Compactions { all, revoked }
     }
 
     /// The compactions in effect over `turn` (not revoked).
@@ -297,19 +414,26 @@ pub fn conversation_page(
     id: &ConversationId,
     query: &ConversationQuery,
 ) -> Result<String, Error> {
-    let conv = store.read(id)?;
-    let traced = Traced::new(&conv, store);
-    let turn_of = turn_indices(&conv.entries);
-    let turns = conv.state.turns.turns();
-    let pages = usize::try_from(turns.div_ceil(TURNS_PER_PAGE))
-        .unwrap_or(usize::MAX)
-        .max(1);
-    let current = query.page.min(pages);
-    let first_turn = (current as u64 - 1) * TURNS_PER_PAGE;
-    let end_turn = first_turn + TURNS_PER_PAGE;
-    let start = turn_of.partition_point(|&t| t < first_turn);
-    let end = turn_of.partition_point(|&t| t < end_turn);
-    let compactions = Compactions::new(&conv.entries);
+    let conv = store.open_entries(id)?;
+    let heads = conv.heads()?;
+    let state = conv.state(&heads)?;
+    let turn_of = turns_of(&heads);
+    let pages = Pages::new(&turn_of);
+    let current = query.page.clamp(1, pages.count());
+    let range = pages.range(current);
+    // The page's entries, decoded: the only ones.
+    let logged: Vec<Entry> = range
+        .clone()
+        .map(|i| conv.entry(i))
+        .collect::<Result<_, Error>>()?;
+    let traced = conv.settings(&heads).map(|settings| {
+        Traced::new(
+            &plan_view(&heads, Some(&settings.base)),
+            range.start,
+            &logged,
+        )
+    });
+    let compactions = Compactions::new(&heads);
     // The model view needs the traced view; without one, the raw history
     // is shown with the reason.
     let mode = match (&traced, query.view) {
@@ -319,24 +443,27 @@ pub fn conversation_page(
     let mut render = Render {
         store,
         mode,
-        names: HashMap::new(),
+        names: tool_names(&heads[..range.start], &logged),
         inline_reads: Cell::new(0),
     };
-    for e in &conv.entries[..start] {
-        render.note_names(e);
-    }
-    let meta = &conv.state.metadata;
+    let meta = &state.metadata;
     let title = meta.title().unwrap_or("(untitled)").to_owned();
-    let this_query = ConversationQuery {
-        view: query.view,
-        page: current,
+    let page_query = |view: ViewMode, page: usize| ConversationQuery { view, page };
+    let facts = Facts {
+        id,
+        state: &state,
+        log_end: conv.log_end(),
+        sent: traced.as_ref().ok().map(|t| t.len),
     };
     Ok(page(&title, Section::Conversations, |h| {
         h.el(Tag::Header, &[Attr::Class("conversation")], |h| {
             h.el_text(Tag::H1, &[], &title);
-            summary(h, &conv, &traced);
+            summary(h, &facts);
             view_toggle(h, id, query.view, current);
         });
+        if let Some(tail) = conv.torn_tail() {
+            h.el_text(Tag::P, &[Attr::Class("error")], &tail.warning(id));
+        }
         if let Err(e) = &traced {
             h.el_text(
                 Tag::P,
@@ -350,61 +477,141 @@ pub fn conversation_page(
                 &[Attr::Class("summary")],
                 &format!(
                     "The model is sent {} of the {} logged entries (config changes, compactions and inquiries are not part of what it is sent); deduplication replaced {} by references, {} fewer.",
-                    count(t.entries.len() as u64),
-                    count(conv.entries.len() as u64),
+                    count(t.len as u64),
+                    count(heads.len() as u64),
                     counted(t.replaced as u64, "resource", "resources"),
                     size(t.bytes_saved)
                 ),
             );
         }
-        let page_link = |n: usize| {
-            Link::conversation(
-                id,
-                &ConversationQuery {
-                    view: query.view,
-                    page: n,
-                },
-            )
-        };
-        pager(h, current, pages, page_link);
-        if conv.entries.is_empty() {
+        let page_link = |n: usize| Link::conversation(id, &page_query(query.view, n));
+        pager(h, current, pages.count(), page_link);
+        if heads.is_empty() {
             h.el_text(Tag::P, &[Attr::Class("none")], "No events yet.");
         }
-        let mut i = start;
-        while i < end {
+        let mut i = range.start;
+        while i < range.end {
             let turn = turn_of[i];
-            let turn_end = turn_of.partition_point(|&t| t <= turn).min(end);
-            h.el(
-                Tag::Section,
-                &[Attr::Class("turn"), Attr::Id(&format!("turn-{turn}"))],
-                |h| {
-                    turn_heading(
-                        h,
-                        id,
-                        &this_query,
-                        turn,
-                        &conv.entries[i..turn_end],
-                        &compactions,
+            let turn_start = turn_of.partition_point(|&t| t < turn);
+            let turn_end = turn_of.partition_point(|&t| t <= turn);
+            let part = i..turn_end.min(range.end);
+            let whole = turn_start..turn_end;
+            let starts_here = turn_start >= range.start;
+            let id_attr = format!("turn-{turn}");
+            let mut attrs = vec![Attr::Class(if starts_here {
+                "turn"
+            } else {
+                "turn continued"
+            })];
+            if starts_here {
+                attrs.push(Attr::Id(&id_attr));
+            }
+            h.el(Tag::Section, &attrs, |h| {
+                let heading = TurnHeading {
+                    id,
+                    query: &page_query(query.view, pages.of_entry(turn_start)),
+                    turn,
+                    heads: &heads[whole.clone()],
+                    part: (part.start - whole.start)..(part.end - whole.start),
+                    compactions: &compactions,
+                };
+                turn_heading(h, &heading);
+                if part.start > whole.start {
+                    h.el_text(
+                        Tag::P,
+                        &[Attr::Class("continued")],
+                        &format!(
+                            "Continued from page {}: entries {}–{} of the turn's {}.",
+                            current - 1,
+                            count((part.start - whole.start + 1) as u64),
+                            count((part.end - whole.start) as u64),
+                            count(whole.len() as u64)
+                        ),
                     );
-                    match (&traced, mode) {
-                        (Ok(t), ViewMode::Model) => {
-                            render.model_turn(h, &conv, t, i..turn_end, id, turn)
-                        }
-                        (t, _) => {
-                            render.raw_turn(h, &conv, t.as_ref().ok(), i..turn_end, &compactions)
-                        }
-                    }
-                },
-            );
-            i = turn_end;
+                }
+                let page_entries = &logged[part.start - range.start..part.end - range.start];
+                match (&traced, mode) {
+                    (Ok(t), ViewMode::Model) => render.model_turn(
+                        h,
+                        &ModelTurn {
+                            entries: page_entries,
+                            first: part.start,
+                            traced: t,
+                            id,
+                            turn,
+                            pages: &pages,
+                            turn_start,
+                        },
+                    ),
+                    (t, _) => render.raw_turn(
+                        h,
+                        page_entries,
+                        part.start,
+                        t.as_ref().ok(),
+                        compactions_before(&heads[..part.start]),
+                        &compactions,
+                    ),
+                }
+                if part.end < whole.end {
+                    h.el(Tag::P, &[Attr::Class("continued")], |h| {
+                        h.text(&format!(
+                            "The turn goes on: {} more entries on the ",
+                            count((whole.end - part.end) as u64)
+                        ));
+                        h.el_text(Tag::A, &[Attr::Href(&page_link(current + 1))], "next page");
+                        h.text(".");
+                    });
+                }
+            });
+            i = part.end;
         }
-        pager(h, current, pages, page_link);
+        pager(h, current, pages.count(), page_link);
     }))
 }
 
+/// The tool names the responses among `logged` need, from the requests
+/// among `before` (the heads of the entries before them) and `logged`
+/// itself as it is rendered: only those, so that a page holds no more
+/// names than it shows.
+fn tool_names(before: &[EntryHead<'_>], logged: &[Entry]) -> HashMap<String, String> {
+    let needed: HashSet<&str> = logged
+        .iter()
+        .filter_map(|e| match e.event().map(|e| &e.kind) {
+            Some(EventKind::ToolCallResponse(r)) => Some(r.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut names = HashMap::new();
+    for h in before {
+        if let HeadKind::ToolCallRequest { id, name } = h.kind {
+            if needed.contains(id) {
+                names.insert(id.to_owned(), name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// The number of compaction entries among `heads`.
+fn compactions_before(heads: &[EntryHead<'_>]) -> u64 {
+    heads
+        .iter()
+        .filter(|h| matches!(h.kind, HeadKind::Compaction(_)))
+        .count() as u64
+}
+
+/// What the facts under a conversation's title are made from.
+struct Facts<'a> {
+    id: &'a ConversationId,
+    state: &'a ConversationState,
+    log_end: u64,
+    /// Entries sent to the model, if the view could be computed.
+    sent: Option<usize>,
+}
+
 /// The conversation's facts under its title.
-fn summary(h: &mut Html, conv: &Conversation, traced: &Result<Traced, Error>) {
-    let state = &conv.state;
+fn summary(h: &mut Html, facts: &Facts<'_>) {
+    let state = facts.state;
     let meta = &state.metadata;
     h.el(Tag::Dl, &[Attr::Class("facts")], |h| {
         let fact = |h: &mut Html, name: &str, value: &str| {
@@ -413,11 +620,11 @@ fn summary(h: &mut Html, conv: &Conversation, traced: &Result<Traced, Error>) {
         };
         h.el_text(Tag::Dt, &[], "id");
         h.el(Tag::Dd, &[], |h| {
-            h.el_text(Tag::Code, &[], conv.id.as_str());
+            h.el_text(Tag::Code, &[], facts.id.as_str());
             h.text(" · ");
             h.el_text(
                 Tag::A,
-                &[Attr::Href(&Link::conversation_stats(&conv.id))],
+                &[Attr::Href(&Link::conversation_stats(facts.id))],
                 "statistics and plot",
             );
         });
@@ -438,14 +645,14 @@ fn summary(h: &mut Html, conv: &Conversation, traced: &Result<Traced, Error>) {
                 "{} in {} references; log {}",
                 size(state.content_bytes),
                 count(state.blob_refs),
-                size(conv.log_end)
+                size(facts.log_end)
             ),
         );
-        if let Ok(t) = traced {
+        if let Some(sent) = facts.sent {
             fact(
                 h,
                 "sent to the model",
-                &format!("{} events", count(t.entries.len() as u64)),
+                &format!("{} events", count(sent as u64)),
             );
         }
         let labels = meta.labels();
@@ -486,25 +693,44 @@ fn view_toggle(h: &mut Html, id: &ConversationId, mode: ViewMode, page: usize) {
     );
 }
 
-fn turn_heading(
-    h: &mut Html,
-    id: &ConversationId,
-    query: &ConversationQuery,
+/// A turn's heading on a page.
+struct TurnHeading<'a> {
+    id: &'a ConversationId,
+    /// The query of the page the turn starts on.
+    query: &'a ConversationQuery,
     turn: u64,
-    entries: &[Entry],
-    compactions: &Compactions<'_>,
-) {
+    /// The heads of the whole turn.
+    heads: &'a [EntryHead<'a>],
+    /// The part of the turn on this page (indices into `heads`).
+    part: Range<usize>,
+    compactions: &'a Compactions<'a>,
+}
+
+fn turn_heading(h: &mut Html, t: &TurnHeading<'_>) {
     h.el(Tag::H2, &[], |h| {
         h.el_text(
             Tag::A,
-            &[Attr::Href(&Link::conversation_turn(id, query, turn))],
-            &format!("Turn {turn}"),
+            &[Attr::Href(&Link::conversation_turn(t.id, t.query, t.turn))],
+            &format!("Turn {}", t.turn),
         );
-        if let Some(t) = entries.iter().find_map(|e| e.event().map(|e| e.timestamp)) {
+        if let Some(at) = t.heads.iter().find(|h| h.is_event()).map(|h| h.timestamp) {
             h.text(" ");
-            h.el(Tag::Small, &[], |h| time(h, &t));
+            h.el(Tag::Small, &[], |h| time(h, &at));
         }
-        for (k, c) in compactions.covering(turn) {
+        if t.part.len() < t.heads.len() {
+            h.text(" ");
+            h.el_text(
+                Tag::Small,
+                &[Attr::Class("part")],
+                &format!(
+                    "entries {}–{} of {}",
+                    count(t.part.start as u64 + 1),
+                    count(t.part.end as u64),
+                    count(t.heads.len() as u64)
+                ),
+            );
+        }
+        for (k, c) in t.compactions.covering(t.turn) {
             h.text(" ");
             h.el_text(
                 Tag::Span,
@@ -526,6 +752,20 @@ fn turn_heading(
     });
 }
 
+/// What the model is sent of the part of one turn on a page.
+struct ModelTurn<'a> {
+    /// The logged entries of the part.
+    entries: &'a [Entry],
+    /// The index of the first of them.
+    first: usize,
+    traced: &'a Traced,
+    id: &'a ConversationId,
+    turn: u64,
+    pages: &'a Pages,
+    /// The turn's first entry.
+    turn_start: usize,
+}
+
 impl Render<'_> {
     fn note_names(&mut self, entry: &Entry) {
         if let Some(EventKind::ToolCallRequest(r)) = entry.event().map(|e| &e.kind) {
@@ -533,22 +773,20 @@ impl Render<'_> {
         }
     }
 
-    /// The logged entries `range` of one turn, with what the view did to
-    /// each.
+    /// The logged entries `entries` (from entry `first` on) of one turn,
+    /// with what the view did to each; `compaction_ordinal`: the
+    /// compaction entries before them.
     fn raw_turn(
         &mut self,
         h: &mut Html,
-        conv: &Conversation,
+        entries: &[Entry],
+        first: usize,
         traced: Option<&Traced>,
-        range: std::ops::Range<usize>,
+        mut compaction_ordinal: u64,
         compactions: &Compactions<'_>,
     ) {
-        let mut compaction_ordinal = conv.entries[..range.start]
-            .iter()
-            .filter(|e| matches!(e.event().map(|e| &e.kind), Some(EventKind::Compaction(_))))
-            .count() as u64;
-        for i in range {
-            let raw = &conv.entries[i];
+        for (k, raw) in entries.iter().enumerate() {
+            let i = first + k;
             self.note_names(raw);
             let mark = traced.and_then(|t| {
                 let view: Vec<&Entry<Payload>> = t.of(i).collect();
@@ -575,58 +813,54 @@ impl Render<'_> {
         }
     }
 
-    /// What the model is sent of the logged entries `range` of one turn;
-    /// entries it is not sent are counted where they were.
-    fn model_turn(
-        &mut self,
-        h: &mut Html,
-        conv: &Conversation,
-        traced: &Traced,
-        range: std::ops::Range<usize>,
-        id: &ConversationId,
-        turn: u64,
-    ) {
-        let mut hidden = 0u64;
-        let flush = |h: &mut Html, hidden: &mut u64| {
-            if *hidden == 0 {
+    /// What the model is sent of the logged entries of `part`; entries it
+    /// is not sent are counted where they were.
+    fn model_turn(&mut self, h: &mut Html, part: &ModelTurn<'_>) {
+        let mut hidden: Option<(usize, u64)> = None;
+        let flush = |h: &mut Html, hidden: &mut Option<(usize, u64)>| {
+            let Some((at, n)) = hidden.take() else {
                 return;
-            }
-            let raw = Link::conversation_turn(
-                id,
-                &ConversationQuery {
-                    view: ViewMode::Raw,
-                    page: usize::try_from(turn / TURNS_PER_PAGE + 1).unwrap_or(1),
-                },
-                turn,
-            );
+            };
+            // Where they are shown as logged: the same page of the raw
+            // history, at the turn's heading if it starts there.
+            let page = part.pages.of_entry(at);
+            let query = ConversationQuery {
+                view: ViewMode::Raw,
+                page,
+            };
+            let raw = if part.pages.of_entry(part.turn_start) == page {
+                Link::conversation_turn(part.id, &query, part.turn)
+            } else {
+                Link::conversation(part.id, &query)
+            };
             h.el(Tag::P, &[Attr::Class("hidden-events")], |h| {
                 h.el_text(
                     Tag::Span,
                     &[Attr::Class("mark compacted")],
                     &format!(
                         "{} logged {} not sent (compacted)",
-                        count(*hidden),
-                        if *hidden == 1 { "event" } else { "events" }
+                        count(n),
+                        if n == 1 { "event" } else { "events" }
                     ),
                 );
                 h.text(" ");
                 h.el_text(Tag::A, &[Attr::Href(&raw)], "see them as logged");
             });
-            *hidden = 0;
         };
-        for i in range {
-            let raw = &conv.entries[i];
+        for (k, raw) in part.entries.iter().enumerate() {
+            let i = part.first + k;
             self.note_names(raw);
-            if traced.count_of(i) == 0 {
+            if part.traced.count_of(i) == 0 {
                 if in_view(raw)
                     && !matches!(raw.event().map(|e| &e.kind), Some(EventKind::TurnStart))
                 {
-                    hidden += 1;
+                    let (_, n) = hidden.get_or_insert((i, 0));
+                    *n += 1;
                 }
                 continue;
             }
             flush(h, &mut hidden);
-            for v in traced.of(i) {
+            for v in part.traced.of(i) {
                 if matches!(v.event().map(|e| &e.kind), Some(EventKind::TurnStart)) {
                     continue;
                 }
@@ -1024,6 +1258,60 @@ fn event_class(kind: &'static str, mark: Option<Mark>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The turn of each entry of turns of `lens` entries.
+    fn turns(lens: &[usize]) -> Vec<u64> {
+        lens.iter()
+            .enumerate()
+            .flat_map(|(t, &n)| std::iter::repeat_n(t as u64, n))
+            .collect()
+    }
+
+    #[test]
+    fn pages_hold_whole_turns_and_split_only_longer_ones() {
+        for lens in [
+            vec![],
+            vec![1],
+            vec![3; 25],
+            vec![150, 100, 60],
+            vec![3, 1053, 2],
+            vec![200, 200, 1],
+            vec![199, 2, 401, 7, 1000],
+            vec![100_000],
+        ] {
+            let turn_of = turns(&lens);
+            let pages = Pages::new(&turn_of);
+            let mut next = 0;
+            for p in 1..=pages.count() {
+                let r = pages.range(p);
+                assert_eq!(r.start, next, "{lens:?}: pages are contiguous");
+                assert!(r.len() <= ENTRIES_PER_PAGE, "{lens:?}: page {p}");
+                assert!(!r.is_empty() || turn_of.is_empty(), "{lens:?}: page {p}");
+                let mut on_page: Vec<u64> = turn_of[r.clone()].to_vec();
+                on_page.dedup();
+                assert!(on_page.len() as u64 <= TURNS_PER_PAGE, "{lens:?}: page {p}");
+                for i in r.clone() {
+                    assert_eq!(pages.of_entry(i), p);
+                }
+                next = r.end;
+            }
+            assert_eq!(next, turn_of.len(), "{lens:?}: every entry on a page");
+            // A turn that fits on a page is on one page.
+            let mut start = 0;
+            for &n in &lens {
+                if n <= ENTRIES_PER_PAGE && n > 0 {
+                    assert_eq!(
+                        pages.of_entry(start),
+                        pages.of_entry(start + n - 1),
+                        "{lens:?}: a turn of {n} split"
+                    );
+                }
+                start += n;
+            }
+        }
+        assert_eq!(Pages::new(&turns(&[100_000])).count(), 500);
+        assert_eq!(Pages::new(&turns(&[3; 25])).count(), 3);
+    }
 
     #[test]
     fn event_classes_are_fixed_strings() {

@@ -569,6 +569,32 @@ impl LogImage {
         Ok((entries, offsets, state))
     }
 
+    /// The state the log folds to (metadata, counts, turns), from the
+    /// heads of its entries (`heads`: [`LogImage::heads`] of this image)
+    /// and its metadata patches, as a listing folds it: no other entry is
+    /// decoded.
+    pub fn state(&self, heads: &[EntryHead<'_>]) -> Result<ConversationState> {
+        let mut state = ConversationState {
+            records: self.records.len() as u64,
+            ..ConversationState::default()
+        };
+        let mut heads = heads.iter();
+        for &(place, is_meta) in &self.order {
+            if is_meta {
+                let (raw, offset) = self.raw_at(place)?;
+                let body = self.body_of(&raw, offset)?;
+                let patch = decode_meta(&raw, body).map_err(|found| self.corrupt(offset, found))?;
+                state.apply(&LogEntry::Meta(patch));
+            } else {
+                let head = heads.next().ok_or_else(|| {
+                    self.corrupt(self.log_end, "fewer entry heads than entries".into())
+                })?;
+                state.apply_head(head);
+            }
+        }
+        Ok(state)
+    }
+
     /// The metadata patches, decoded, in order.
     pub fn metadata_patches(&self) -> Result<Vec<MetaPatch>> {
         let mut out = Vec::new();

@@ -580,3 +580,37 @@ fn a_prepared_batch_checks_its_references_when_it_is_appended() {
     let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
     assert!(report.findings.is_empty(), "{:?}", report.findings);
 }
+
+/// A conversation read for a page of it (`Store::open_entries`, `serve`)
+/// gives the state, the entries and the heads reading the whole log gives,
+/// for logs of both versions, with metadata patches among its records.
+#[test]
+fn open_entries_reads_as_the_whole_log_reads() {
+    for (_d, store) in [store(), store_v1()] {
+        let id = new_conv(&store, "p1");
+        {
+            let mut w = store.writer(&id).expect("writer");
+            for i in 0..3 {
+                w.append(events(&turn(i))).expect("append");
+            }
+        }
+        let whole = store.read(&id).expect("read");
+        let entries = store.open_entries(&id).expect("open entries");
+        let heads = entries.heads().expect("heads");
+        assert_eq!(entries.len(), whole.entries.len());
+        assert_eq!(heads.len(), whole.entries.len());
+        assert_eq!(entries.state(&heads).expect("state"), whole.state);
+        assert_eq!(
+            entries.state(&heads).expect("state"),
+            full_state(&store, &id)
+        );
+        for (i, e) in whole.entries.iter().enumerate() {
+            assert_eq!(&entries.entry(i).expect("entry"), e);
+            assert_eq!(heads[i], crate::event::head::EntryHead::of(e));
+        }
+        assert!(entries.entry(whole.entries.len()).is_err());
+        assert_eq!(entries.log_end(), whole.log_end);
+        assert_eq!(entries.torn_tail(), None);
+        entries.settings(&heads).expect("settings");
+    }
+}

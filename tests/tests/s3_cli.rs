@@ -568,7 +568,12 @@ fn cache_entries_swapped_on_disk_are_misses_not_another_objects_bytes() {
     ];
     for (id, title, text) in convs {
         s.ok(&["new", "--id", id, "--title", title], b"");
-        s.ok(&["append", id], &user(text));
+        // One timestamp: the two appends are segments of one length (the
+        // creation times may differ in length, and so the logs' first
+        // objects).
+        let request = serde_json::json!([{"type": "chat_request",
+            "timestamp": "2026-05-29 10:00:00.5", "content": text}]);
+        s.ok(&["append", id], request.to_string().as_bytes());
     }
     let shown = |id: &str| with_cache(&s, cache, &["print", id], b"").0;
     for (id, title, text) in convs {
@@ -589,23 +594,28 @@ fn cache_entries_swapped_on_disk_are_misses_not_another_objects_bytes() {
         found.sort();
         found
     };
-    let mut swapped = 0;
+    let mut swapped = Vec::new();
     for (one, two) in [
         ("title one", "title two"),
         ("request alpha", "request bravo"),
     ] {
-        for ((la, a), (lb, b)) in holding(one).into_iter().zip(holding(two)) {
-            if la != lb {
+        let mut others = holding(two);
+        for (len, a) in holding(one) {
+            let Some(at) = others.iter().position(|(l, _)| *l == len) else {
                 continue;
-            }
+            };
+            let (_, b) = others.remove(at);
             let tmp = a.with_extension("swap");
             std::fs::rename(&a, &tmp).expect("swap");
             std::fs::rename(&b, &a).expect("swap");
             std::fs::rename(&tmp, &b).expect("swap");
-            swapped += 1;
+            swapped.push(one);
         }
     }
-    assert!(swapped >= 2, "entries of the logs swapped: {swapped}");
+    assert!(
+        swapped.contains(&"request alpha"),
+        "the entries of the appended segments swapped: {swapped:?}"
+    );
     for (id, title, text) in convs {
         let out = shown(id);
         let (other_title, other_text) = if id == convs[0].0 {

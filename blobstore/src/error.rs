@@ -89,6 +89,74 @@ pub enum Error {
     /// finished, having changed nothing.
     #[error("interrupted before the end; nothing was changed")]
     Interrupted,
+    /// A file written by a newer jp-store: a format version above those
+    /// this build reads, in a file whose checksum holds where every version
+    /// keeps it (format-spec.md 2.10). Not damage: nothing of it is read,
+    /// and nothing moves or removes it; a newer jp-store reads it. `blob`:
+    /// a blob found in nothing this build reads, which may be in the file
+    /// (a pack of a newer version).
+    #[error("{}", unsupported_message(path, *kind, *version, blob.as_ref()))]
+    Unsupported {
+        /// The file (an index names its pack too).
+        path: PathBuf,
+        /// Which format.
+        kind: FormatKind,
+        /// The version the file says.
+        version: u8,
+        /// The blob looked for, when it may be in the file.
+        blob: Option<BlobId>,
+    },
+}
+
+/// A kind of file of the blob store with a format version of its own
+/// (format-spec.md 2.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatKind {
+    /// An object's encoding (a loose object).
+    Object,
+    /// A pack.
+    Pack,
+    /// A pack index.
+    PackIndex,
+}
+
+impl FormatKind {
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatKind::Object => "object",
+            FormatKind::Pack => "pack",
+            FormatKind::PackIndex => "pack index",
+        }
+    }
+
+    /// The versions this build reads, in words.
+    pub fn versions_read(self) -> &'static str {
+        match self {
+            FormatKind::Object => "version 1",
+            FormatKind::Pack | FormatKind::PackIndex => "versions 1 and 2",
+        }
+    }
+}
+
+fn unsupported_message(
+    path: &std::path::Path,
+    kind: FormatKind,
+    version: u8,
+    blob: Option<&BlobId>,
+) -> String {
+    let newer = format!(
+        "written by a newer jp-store (version {version} of the {} format; this build reads {}); upgrade jp-store",
+        kind.name(),
+        kind.versions_read()
+    );
+    match blob {
+        Some(id) => format!(
+            "blob {id} is in nothing this build reads; it may be in {}, {newer}",
+            path.display()
+        ),
+        None => format!("{}: {newer}", path.display()),
+    }
 }
 
 fn damaged_note(index: Option<&std::path::Path>) -> String {
@@ -114,6 +182,12 @@ impl Error {
     /// a missing object).
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. })
+    }
+
+    /// Whether the error reports a file of a newer format
+    /// ([`Error::Unsupported`]): not damage.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
     }
 
     /// Whether an error of a writer's merge of small packs must reach the

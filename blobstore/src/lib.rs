@@ -42,7 +42,7 @@ mod v2_tests;
 pub use batch::skip_item;
 pub use cache::GroupCacheStats;
 pub use content::Content;
-pub use error::{Error, Result};
+pub use error::{Error, FormatKind, Result};
 pub use group::{Compression, GroupSettings};
 pub use id::BlobId;
 pub use id::IdError;

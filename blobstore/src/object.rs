@@ -176,6 +176,31 @@ pub fn encode_into(
     Ok(())
 }
 
+/// The version of `stored`, the whole stored bytes of a loose object, if it
+/// is an object of a newer format than this build reads: its magic, a
+/// version above [`OBJECT_VERSION`], and at bytes 16..20 the CRC-32 of
+/// bytes 0..16 and of the rest of the file, which every version keeps
+/// (format-spec.md 2.1). A version byte damaged into a larger one fails
+/// that CRC: damage, not a newer format.
+pub fn newer_version(stored: &[u8]) -> Option<u8> {
+    if stored.len() < HEADER_LEN || stored[..4] != OBJECT_MAGIC || stored[4] <= OBJECT_VERSION {
+        return None;
+    }
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&stored[..16]);
+    crc.update(&stored[HEADER_LEN..]);
+    let mut want = [0u8; 4];
+    want.copy_from_slice(&stored[16..20]);
+    (crc.finalize() == u32::from_le_bytes(want)).then_some(stored[4])
+}
+
+/// Whether an object header names a version above [`OBJECT_VERSION`]
+/// (after its magic): a newer format, or damage, which
+/// [`newer_version`] tells apart from the whole object.
+pub fn names_a_newer_version(header: &[u8]) -> bool {
+    header.len() > 4 && header[..4] == OBJECT_MAGIC && header[4] > OBJECT_VERSION
+}
+
 /// Checks a whole stored object (header and payload) without decompressing:
 /// the header's fields and the CRC over header and payload.
 pub fn check_stored(object: &[u8]) -> Result<Header, DecodeError> {
@@ -366,6 +391,24 @@ mod tests {
     use super::*;
 
     const MAX: u64 = 1 << 30;
+
+    #[test]
+    fn an_object_of_a_newer_version_is_told_from_a_damaged_one_by_its_crc() {
+        let mut obj = encode(b"some content", 3).expect("encode");
+        assert_eq!(newer_version(&obj), None, "a current object");
+        obj[4] = 2;
+        assert_eq!(newer_version(&obj), None, "its CRC fails: damage");
+        assert!(names_a_newer_version(&obj[..HEADER_LEN]));
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&obj[..16]);
+        crc.update(&obj[HEADER_LEN..]);
+        let crc = crc.finalize().to_le_bytes();
+        obj[16..20].copy_from_slice(&crc);
+        assert_eq!(newer_version(&obj), Some(2));
+        assert!(check_stored(&obj).is_err(), "never read as version 1");
+        obj[4] = 0;
+        assert!(!names_a_newer_version(&obj[..HEADER_LEN]));
+    }
 
     /// Rewrites the raw length and fixes the CRC, as a hostile writer would.
     fn forge_raw_len(obj: &mut [u8], len: u64) {

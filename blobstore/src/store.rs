@@ -181,6 +181,10 @@ pub struct BlobStore {
     /// Packs whose index did not load (damage): skipped, so one damaged pack
     /// does not make the store unusable; `verify_all` reports them.
     broken: RwLock<HashSet<String>>,
+    /// Packs whose index is of a newer format (by name, with its version):
+    /// skipped as the damaged ones are, never moved or removed, reported
+    /// as what they are ([`BlobStore::newer_packs`]).
+    newer: RwLock<HashMap<String, u8>>,
     poisoned: Mutex<Option<PathBuf>>,
     tmp_counter: AtomicU64,
     /// Decompressed groups of packs of version 2, for reads.
@@ -214,6 +218,7 @@ impl BlobStore {
             packs_listed: AtomicBool::new(false),
             pack_files: Mutex::new(Vec::new()),
             broken: RwLock::new(HashSet::new()),
+            newer: RwLock::new(HashMap::new()),
             poisoned: Mutex::new(None),
             tmp_counter: AtomicU64::new(0),
             listed_at: Mutex::new(None),
@@ -380,14 +385,26 @@ impl BlobStore {
             b.retain(|n| names.contains(n));
             b.clone()
         };
+        let newer: HashSet<String> = {
+            let mut n = self.newer.write().unwrap_or_else(|e| e.into_inner());
+            n.retain(|name, _| names.contains(name));
+            n.keys().cloned().collect()
+        };
         for name in &names {
-            if known.contains(name) || broken.contains(name) {
+            if known.contains(name) || broken.contains(name) || newer.contains(name) {
                 continue;
             }
             match self.load_pack(name) {
                 Ok(p) => loaded.push(p),
                 // Removed by a concurrent rewrite between listing and opening.
                 Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                // An index of a newer format: skipped too, not damage.
+                Err(Error::Unsupported { version, .. }) => {
+                    self.newer
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone(), version);
+                }
                 // A damaged index, or a pack or index that is not a regular
                 // file: its objects are unreachable, the rest of the store
                 // is not. verify_all reports it (fsck).
@@ -479,8 +496,26 @@ impl BlobStore {
     }
 
     /// [`Error::NotFound`] for `id`, naming the first damaged index (by
-    /// name) if reads skip one: the blob may be in its pack.
+    /// name) if reads skip one: the blob may be in its pack. Where reads
+    /// skip a pack of a newer format, the blob may be there, which no read
+    /// of this build can tell: [`Error::Unsupported`] naming its index.
     pub(crate) fn not_found(&self, id: &BlobId) -> Error {
+        let newer = self
+            .newer
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .min()
+            .map(|(name, version)| (name.clone(), *version));
+        if let Some((name, version)) = newer {
+            let (_, index) = pack::pack_file_names(&self.base.join(PACKS_DIR), &name);
+            return Error::Unsupported {
+                path: self.backend.display(&index),
+                kind: crate::FormatKind::PackIndex,
+                version,
+                blob: Some(*id),
+            };
+        }
         let damaged = self
             .broken
             .read()
@@ -525,6 +560,33 @@ impl BlobStore {
         out
     }
 
+    /// Packs whose index is of a newer format (skipped by reads, like
+    /// damaged ones, but not damage), with the error that says so, naming
+    /// the index.
+    pub fn newer_packs(&self) -> Vec<(String, Error)> {
+        let mut newer: Vec<(String, u8)> = self
+            .newer
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, version)| (name.clone(), *version))
+            .collect();
+        newer.sort();
+        newer
+            .into_iter()
+            .map(|(name, version)| {
+                let (_, index) = pack::pack_file_names(&self.base.join(PACKS_DIR), &name);
+                let error = Error::Unsupported {
+                    path: self.backend.display(&index),
+                    kind: crate::FormatKind::PackIndex,
+                    version,
+                    blob: None,
+                };
+                (name, error)
+            })
+            .collect()
+    }
+
     fn load_pack(&self, name: &str) -> Result<Pack> {
         let (pack_path, index_path) = pack::pack_file_names(&self.base.join(PACKS_DIR), name);
         // The map outlives the descriptor it was made from, which is closed
@@ -533,6 +595,14 @@ impl BlobStore {
             .backend
             .map(&index_path)
             .map_err(|e| self.io("map", &index_path, e))?;
+        if let Some(version) = pack::newer_index_version(&index) {
+            return Err(Error::Unsupported {
+                path: self.shown(&index_path),
+                kind: crate::FormatKind::PackIndex,
+                version,
+                blob: None,
+            });
+        }
         let pack_meta = self
             .backend
             .head(&pack_path)
@@ -811,8 +881,18 @@ impl BlobStore {
                 self.io("read", &path, e)
             }
         })?;
-        let header = Header::decode(&h)
-            .map_err(|d| self.corrupt(&path, Some(d.offset), d.expected, d.found))?;
+        let header = Header::decode(&h).map_err(|d| {
+            if !object::names_a_newer_version(&h) {
+                return self.corrupt(&path, Some(d.offset), d.expected, d.found);
+            }
+            // A newer format, or damage: the whole object tells.
+            let mut stored = Vec::new();
+            match self.read_stored_at(&path, id, &mut stored) {
+                Ok(true) => self.loose_error(&path, &stored, d),
+                Ok(false) => self.not_found(id),
+                Err(e) => e,
+            }
+        })?;
         Ok(header.raw_len)
     }
 
@@ -881,25 +961,35 @@ impl BlobStore {
         }
         object::decode(&buf, id, self.options.max_blob_len)
             .map(Some)
-            .map_err(|d| self.loose_decode_error(id, d))
+            .map_err(|d| self.loose_error(&self.loose_path(id), &buf, d))
     }
 
     /// Reads the stored bytes (header and payload) of loose object `id`
     /// into `buf`, which is resized to the file's length. `Ok(false)` if
     /// there is no such object.
     pub(crate) fn read_loose_stored(&self, id: &BlobId, buf: &mut Vec<u8>) -> Result<bool> {
-        let path = self.loose_path(id);
-        let file = match self.backend.open(&path) {
+        self.read_stored_at(&self.loose_path(id), id, buf)
+    }
+
+    /// [`BlobStore::read_loose_stored`] of the loose object `id` at `path`
+    /// (its name, or its copy in gc's trash).
+    pub(crate) fn read_stored_at(
+        &self,
+        path: &Path,
+        id: &BlobId,
+        buf: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let file = match self.backend.open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(self.io("open", &path, e)),
+            Err(e) => return Err(self.io("open", path, e)),
         };
-        let len = file.len().map_err(|e| self.io("inspect", &path, e))?;
+        let len = file.len().map_err(|e| self.io("inspect", path, e))?;
         let max = self.options.max_blob_len.saturating_add(HEADER_LEN as u64);
         if len > max {
             return Err(Error::TooLarge {
                 id: Some(*id),
-                path: self.shown(&path),
+                path: self.shown(path),
                 size: len,
                 max: self.options.max_blob_len,
             });
@@ -907,13 +997,23 @@ impl BlobStore {
         // At most max_blob_len plus a header, which the caller chose to fit
         // in memory.
         object::set_len(buf, len as usize);
-        read_exact_at(&*file, buf, 0).map_err(|e| self.io("read", &path, e))?;
+        read_exact_at(&*file, buf, 0).map_err(|e| self.io("read", path, e))?;
         Ok(true)
     }
 
-    /// The error for a loose object whose stored bytes fail a check.
-    pub(crate) fn loose_decode_error(&self, id: &BlobId, d: object::DecodeError) -> Error {
-        self.corrupt(&self.loose_path(id), Some(d.offset), d.expected, d.found)
+    /// The error for the loose object at `path` whose stored bytes `stored`
+    /// fail a check (`d`): [`Error::Unsupported`] where they are an object
+    /// of a newer format ([`object::newer_version`]), else damage.
+    pub(crate) fn loose_error(&self, path: &Path, stored: &[u8], d: object::DecodeError) -> Error {
+        match object::newer_version(stored) {
+            Some(version) => Error::Unsupported {
+                path: self.shown(path),
+                kind: crate::FormatKind::Object,
+                version,
+                blob: None,
+            },
+            None => self.corrupt(path, Some(d.offset), d.expected, d.found),
+        }
     }
 
     pub(crate) fn read_packed(&self, p: &Pack, e: &PackEntry) -> Result<Vec<u8>> {

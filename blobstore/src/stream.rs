@@ -367,7 +367,25 @@ impl BlobStore {
             Err(e) => return Err(io("open", e)),
         };
         let len = file.len().map_err(|e| io("inspect", e))?;
-        stream_object(self, id, file, path, 0, len).map(Some)
+        match stream_object(self, id, file, path, 0, len) {
+            // A version this build does not know: a newer format, or
+            // damage, which the whole object tells.
+            Err(
+                e @ Error::Corrupt {
+                    offset: Some(4), ..
+                },
+            ) => {
+                let mut stored = Vec::new();
+                if !self.read_stored_at(path, id, &mut stored)? {
+                    return Ok(None);
+                }
+                match crate::object::check_stored(&stored) {
+                    Err(d) => Err(self.loose_error(path, &stored, d)),
+                    Ok(_) => Err(e),
+                }
+            }
+            other => other.map(Some),
+        }
     }
 
     /// A stream of the object in pack `name`; `None` if the pack is gone.

@@ -86,7 +86,7 @@ impl BlobStore {
         };
         crate::object::decode(&bytes, id, self.options().max_blob_len)
             .map(Some)
-            .map_err(|d| self.corrupt(&key, Some(d.offset), d.expected, d.found))
+            .map_err(|d| self.loose_error(&key, &bytes, d))
     }
 
     /// From now on, what this store would delete goes below `prefix`

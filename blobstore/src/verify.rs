@@ -37,8 +37,10 @@ pub struct VerifyProgress {
     pub bytes_total: u64,
 }
 
-/// One damaged object or file found by [`BlobStore::verify_all`]
-/// (serialized as `blob`, hex or `null`, and `error`, its message).
+/// One damaged object or file found by [`BlobStore::verify_all`], or one
+/// of a newer format ([`Error::Unsupported`]: not damage, but nothing this
+/// build can check) (serialized as `blob`, hex or `null`, and `error`, its
+/// message).
 #[derive(Debug)]
 pub struct Problem {
     /// The object concerned, when the problem is about one object.
@@ -268,7 +270,9 @@ fn dup_error(e: &Error) -> Error {
 fn as_problem(blob: Option<BlobId>, r: Result<()>) -> Result<Option<Problem>> {
     match r {
         Ok(()) => Ok(None),
-        Err(e @ (Error::Corrupt { .. } | Error::TooLarge { .. })) => {
+        // A file of a newer format is a problem for this build, but not
+        // damage (`Error::is_unsupported`).
+        Err(e @ (Error::Corrupt { .. } | Error::TooLarge { .. } | Error::Unsupported { .. })) => {
             Ok(Some(Problem { blob, error: e }))
         }
         Err(e) => Err(e),
@@ -428,7 +432,7 @@ impl BlobStore {
         let (unindexed, packless) = self.pack_dir_anomalies(&packs)?;
         report.unindexed_packs = unindexed;
         report.problems.extend(packless);
-        for (_, error) in self.broken_packs() {
+        for (_, error) in self.broken_packs().into_iter().chain(self.newer_packs()) {
             report.problems.push(Problem { blob: None, error });
         }
         let mut p = VerifyProgress {
@@ -698,7 +702,7 @@ impl BlobStore {
                         object::check_content(&buffers.stored, &h, &o.id, max, &mut buffers.content)
                     })
                     .map(|_| ())
-                    .map_err(|d| self.loose_decode_error(&o.id, d)),
+                    .map_err(|d| self.loose_error(&self.loose_path(&o.id), &buffers.stored, d)),
                 Err(e) => Err(e),
             };
             problems.extend(as_problem(Some(o.id), checked)?);

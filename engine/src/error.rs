@@ -72,9 +72,12 @@ pub enum Error {
         /// The configured maximum.
         max: u64,
     },
-    /// A file was written by a newer format (or uses features this build does
-    /// not know).
-    #[error("{} uses log format version {version} with flags {flags:#06x}; this build reads version 1 (flags 0x0001 at most) and version 2 (no flags), and writes version {supported}", path.display())]
+    /// A log written by a newer jp-store: a version above those this build
+    /// reads, or flags it does not know, in a file header whose checksum
+    /// holds (format-spec.md 3, "Versioning"). Not damage: nothing of it is
+    /// read, and nothing moves or changes it. (A file of the blob store of
+    /// a newer format is [`jpstore_blobstore::Error::Unsupported`].)
+    #[error("{}: written by a newer jp-store (version {version} of the log format, flags {flags:#06x}; this build reads version 1 with flags 0x0001 at most and version 2 without flags, and writes version {supported}); upgrade jp-store", path.display())]
     Unsupported {
         /// The file.
         path: PathBuf,
@@ -336,6 +339,16 @@ impl Error {
             source.kind(),
             std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
         ))
+    }
+
+    /// Whether the error reports a file of a newer format than this build
+    /// reads (a log, or a file of the blob store): not damage.
+    pub fn is_unsupported(&self) -> bool {
+        match self {
+            Error::Unsupported { .. } => true,
+            Error::Blob(b) => b.is_unsupported(),
+            _ => false,
+        }
     }
 
     /// Whether the error reports damaged data on disk (as opposed to I/O

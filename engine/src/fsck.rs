@@ -201,10 +201,28 @@ pub enum FsckProgress {
 fn blob_error_path(e: &jpstore_blobstore::Error) -> Option<PathBuf> {
     use jpstore_blobstore::Error as B;
     match e {
-        B::Io { path, .. } | B::Corrupt { path, .. } | B::SyncFailed { path, .. } => {
-            Some(path.clone())
-        }
+        B::Io { path, .. }
+        | B::Corrupt { path, .. }
+        | B::SyncFailed { path, .. }
+        | B::Unsupported { path, .. } => Some(path.clone()),
         _ => None,
+    }
+}
+
+/// What fsck adds to the message of a file of a newer format.
+const LEFT_AS_IT_IS: &str = "this build cannot check it, and --repair leaves it as it is";
+
+/// The finding for a file of the blob store of a newer format (`error`,
+/// [`jpstore_blobstore::Error::Unsupported`]): not damage.
+fn newer_blob_file(error: &jpstore_blobstore::Error) -> Finding {
+    Finding {
+        severity: Severity::Unsupported,
+        kind: "unsupported-version",
+        conversation: None,
+        path: blob_error_path(error),
+        offset: None,
+        blob: None,
+        message: format!("{error}; {LEFT_AS_IT_IS}"),
     }
 }
 
@@ -387,6 +405,10 @@ impl Store {
             report.blobs_read = v.loose_objects + v.packed_objects;
             report.bytes_read = v.bytes;
             for p in v.problems {
+                if p.error.is_unsupported() {
+                    verify_findings.push(newer_blob_file(&p.error));
+                    continue;
+                }
                 if let Some(b) = p.blob {
                     damaged_blobs.insert(b);
                 }
@@ -438,6 +460,10 @@ impl Store {
                     blob: None,
                     message: error.to_string(),
                 });
+            }
+            // A pack whose index is of a newer format: not damage.
+            for (_, error) in self.blobs().newer_packs() {
+                verify_findings.push(newer_blob_file(&error));
             }
             logs
         };
@@ -762,6 +788,16 @@ impl Store {
                     ),
                     format!("blob {blob} it references is missing"),
                 ),
+                // In a file of a newer format, or perhaps in one (a pack):
+                // nothing this build can check, and no reason to move the
+                // conversation.
+                Err(e @ jpstore_blobstore::Error::Unsupported { .. }) => {
+                    check.findings.push(Finding {
+                        severity: Severity::Unsupported,
+                        ..finding(format!("{e}; {LEFT_AS_IT_IS}"), "unsupported-version")
+                    });
+                    continue;
+                }
                 Err(e) => (
                     finding(e.to_string(), "damaged-blob"),
                     format!("blob {blob} it references is damaged"),
@@ -813,11 +849,11 @@ impl Store {
             Err(e @ Error::Unsupported { .. }) => {
                 out.findings.push(Finding {
                     severity: Severity::Unsupported,
-                    kind: "unsupported-version",
-                    message: format!(
-                        "{e}; written by a newer jp-store: this build cannot check it, and --repair leaves it as it is"
-                    ),
-                    ..finding("unsupported-version", Some(0), String::new())
+                    ..finding(
+                        "unsupported-version",
+                        Some(0),
+                        format!("{e}; {LEFT_AS_IT_IS}"),
+                    )
                 });
                 return Ok(out);
             }
@@ -1067,6 +1103,10 @@ impl Store {
             ]
         };
         for p in v.problems {
+            // A file of a newer format is not damage: never moved.
+            if p.error.is_unsupported() {
+                continue;
+            }
             // Paths relative to the store root, from the layout
             // (format-spec.md section 1), never from displayed paths.
             let located = p.blob.and_then(|b| self.blobs().locate(&b).ok().flatten());

@@ -262,6 +262,22 @@ fn prefix(id: &[u8]) -> u64 {
     u64::from_be_bytes(x)
 }
 
+/// The version of `index`, the bytes of a pack index, if it is an index of
+/// a newer format than this build reads: its magic, a version above 2, and
+/// in its last 32 bytes the BLAKE3 of all the bytes before them, which
+/// every version keeps (format-spec.md 2.10). A version byte damaged into a
+/// larger one fails that checksum: damage, not a newer format.
+pub fn newer_index_version(index: &[u8]) -> Option<u8> {
+    if index.len() < INDEX_HEADER_LEN + INDEX_TRAILER_LEN
+        || index[..4] != INDEX_MAGIC
+        || index[4] <= v2::VERSION
+    {
+        return None;
+    }
+    let body = index.len() - 32;
+    (blake3::hash(&index[..body]).as_bytes()[..] == index[body..]).then_some(index[4])
+}
+
 /// Checks an index's structure and checksum, of either version; returns
 /// its version, object count and group count.
 pub fn check_index(index: &[u8]) -> Result<IndexShape, IndexError> {
@@ -1109,6 +1125,20 @@ mod tests {
         ];
         let idx = v2::build_index(&mut objects.clone(), &groups, &[0; 32]);
         assert!(check_index(&idx).is_err());
+    }
+
+    #[test]
+    fn an_index_of_a_newer_version_is_told_from_a_damaged_one_by_its_checksum() {
+        let (_, _, mut idx, _) = v2_index(10, 3);
+        assert_eq!(newer_index_version(&idx), None, "a current index");
+        idx[4] = 3;
+        assert_eq!(newer_index_version(&idx), None, "its checksum fails");
+        let body = idx.len() - 32;
+        let sum = *blake3::hash(&idx[..body]).as_bytes();
+        idx[body..].copy_from_slice(&sum);
+        assert_eq!(newer_index_version(&idx), Some(3));
+        assert!(check_index(&idx).is_err(), "never read as a known version");
+        assert_eq!(newer_index_version(&idx[..40]), None, "too short");
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
         }
         if report.has_unsupported() {
             crate::outln!(
-                "files of a newer format were found and left as they are; check them with a newer jp-store"
+                "files written by a newer jp-store were found and left as they are; upgrade jp-store to check them"
             );
         }
         if clean {

@@ -166,6 +166,12 @@ pub fn check_file_header(bytes: &[u8]) -> Result<LogFormat, HeaderProblem> {
             flags,
         }),
         VERSION_2 if flags == 0 => Ok(LogFormat::v2()),
+        // No jp-store writes version 0: damage, not a newer format.
+        0 => Err(HeaderProblem::Damaged(
+            8,
+            "log format version 1 or 2",
+            "version 0, which no jp-store writes".into(),
+        )),
         _ => Err(HeaderProblem::Unsupported { version, flags }),
     }
 }
@@ -824,12 +830,16 @@ mod tests {
             b[12..16].copy_from_slice(&crc.to_le_bytes());
             b
         };
-        for (version, flags) in [(1, 2), (2, 1), (3, 0), (0, 0)] {
+        for (version, flags) in [(1, 2), (2, 1), (3, 0)] {
             assert_eq!(
                 check_file_header(&with(version, flags)),
                 Err(HeaderProblem::Unsupported { version, flags })
             );
         }
+        assert!(matches!(
+            check_file_header(&with(0, 0)),
+            Err(HeaderProblem::Damaged(8, _, _))
+        ));
         assert!(matches!(
             check_file_header(&h[..15]),
             Err(HeaderProblem::Damaged(0, _, _))

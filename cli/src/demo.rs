@@ -80,7 +80,8 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         "the export of the sample is not the sample's files: {:?}",
         files.lossy
     );
-    crate::outln!("\nexport --format jp gives back the imported files byte for byte");
+    crate::outln!();
+    crate::outln!("export --format jp gives back the imported files byte for byte");
 
     // 4. Append a turn, as an agent would: one durable batch.
     let parsed = parse_input(

@@ -42,6 +42,6 @@ pub fn is_interrupted(e: &jpstore_engine::error::Error) -> bool {
 
 /// What a command says and returns when it was interrupted.
 pub fn stopped(what: &str) -> ExitCode {
-    eprintln!("jp-store: {what} interrupted before the end; run it again to check everything");
+    crate::errln!("jp-store: {what} interrupted before the end; run it again to check everything");
     ExitCode::from(INTERRUPTED_STATUS)
 }

@@ -392,7 +392,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("jp-store: error: {}", message(&e));
+            crate::errln!("jp-store: error: {}", message(&e));
             ExitCode::from(1)
         }
     }

@@ -10,7 +10,14 @@
 //!
 //! Nothing is coloured: `NO_COLOR` is honoured as it is (clap's help and
 //! usage messages, the only styled text, follow it too).
+//!
+//! Text written for a person goes through [`shown`]: a stored title or
+//! message, a name found on disk, a request's target may hold control
+//! characters (an escape sequence that clears the screen, a line break that
+//! breaks a table), which are written as escapes. Results printed as JSON
+//! ([`jsonln!`](crate::jsonln)) are exact.
 
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
@@ -47,17 +54,71 @@ pub fn verbosity() -> Verbosity {
     }
 }
 
+/// `text` as it is written for a person, on one line: every control
+/// character (C0, DEL, C1: `\n`, `\r`, `\t` by name, the others as
+/// `\x1b` or `\u{9b}`), and every character that reorders or breaks the
+/// text around it on a terminal (the bidirectional embeddings, overrides,
+/// isolates and marks, U+2028 and U+2029, as `\u{202e}`), escaped.
+/// Anything else is written as it is (a backslash too: the text is for
+/// reading, not for parsing back).
+pub fn shown(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// [`shown`] keeping line breaks (`\n`): a message of several lines that
+/// jp-store wrote, with stored text inside it.
+pub fn shown_lines(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
+
+/// Whether `c` is written as an escape.
+fn escaped(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
+    let needs = |c: char| escaped(c) && !(keep_newlines && c == '\n');
+    if !text.chars().any(needs) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !needs(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Prints `line` on standard error for a person ([`shown_lines`]).
+pub fn eprint_line(line: &str) {
+    eprintln!("{}", shown_lines(line));
+}
+
 /// Prints a note (`jp-store: LINE`) unless `-q`.
 pub fn note(line: &str) {
     if verbosity() > Verbosity::Quiet {
-        eprintln!("jp-store: {line}");
+        eprint_line(&format!("jp-store: {line}"));
     }
 }
 
 /// Prints a note only with `-v`.
 pub fn detail(line: &str) {
     if verbosity() == Verbosity::Verbose {
-        eprintln!("jp-store: {line}");
+        eprint_line(&format!("jp-store: {line}"));
     }
 }
 
@@ -121,17 +182,17 @@ impl Progress {
             return;
         }
         match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("jp-store: {line}"),
+            Some(bar) => bar.println(shown_lines(line)),
+            None => eprint_line(&format!("jp-store: {line}")),
         }
     }
 
-    /// Prints `line` to standard error as it is, above the bar if there is
-    /// one (warnings: printed whatever the verbosity).
+    /// Prints `line` to standard error ([`shown_lines`]), above the bar if
+    /// there is one (warnings: printed whatever the verbosity).
     pub fn eprintln(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(bar) => bar.suspend(|| eprint_line(line)),
+            None => eprint_line(line),
         }
     }
 
@@ -143,14 +204,15 @@ impl Progress {
     }
 }
 
-/// Writes one line of a command's result to standard output. When the
-/// reader of the output has gone away (`jp-store ls | head -1`), the
-/// command ends quietly with status 0, as `head` asked for no more; any
-/// other failure to write is reported and ends it with status 1.
-pub fn write_line(args: std::fmt::Arguments<'_>) {
+/// Writes one line of a command's result to standard output, exactly as
+/// given. When the reader of the output has gone away (`jp-store ls |
+/// head -1`), the command ends quietly with status 0, as `head` asked for
+/// no more; any other failure to write is reported and ends it with
+/// status 1.
+pub fn write_line(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{args}") {
+    if let Err(e) = writeln!(out, "{line}") {
         exit_on_write_error(&e);
     }
 }
@@ -164,13 +226,46 @@ pub fn exit_on_write_error(e: &std::io::Error) -> ! {
     std::process::exit(1);
 }
 
-/// `println!` for a command's results, through [`write_line`].
+/// `println!` for a command's results for a person, one line, through
+/// [`shown`] and [`write_line`].
 #[macro_export]
 macro_rules! outln {
     () => {
-        $crate::output::write_line(format_args!(""))
+        $crate::output::write_line("")
     };
     ($($arg:tt)*) => {
-        $crate::output::write_line(format_args!($($arg)*))
+        $crate::output::write_line(&$crate::output::shown(&format!($($arg)*)))
     };
+}
+
+/// `println!` for a command's results as JSON (or another form a program
+/// reads), exactly as given, through [`write_line`].
+#[macro_export]
+macro_rules! jsonln {
+    ($($arg:tt)*) => {
+        $crate::output::write_line(&format!($($arg)*))
+    };
+}
+
+/// `eprintln!` for a person, through [`shown_lines`].
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::eprint_line(&format!($($arg)*))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert!(matches!(shown("plain é 日本 \\ \"q\""), Cow::Borrowed(_)));
+        assert_eq!(
+            shown("a\u{1b}[2Jb\nc\r\td\u{7f}e\u{9b}f\u{202e}g\u{2028}h\u{2066}i\u{0}"),
+            "a\\x1b[2Jb\\nc\\r\\td\\x7fe\\u{9b}f\\u{202e}g\\u{2028}h\\u{2066}i\\x00"
+        );
+        assert_eq!(shown_lines("one\ntwo\u{1b}"), "one\ntwo\\x1b");
+    }
 }

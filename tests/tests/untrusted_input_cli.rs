@@ -464,3 +464,98 @@ fn layouts_stored_anyway_that_are_not_json_are_refused_at_export() {
         "the good conversation alone"
     );
 }
+
+/// The characters a terminal acts on, or that reorder or break the text
+/// around them, anywhere in `text` but line breaks: what human output must
+/// not write raw.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| {
+            (c.is_control() && *c != '\n')
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect()
+}
+
+/// A title, messages, a tool name, an entry type and a field name with
+/// escape sequences (clear the screen, set the window title, a CSI in C1),
+/// a bell, line breaks, a carriage return and a right-to-left override:
+/// `ls`, `print`, `stats` and the messages of `import` write them escaped,
+/// one table row per conversation; `--json`, `export` and `view` give them
+/// back exactly. Before, they were written raw: the title cleared the
+/// screen and its line break added a row to the table.
+#[test]
+fn stored_text_is_escaped_in_human_output_and_exact_in_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let title = "evil\u{1b}[2J\u{1b}]0;owned\u{7}\r\nsecond row\u{202e}\u{9b}31m";
+    run_jp_store(&store, &["new", "--id", "c1", "--title", title], b"").ok("new");
+    run_jp_store(&store, &["new", "--id", "c2", "--title", "plain"], b"").ok("new");
+    let batch = [
+        json!({"type": "turn_start"}),
+        json!({"type": "chat_request", "content": "hi \u{1b}[2J there", "author": "me\u{1b}[31m"}),
+        json!({"type": "chat_response", "message": "answer\u{7}\u{1b}[1A"}),
+        json!({"type": "tool_call_request", "id": "call\u{1b}[5m", "name": "tool\u{7}", "arguments": {"k\u{1b}": "v"}}),
+        json!({"type": "tool_call_response", "id": "call\u{1b}[5m", "content": "out"}),
+        json!({"type": "kind\u{1b}[2J", "x": 1}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect::<Vec<_>>()
+    .join("\n");
+    run_jp_store(&store, &["append", "c1"], batch.as_bytes()).ok("append");
+
+    let ls = run_jp_store(&store, &["ls"], b"");
+    let out = ls.ok("ls");
+    assert_eq!(raw_controls(out), Vec::<char>::new(), "{out:?}");
+    assert_eq!(out.lines().count(), 3, "a header and one row each: {out:?}");
+    assert!(
+        out.contains("evil\\x1b[2J\\x1b]0;owned\\x07\\r\\nsecond row\\u{202e}\\u{9b}31m"),
+        "{out}"
+    );
+    for args in [
+        vec!["print", "c1"],
+        vec!["print", "c1", "--compacted"],
+        vec!["stats"],
+    ] {
+        let run = run_jp_store(&store, &args, b"");
+        let out = run.ok("human output");
+        assert_eq!(raw_controls(out), Vec::<char>::new(), "{args:?}: {out:?}");
+        assert!(out.contains("\\x1b["), "{args:?}: {out}");
+    }
+    let print = run_jp_store(&store, &["print", "c1"], b"")
+        .ok("print")
+        .to_string();
+    for shown in [
+        "hi \\x1b[2J there",
+        "me\\x1b[31m",
+        "tool\\x07",
+        "call\\x1b[5m",
+        "kind\\x1b[2J",
+    ] {
+        assert!(print.contains(shown), "{shown}: {print}");
+    }
+
+    // Exact where a program reads it.
+    let list = run_jp_store(&store, &["ls", "--json"], b"").json("ls --json");
+    assert_eq!(list[0]["title"], title);
+    let export = run_jp_store(&store, &["export", "c1"], b"").json("export");
+    assert_eq!(export["metadata"]["title"], title);
+    assert_eq!(export["events"][1]["content"], "hi \u{1b}[2J there");
+    assert_eq!(export["events"][5]["type"], "kind\u{1b}[2J");
+
+    // Messages on standard error: a stream's line naming a field of its own.
+    let stream = format!("{}\n", json!({"id": "c3", "colour\u{1b}[2J": 1}));
+    let target = dir.path().join("target");
+    run_jp_store(&target, &["init"], b"").ok("init");
+    let run = run_jp_store(&target, &["import", "-"], stream.as_bytes());
+    run.expect_code(1, "a bad line");
+    assert_eq!(
+        raw_controls(&run.stderr),
+        Vec::<char>::new(),
+        "{:?}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("colour\\x1b[2J"), "{}", run.stderr);
+}

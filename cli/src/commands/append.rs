@@ -82,11 +82,11 @@ pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<Ex
         )),
         AutoCompaction::NotDue => {}
         AutoCompaction::Failed(e) => {
-            eprintln!("jp-store: warning: automatic compaction failed: {e}")
+            crate::errln!("jp-store: warning: automatic compaction failed: {e}")
         }
     }
     if json_out {
-        crate::outln!("{}", serde_json::to_string(&report)?);
+        crate::jsonln!("{}", serde_json::to_string(&report)?);
     } else {
         let outcome = &report.append;
         crate::outln!(

@@ -84,7 +84,7 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
         Err(e) => return Err(e.into()),
     };
     if args.json {
-        crate::outln!("{}", serde_json::to_string(&outcome)?);
+        crate::jsonln!("{}", serde_json::to_string(&outcome)?);
     } else {
         crate::outln!(
             "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
@@ -109,6 +109,6 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
 pub fn resolve(uri: &str) -> Result<ExitCode> {
     let cwd = std::env::current_dir().context("finding the current directory")?;
     let resource = jpstore_integrations::attach::resolve(uri, &cwd)?;
-    crate::outln!("{}", serde_json::to_string_pretty(&resource)?);
+    crate::jsonln!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -74,7 +74,7 @@ pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
             }
             let stored = stored?;
             if json {
-                crate::outln!("{}", serde_json::to_string_pretty(&stored)?);
+                crate::jsonln!("{}", serde_json::to_string_pretty(&stored)?);
             } else {
                 for f in &stored {
                     crate::outln!("{}  {}", f.id, f.path.display());
@@ -98,7 +98,7 @@ pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
             let store = store.blobs();
             let ids = store.ids()?;
             if json {
-                crate::outln!("{}", serde_json::to_string_pretty(&ids)?);
+                crate::jsonln!("{}", serde_json::to_string_pretty(&ids)?);
             } else {
                 for id in ids {
                     crate::outln!("{id}");
@@ -123,7 +123,7 @@ pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
                 other => other?,
             };
             if json {
-                crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+                crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 crate::outln!(
                     "checked {} loose objects, {} packs with {} objects, {} bytes",

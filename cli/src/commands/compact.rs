@@ -72,7 +72,7 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
         let n = (n > 0).then_some(n);
         let undone = store.undo_compaction(&id, n, Timestamp::now())?;
         if args.json {
-            crate::outln!("{}", serde_json::to_string(&UndoReport { id, undone })?);
+            crate::jsonln!("{}", serde_json::to_string(&UndoReport { id, undone })?);
         } else {
             crate::outln!("undid compaction {undone} of {id}");
         }
@@ -108,7 +108,7 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
     let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
     let report = CompactReport::new(id, out);
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if report.dry_run {

@@ -102,7 +102,7 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
         ));
     }
     if json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         if report.sent_nothing && report.complete {
             crate::outln!(

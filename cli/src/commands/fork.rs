@@ -49,7 +49,7 @@ pub fn fork(dir: &super::StoreLocation, args: ForkArgs) -> Result<ExitCode> {
     let report = ForkReport::new(&id, &writer, compacted.as_ref());
     drop(writer);
     if args.json {
-        crate::outln!("{}", serde_json::to_string(&report)?);
+        crate::jsonln!("{}", serde_json::to_string(&report)?);
     } else {
         crate::outln!("{}", report.id);
     }

@@ -48,7 +48,7 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
     };
     let clean = report.is_clean();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         crate::outln!(
             "checked {} conversations ({} records, {} entries, {} blob references){}",

@@ -47,7 +47,7 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
     )?;
     progress.finish();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let verb = if report.dry_run {
             "would free"

@@ -77,7 +77,7 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
     }
     progress.finish();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for f in report
             .not_byte_identical
@@ -85,7 +85,7 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
             .chain(&report.not_in_view)
             .chain(&report.settings_not_applied)
         {
-            eprintln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
+            crate::errln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
         }
         crate::outln!(
             "imported {} conversations ({} events), skipped {}, failed {}; \

@@ -15,7 +15,7 @@ pub fn ls(dir: &super::StoreLocation, json_out: bool) -> Result<ExitCode> {
         }
     }
     for (id, e) in &failed {
-        eprintln!("jp-store: error: conversation {id} cannot be listed: {e}");
+        crate::errln!("jp-store: error: conversation {id} cannot be listed: {e}");
     }
     let code = if failed.is_empty() {
         ExitCode::SUCCESS
@@ -23,7 +23,7 @@ pub fn ls(dir: &super::StoreLocation, json_out: bool) -> Result<ExitCode> {
         ExitCode::from(1)
     };
     if json_out {
-        crate::outln!("{}", serde_json::to_string_pretty(&list)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(code);
     }
     if list.is_empty() {

@@ -212,7 +212,7 @@ pub(crate) fn torn_tail_warning(
 /// Prints [`torn_tail_warning`] on standard error.
 pub(crate) fn warn_torn_tail(id: &ConversationId, tail: Option<jpstore_engine::log::TornTail>) {
     if let Some(w) = torn_tail_warning(id, tail) {
-        eprintln!("{w}");
+        crate::errln!("{w}");
     }
 }
 

@@ -45,7 +45,7 @@ pub fn new(dir: &super::StoreLocation, args: NewArgs) -> Result<ExitCode> {
         let report = CreateReport {
             id: writer.id().clone(),
         };
-        crate::outln!("{}", serde_json::to_string(&report)?);
+        crate::jsonln!("{}", serde_json::to_string(&report)?);
     } else {
         crate::outln!("{}", writer.id());
     }

@@ -1,6 +1,7 @@
 //! `jp-store print`: a conversation for a person.
 
 use super::{excerpt, open_store, parse_id, size};
+use crate::output::shown;
 use anyhow::{Context, Result};
 use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::event::turns::TurnCounter;
@@ -26,6 +27,12 @@ pub fn print(dir: &super::StoreLocation, id: &str, compacted: bool) -> Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
+/// One line of [`print_conversation`], its control characters escaped
+/// ([`shown`]: a title or a message is stored text).
+fn put(out: &mut impl Write, line: &str) -> std::io::Result<()> {
+    writeln!(out, "{}", shown(line))
+}
+
 /// Prints a conversation for a person; with `compacted`, what the model
 /// sees (the view: compactions applied, orphans repaired).
 pub fn print_conversation(
@@ -35,16 +42,18 @@ pub fn print_conversation(
 ) -> std::io::Result<()> {
     let compacted = view.is_some();
     let meta = &conv.state.metadata;
-    writeln!(
+    put(
         out,
-        "conversation {}{}{}",
-        conv.id,
-        meta.title().map(|t| format!(": {t}")).unwrap_or_default(),
-        if compacted {
-            " (as the model sees it)"
-        } else {
-            ""
-        }
+        &format!(
+            "conversation {}{}{}",
+            conv.id,
+            meta.title().map(|t| format!(": {t}")).unwrap_or_default(),
+            if compacted {
+                " (as the model sees it)"
+            } else {
+                ""
+            }
+        ),
     )?;
     let entries: Vec<Entry<Payload>> = if let Some(view) = view {
         view
@@ -59,17 +68,15 @@ pub fn print_conversation(
     for entry in &entries {
         let step = turns.step(entry);
         if step.opened {
-            writeln!(out, "\n── turn {} ──", step.turn)?;
+            put(out, "")?;
+            put(out, &format!("── turn {} ──", step.turn))?;
         }
         let Some(e) = entry.event() else {
             if let Entry::Unknown(o) = entry {
                 let t = o.get("type").and_then(|t| t.as_str()).unwrap_or("?");
                 match jpstore_engine::event::json::misfit(o) {
-                    Some(why) => writeln!(
-                        out,
-                        "  [`{t}` entry that does not read as one ({why}), kept as is; not in the view]"
-                    )?,
-                    None => writeln!(out, "  [unknown entry `{t}`, kept as is]")?,
+                    Some(why) => put(out, &format!("  [`{t}` entry that does not read as one ({why}), kept as is; not in the view]"))?,
+                    None => put(out, &format!("  [unknown entry `{t}`, kept as is]"))?,
                 }
             }
             continue;
@@ -78,33 +85,41 @@ pub fn print_conversation(
             EventKind::TurnStart => {}
             EventKind::ChatRequest(r) => {
                 let author = r.author.as_deref().unwrap_or("user");
-                writeln!(out, "{author}: {}", excerpt(&r.content, 100))?;
+                put(out, &format!("{author}: {}", excerpt(&r.content, 100)))?;
                 for res in &r.resources {
                     let (kind, p) = match &res.content {
                         ResourceContent::Text(p) => ("text", p),
                         ResourceContent::Binary(p) => ("binary", p),
                     };
-                    writeln!(out, "  + {} ({kind}, {})", res.uri, size(p.len()))?;
+                    put(out, &format!("  + {} ({kind}, {})", res.uri, size(p.len())))?;
                 }
             }
             EventKind::ChatResponse(ChatResponse::Message(m)) => {
-                writeln!(out, "assistant: {}", excerpt(m, 100))?;
+                put(out, &format!("assistant: {}", excerpt(m, 100)))?;
             }
             EventKind::ChatResponse(ChatResponse::Reasoning(m)) => {
-                writeln!(
+                put(
                     out,
-                    "assistant (reasoning, {}): {}",
-                    size(m.len() as u64),
-                    excerpt(m, 80)
+                    &format!(
+                        "assistant (reasoning, {}): {}",
+                        size(m.len() as u64),
+                        excerpt(m, 80)
+                    ),
                 )?;
             }
             EventKind::ChatResponse(ChatResponse::Data(d)) => {
-                writeln!(out, "assistant (data): {}", excerpt(&d.to_string(), 100))?;
+                put(
+                    out,
+                    &format!("assistant (data): {}", excerpt(&d.to_string(), 100)),
+                )?;
             }
             EventKind::ToolCallRequest(r) => {
                 names.insert(&r.id, &r.name);
                 let args = serde_json::Value::Object(r.arguments.clone()).to_string();
-                writeln!(out, "  → {} [{}] {}", r.name, r.id, excerpt(&args, 80))?;
+                put(
+                    out,
+                    &format!("  → {} [{}] {}", r.name, r.id, excerpt(&args, 80)),
+                )?;
             }
             EventKind::ToolCallResponse(r) => {
                 let name = names.get(r.id.as_str()).copied().unwrap_or("unknown");
@@ -116,13 +131,15 @@ pub fn print_conversation(
                         Block::Other(_) => {}
                     }
                 }
-                writeln!(
+                put(
                     out,
-                    "  ← {name} [{}] {}{} in {} block(s)",
-                    r.id,
-                    if r.is_error { "error, " } else { "" },
-                    size(total),
-                    r.content.len()
+                    &format!(
+                        "  ← {name} [{}] {}{} in {} block(s)",
+                        r.id,
+                        if r.is_error { "error, " } else { "" },
+                        size(total),
+                        r.content.len()
+                    ),
                 )?;
             }
             EventKind::InquiryRequest(r) => {
@@ -131,37 +148,45 @@ pub fn print_conversation(
                     .get("text")
                     .and_then(|t| t.as_str())
                     .unwrap_or("");
-                writeln!(out, "  ? inquiry [{}]: {}", r.id, excerpt(q, 80))?;
+                put(out, &format!("  ? inquiry [{}]: {}", r.id, excerpt(q, 80)))?;
             }
             EventKind::InquiryResponse(r) => {
-                writeln!(
+                put(
                     out,
-                    "  = answer [{}]: {}",
-                    r.id,
-                    excerpt(&r.answer.to_string(), 80)
+                    &format!(
+                        "  = answer [{}]: {}",
+                        r.id,
+                        excerpt(&r.answer.to_string(), 80)
+                    ),
                 )?;
             }
             EventKind::ConfigDelta(d) => {
                 let keys: Vec<&str> = d.delta.keys().map(String::as_str).collect();
-                writeln!(out, "  [config change: {}]", keys.join(", "))?;
+                put(out, &format!("  [config change: {}]", keys.join(", ")))?;
             }
             EventKind::CompactionUndo(u) => {
-                writeln!(out, "  [compaction #{} undone]", u.undoes + 1)?;
+                put(out, &format!("  [compaction #{} undone]", u.undoes + 1))?;
             }
             EventKind::Compaction(c) => {
-                writeln!(
+                put(
                     out,
-                    "  [compaction of turns {}..={}{}]",
-                    c.from_turn,
-                    c.to_turn,
-                    if c.summary.is_some() {
-                        ", summarized"
-                    } else {
-                        ""
-                    }
+                    &format!(
+                        "  [compaction of turns {}..={}{}]",
+                        c.from_turn,
+                        c.to_turn,
+                        if c.summary.is_some() {
+                            ", summarized"
+                        } else {
+                            ""
+                        }
+                    ),
                 )?;
             }
         }
     }
-    writeln!(out, "\n{} turns, {} events", turns.turns(), entries.len())
+    put(out, "")?;
+    put(
+        out,
+        &format!("{} turns, {} events", turns.turns(), entries.len()),
+    )
 }

@@ -27,10 +27,10 @@ pub fn stats(
         }
     }
     for (id, e) in &stats.failed {
-        eprintln!("jp-store: error: conversation {id} is not counted: {e}");
+        crate::errln!("jp-store: error: conversation {id} is not counted: {e}");
     }
     for (blob, e) in &stats.unsized_blobs {
-        eprintln!("jp-store: error: blob {blob} is referenced but its size cannot be read, so it is not counted (`jp-store fsck` says more): {e}");
+        crate::errln!("jp-store: error: blob {blob} is referenced but its size cannot be read, so it is not counted (`jp-store fsck` says more): {e}");
     }
     let code = if stats.failed.is_empty() && stats.unsized_blobs.is_empty() {
         ExitCode::SUCCESS
@@ -41,7 +41,7 @@ pub fn stats(
         stats.blob_store = Some(store.blob_store_stats()?);
     }
     if json_out {
-        crate::outln!("{}", serde_json::to_string_pretty(&stats)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&stats)?);
         return Ok(code);
     }
     let context = &stats.context;

@@ -47,7 +47,7 @@ pub fn upgrade(dir: &super::StoreLocation, args: UpgradeArgs) -> Result<ExitCode
     })?;
     bar.finish();
     if args.json {
-        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
+        crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let packs = &report.packs;

@@ -139,7 +139,7 @@ fn engine_error(e: &Error) -> Reply {
         ),
         Error::Blob(b) => blob_error(b),
         other => {
-            eprintln!("jp-store: serve: {other}");
+            crate::errln!("jp-store: serve: {other}");
             error_reply(500, "Cannot be shown", &other.to_string())
         }
     }
@@ -153,7 +153,7 @@ fn blob_error(e: &jpstore_blobstore::Error) -> Reply {
             &format!("There is no blob {id} in this store."),
         ),
         other => {
-            eprintln!("jp-store: serve: {other}");
+            crate::errln!("jp-store: serve: {other}");
             error_reply(500, "Cannot be shown", &other.to_string())
         }
     }
@@ -205,7 +205,7 @@ fn respond(stream: &mut impl Write, head_only: bool, target: &str, reply: Reply)
     if let Some((name, _)) = headers.iter().find(|(_, value)| !sendable(value)) {
         // Not reached: every value is fixed or checked. A response without
         // its headers is not sent.
-        eprintln!("jp-store: serve: {target}: header {name} not sendable");
+        crate::errln!("jp-store: serve: {target}: header {name} not sendable");
         return write_reply(stream, 500, &[], 0, &mut io::empty(), head_only);
     }
     let result = match reply.body {
@@ -222,7 +222,7 @@ fn respond(stream: &mut impl Write, head_only: bool, target: &str, reply: Reply)
         }
     };
     if let Err(e) = &result {
-        eprintln!("jp-store: serve: {target}: {e}");
+        crate::errln!("jp-store: serve: {target}: {e}");
     }
     result
 }

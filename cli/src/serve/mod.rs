@@ -69,7 +69,7 @@ pub fn run(dir: &crate::commands::StoreLocation, args: ServeArgs) -> Result<Exit
     let store = open_store(dir)?;
     let addr = listen_address(&args.addr, args.allow_remote)?;
     if !addr.ip().is_loopback() {
-        eprintln!(
+        crate::errln!(
             "jp-store: warning: serving on {addr}, which is not a loopback address: anyone who can reach it can read every conversation of this store"
         );
     }
@@ -221,7 +221,7 @@ fn accept(listener: &TcpListener, site: &Arc<http::Site>, stopping: &AtomicBool,
             Err(e) => {
                 // A connection that failed before it was accepted (reset,
                 // out of descriptors for a moment): the next one is tried.
-                eprintln!("jp-store: serve: accepting a connection: {e}");
+                crate::errln!("jp-store: serve: accepting a connection: {e}");
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
@@ -245,7 +245,7 @@ fn accept(listener: &TcpListener, site: &Arc<http::Site>, stopping: &AtomicBool,
                 left.leave();
             });
         if let Err(e) = spawned {
-            eprintln!("jp-store: serve: no thread for a connection: {e}");
+            crate::errln!("jp-store: serve: no thread for a connection: {e}");
             open.leave();
         }
     }

@@ -41,6 +41,16 @@ pub struct Prepared {
     pub source_bytes: u64,
 }
 
+/// What [`Store::rewrite`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    /// Bytes of the new log.
+    pub log_bytes: u64,
+    /// Where the log it replaced was kept (relative to the store root): the
+    /// directory holding it as `events.log`, with a `NOTE`.
+    pub kept: Option<std::path::PathBuf>,
+}
+
 /// What happened to one conversation of an import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Imported {
@@ -78,6 +88,47 @@ impl Store {
         force: bool,
         progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
     ) -> Result<(Vec<Imported>, BlobTotals)> {
+        let (imported, totals, _) = self.store_prepared(batch, force, None, progress)?;
+        Ok((imported, totals))
+    }
+
+    /// Replaces the whole history of conversation `prepared.id` (which must
+    /// exist) with `prepared`: its metadata, base config and entries, as an
+    /// import with `force` stores them, keeping the log it replaces in
+    /// quarantine (`quarantine/conversations/<id>.<secs>-<nanos>/`, with a
+    /// `NOTE` saying `why`; format-spec.md 4.8), where gc keeps what it
+    /// references. For a program that changes a conversation's history in
+    /// place (JP's storage backend: a compaction removed, turns trimmed),
+    /// so that nothing it replaced is lost. Returns the new log's length
+    /// and where the old one was kept.
+    pub fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Rewritten> {
+        let id = prepared.id.clone();
+        if !self.exists(&id)? {
+            return Err(crate::error::Error::NotFound { id: id.to_string() });
+        }
+        let (imported, _, kept) =
+            self.store_prepared(vec![prepared], true, Some(why), &mut |_| {})?;
+        let log_bytes = match imported.first() {
+            Some(Imported::Stored { log_bytes, .. }) => *log_bytes,
+            _ => 0,
+        };
+        Ok(Rewritten {
+            log_bytes,
+            kept: kept.into_iter().next().flatten(),
+        })
+    }
+
+    /// [`Store::import`]; with `keep`, the log of each conversation
+    /// replaced is kept first (its `NOTE` saying `keep`), and the third
+    /// result says where, for each conversation stored in the order stored
+    /// (`None` for one that was new).
+    fn store_prepared(
+        &self,
+        batch: Vec<Prepared>,
+        force: bool,
+        keep: Option<&str>,
+        progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+    ) -> Result<(Vec<Imported>, BlobTotals, Vec<Option<std::path::PathBuf>>)> {
         // Two conversations with one id would be written one over the
         // other, the second failing half way: refused before anything is.
         let mut ids = std::collections::HashSet::with_capacity(batch.len());
@@ -143,6 +194,7 @@ impl Store {
             progress,
         )?;
         // 2. The logs.
+        let mut kept_logs = Vec::new();
         for (slot, id, fields, base, entries, source_bytes, exists) in stored {
             let patch = MetaPatch {
                 base_config: base,
@@ -162,15 +214,39 @@ impl Store {
                     self.options().log,
                     framing,
                     level,
+                    keep,
                 )?
             } else {
                 None
             };
             let log_bytes = match replaced {
-                Some(log_bytes) => log_bytes,
+                Some((log_bytes, kept)) => {
+                    kept_logs.push(kept);
+                    log_bytes
+                }
                 None => {
                     if exists && self.exists(&id)? {
+                        // Where the locks do not span writers (S3) the
+                        // conversation is removed, then created: what it
+                        // held is kept first.
+                        if let Some(why) = keep {
+                            let backend = &**self.backend();
+                            let path = id.log_path();
+                            let old = backend
+                                .open(&path)
+                                .and_then(|f| jpstore_blobstore::backend::read_all(&*f, u64::MAX))
+                                .map_err(|source| crate::error::Error::Io {
+                                    op: "read",
+                                    path: backend.display(&path),
+                                    source,
+                                })?;
+                            kept_logs.push(Some(crate::conversation::keep_log(
+                                backend, &id, &old, why,
+                            )?));
+                        }
                         self.remove(&id)?;
+                    } else {
+                        kept_logs.push(None);
                     }
                     let writer = ConversationWriter::create(
                         self.blobs(),
@@ -196,7 +272,11 @@ impl Store {
             ));
         }
         results.sort_by_key(|(slot, _)| *slot);
-        Ok((results.into_iter().map(|(_, r)| r).collect(), totals))
+        Ok((
+            results.into_iter().map(|(_, r)| r).collect(),
+            totals,
+            kept_logs,
+        ))
     }
 }
 
@@ -216,6 +296,71 @@ mod tests {
             entries: Vec::new(),
             source_bytes: 1,
         }
+    }
+
+    fn with_entry(id: &str, text: &str) -> Prepared {
+        let mut p = prepared(id, "t");
+        let entry = serde_json::json!({"type": "tool_call_response",
+            "timestamp": "2026-05-29 10:00:00.1", "id": "c", "content": text});
+        p.entries =
+            vec![
+                crate::event::json::parse_entry(&entry, crate::event::json::ParseMode::Lenient)
+                    .expect("an entry"),
+            ];
+        p
+    }
+
+    #[test]
+    fn a_rewrite_keeps_the_log_it_replaces_and_what_it_references() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("s");
+        let store = Store::init_dir(&root, StoreOptions::default()).expect("init");
+        let id = ConversationId::parse("c1").expect("id");
+        store
+            .import(
+                vec![with_entry("c1", "the old content")],
+                false,
+                &mut |_| {},
+            )
+            .expect("import");
+        let old = std::fs::read(root.join("conversations/c1/events.log")).expect("old log");
+        let rewritten = store
+            .rewrite(with_entry("c1", "the new content"), "a test rewrote it")
+            .expect("rewrite");
+        let kept = rewritten.kept.expect("kept");
+        assert_eq!(
+            std::fs::read(root.join(&kept).join("events.log")).expect("kept log"),
+            old
+        );
+        let note = std::fs::read_to_string(root.join(&kept).join("NOTE")).expect("note");
+        assert!(note.contains("a test rewrote it"), "{note}");
+        let conv = store.read(&id).expect("read");
+        assert_eq!(conv.entries.len(), 1);
+        assert_eq!(
+            std::fs::metadata(root.join("conversations/c1/events.log"))
+                .expect("new log")
+                .len(),
+            rewritten.log_bytes
+        );
+        // gc keeps the old content (the kept log references it); fsck is clean.
+        let old_blob = jpstore_blobstore::BlobId::of(b"the old content");
+        store
+            .gc(
+                crate::gc::GcOptions {
+                    grace: std::time::Duration::ZERO,
+                    ..Default::default()
+                },
+                &mut |_| {},
+            )
+            .expect("gc");
+        assert!(store.blobs().exists(&old_blob).expect("exists"));
+        let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+        assert!(report.is_clean(), "{:?}", report.findings);
+        // A conversation that is not there is not rewritten.
+        assert!(matches!(
+            store.rewrite(with_entry("c2", "x"), "why"),
+            Err(crate::error::Error::NotFound { .. })
+        ));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::conversation::head::{self, Head};
 use crate::conversation::read::open_reader;
 use crate::conversation::sections::{self, finish, push_meta};
 use crate::conversation::state::ConversationState;
-use crate::conversation::{ConversationId, LOG_FILE, QUARANTINE_DIR};
+use crate::conversation::{ConversationId, QUARANTINE_DIR};
 use crate::error::{Error, Result};
 use crate::event::binary::encode::RecordBuilder;
 use crate::log::{
@@ -22,7 +22,6 @@ use crate::log::{
     Step, Walker, FIRST_RECORD, HEADS_SECTION_HEADER_LEN,
 };
 use crate::store::Store;
-use crate::timestamp::Timestamp;
 
 /// What [`Store::upgrade_log`] did, or would do (serialized as its
 /// fields, paths as their lossy UTF-8 form).
@@ -386,32 +385,12 @@ impl Store {
         })?;
         let mut old = vec![0u8; size];
         jpstore_blobstore::backend::read_exact_at(&*log, &mut old, 0).map_err(|e| io("read", e))?;
-        let now = Timestamp::now();
-        let parent = std::path::Path::new(QUARANTINE_DIR).join("conversations");
-        let dir = parent.join(format!("{id}.{}-{}", now.unix_secs(), now.subsec_nanos()));
-        for d in [&parent, &dir] {
-            backend
-                .create_prefix(d)
-                .map_err(|e| Error::from_backend(backend, e))?;
-        }
-        let note = format!(
-            "the version 1 log of conversation {id}, kept by `upgrade` at {} UTC when it rewrote the log as version 2 (the same entries in the same records); the store's log is the conversation. Restore it by moving this events.log over conversations/{id}/events.log (and removing conversations/{id}/head).\n",
-            now.to_jp_string()
-        );
-        for (name, data) in [(LOG_FILE, &old[..]), ("NOTE", note.as_bytes())] {
-            let to = dir.join(name);
-            let scratch = dir.join(format!("{name}.tmp.{}", std::process::id()));
-            match backend.put_if_absent(&to, data, &scratch) {
-                Ok(jpstore_blobstore::backend::Put::Created) => {}
-                Ok(jpstore_blobstore::backend::Put::Existed) => {
-                    return Err(Error::AlreadyExists {
-                        path: backend.display(&to),
-                    })
-                }
-                Err(e) => return Err(Error::from_backend(backend, e)),
-            }
-        }
-        Ok(dir)
+        crate::conversation::keep_log(
+            backend,
+            id,
+            &old,
+            "`upgrade` rewrote the log as version 2 (the same entries in the same records)",
+        )
     }
 }
 

@@ -83,6 +83,15 @@ fn files(store: &Store, id: &ConversationId) -> Result<JpFiles, LoadError> {
     Ok(jp_files(store, &conv)?)
 }
 
+/// [`stream`] of `conv`, conversation `id` read from `store`.
+pub(crate) fn stream_of(
+    store: &Store,
+    id: &ConversationId,
+    conv: &jpstore_engine::conversation::read::Conversation,
+) -> Result<ConversationStream, LoadError> {
+    stream_from(id, jp_files(store, conv)?)
+}
+
 fn json(id: &ConversationId, file: &'static str, bytes: &[u8]) -> Result<Value, LoadError> {
     serde_json::from_slice(bytes).map_err(|source| LoadError::Json {
         id: id.to_string(),
@@ -94,7 +103,11 @@ fn json(id: &ConversationId, file: &'static str, bytes: &[u8]) -> Result<Value, 
 /// Conversation `id`'s stream, as JP's `FsStorageBackend` loads it from
 /// the files of the conversation.
 pub fn stream(store: &Store, id: &ConversationId) -> Result<ConversationStream, LoadError> {
-    let files = files(store, id)?;
+    stream_from(id, files(store, id)?)
+}
+
+/// The stream of JP conversation `id` from its files.
+fn stream_from(id: &ConversationId, files: JpFiles) -> Result<ConversationStream, LoadError> {
     let events = match json(id, "events.json", &files.events)? {
         Value::Array(events) => events,
         other => {
@@ -160,7 +173,7 @@ fn count_and_last_time(events: &[u8]) -> (usize, Option<chrono::DateTime<chrono:
 
 /// A timestamp of JP's files: RFC 3339, or `YYYY-MM-DD HH:MM:SS[.fff]` in
 /// UTC.
-fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+pub(crate) fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&chrono::Utc));
     }

@@ -260,6 +260,30 @@ impl Cache {
     }
 }
 
+/// The cache directory of the store at `location`: one per endpoint,
+/// bucket and prefix, below the settings' `cache_dir` or the user's cache
+/// directory (`$XDG_CACHE_HOME/jp-store`, else `~/.cache/jp-store`);
+/// `None` when there is neither.
+pub fn cache_dir_for(
+    location: &crate::S3Location,
+    config: &crate::S3Config,
+) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let base = match &config.cache_dir {
+        Some(d) => d.clone(),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x).join("jp-store"),
+            _ => PathBuf::from(std::env::var_os("HOME")?)
+                .join(".cache")
+                .join("jp-store"),
+        },
+    };
+    let endpoint = config.endpoint.as_deref().unwrap_or_default();
+    let key = format!("{endpoint}\n{}\n{}", location.bucket, location.prefix);
+    let hex = jpstore_blobstore::BlobId::of(key.as_bytes()).to_hex();
+    Some(base.join(format!("s3-{}-{}", location.bucket, &hex[..16])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,7 @@ use object_store::{
     UpdateVersion,
 };
 
-pub use cache::{DiskCache, DEFAULT_CACHE_BYTES};
+pub use cache::{cache_dir_for, DiskCache, DEFAULT_CACHE_BYTES};
 pub use config::{
     parse_duration, parse_size, ConfigError, S3Config, UserConfig, CACHE_DIR_VAR, CACHE_SIZE_VAR,
     CONFIG_VAR,

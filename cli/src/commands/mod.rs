@@ -126,19 +126,7 @@ fn cache_dir_of(location: &S3Location, config: &S3Config) -> Option<PathBuf> {
     if CACHE.get().is_some_and(|f| f.off) {
         return None;
     }
-    let base = match &config.cache_dir {
-        Some(d) => d.clone(),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(x) if !x.is_empty() => PathBuf::from(x).join("jp-store"),
-            _ => PathBuf::from(std::env::var_os("HOME")?)
-                .join(".cache")
-                .join("jp-store"),
-        },
-    };
-    let endpoint = config.endpoint.as_deref().unwrap_or_default();
-    let key = format!("{endpoint}\n{}\n{}", location.bucket, location.prefix);
-    let hex = jpstore_blobstore::BlobId::of(key.as_bytes()).to_hex();
-    Some(base.join(format!("s3-{}-{}", location.bucket, &hex[..16])))
+    jpstore_remote::cache_dir_for(location, config)
 }
 
 /// The backend of a store on S3, configured by the user configuration file

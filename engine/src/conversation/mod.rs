@@ -68,6 +68,46 @@ pub(crate) fn log_scratch(id: &ConversationId, purpose: &str) -> PathBuf {
     ))
 }
 
+/// Keeps `log`, the bytes of a log of conversation `id` about to be
+/// replaced whole, as `quarantine/conversations/<id>.<secs>-<nanos>/events.log`
+/// beside a `NOTE` saying `why` and how to restore it, each published
+/// durably (create-if-absent); returns the directory. What is kept there
+/// is read by gc (its blobs stay) and listed by fsck, never deleted by
+/// either (format-spec.md 4.8).
+pub(crate) fn keep_log(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    log: &[u8],
+    why: &str,
+) -> Result<PathBuf, Error> {
+    let now = Timestamp::now();
+    let parent = Path::new(QUARANTINE_DIR).join(CONVERSATIONS_DIR);
+    let dir = parent.join(format!("{id}.{}-{}", now.unix_secs(), now.subsec_nanos()));
+    for d in [&parent, &dir] {
+        backend
+            .create_prefix(d)
+            .map_err(|e| Error::from_backend(backend, e))?;
+    }
+    let note = format!(
+        "a log of conversation {id}, kept at {} UTC when {why}; the store's log is the conversation. Restore it by moving this events.log over conversations/{id}/events.log (and removing conversations/{id}/head).\n",
+        now.to_jp_string()
+    );
+    for (name, data) in [(LOG_FILE, log), ("NOTE", note.as_bytes())] {
+        let to = dir.join(name);
+        let scratch = dir.join(format!("{name}.tmp.{}", std::process::id()));
+        match backend.put_if_absent(&to, data, &scratch) {
+            Ok(jpstore_blobstore::backend::Put::Created) => {}
+            Ok(jpstore_blobstore::backend::Put::Existed) => {
+                return Err(Error::AlreadyExists {
+                    path: backend.display(&to),
+                })
+            }
+            Err(e) => return Err(Error::from_backend(backend, e)),
+        }
+    }
+    Ok(dir)
+}
+
 pub(crate) fn writer_lock(
     backend: &dyn Backend,
     id: &ConversationId,

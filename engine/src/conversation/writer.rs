@@ -9,6 +9,7 @@
 //! record are unreferenced and left to gc.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use jpstore_blobstore::backend::{Backend, Expect, LockKind};
 use jpstore_blobstore::{BlobId, BlobStore};
@@ -163,11 +164,14 @@ impl<'s> ConversationWriter<'s> {
     /// starts with `first` followed by `entries` (as [`Self::create`] makes
     /// it), under its writer lock: the name holds the old log or the new
     /// one, whole, at every point (format-spec.md 4.1, "Replacing a
-    /// conversation"). Returns the new log's length, or `None` if there is
-    /// no conversation `id` (it was removed meanwhile: the caller creates
-    /// it). Only for a store whose locks exclude every writer
-    /// ([`Backend::locks_span_writers`]): elsewhere a writer on another
-    /// machine could append to the log being replaced.
+    /// conversation"). With `keep`, the old log is kept first, under the
+    /// same lock, in quarantine ([`super::keep_log`], `keep` saying why).
+    /// Returns the new log's length and where the old one was kept, or
+    /// `None` if there is no conversation `id` (it was removed meanwhile:
+    /// the caller creates it). Only for a store whose locks exclude every
+    /// writer ([`Backend::locks_span_writers`]): elsewhere a writer on
+    /// another machine could append to the log being replaced.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn replace_log(
         blobs: &BlobStore,
         id: &ConversationId,
@@ -176,7 +180,8 @@ impl<'s> ConversationWriter<'s> {
         options: LogOptions,
         framing: Framing,
         level: i32,
-    ) -> Result<Option<u64>> {
+        keep: Option<&str>,
+    ) -> Result<Option<(u64, Option<PathBuf>)>> {
         let backend = &**blobs.backend();
         let (format, records, state) = new_log(first, entries, options, framing, level)?;
         let path = id.log_path();
@@ -197,6 +202,20 @@ impl<'s> ConversationWriter<'s> {
                 })
             }
         }
+        let kept = match keep {
+            None => None,
+            Some(why) => {
+                let old = backend
+                    .open(&path)
+                    .and_then(|f| jpstore_blobstore::backend::read_all(&*f, u64::MAX))
+                    .map_err(|source| Error::Io {
+                        op: "read",
+                        path: backend.display(&path),
+                        source,
+                    })?;
+                Some(super::keep_log(backend, id, &old, why)?)
+            }
+        };
         // The old head goes first, durably: it is evidence about the old
         // log's records (4.6), and the new log may begin with the very same
         // first record (a conversation imported again).
@@ -212,7 +231,7 @@ impl<'s> ConversationWriter<'s> {
         // written (a full disk) only leaves the new log without one, as a
         // head lost is (4.6).
         let _ = store_new_head(backend, id, &published, &state);
-        Ok(Some(published.end))
+        Ok(Some((published.end, kept)))
     }
 
     /// Opens the conversation for appending: waits for its writer lock,
@@ -316,11 +335,6 @@ impl<'s> ConversationWriter<'s> {
     /// one without content takes no lock and does not wait for gc
     /// (format-spec.md 4.7).
     pub fn append(&mut self, batch: Vec<Entry<Payload>>) -> Result<AppendOutcome> {
-        if batch.is_empty() {
-            return Err(Error::EmptyBatch {
-                path: self.log.path().to_path_buf(),
-            });
-        }
         // 1. Structure, against the conversation so far.
         let mut probe = self.state.clone();
         for (index, entry) in batch.iter().enumerate() {
@@ -329,6 +343,20 @@ impl<'s> ConversationWriter<'s> {
                 field: r.field,
                 message: r.message,
             })?;
+        }
+        self.append_imported(batch)
+    }
+
+    /// [`append`](Self::append) of entries another tool wrote (an importer
+    /// keeping what JP's files hold: a response answering no request of
+    /// its turn, a request before any turn): their structure is not checked
+    /// against the conversation (format-spec.md 4.4, step 1); everything
+    /// else is as `append` does it.
+    pub fn append_imported(&mut self, batch: Vec<Entry<Payload>>) -> Result<AppendOutcome> {
+        if batch.is_empty() {
+            return Err(Error::EmptyBatch {
+                path: self.log.path().to_path_buf(),
+            });
         }
         // From the first look at the blob store until the record is durable,
         // gc must not sweep (format-spec.md 4.7). A batch without content

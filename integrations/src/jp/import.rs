@@ -3,6 +3,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use super::base64::{decode, decode_leaves};
@@ -620,6 +621,22 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
     }
 }
 
+/// Entries of an `events.json` that JP's serializer wrote (JP's storage
+/// backend over a store hands over what JP writes), converted as import
+/// converts them, for appending to a conversation imported before. `None`
+/// when one holds a string leaf JP would have encoded but that is not
+/// base64: import records such leaves for the file as a whole, which an
+/// append cannot.
+pub fn entries_written_by_jp(values: &[Value]) -> Option<Vec<Entry<Payload>>> {
+    values
+        .iter()
+        .map(|v| match import_entry(v) {
+            (entry, raw) if raw.is_empty() => Some(entry),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `items.iter().map(f).collect()`, the items handed out one by one to as
 /// many threads as there are cores (at most 8; the caller's among them).
 /// A panic in `f` goes on in the caller's thread.
@@ -800,6 +817,27 @@ pub fn given_again(id: &ConversationId, first: &Path, at: PathBuf, force: bool) 
     }
 }
 
+/// A digest of the files of a JP conversation (their text, and whether it
+/// is archived): two directories with the same are copies of one.
+fn files_digest(source: &JpSource) -> BlobId {
+    let mut all = Vec::new();
+    for text in [
+        Some(&source.events_text),
+        source.metadata_text.as_ref(),
+        source.base_config_text.as_ref(),
+    ] {
+        match text {
+            Some(t) => {
+                all.extend_from_slice(&(t.len() as u64).to_le_bytes());
+                all.extend_from_slice(t.as_bytes());
+            }
+            None => all.extend_from_slice(&u64::MAX.to_le_bytes()),
+        }
+    }
+    all.push(u8::from(source.archived));
+    BlobId::of(&all)
+}
+
 /// `jp-store import`: finds the JP conversations under each of `paths`
 /// ([`find_sources`]), reads and prepares them ([`read_source`],
 /// [`prepare`]) and stores them by chunks of [`IMPORT_CHUNK_BYTES`] of
@@ -809,7 +847,9 @@ pub fn given_again(id: &ConversationId, first: &Path, at: PathBuf, force: bool) 
 /// A path without JP data, or a conversation that is not valid JP data, is
 /// reported in [`ImportReport::failed`] and the others are imported; so is
 /// a directory of a conversation found in an earlier one (two directories
-/// with one id), unless `force` imports it over the earlier one; an
+/// with one id), unless `force` imports it over the earlier one (a
+/// directory holding the very same files, as JP keeps a projected
+/// conversation in two places, is taken once, without a word); an
 /// error of the store (I/O, a failed sync) stops the import, with the
 /// chunks before it stored.
 pub fn import_paths(
@@ -899,8 +939,10 @@ pub fn import_paths(
         Ok(())
     };
     // Where each conversation was first found, to name a directory that
-    // holds it again.
-    let mut given: std::collections::HashMap<ConversationId, PathBuf> =
+    // holds it again, and the digest of its files: a copy of the same
+    // files (JP keeps a projected conversation in its user storage and in
+    // the workspace) is the same conversation, taken once without a word.
+    let mut given: std::collections::HashMap<ConversationId, (PathBuf, BlobId)> =
         std::collections::HashMap::new();
     // Sources in chunks of about IMPORT_CHUNK_BYTES of files (by their
     // sizes when listed), each chunk read and prepared on all cores, in
@@ -916,18 +958,20 @@ pub fn import_paths(
         let prepared = map_ordered(&sources[start..end], |src| {
             read_source(src).map(|source| {
                 let not_applied = settings_not_applied(&source);
+                let digest = files_digest(&source);
                 let (prepared, check) = prepare_checked(source);
-                (prepared, check, not_applied)
+                (prepared, check, not_applied, digest)
             })
         });
         for (src, result) in sources[start..end].iter().zip(prepared) {
             match result {
-                Ok((prepared, check, not_applied)) => {
+                Ok((prepared, check, not_applied, digest)) => {
                     match given.get(&prepared.id) {
                         None => {
-                            given.insert(prepared.id.clone(), src.clone());
+                            given.insert(prepared.id.clone(), (src.clone(), digest));
                         }
-                        Some(first) => {
+                        Some((_, same)) if *same == digest => continue,
+                        Some((first, _)) => {
                             let failure = given_again(&prepared.id, first, src.clone(), force);
                             if !force {
                                 progress(ImportProgress::Failed(&failure));

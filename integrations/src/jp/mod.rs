@@ -65,9 +65,15 @@ pub enum ConfigLayout {
 pub struct JpInfo {
     /// The conversation directory's name (`<id>-<slug>`).
     pub dir: String,
-    /// Whether it was under `.archive/`.
+    /// Whether it was under `.archive/` (for JP's storage backend over a
+    /// store, `jpstore-jp`: whether it is in JP's archive partition).
     #[serde(default, skip_serializing_if = "is_false")]
     pub archived: bool,
+    /// Written by JP's storage backend over a store (`jpstore-jp`) for the
+    /// user alone, not projected into a workspace (JP's
+    /// `Projection::LocalOnly`); export ignores it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub local: bool,
     /// The config layout.
     pub layout: ConfigLayout,
     /// For [`ConfigLayout::FirstConfigDelta`]: the first entry with `{}`
@@ -185,6 +191,7 @@ impl JpInfo {
         JpInfo {
             dir,
             archived,
+            local: false,
             layout,
             first_entry: None,
             raw: BTreeMap::new(),

@@ -23,6 +23,43 @@ pub fn id(n: i64) -> ConversationId {
     ConversationId::try_from_deciseconds(17_738_400_000 + n).expect("an id")
 }
 
+/// Adds turn `t` (see [`stream`]) to `s`.
+pub fn add_turn(s: &mut ConversationStream, t: usize, salt: &str) {
+    s.start_turn(ChatRequest {
+        content: format!(
+            "{salt}: question {t}, with \"quotes\" and ünïcode {}",
+            "words ".repeat(200)
+        ),
+        schema: None,
+        author: (t % 2 == 0).then(|| "ana".to_owned()),
+    });
+    let mut args = Map::new();
+    args.insert("path".into(), json!(format!("src/file{t}.rs")));
+    args.insert("start_line".into(), json!(1));
+    let call = format!("toolu_{salt}_{t}");
+    s.current_turn_mut()
+        .add_event(
+            ConversationEvent::now(ChatResponse::reasoning(format!("thinking about {t}")))
+                .with_metadata_field("anthropic_thinking_signature", "c2lnbmF0dXJl"),
+        )
+        .add_tool_call_request(ToolCallRequest::new(
+            call.clone(),
+            "fs_read_file".into(),
+            args,
+        ))
+        .add_tool_call_response(ToolCallResponse {
+            id: call,
+            result: if t % 3 == 2 {
+                Err("no such file".to_owned())
+            } else {
+                Ok(format!("fn main() {{\n    println!(\"{t}\");\n}}\n"))
+            },
+        })
+        .add_chat_response(ChatResponse::message(format!("answer {t}")))
+        .build()
+        .expect("a turn");
+}
+
 /// A stream of `turns` turns, each a request, reasoning with a signature,
 /// a tool call (an error every third turn) and an answer; a config delta
 /// after the second turn and a compaction of the first when there are
@@ -30,39 +67,7 @@ pub fn id(n: i64) -> ConversationId {
 pub fn stream(turns: usize, salt: &str) -> ConversationStream {
     let mut s = ConversationStream::from_parts(base_config(), Vec::new()).expect("a stream");
     for t in 0..turns {
-        s.start_turn(ChatRequest {
-            content: format!(
-                "{salt}: question {t}, with \"quotes\" and ünïcode {}",
-                "words ".repeat(200)
-            ),
-            schema: None,
-            author: (t % 2 == 0).then(|| "ana".to_owned()),
-        });
-        let mut args = Map::new();
-        args.insert("path".into(), json!(format!("src/file{t}.rs")));
-        args.insert("start_line".into(), json!(1));
-        let call = format!("toolu_{salt}_{t}");
-        s.current_turn_mut()
-            .add_event(
-                ConversationEvent::now(ChatResponse::reasoning(format!("thinking about {t}")))
-                    .with_metadata_field("anthropic_thinking_signature", "c2lnbmF0dXJl"),
-            )
-            .add_tool_call_request(ToolCallRequest::new(
-                call.clone(),
-                "fs_read_file".into(),
-                args,
-            ))
-            .add_tool_call_response(ToolCallResponse {
-                id: call,
-                result: if t % 3 == 2 {
-                    Err("no such file".to_owned())
-                } else {
-                    Ok(format!("fn main() {{\n    println!(\"{t}\");\n}}\n"))
-                },
-            })
-            .add_chat_response(ChatResponse::message(format!("answer {t}")))
-            .build()
-            .expect("a turn");
+        add_turn(&mut s, t, salt);
         if t == 1 {
             s.add_config_delta(delta(json!({
                 "assistant": {"system_prompt": {"value": "Be brief.", "strategy": "append",

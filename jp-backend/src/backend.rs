@@ -1,0 +1,355 @@
+//! [`JpStoreBackend`]: JP's four storage traits over a jp-store store.
+//!
+//! A JP conversation is a jp-store conversation of the same id (JP's
+//! deciseconds), created as an import of the files JP's `FsStorageBackend`
+//! would write for it, so that `jp-store export --format jp` gives those
+//! files back and every jp-store command (view, compact, fsck, gc, copy,
+//! serve) works on it. JP's metadata is the conversation's metadata fields;
+//! the archive partition is the `archived` flag of its JP information.
+//!
+//! A write costs what changed ([`crate::write`]): the events JP hands over
+//! that the store does not hold yet are appended as one durable record
+//! (and a changed metadata as a second), found by comparing with the
+//! stream last loaded or written; a history changed in place is stored
+//! whole, the log it replaces kept in the store's quarantine.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use jp_conversation::{Conversation, ConversationId, ConversationStream};
+use jp_storage::backend::{
+    ConversationFilter, ConversationIndexEntry, ConversationLockGuard, LoadBackend, LockBackend,
+    PersistBackend, Projection, SanitizeReport, SessionBackend, StoragePresence,
+};
+use jp_storage::lock::LockInfo;
+use jp_storage::LoadError as JpLoadError;
+use jpstore_engine::conversation::state::ConversationState;
+use jpstore_engine::Store;
+use jpstore_integrations::jp::JpInfo;
+use serde_json::Value;
+
+use crate::error::{jp_error, jp_load_error, BackendError};
+use crate::load::{jp_id, store_id};
+use crate::write::Known;
+
+/// JP's storage backend over a jp-store store (a directory or `s3://`).
+pub struct JpStoreBackend {
+    pub(crate) store: Store,
+    /// The location it was opened at, for messages.
+    location: String,
+    /// The workspace whose `.jp/conversations` receives the files of
+    /// conversations written [`Projection::Projected`].
+    pub(crate) workspace: Option<PathBuf>,
+    /// The stream of each conversation as last loaded or written, with the
+    /// end of its log then: what the next write is compared with.
+    pub(crate) known: Mutex<HashMap<ConversationId, Known>>,
+}
+
+impl std::fmt::Debug for JpStoreBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JpStoreBackend")
+            .field("location", &self.location)
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JpStoreBackend {
+    /// Opens the store at `location` (a directory, a `file://` URL of one,
+    /// or `s3://BUCKET/PREFIX`, as `jp-store --store` takes it), creating
+    /// it when the location holds none.
+    pub fn open(location: &str) -> Result<JpStoreBackend, BackendError> {
+        let store = crate::location::open_or_create(location)?;
+        Ok(JpStoreBackend::with_store(store, location))
+    }
+
+    /// The backend over an open store.
+    pub fn with_store(store: Store, location: &str) -> JpStoreBackend {
+        JpStoreBackend {
+            store,
+            location: location.to_owned(),
+            workspace: None,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Adds JP's workspace projection: the files of every conversation
+    /// written [`Projection::Projected`] are written under
+    /// `root/.jp/conversations/` byte for byte as JP's `FsStorageBackend`
+    /// writes them, from what the store holds (never read back).
+    pub fn with_workspace(mut self, root: impl Into<PathBuf>) -> JpStoreBackend {
+        self.workspace = Some(root.into());
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// `root/.jp/conversations` of the workspace projection.
+    pub(crate) fn projection_dir(&self) -> Option<PathBuf> {
+        self.workspace
+            .as_ref()
+            .map(|root| root.join(".jp").join("conversations"))
+    }
+
+    /// Every conversation of the store that is JP's (its id JP's), with
+    /// its state, in id order.
+    fn jp_conversations(&self) -> Vec<(ConversationId, ConversationState)> {
+        let Ok(listed) = self.store.list_each() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(ConversationId, ConversationState)> = listed
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter_map(|l| Some((jp_id(&l.id).ok()?, l.state)))
+            .collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+}
+
+/// The JP information of a conversation's metadata (`None` for one not
+/// written as JP's).
+pub(crate) fn jp_info(state: &ConversationState) -> Option<JpInfo> {
+    JpInfo::from_metadata(&state.metadata.fields).ok().flatten()
+}
+
+/// A merge patch (RFC 7396) that turns the object `before` into `after`
+/// (both JSON objects): `after` with `null` for every key it lost.
+pub(crate) fn replacing(before: &Value, after: Value) -> Value {
+    let (Value::Object(before), Value::Object(mut after)) = (before, after.clone()) else {
+        return after;
+    };
+    for k in before.keys() {
+        if !after.contains_key(k) {
+            after.insert(k.clone(), Value::Null);
+        }
+    }
+    Value::Object(after)
+}
+
+/// Whether a conversation is in the archive partition.
+fn archived(state: &ConversationState) -> bool {
+    jp_info(state).is_some_and(|i| i.archived)
+}
+
+/// Where JP finds a conversation, for the index: without a second root,
+/// from the projection of its last write (as JP's in-memory backend does).
+fn presence(state: &ConversationState) -> StoragePresence {
+    match jp_info(state).is_some_and(|i| i.local) {
+        true => StoragePresence::UserLocalOnly,
+        false => StoragePresence::Projected,
+    }
+}
+
+/// A jp-store timestamp as JP's.
+fn jp_time(t: jpstore_engine::timestamp::Timestamp) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.unix_secs(), t.subsec_nanos())
+}
+
+/// A conversation's metadata from its state alone (no entry read), as JP's
+/// `FsStorageBackend` reads it from its files: where that is exact (JP's
+/// current layout, no entry of a type the store keeps verbatim, whose time
+/// it does not track); `None` elsewhere.
+fn metadata_of_state(state: &ConversationState) -> Option<Conversation> {
+    let info = jp_info(state)?;
+    if info.layout != jpstore_integrations::jp::ConfigLayout::BaseConfigFile
+        || state.unknown_entries > 0
+    {
+        return None;
+    }
+    let fields = jpstore_integrations::jp::export::imported_metadata(&state.metadata.fields, &info);
+    let mut conversation: Conversation = serde_json::from_value(Value::Object(fields)).ok()?;
+    conversation.events_count = usize::try_from(state.entries).ok()?;
+    conversation.last_event_at = match state.last_event {
+        Some(t) => Some(jp_time(t)?),
+        None => None,
+    };
+    Some(conversation)
+}
+
+impl PersistBackend for JpStoreBackend {
+    fn write(
+        &self,
+        id: &ConversationId,
+        metadata: &Conversation,
+        events: &ConversationStream,
+        projection: Projection,
+    ) -> Result<(), jp_storage::Error> {
+        self.persist(id, metadata, events, projection)
+            .map_err(jp_error)?;
+        crate::projection::write(self, id, metadata, events, projection).map_err(jp_error)
+    }
+
+    fn remove(&self, id: &ConversationId) -> Result<(), jp_storage::Error> {
+        let sid = store_id(id).map_err(|e| jp_error(e.into()))?;
+        if let Ok(mut known) = self.known.lock() {
+            known.remove(id);
+        }
+        match self.store.remove(&sid) {
+            Ok(()) => {}
+            Err(e) if e.is_no_conversation() => {}
+            Err(e) => return Err(jp_error(e.into())),
+        }
+        crate::projection::remove(self, id).map_err(jp_error)
+    }
+
+    fn archive(&self, id: &ConversationId) -> Result<(), jp_storage::Error> {
+        self.set_archived(id, true)
+    }
+
+    fn unarchive(&self, id: &ConversationId) -> Result<(), jp_storage::Error> {
+        self.set_archived(id, false)
+    }
+}
+
+impl JpStoreBackend {
+    /// Moves a conversation into the archive partition or out of it: its
+    /// JP information's `archived` flag, one metadata record. A
+    /// conversation not in the partition it leaves is not found, as in
+    /// JP's backends.
+    fn set_archived(&self, id: &ConversationId, to: bool) -> Result<(), jp_storage::Error> {
+        let not_found = || jp_storage::Error::ConversationNotFound(*id);
+        let sid = store_id(id).map_err(|e| jp_error(e.into()))?;
+        let mut writer = match self.store.writer(&sid) {
+            Ok(w) => w,
+            Err(e) if e.is_no_conversation() => return Err(not_found()),
+            Err(e) => return Err(jp_error(e.into())),
+        };
+        let Some(mut info) = jp_info(writer.state()) else {
+            return Err(not_found());
+        };
+        if info.archived == to {
+            return Err(not_found());
+        }
+        let before = info.to_value();
+        info.archived = to;
+        let mut fields = jpstore_engine::event::Object::new();
+        fields.insert(
+            jpstore_integrations::jp::JP_FIELD.into(),
+            replacing(&before, info.to_value()),
+        );
+        writer
+            .set_metadata(jpstore_engine::conversation::meta::MetaPatch {
+                base_config: None,
+                fields,
+            })
+            .map_err(|e| jp_error(e.into()))?;
+        let version = crate::write::LogVersion::of(writer.state(), writer.log_end());
+        drop(writer);
+        if let Ok(mut known) = self.known.lock() {
+            if let Some(k) = known.get_mut(id) {
+                k.version = version;
+            }
+        }
+        crate::projection::set_archived(self, id, to).map_err(jp_error)
+    }
+}
+
+impl LoadBackend for JpStoreBackend {
+    fn load_conversation_index(&self, filter: ConversationFilter) -> Vec<ConversationIndexEntry> {
+        self.jp_conversations()
+            .into_iter()
+            .filter(|(_, state)| archived(state) == filter.archived)
+            .map(|(id, state)| ConversationIndexEntry {
+                id,
+                presence: presence(&state),
+            })
+            .collect()
+    }
+
+    fn load_conversation_metadata(&self, id: &ConversationId) -> Result<Conversation, JpLoadError> {
+        crate::load::metadata(&self.store, id).map_err(|e| jp_load_error(id, e, true))
+    }
+
+    fn load_conversation_metadata_batch(
+        &self,
+        ids: &[ConversationId],
+    ) -> Vec<(ConversationId, Result<Conversation, JpLoadError>)> {
+        let states: HashMap<ConversationId, ConversationState> =
+            self.jp_conversations().into_iter().collect();
+        ids.iter()
+            .map(|id| {
+                let fast = states.get(id).and_then(metadata_of_state);
+                (
+                    *id,
+                    match fast {
+                        Some(m) => Ok(m),
+                        None => self.load_conversation_metadata(id),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn load_conversation_stream(
+        &self,
+        id: &ConversationId,
+    ) -> Result<ConversationStream, JpLoadError> {
+        let (stream, version, archived) =
+            crate::write::load_known(&self.store, id).map_err(|e| jp_load_error(id, e, false))?;
+        // JP's file backend finds streams in the live partition only.
+        if archived {
+            return Err(JpLoadError::new(
+                format!("jp-store/{id}"),
+                jp_storage::load::LoadErrorInner::MissingConversationStream(*id),
+            ));
+        }
+        if let Ok(mut known) = self.known.lock() {
+            known.insert(*id, Known::new(stream.clone(), version));
+        }
+        Ok(stream)
+    }
+
+    fn load_expired_conversation_ids(&self, now: DateTime<Utc>) -> Vec<ConversationId> {
+        self.jp_conversations()
+            .into_iter()
+            .filter(|(_, state)| !archived(state))
+            .filter_map(|(id, state)| {
+                let expires = state.metadata.fields.get("expires_at")?.as_str()?;
+                let at = crate::load::parse_time(expires)?;
+                (at <= now).then_some(id)
+            })
+            .collect()
+    }
+
+    fn sanitize(&self) -> Result<SanitizeReport, jp_storage::Error> {
+        crate::sanitize::sanitize(self).map_err(jp_error)
+    }
+}
+
+impl LockBackend for JpStoreBackend {
+    fn try_lock(
+        &self,
+        conversation_id: &str,
+        session: Option<&str>,
+    ) -> Result<Option<Box<dyn ConversationLockGuard>>, jp_storage::Error> {
+        crate::lock::try_lock(self, conversation_id, session).map_err(jp_error)
+    }
+
+    fn lock_info(&self, conversation_id: &str) -> Option<LockInfo> {
+        crate::lock::lock_info(self, conversation_id)
+    }
+
+    fn list_orphaned_locks(&self) -> Vec<ConversationId> {
+        crate::lock::orphaned(self)
+    }
+}
+
+impl SessionBackend for JpStoreBackend {
+    fn load_session(&self, session_key: &str) -> Result<Option<Value>, jp_storage::Error> {
+        crate::session::load(&self.store, session_key).map_err(jp_error)
+    }
+
+    fn save_session(&self, session_key: &str, data: &Value) -> Result<(), jp_storage::Error> {
+        crate::session::save(&self.store, session_key, data).map_err(jp_error)
+    }
+
+    fn list_session_keys(&self) -> Vec<String> {
+        crate::session::keys(&self.store)
+    }
+}

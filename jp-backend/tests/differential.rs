@@ -1,0 +1,282 @@
+//! The same operations on JP's `FsStorageBackend` and on `JpStoreBackend`
+//! give the same observable results: streams and metadata by JP's own
+//! `PartialEq`, the index of both partitions, expired ids, errors by kind.
+//! Sequences of operations are generated (proptest): writes that grow a
+//! stream, config deltas, compactions added and removed, turns retained,
+//! `sanitize`, title and pin changes, archive and unarchive, expiry, and
+//! the backend reopened (its memory of streams lost).
+
+mod common;
+
+use jp_conversation::{Compaction, Conversation, ConversationId, ConversationStream};
+use jp_storage::backend::{
+    ConversationFilter, FsStorageBackend, LoadBackend, PersistBackend, Projection,
+};
+use jpstore_jp::JpStoreBackend;
+use proptest::prelude::*;
+use serde_json::json;
+
+/// One operation on one conversation.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Turns added, then a write.
+    Grow(usize),
+    /// A config delta, then a write.
+    Delta,
+    /// A compaction of the first turn, then a write.
+    Compact,
+    /// Every compaction removed (history changed), then a write.
+    Uncompact,
+    /// Only the last `n` turns kept (history changed), then a write.
+    RetainLast(usize),
+    /// JP's `sanitize`, then a write.
+    Sanitize,
+    /// Another title, then a write.
+    Retitle,
+    /// Pinned or unpinned, then a write.
+    Pin,
+    /// An expiry in the past, then a write.
+    Expire,
+    /// Archived, or unarchived when archived.
+    Archive,
+    /// The backend opened again (what it remembered of streams lost).
+    Reopen,
+    /// Written again as it is.
+    Rewrite,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..3).prop_map(Op::Grow),
+        1 => Just(Op::Delta),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Uncompact),
+        1 => (1usize..4).prop_map(Op::RetainLast),
+        1 => Just(Op::Sanitize),
+        1 => Just(Op::Retitle),
+        1 => Just(Op::Pin),
+        1 => Just(Op::Expire),
+        1 => Just(Op::Archive),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Rewrite),
+    ]
+}
+
+/// Both backends, and the conversation as JP holds it in memory.
+struct Both {
+    dir: tempfile::TempDir,
+    fs: FsStorageBackend,
+    ours: JpStoreBackend,
+    id: ConversationId,
+    meta: Conversation,
+    stream: ConversationStream,
+    turns: usize,
+    archived: bool,
+}
+
+impl Both {
+    fn new() -> Both {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = common::fs_backend(&dir.path().join("fs"));
+        let ours = JpStoreBackend::open(dir.path().join("store").to_str().expect("utf-8"))
+            .expect("store")
+            .with_workspace(dir.path().join("ws"));
+        Both {
+            dir,
+            fs,
+            ours,
+            id: common::id(7),
+            meta: common::metadata(Some("first")),
+            stream: common::stream(1, "d"),
+            turns: 1,
+            archived: false,
+        }
+    }
+
+    fn write(&self) {
+        let a = self
+            .fs
+            .write(&self.id, &self.meta, &self.stream, Projection::Projected);
+        let b = self
+            .ours
+            .write(&self.id, &self.meta, &self.stream, Projection::Projected);
+        assert_eq!(a.is_ok(), b.is_ok(), "write: {a:?} {b:?}");
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Grow(n) => {
+                for _ in 0..*n {
+                    common::add_turn(&mut self.stream, self.turns, "d");
+                    self.turns += 1;
+                }
+            }
+            Op::Delta => self.stream.add_config_delta(common::delta(json!({
+                "assistant": {"system_prompt": {"value": format!("turn {}", self.turns),
+                    "strategy": "append", "separator": "line"}}
+            }))),
+            Op::Compact => {
+                let mut c = Compaction::new(0, 0);
+                c.reasoning = Some(jp_conversation::compaction::ReasoningPolicy::Strip);
+                self.stream.add_compaction(c);
+            }
+            Op::Uncompact => {
+                self.stream.remove_compactions();
+            }
+            Op::RetainLast(n) => self.stream.retain_last_turns(*n),
+            Op::Sanitize => self.stream.sanitize(),
+            Op::Retitle => self.meta.title = Some(format!("title after {} turns", self.turns)),
+            Op::Pin => {
+                self.meta.pinned_at = match self.meta.pinned_at {
+                    Some(_) => None,
+                    None => Some(chrono::Utc::now()),
+                }
+            }
+            Op::Expire => {
+                self.meta.expires_at = Some(chrono::Utc::now() - chrono::Duration::hours(1))
+            }
+            Op::Archive => {
+                let (a, b) = if self.archived {
+                    (self.fs.unarchive(&self.id), self.ours.unarchive(&self.id))
+                } else {
+                    (self.fs.archive(&self.id), self.ours.archive(&self.id))
+                };
+                assert_eq!(a.is_ok(), b.is_ok(), "archive: {a:?} {b:?}");
+                if a.is_ok() {
+                    self.archived = !self.archived;
+                }
+                return;
+            }
+            Op::Reopen => {
+                self.ours =
+                    JpStoreBackend::open(self.dir.path().join("store").to_str().expect("utf-8"))
+                        .expect("store")
+                        .with_workspace(self.dir.path().join("ws"));
+                return;
+            }
+            Op::Rewrite => {}
+        }
+        if !self.archived {
+            self.write();
+        }
+    }
+
+    /// Everything JP can observe, equal on both.
+    fn check(&self, after: &Op) {
+        for archived in [false, true] {
+            let filter = ConversationFilter { archived };
+            assert_eq!(
+                self.fs.load_conversation_ids(filter),
+                self.ours.load_conversation_ids(filter),
+                "ids (archived: {archived}) after {after:?}"
+            );
+        }
+        let a = self
+            .fs
+            .load_conversation_metadata(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        let b = self
+            .ours
+            .load_conversation_metadata(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        assert_eq!(a, b, "metadata after {after:?}");
+        let ids = self.fs.load_conversation_ids(ConversationFilter::default());
+        let batch = |x: &dyn LoadBackend| -> Vec<_> {
+            x.load_conversation_metadata_batch(&ids)
+                .into_iter()
+                .map(|(id, m)| (id, m.ok()))
+                .collect()
+        };
+        assert_eq!(
+            batch(&self.fs),
+            batch(&self.ours),
+            "metadata batch after {after:?}"
+        );
+        let a = self
+            .fs
+            .load_conversation_stream(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        let b = self
+            .ours
+            .load_conversation_stream(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        assert_eq!(a, b, "stream after {after:?}");
+        let now = chrono::Utc::now();
+        assert_eq!(
+            self.fs.load_expired_conversation_ids(now),
+            self.ours.load_expired_conversation_ids(now),
+            "expired after {after:?}"
+        );
+        // The workspace projection holds the files JP's backend writes.
+        let conversations =
+            |root: &str| files_below(&self.dir.path().join(root).join(".jp/conversations"));
+        assert_eq!(
+            conversations("fs"),
+            conversations("ws"),
+            "workspace files after {after:?}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn operations_give_what_jps_file_backend_gives(ops in prop::collection::vec(op(), 1..10)) {
+        let mut both = Both::new();
+        both.write();
+        both.check(&Op::Rewrite);
+        for op in &ops {
+            both.apply(op);
+            both.check(op);
+        }
+    }
+}
+
+#[test]
+fn a_write_of_one_more_turn_appends_it_and_a_changed_history_keeps_the_old() {
+    let mut both = Both::new();
+    for _ in 0..4 {
+        both.apply(&Op::Grow(1));
+    }
+    let log = both
+        .dir
+        .path()
+        .join("store/conversations/17738400007/events.log");
+    let before = std::fs::metadata(&log).expect("log").len();
+    both.apply(&Op::Grow(1));
+    let grown = std::fs::metadata(&log).expect("log").len() - before;
+    // One turn's events and a metadata record, not the conversation again.
+    assert!(grown > 0 && grown < before / 3, "grew {grown} of {before}");
+    both.check(&Op::Grow(1));
+    let quarantine = both.dir.path().join("store/quarantine/conversations");
+    assert!(!quarantine.exists());
+    both.apply(&Op::RetainLast(2));
+    both.check(&Op::RetainLast(2));
+    let kept: Vec<_> = std::fs::read_dir(&quarantine)
+        .expect("the replaced log kept")
+        .collect();
+    assert_eq!(kept.len(), 1);
+}
+
+/// Every file below `dir` (relative name and bytes), sorted.
+fn files_below(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).expect("below").to_path_buf();
+                out.push((rel, std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    out.sort();
+    out
+}

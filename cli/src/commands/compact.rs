@@ -1,7 +1,7 @@
 //! `jp-store compact`: add (or undo) a compaction.
 
 use super::{open_store, parse_id};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use jpstore_engine::compaction::{Bound, CompactReport, CompactRequest, UndoReport};
 use jpstore_engine::timestamp::Timestamp;
@@ -46,10 +46,12 @@ pub struct CompactArgs {
     /// Replace the range with this summary text, whatever the profile does
     /// (a profile's own summarizer, command or endpoint, is then not run;
     /// the range grows over summaries it intersects, as for any summary).
+    /// An empty summary (`--summary "$UNSET"`) is refused.
     #[arg(long, conflicts_with = "summary_file")]
     summary: Option<String>,
     /// Read the summary text (UTF-8) from a file: a regular file no larger
-    /// than a log record (64 MiB); a FIFO or a device is refused.
+    /// than a log record (64 MiB); a FIFO or a device is refused, and so
+    /// is a file that is empty or holds only white space.
     #[arg(long)]
     summary_file: Option<PathBuf>,
     /// Revoke the last compaction in effect, or the N-th (1-based), by
@@ -95,6 +97,19 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
         }
         (None, None) => None,
     };
+    if let Some(s) = &summary {
+        if s.trim().is_empty() {
+            let given = match &args.summary_file {
+                Some(f) if args.summary.is_none() => format!("{} holds", f.display()),
+                _ => "--summary is".to_string(),
+            };
+            bail!(
+                "{given} empty: a summary replaces the turns of the range, so an empty one \
+                 would leave the model nothing of them; nothing was compacted \
+                 (give the summary text, or leave --summary out to compact with the profile)"
+            );
+        }
+    }
     let request = CompactRequest {
         profile: args.profile.clone(),
         from: args.from,

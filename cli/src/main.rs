@@ -132,8 +132,14 @@ enum Command {
         /// The output format.
         #[arg(long, value_enum, default_value_t = commands::ViewFormat::Json)]
         format: commands::ViewFormat,
-        /// Leave content as {"$blob", "size"} references: no blob is read
-        /// (json only).
+        /// Show what is stored by reference, without reading it: content as
+        /// {"$blob": "<sha256>", "size": N}, and the text of each entry
+        /// (messages, reasoning, tool arguments and results) as
+        /// {"$text": "<entry>/<field>", "size": N} (the entry's 0-based
+        /// index and the field), in a log of format 2; the text compaction
+        /// writes (summaries) stays inline. For a look at the shape and
+        /// sizes of a conversation, not for a model (json only; `export
+        /// --refs` keeps the text).
         #[arg(long)]
         refs: bool,
     },

@@ -93,3 +93,26 @@ fn an_empty_summary_is_refused_and_nothing_is_compacted() {
     let view = s.run(&["view", &id], b"").json("view").to_string();
     assert!(view.contains("q0") && view.contains("a2"), "{view}");
 }
+
+#[test]
+fn view_refs_says_it_replaces_text_too_and_does() {
+    let s = S::new();
+    let id = s.conversation(1);
+    let view = s.run(&["view", &id, "--refs"], b"").json("view --refs");
+    assert_eq!(view[1]["content"]["$text"], "1/content", "{view}");
+    assert_eq!(view[2]["message"]["$text"], "2/message", "{view}");
+    let help = s.run(&["view", "--help"], b"");
+    let help = help.ok("view --help");
+    assert!(
+        help.contains("{\"$text\": \"<entry>/<field>\", \"size\": N}"),
+        "{help}"
+    );
+    assert!(help.contains("{\"$blob\""), "{help}");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("README");
+    assert!(
+        readme.contains("`view ID --refs` reads no blob and no entry's text"),
+        "README"
+    );
+}

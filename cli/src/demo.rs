@@ -60,9 +60,9 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         bail!("{}: {}", failed.path.display(), failed.reason);
     }
     crate::outln!(
-        "imported {} JP conversation(s): {} blobs stored\n",
-        report.imported,
-        report.new_blobs
+        "imported {}: {} stored\n",
+        crate::output::count_of(report.imported, "JP conversation"),
+        crate::output::count_of(report.new_blobs, "blob")
     );
 
     // 2. Print it.

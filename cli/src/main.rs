@@ -100,9 +100,11 @@ enum Command {
     /// store; {"$blob": "<sha256>", "size": N} refers to content already
     /// there. A missing `timestamp` is set to now. The batch is acknowledged
     /// (exit 0) only once it is durable; on any error nothing is appended.
-    /// Standard input is read up to 1 GiB; more is refused.
+    /// Standard input is read up to 1 GiB; more is refused. On a terminal,
+    /// a line on standard error says so: type the events, then Ctrl-D.
     Append {
         /// The conversation id.
+        #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
         /// Print the outcome as JSON.
         #[arg(long)]
@@ -117,6 +119,7 @@ enum Command {
     /// Show a conversation for a person: turns, roles, tool calls, sizes.
     Print {
         /// The conversation id.
+        #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
         /// Show what the model sees: compactions applied, interrupted tool
         /// calls answered.
@@ -128,6 +131,7 @@ enum Command {
     /// inquiries and compactions are not part of it).
     View {
         /// The conversation id.
+        #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
         /// The output format.
         #[arg(long, value_enum, default_value_t = commands::ViewFormat::Json)]
@@ -166,7 +170,8 @@ enum Command {
     ///
     /// Exit status: 0 when every conversation is at DST as at SRC; 1 when
     /// any was a conflict or could not be copied (the others are copied;
-    /// the list is printed).
+    /// the list is printed, with what to do about a conflict: fork it at
+    /// SRC and copy the fork, or remove it at DST and copy again).
     Copy(commands::CopyArgs),
     /// Export a conversation.
     Export(ExportArgs),
@@ -178,6 +183,7 @@ enum Command {
     /// (missing, or damaged where its size is kept).
     Stats {
         /// Only this conversation.
+        #[arg(value_parser = crate::commands::conversation_id)]
         id: Option<String>,
         /// Print JSON.
         #[arg(long)]
@@ -190,6 +196,7 @@ enum Command {
     /// Remove a conversation (its blobs stay until gc).
     Rm {
         /// The conversation id.
+        #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
     },
     /// Remove blobs no conversation references (marked from the logs, no
@@ -343,8 +350,29 @@ fn parse_cache_size(text: &str) -> Result<u64, String> {
     })
 }
 
+/// The command line, or the exit of a command line clap refused: its help
+/// and version as clap prints them, an error in the tool's one form,
+/// `jp-store: error: ...` (exit 2).
+fn parse_command_line() -> Cli {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+            _ => {
+                let text = e.render().to_string();
+                let text = text.strip_prefix("error: ").unwrap_or(&text);
+                eprint!("jp-store: error: {text}");
+                std::process::exit(e.exit_code());
+            }
+        },
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     let verbosity = match (cli.quiet, cli.verbose) {
         (true, _) => output::Verbosity::Quiet,
         (_, true) => output::Verbosity::Verbose,
@@ -399,7 +427,12 @@ fn main() -> ExitCode {
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             crate::errln!("jp-store: error: {}", message(&e));
-            ExitCode::from(1)
+            // Bad usage found by the command, as clap's (exit 2).
+            if e.downcast_ref::<commands::Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -103,6 +103,32 @@ fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `n` and `noun`, the noun in the plural unless `n` is 1: `1 conversation`,
+/// `2 entries`, `0 files`.
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n: u64 = n.into();
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let consonant_y = noun.strip_suffix('y').is_some_and(|stem| {
+        stem.chars()
+            .last()
+            .is_some_and(|c| !matches!(c, 'a' | 'e' | 'i' | 'o' | 'u'))
+    });
+    if consonant_y {
+        format!("{n} {}ies", &noun[..noun.len() - 1])
+    } else if ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end)) {
+        format!("{n} {noun}es")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// [`count`] of a `usize`.
+pub fn count_of(n: usize, noun: &str) -> String {
+    count(n as u64, noun)
+}
+
 /// Prints `line` on standard error for a person ([`shown_lines`]).
 pub fn eprint_line(line: &str) {
     eprintln!("{}", shown_lines(line));
@@ -267,5 +293,19 @@ mod tests {
             "a\\x1b[2Jb\\nc\\r\\td\\x7fe\\u{9b}f\\u{202e}g\\u{2028}h\\u{2066}i\\x00"
         );
         assert_eq!(shown_lines("one\ntwo\u{1b}"), "one\ntwo\\x1b");
+    }
+
+    #[test]
+    fn counts_are_singular_for_one_and_plural_otherwise() {
+        assert_eq!(count(1u64, "conversation"), "1 conversation");
+        assert_eq!(count(0u64, "conversation"), "0 conversations");
+        assert_eq!(count(2u64, "conversation"), "2 conversations");
+        assert_eq!(count(1u64, "entry"), "1 entry");
+        assert_eq!(count(3u64, "entry"), "3 entries");
+        assert_eq!(count(2u64, "key"), "2 keys");
+        assert_eq!(count(2u64, "pass"), "2 passes");
+        assert_eq!(count_of(1, "payload"), "1 payload");
+        assert_eq!(count_of(1, "file"), "1 file");
+        assert_eq!(count_of(7, "blob"), "7 blobs");
     }
 }

@@ -876,7 +876,18 @@ pub fn resolve(uri: &str, cwd: &Path) -> Result<Value, AttachError> {
         uri: uri.to_owned(),
         reason,
     };
-    let url = Url::parse(uri).map_err(|e| refuse(format!("not a URI: {e}")))?;
+    let url = Url::parse(uri).map_err(|e| match e {
+        // A path given for a URI: the URI it would be.
+        url::ParseError::RelativeUrlWithoutBase => {
+            let hint = Url::from_file_path(cwd.join(uri))
+                .map(|u| format!(" (here: {u})"))
+                .unwrap_or_default();
+            refuse(format!(
+                "a path, not a URI: give it as a file:// URI, file:///absolute/path{hint}"
+            ))
+        }
+        e => refuse(format!("not a URI: {e}")),
+    })?;
     if url.scheme() != "file" {
         return Err(refuse(format!(
             "the scheme is `{}`; only file:// resources are resolved here",

@@ -114,7 +114,7 @@ fn attach_a_directory_then_export_shows_the_resources() {
     let out = s.run(&["attach", &s.id, "proj/.env"]);
     let text = out.ok("attach .env");
     assert!(
-        text.starts_with("attached 1 files") && text.contains("at turn 1"),
+        text.starts_with("attached 1 file (") && text.contains("at turn 1"),
         "{text}"
     );
 }
@@ -241,13 +241,15 @@ fn resolve_prints_the_current_content() {
         v,
         json!({"uri": uri, "mimeType": "text/x-rust", "text": "pub fn a() {}\n", "name": "src/lib.rs"})
     );
-    for (bad, says) in [
-        ("https://example.com/x", "only file://"),
-        (&*file_uri(&s.work.join("missing.rs")), "missing.rs"),
-        (&*file_uri(&s.work.join("src")), "not a regular file"),
+    // A URI of another scheme is bad usage (2); a file that cannot be
+    // read, a failure (1).
+    for (bad, says, code) in [
+        ("https://example.com/x", "only file://", 2),
+        (&*file_uri(&s.work.join("missing.rs")), "missing.rs", 1),
+        (&*file_uri(&s.work.join("src")), "not a regular file", 1),
     ] {
         let out = s.run(&["resolve", bad]);
-        out.expect_code(1, bad);
+        out.expect_code(code, bad);
         assert!(out.stderr.contains(says), "{bad}: {}", out.stderr);
     }
 }

@@ -177,9 +177,14 @@ fn new_append_ls_print_export_stats_work_together() {
 /// Runs `append` with `stdin` on `id` and checks it is refused: exit status
 /// 1, every word of `words` in the message, and no file of the store changed.
 fn refused(s: &CliStore, case: &str, id: &str, stdin: &[u8], words: &[&str]) {
+    refused_with(s, case, id, stdin, words, 1)
+}
+
+/// [`refused`] with the exit status `code` (2: bad usage).
+fn refused_with(s: &CliStore, case: &str, id: &str, stdin: &[u8], words: &[&str], code: i32) {
     let before = tree_snapshot(s.root());
     let out = s.run(&["append", id], stdin);
-    out.expect_code(1, case);
+    out.expect_code(code, case);
     for w in words {
         assert!(
             out.stderr.contains(w),
@@ -470,13 +475,15 @@ fn bad_conversation_ids_are_refused() {
         ok,
         &["no conversation with id nosuch"],
     );
+    // An id that cannot be one is bad usage.
     for bad in ["a/b", "..", "../conv", "conv/..", "."] {
-        refused(
+        refused_with(
             &s,
             &format!("id {bad:?}"),
             bad,
             ok,
             &["invalid conversation id"],
+            2,
         );
     }
     // The same refusals from the read commands.
@@ -490,7 +497,7 @@ fn bad_conversation_ids_are_refused() {
         assert!(out.stderr.contains("nosuch"), "{}", out.stderr);
     }
     let out = s.run(&["export", "../conv"], b"");
-    out.expect_code(1, "export ../conv");
+    out.expect_code(2, "export ../conv");
     assert!(
         out.stderr.contains("invalid conversation id"),
         "{}",

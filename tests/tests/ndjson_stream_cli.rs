@@ -212,7 +212,7 @@ fn bad_lines_are_named_and_the_good_ones_imported() {
     // A stream of references (an export with --refs) is refused: its blobs
     // are in another store.
     let refs = run_jp_store(&source, &["export", "--format", "ndjson", "--refs"], b"");
-    refs.expect_code(1, "ndjson with --refs");
+    refs.expect_code(2, "ndjson with --refs (bad usage)");
     assert!(refs.stderr.contains("--refs"), "{}", refs.stderr);
 }
 

@@ -64,7 +64,7 @@ fn an_empty_summary_is_refused_and_nothing_is_compacted() {
     let before = std::fs::read(&log).expect("log");
     for summary in ["", "  \n"] {
         let out = s.run(&["compact", &id, "--summary", summary], b"");
-        out.expect_code(1, "compact --summary ''");
+        out.expect_code(2, "compact --summary '' (bad usage)");
         assert!(out.stderr.contains("--summary is empty"), "{}", out.stderr);
         assert!(
             out.stderr.contains("nothing was compacted"),
@@ -115,4 +115,287 @@ fn view_refs_says_it_replaces_text_too_and_does() {
         readme.contains("`view ID --refs` reads no blob and no entry's text"),
         "README"
     );
+}
+
+/// A JP conversation directory of one turn in `dir`.
+fn jp_conversation(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::write(
+        dir.join("events.json"),
+        r#"[
+  {
+    "type": "turn_start",
+    "timestamp": "2026-05-29 10:00:00.0"
+  },
+  {
+    "type": "chat_request",
+    "timestamp": "2026-05-29 10:00:01.0",
+    "content": "question"
+  }
+]"#,
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("metadata.json"),
+        r#"{"title": "T", "last_activated_at": "2026-05-29 10:00:01.0"}"#,
+    )
+    .expect("write");
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let s = S::new();
+    jp_conversation(&s.work().join("ws/.jp/conversations/17738399468-t"));
+    let ws = s.work().join("ws");
+    let out = s.run(&["import", ws.to_str().expect("UTF-8")], b"");
+    let out = out.ok("import");
+    assert!(
+        out.starts_with("imported 1 conversation (2 events)"),
+        "{out}"
+    );
+    assert!(!out.contains("(s)"), "{out}");
+
+    let id = s.run(&["new"], b"").ok("new").trim().to_string();
+    let turn = br#"{"type":"turn_start"}
+{"type":"chat_request","content":"read it"}
+{"type":"tool_call_request","id":"c1","name":"fs_read_file","arguments":{}}
+{"type":"tool_call_response","id":"c1","content":"the file's text","is_error":false}
+"#;
+    let out = s.run(&["append", &id], turn);
+    let out = out.ok("append");
+    assert!(
+        out.starts_with(&format!(
+            "appended 4 entries to {id} (1 payload, 1 new blob of "
+        )),
+        "{out}"
+    );
+
+    std::fs::write(s.work().join("one.txt"), "one file\n").expect("write");
+    let out = run_jp_store_in(&s.root, Some(s.work()), &["attach", &id, "one.txt"], b"");
+    let out = out.ok("attach");
+    assert!(out.starts_with("attached 1 file ("), "{out}");
+    assert!(out.contains(": 1 new blob, pack"), "{out}");
+
+    let out = s.run(&["fsck"], b"");
+    let out = out.ok("fsck");
+    assert!(out.starts_with("checked 2 conversations ("), "{out}");
+}
+
+#[test]
+fn the_tool_and_clap_write_errors_in_one_form_and_bad_usage_exits_2() {
+    let s = S::new();
+    let id = s.conversation(1);
+    // Found by clap and by the tool: one prefix.
+    for (args, code) in [
+        (&["ls", "--bogus"][..], 2),
+        (&["print", "no-such-conversation"][..], 1),
+        (&["no-such-command"][..], 2),
+    ] {
+        let out = s.run(args, b"");
+        out.expect_code(code, &format!("{args:?}"));
+        assert!(
+            out.stderr.starts_with("jp-store: error: "),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("\nerror:"), "{args:?}: {}", out.stderr);
+    }
+    // An id that cannot be one is bad usage, whatever the command.
+    for args in [
+        &["print", "a/b"][..],
+        &["rm", "../x"][..],
+        &["view", ""][..],
+        &["fork", &id, "--id", "x.y"][..],
+        &["export", "..", "--format", "jp"][..],
+        &["copy", "a", "b", "no/pe"][..],
+        &["blob", "cat", "xyz"][..],
+    ] {
+        let out = s.run(args, b"");
+        out.expect_code(2, &format!("{args:?}"));
+        assert!(
+            out.stderr.starts_with("jp-store: error: invalid value"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // A flag that does not apply is bad usage too.
+    let out = s.run(&["export", &id, "--format", "jp", "--refs"], b"");
+    out.expect_code(2, "export --format jp --refs");
+    // The README's table says so.
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("README");
+    assert!(
+        readme.contains("| 2 | bad usage"),
+        "README: exit status table"
+    );
+}
+
+#[test]
+fn usage_errors_say_what_a_valid_value_is() {
+    let s = S::new();
+    let id = s.conversation(2);
+    let out = s.run(&["fork", &id, "--last", "0"], b"");
+    out.expect_code(2, "fork --last 0");
+    assert!(
+        out.stderr.contains("--last 0 would fork no turn") && !out.stderr.contains("range"),
+        "{}",
+        out.stderr
+    );
+    let out = s.run(&["gc", "--grace", "banana"], b"");
+    out.expect_code(2, "gc --grace banana");
+    assert!(
+        out.stderr.contains("\"banana\" is not a duration") && out.stderr.contains("`30m`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("expected number"), "{}", out.stderr);
+    std::fs::create_dir_all(s.work().join("src")).expect("mkdir");
+    std::fs::write(s.work().join("src/main.rs"), "fn main() {}\n").expect("write");
+    let out = run_jp_store_in(&s.root, Some(s.work()), &["resolve", "src/main.rs"], b"");
+    out.expect_code(2, "resolve src/main.rs");
+    let uri = format!(
+        "file://{}",
+        std::fs::canonicalize(s.work())
+            .expect("canonical")
+            .join("src/main.rs")
+            .display()
+    );
+    assert!(
+        out.stderr.contains("give it as a file:// URI"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&uri)
+            || out
+                .stderr
+                .contains(&format!("file://{}/src/main.rs", s.work().display())),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("relative URL without a base"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_copy_conflict_says_what_to_do_next() {
+    let s = S::new();
+    let id = s.conversation(1);
+    let dst = s.work().join("dst");
+    let (src_s, dst_s) = (
+        s.root.to_str().expect("UTF-8"),
+        dst.to_str().expect("UTF-8"),
+    );
+    s.run(&["copy", src_s, dst_s], b"").ok("copy");
+    let turn = |t: &str| {
+        format!("{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"{t}\"}}\n")
+    };
+    s.run(&["append", &id], turn("here").as_bytes())
+        .ok("append");
+    run_jp_store(&dst, &["append", &id], turn("there").as_bytes()).ok("append");
+    let out = s.run(&["copy", src_s, dst_s], b"");
+    out.expect_code(1, "a diverged copy");
+    assert!(
+        out.stdout
+            .contains(&format!("conflict: {id}: the logs diverged")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("jp-store --store {src_s} fork {id}"))
+            && out
+                .stdout
+                .contains(&format!("jp-store --store {dst_s} rm {id}")),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_second_export_that_changes_nothing_says_so() {
+    let s = S::new();
+    let id = s.conversation(1);
+    let out_dir = s.work().join("conversations");
+    let out_s = out_dir.to_str().expect("UTF-8");
+    let first = s.run(&["export", &id, "--format", "jp", "--out", out_s], b"");
+    assert!(
+        first.ok("export").contains("events.json"),
+        "{}",
+        first.stdout
+    );
+    let second = s.run(&["export", &id, "--format", "jp", "--out", out_s], b"");
+    assert_eq!(second.ok("export again"), "", "nothing written");
+    assert!(
+        second.stderr.contains("nothing changed")
+            && second
+                .stderr
+                .contains("exported 1 conversation: 0 files written, 3 unchanged"),
+        "{}",
+        second.stderr
+    );
+    let quiet = s.run(
+        &["-q", "export", &id, "--format", "jp", "--out", out_s],
+        b"",
+    );
+    quiet.ok("export -q");
+    assert_eq!(quiet.stderr, "", "-q says nothing");
+}
+
+/// `jp-store ARGS` on a terminal (through `script`), `input` typed ahead
+/// and then end of file; `None` where `script` is not installed.
+fn on_a_terminal(store: &Path, args: &[&str], input: &[u8]) -> Option<Run> {
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())?;
+    let mut line = format!(
+        "'{}' --store '{}'",
+        jp_store_bin().display(),
+        store.display()
+    );
+    for a in args {
+        line.push_str(&format!(" '{a}'"));
+    }
+    let out = jpstore_tests::output_of(
+        std::process::Command::new(script)
+            .args(["-qec", &line, "/dev/null"])
+            .env_remove("JP_STORE_DIR"),
+        input,
+    );
+    Some(Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+#[test]
+fn append_on_a_terminal_says_what_it_reads_and_how_it_ends() {
+    let s = S::new();
+    let id = s.run(&["new"], b"").ok("new").trim().to_string();
+    let Some(out) = on_a_terminal(
+        &s.root,
+        &["append", &id],
+        b"{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"hi\"}\n",
+    ) else {
+        eprintln!("skipped: `script` is not installed");
+        return;
+    };
+    out.expect_code(0, "append on a terminal");
+    assert!(
+        out.stdout
+            .contains(&format!("reading events for {id} from standard input"))
+            && out.stdout.contains("(Ctrl-D)"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("appended 2 entries"), "{}", out.stdout);
+    // Not on a pipe.
+    let piped = s.run(&["append", &id], b"{\"type\":\"turn_start\"}\n");
+    piped.ok("append from a pipe");
+    assert!(!piped.stderr.contains("Ctrl-D"), "{}", piped.stderr);
 }

@@ -79,7 +79,7 @@ fn import_view_compact_undo_and_export_back() {
     let original = jp_conversation(&src, 4);
     let out = s.run(&["import", s.work.join("ws").to_str().expect("utf-8")], b"");
     assert!(
-        out.ok("import").contains("imported 1 conversations"),
+        out.ok("import").contains("imported 1 conversation ("),
         "{}",
         out.stdout
     );
@@ -161,7 +161,7 @@ fn import_view_compact_undo_and_export_back() {
         .iter()
         .any(|m| m["role"] == "tool"));
     s.run(&["view", id, "--format", "openai", "--refs"], b"")
-        .expect_code(1, "refs with a provider");
+        .expect_code(2, "refs with a provider (bad usage)");
 
     // Export to JP: the compaction is in the events; undo it, and the export
     // is the original files again.

@@ -1,6 +1,7 @@
 //! `jp-store append`: append events read from standard input.
 
 use super::{open_store, parse_id};
+use crate::output::{count, count_of};
 use anyhow::{bail, Context, Result};
 use jpstore_engine::error::Error as EngineError;
 use jpstore_engine::event::input::{parse_input, ParsedInput};
@@ -16,6 +17,13 @@ const MAX_INPUT: u64 = 1 << 30;
 pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // A person typing: say what is read and how it ends.
+        crate::output::note(&format!(
+            "reading events for {id} from standard input (JSON: one object per line, or an array) \
+             until end of file (Ctrl-D), then appending them as one batch"
+        ));
+    }
     let input = user_file::read_stream(std::io::stdin().lock(), MAX_INPUT)
         .context("reading events from standard input; nothing was appended")?;
     let text = String::from_utf8(input).map_err(|e| {
@@ -90,11 +98,11 @@ pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<Ex
     } else {
         let outcome = &report.append;
         crate::outln!(
-            "appended {} entries to {id} ({} payloads, {} new blobs of {} bytes)",
-            outcome.entries,
-            outcome.payloads,
-            outcome.new_blobs,
-            outcome.new_blob_bytes
+            "appended {} to {id} ({}, {} of {})",
+            count_of(outcome.entries, "entry"),
+            count_of(outcome.payloads, "payload"),
+            count_of(outcome.new_blobs, "new blob"),
+            count(outcome.new_blob_bytes, "byte")
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct AttachArgs {
     /// The conversation id.
+    #[arg(value_parser = crate::commands::conversation_id)]
     id: String,
     /// Files and directories to attach (directories are walked, honouring
     /// .gitignore and skipping hidden files; a path named here is always
@@ -87,12 +88,12 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
         crate::jsonln!("{}", serde_json::to_string(&outcome)?);
     } else {
         crate::outln!(
-            "attached {} files ({}, {} text) to {id} at turn {}: {} new blobs, pack {}{}",
-            outcome.files,
+            "attached {} ({}, {} text) to {id} at turn {}: {}, pack {}{}",
+            crate::output::count_of(outcome.files, "file"),
             size(outcome.bytes),
             outcome.text_files,
             outcome.turn,
-            outcome.new_blobs,
+            crate::output::count_of(outcome.new_blobs, "new blob"),
             size(outcome.pack_bytes),
             if outcome.skipped.is_empty() {
                 String::new()
@@ -108,7 +109,13 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
 /// JSON object.
 pub fn resolve(uri: &str) -> Result<ExitCode> {
     let cwd = std::env::current_dir().context("finding the current directory")?;
-    let resource = jpstore_integrations::attach::resolve(uri, &cwd)?;
+    let resource = jpstore_integrations::attach::resolve(uri, &cwd).map_err(|e| match e {
+        // The argument is not of the form asked for: bad usage.
+        e @ jpstore_integrations::attach::AttachError::NotFileUri { .. } => {
+            super::usage(e.to_string())
+        }
+        e => e.into(),
+    })?;
     crate::jsonln!("{}", serde_json::to_string_pretty(&resource)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,7 @@ pub enum BlobCommand {
     /// Write the content of a blob to standard output.
     Cat {
         /// The blob id (64 hex digits).
+        #[arg(value_parser = blob_id)]
         id: String,
     },
     /// List blob ids (loose and packed).
@@ -45,6 +46,13 @@ pub enum BlobCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The value parser of a blob id: one that cannot be one is bad usage.
+fn blob_id(s: &str) -> std::result::Result<String, String> {
+    BlobId::parse(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 impl BlobCommand {

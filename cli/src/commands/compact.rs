@@ -13,6 +13,7 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct CompactArgs {
     /// The conversation id.
+    #[arg(value_parser = crate::commands::conversation_id)]
     id: String,
     /// The profile (`conversation.compaction.profiles.<name>`; default: the
     /// config's `default_profile`, or the built-in one that strips reasoning
@@ -99,15 +100,14 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
     };
     if let Some(s) = &summary {
         if s.trim().is_empty() {
-            let given = match &args.summary_file {
-                Some(f) if args.summary.is_none() => format!("{} holds", f.display()),
-                _ => "--summary is".to_string(),
-            };
-            bail!(
-                "{given} empty: a summary replaces the turns of the range, so an empty one \
+            let why = "a summary replaces the turns of the range, so an empty one \
                  would leave the model nothing of them; nothing was compacted \
-                 (give the summary text, or leave --summary out to compact with the profile)"
-            );
+                 (give the summary text, or leave --summary out to compact with the profile)";
+            match &args.summary_file {
+                Some(f) if args.summary.is_none() => bail!("{} holds empty: {why}", f.display()),
+                // The command line's own value: bad usage.
+                _ => return Err(super::usage(format!("--summary is empty: {why}"))),
+            }
         }
     }
     let request = CompactRequest {

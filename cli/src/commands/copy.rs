@@ -23,10 +23,38 @@ pub struct CopyArgs {
     #[arg(value_parser = crate::parse_store_location)]
     dst: StoreLocation,
     /// The conversations to copy (default: every one).
+    #[arg(value_parser = crate::commands::conversation_id)]
     ids: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// What to do about a conflict: each conversation in conflict is left as
+/// it is at DST, and it is for the user to say which history goes on.
+fn conflict_advice(src: &StoreLocation, dst: &StoreLocation, id: &str) -> String {
+    let quote = |l: &StoreLocation| shell_word(&l.to_string());
+    let (src, dst) = (quote(src), quote(dst));
+    format!(
+        "a conflict is left as it is at the destination; to keep both histories, fork it at the \
+         source and copy the fork (jp-store --store {src} fork {id}, then jp-store copy {src} {dst} NEW_ID); \
+         to replace the destination's with the source's, remove it there and copy again \
+         (jp-store --store {dst} rm {id}, then jp-store copy {src} {dst} {id})"
+    )
+}
+
+/// `word` as one shell word (quoted when it holds anything but plain
+/// characters).
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:+=@,".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 pub fn copy(args: CopyArgs) -> Result<ExitCode> {
@@ -133,6 +161,13 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
                 _ => continue,
             };
             crate::outln!("{what}: {}: {}", c.id, c.reason.as_deref().unwrap_or(""));
+        }
+        if let Some(c) = report
+            .conversations
+            .iter()
+            .find(|c| c.outcome == CopyOutcome::Conflict)
+        {
+            crate::outln!("{}", conflict_advice(&args.src, &args.dst, c.id.as_str()));
         }
     }
     Ok(if report.complete {

@@ -28,6 +28,7 @@ pub enum ExportFormat {
 pub struct ExportArgs {
     /// The conversation id (every conversation of the store when it is left
     /// out, with --format ndjson or jp).
+    #[arg(value_parser = crate::commands::conversation_id)]
     id: Option<String>,
     /// The output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
@@ -39,9 +40,11 @@ pub struct ExportArgs {
     /// imported name (else `<id>-<title slug>`), under `.archive/` if it was
     /// archived. Files that already hold the export's bytes are left
     /// untouched (their times too), so exporting into the workspace the
-    /// conversations came from changes only what changed; a file that holds
-    /// other bytes is refused (see --replace), and so is a conversation that
-    /// has another directory there (JP would find it twice).
+    /// conversations came from changes only what changed (the files written
+    /// are printed; when none is, a note says nothing changed); a file that
+    /// holds other bytes is refused (see --replace), and so is a
+    /// conversation that has another directory there (JP would find it
+    /// twice).
     #[arg(long)]
     out: Option<PathBuf>,
     /// For `jp`: replace the conversation's files that hold other bytes than
@@ -58,7 +61,7 @@ pub struct ExportArgs {
 
 pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> {
     if args.replace && args.format != ExportFormat::Jp {
-        bail!("--replace applies to --format jp only");
+        return Err(super::usage("--replace applies to --format jp only"));
     }
     let store = open_store(dir)?;
     match args.format {
@@ -67,7 +70,9 @@ pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> 
         ExportFormat::Json => {}
     }
     let Some(id) = &args.id else {
-        bail!("export needs a conversation id (--format ndjson and jp export every conversation)");
+        return Err(super::usage(
+            "export needs a conversation id (--format ndjson and jp export every conversation)",
+        ));
     };
     let conv = store.read(&parse_id(id)?)?;
     super::warn_torn_tail(&conv.id, conv.torn_tail);
@@ -96,7 +101,9 @@ pub fn export(dir: &super::StoreLocation, args: ExportArgs) -> Result<ExitCode> 
 fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode> {
     use jpstore_integrations::jp::export_dir::{jp_dirs, other_dirs_of};
     if args.refs {
-        bail!("--refs applies to --format json only: JP files hold their content");
+        return Err(super::usage(
+            "--refs applies to --format json only: JP files hold their content",
+        ));
     }
     let conversations = args.out.clone().unwrap_or_else(|| PathBuf::from("."));
     let ids = match &args.id {
@@ -160,8 +167,8 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
         }
         if !files.lossy.is_empty() {
             progress.eprintln(&format!(
-                "jp-store: warning: {id}: the export is lossy: JP's format cannot express {} item(s):\n{}",
-                files.lossy.len(),
+                "jp-store: warning: {id}: the export is lossy: JP's format cannot express {}:\n{}",
+                crate::output::count_of(files.lossy.len(), "item"),
                 files
                     .lossy
                     .iter()
@@ -173,13 +180,24 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
         progress.update(i as u64 + 1, ids.len() as u64);
     }
     progress.finish();
-    crate::output::detail(&format!(
-        "exported {exported} conversations: {written} files written, {unchanged} unchanged{}",
+    let summary = format!(
+        "exported {}: {} written, {unchanged} unchanged{}",
+        crate::output::count_of(exported, "conversation"),
+        crate::output::count_of(written, "file"),
         match failed {
             0 => String::new(),
             n => format!(", {n} not exported"),
         }
-    ));
+    );
+    if written == 0 && exported > 0 {
+        // Nothing is printed on standard output then: say why.
+        crate::output::note(&format!(
+            "nothing changed: the files in {} already hold the export ({summary})",
+            conversations.display()
+        ));
+    } else {
+        crate::output::detail(&summary);
+    }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -216,7 +234,9 @@ fn write_jp_dir(
 fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode> {
     use jpstore_engine::stream::write_conversation_line;
     if args.refs {
-        bail!("--refs applies to --format json only: a stream holds its content, to be imported elsewhere");
+        return Err(super::usage(
+            "--refs applies to --format json only: a stream holds its content, to be imported elsewhere",
+        ));
     }
     let ids = match &args.id {
         Some(id) => vec![parse_id(id)?],

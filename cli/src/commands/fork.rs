@@ -11,9 +11,10 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct ForkArgs {
     /// The conversation to fork.
+    #[arg(value_parser = crate::commands::conversation_id)]
     id: String,
-    /// Only its last N turns (the config in effect where they start becomes
-    /// the fork's base config; compactions are left out).
+    /// Only its last N turns, N at least 1 (the config in effect where they
+    /// start becomes the fork's base config; compactions are left out).
     #[arg(long)]
     last: Option<u64>,
     /// Compact the fork, with the given profile or the default one. The
@@ -22,7 +23,7 @@ pub struct ForkArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     compact: Option<String>,
     /// The new conversation's id (default: JP's kind, from the time).
-    #[arg(long = "id", value_name = "NEW")]
+    #[arg(long = "id", value_name = "NEW", value_parser = crate::commands::conversation_id)]
     id_new: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -30,6 +31,12 @@ pub struct ForkArgs {
 }
 
 pub fn fork(dir: &super::StoreLocation, args: ForkArgs) -> Result<ExitCode> {
+    if args.last == Some(0) {
+        return Err(super::usage(
+            "--last 0 would fork no turn: give the number of last turns to keep (1 or more), \
+             or leave --last out to fork the whole history",
+        ));
+    }
     let store = open_store(dir)?;
     let id = parse_id(&args.id)?;
     let new_id = args.id_new.as_deref().map(parse_id).transpose()?;

@@ -51,11 +51,11 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
         crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         crate::outln!(
-            "checked {} conversations ({} records, {} entries, {} blob references){}",
-            report.conversations,
-            report.records,
-            report.entries,
-            report.references,
+            "checked {} ({}, {}, {}){}",
+            crate::output::count_of(report.conversations, "conversation"),
+            crate::output::count(report.records, "record"),
+            crate::output::count(report.entries, "entry"),
+            crate::output::count_of(report.references, "blob reference"),
             if args.read_data {
                 format!(
                     "; read {} blobs ({} bytes)",

@@ -14,11 +14,19 @@ pub struct GcArgs {
     #[arg(long)]
     dry_run: bool,
     /// Spare unreferenced objects younger than this (e.g. `1h`, `30m`, `0s`).
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = parse_grace)]
     grace: Duration,
     /// Print the report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// The value of `--grace`: a duration as humantime reads it, refused with
+/// examples rather than the parser's own words (`expected number at 0`).
+fn parse_grace(text: &str) -> std::result::Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|_| {
+        format!("{text:?} is not a duration: write it as a number and a unit, such as `1h`, `30m`, `2h30m`, `7days` or `0s`")
+    })
 }
 
 pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {

@@ -2,6 +2,7 @@
 //! into the store, in batches.
 
 use super::size;
+use crate::output::count_of;
 use anyhow::Result;
 use clap::Args;
 use jpstore_blobstore::Compression;
@@ -88,16 +89,16 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
             crate::errln!("jp-store: warning: {}: {}", f.path.display(), f.reason);
         }
         crate::outln!(
-            "imported {} conversations ({} events), skipped {}, failed {}; \
-             read {}, stored {} ({} in {} new blobs, {} of logs)",
-            report.imported,
-            report.events,
+            "imported {} ({}), skipped {}, failed {}; \
+             read {}, stored {} ({} in {}, {} of logs)",
+            count_of(report.imported, "conversation"),
+            count_of(report.events, "event"),
             report.skipped,
             report.failed.len(),
             size(report.bytes_read),
             size(report.bytes_stored),
             size(report.blob_bytes_stored),
-            report.new_blobs,
+            count_of(report.new_blobs, "new blob"),
             size(report.log_bytes)
         );
     }

@@ -205,7 +205,34 @@ pub(crate) fn warn_torn_tail(id: &ConversationId, tail: Option<jpstore_engine::l
 }
 
 pub(crate) fn parse_id(s: &str) -> Result<ConversationId> {
-    Ok(ConversationId::parse(s)?)
+    ConversationId::parse(s).map_err(|e| usage(e.to_string()))
+}
+
+/// The value parser of a conversation id on the command line: an id that
+/// cannot be one is bad usage (exit 2), said before the store is opened.
+pub(crate) fn conversation_id(s: &str) -> std::result::Result<String, String> {
+    ConversationId::parse(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A command line that asks for something that cannot be done whatever the
+/// store holds (a flag that does not apply, a value out of its range): exit
+/// status 2, as for the errors clap finds.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl fmt::Display for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A [`Usage`] error.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(message.into()))
 }
 
 pub(crate) fn short_time(t: &Timestamp) -> String {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct NewArgs {
     /// The id (default: JP's kind, the UTC time in deciseconds).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::commands::conversation_id)]
     id: Option<String>,
     /// A title.
     #[arg(long)]

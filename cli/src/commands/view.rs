@@ -1,7 +1,7 @@
 //! `jp-store view`: the view sent to a model, as JSON.
 
 use super::{open_store, parse_id};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::ValueEnum;
 use jpstore_engine::export::ContentMode;
 use std::io::Write;
@@ -45,7 +45,9 @@ pub fn view(
             out.write_all(&json).context("writing to standard output")?;
         }
         Some(_) if refs => {
-            bail!("--refs applies to --format json only: a provider request holds its content")
+            return Err(super::usage(
+                "--refs applies to --format json only: a provider request holds its content",
+            ))
         }
         Some(p) => {
             // As serde_json's pretty printer writes it, written while the

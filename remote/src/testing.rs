@@ -4,9 +4,8 @@
 //! test process on free loopback ports when the `weed` binary is found
 //! (`JP_STORE_TEST_WEED`, or `PATH`), and stopped when the process ends.
 //! Without either, [`server`] says why, and the tests report themselves
-//! skipped.
+//! skipped, or fail in CI ([`server_or_skip`]).
 
-use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -114,13 +113,14 @@ pub fn server() -> Result<&'static TestServer, &'static str> {
         .map_err(String::as_str)
 }
 
-/// The server, or `None` after printing (past the test harness's capture)
-/// that `test` was skipped and why.
+/// The server, or `None` after saying that `test` is skipped, why and
+/// what to install (outside CI; in CI the test fails instead:
+/// `jpstore_test_env::skip`).
 pub fn server_or_skip(test: &str) -> Option<&'static TestServer> {
     match server() {
         Ok(s) => Some(s),
         Err(why) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+            jpstore_test_env::skip(test, jpstore_test_env::Need::S3Server, why);
             None
         }
     }

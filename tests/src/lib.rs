@@ -187,13 +187,28 @@ pub fn run_jp_store_in(store: &Path, cwd: Option<&Path>, args: &[&str], stdin: &
     run_command(command, store, args, stdin)
 }
 
+/// Gives `root` and everything below it to the user and group `ids` (so
+/// that commands run as that user, [`run_jp_store_as`], can use it).
+pub fn chown_tree(root: &Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
+    std::os::unix::fs::chown(root, Some(uid), Some(gid))?;
+    for rel in tree_snapshot(root).into_keys() {
+        std::os::unix::fs::chown(root.join(rel), Some(uid), Some(gid))?;
+    }
+    Ok(())
+}
+
 /// Like [`run_jp_store`], as the user and group `ids` when given (which
 /// needs root; supplementary groups are dropped), else as this process.
 pub fn run_jp_store_as(store: &Path, ids: Option<(u32, u32)>, args: &[&str], stdin: &[u8]) -> Run {
     use std::os::unix::process::CommandExt as _;
-    let mut command = Command::new(jp_store_bin());
+    let mut command;
     if let Some((uid, gid)) = ids {
+        let bin = jpstore_test_env::runnable_by_others(jp_store_bin())
+            .expect("a copy of jp-store that another user can run");
+        command = Command::new(bin);
         command.uid(uid).gid(gid);
+    } else {
+        command = Command::new(jp_store_bin());
     }
     run_command(command, store, args, stdin)
 }

@@ -164,24 +164,32 @@ fn skipped_files_warn_and_strict_aborts_with_the_store_unchanged() {
     );
 }
 
+/// A file of mode 000. Root reads any file: as root, attach runs as a user
+/// whom permissions bind (`jpstore_test_env::unprivileged_user`), owning
+/// the store and the files.
 #[test]
 fn strict_attach_of_an_unreadable_file_leaves_the_log_unchanged() {
     use std::os::unix::fs::PermissionsExt;
-    let s = Setup::new();
-    s.write("a.txt", b"a");
-    let locked = s.write("locked.txt", b"secret");
-    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-    if std::fs::read(&locked).is_ok() {
-        eprintln!("skipped: running with privileges that read a mode-000 file");
+    let test = "strict_attach_of_an_unreadable_file_leaves_the_log_unchanged";
+    let Some(user) = jpstore_test_env::unprivileged_user_or_skip(test) else {
         return;
+    };
+    let s = Setup::new();
+    let a = s.write("a.txt", b"a").display().to_string();
+    let locked = s.write("locked.txt", b"secret");
+    if let Some(ids) = user {
+        jpstore_tests::chown_tree(&s.work, ids).expect("chown");
     }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let locked_arg = locked.display().to_string();
+    let run = |args: &[&str]| jpstore_tests::run_jp_store_as(&s.store, user, args, b"");
     let log = jpstore_tests::log_path(&s.store, &s.id);
     let before = std::fs::read(&log).expect("log");
-    let out = s.run(&["attach", &s.id, "a.txt", "locked.txt", "--strict"]);
+    let out = run(&["attach", &s.id, &a, &locked_arg, "--strict"]);
     out.expect_code(1, "strict attach of an unreadable file");
     assert!(out.stderr.contains("locked.txt"), "{}", out.stderr);
     assert_eq!(std::fs::read(&log).expect("log"), before);
-    let out = s.run(&["attach", &s.id, "a.txt", "locked.txt", "--json"]);
+    let out = run(&["attach", &s.id, &a, &locked_arg, "--json"]);
     let summary = out.json("lenient attach");
     assert_eq!(summary["files"], 1);
     assert_eq!(

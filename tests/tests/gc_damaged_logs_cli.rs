@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use jpstore_tests::{log_path, run_jp_store, ts};
+use jpstore_tests::{log_path, run_jp_store, run_jp_store_as, ts};
 use serde_json::json;
 
 const ID: &str = "c1";
@@ -204,8 +204,19 @@ fn gc_keeps_the_blobs_of_a_cut_tail_copied_to_quarantine() {
 /// gc refuses to sweep when a log cannot be read at all: the error names
 /// the file and nothing is deleted.
 fn check_refused(root: &Path, unreadable: &Path, orphan: &str, what: &str) {
+    check_refused_as(root, None, unreadable, orphan, what);
+}
+
+/// [`check_refused`], gc run as the user and group `user` when given.
+fn check_refused_as(
+    root: &Path,
+    user: Option<(u32, u32)>,
+    unreadable: &Path,
+    orphan: &str,
+    what: &str,
+) {
     let before = blobs(root);
-    let out = run_jp_store(root, &["gc", "--grace", "0s"], b"");
+    let out = run_jp_store_as(root, user, &["gc", "--grace", "0s"], b"");
     assert_ne!(out.code, Some(0), "{what}: gc succeeded: {out:?}");
     assert!(
         out.stderr.contains(&unreadable.display().to_string()),
@@ -215,14 +226,6 @@ fn check_refused(root: &Path, unreadable: &Path, orphan: &str, what: &str) {
     );
     assert_eq!(blobs(root), before, "{what}: nothing deleted");
     assert!(before.contains(orphan), "{what}");
-}
-
-fn running_as_root() -> bool {
-    let out = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .expect("id -u");
-    String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
 #[test]
@@ -236,19 +239,25 @@ fn gc_refuses_to_sweep_when_a_log_is_a_directory() {
     check_refused(&root, &log, &orphan, "directory");
 }
 
+/// A log of mode 000. Root reads any file: as root, gc runs as a user whom
+/// permissions bind (`jpstore_test_env::unprivileged_user`), owning the
+/// store.
 #[test]
 fn gc_refuses_to_sweep_when_a_log_cannot_be_opened() {
     use std::os::unix::fs::PermissionsExt as _;
-    if running_as_root() {
-        eprintln!("skipped: root reads a file of mode 000");
+    let test = "gc_refuses_to_sweep_when_a_log_cannot_be_opened";
+    let Some(user) = jpstore_test_env::unprivileged_user_or_skip(test) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("store");
     let (_, orphan) = store_with_conversation(&root);
+    if let Some(ids) = user {
+        jpstore_tests::chown_tree(dir.path(), ids).expect("chown");
+    }
     let log = log_path(&root, ID);
     fs::set_permissions(&log, fs::Permissions::from_mode(0o000)).expect("chmod");
-    check_refused(&root, &log, &orphan, "mode 000");
+    check_refused_as(&root, user, &log, &orphan, "mode 000");
     fs::set_permissions(&log, fs::Permissions::from_mode(0o600)).expect("chmod back");
 }
 

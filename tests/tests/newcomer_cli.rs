@@ -382,8 +382,11 @@ fn append_on_a_terminal_says_what_it_reads_and_how_it_ends() {
         &["append", &id],
         b"{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"hi\"}\n",
     ) else {
-        eprintln!("skipped: `script` is not installed");
-        return;
+        return jpstore_test_env::skip(
+            "append_on_a_terminal_says_what_it_reads_and_how_it_ends",
+            jpstore_test_env::Need::Script,
+            "`script` is not installed",
+        );
     };
     out.expect_code(0, "append on a terminal");
     assert!(

@@ -11,8 +11,8 @@
 //! One fixture store and one server serve every check (building the store
 //! is the slow part). Without Chromium (Debian's `chromium`, and
 //! `chromium-driver` for the checks that click), the test says it is
-//! skipped and why, and passes; `.ci/run` installs both so that in CI it
-//! runs. A Chromium that hangs fails the test instead of stalling it: each
+//! skipped and why, and passes, except in CI, where it fails
+//! (`jpstore_test_env`); `.ci/run` installs both, and fails without them. A Chromium that hangs fails the test instead of stalling it: each
 //! run of Chromium, and each ChromeDriver command, is given
 //! `web::CHROMIUM_LIMIT` (minutes, a guard against a hang, not a measure of
 //! speed), after which the browser is killed with its helper processes.
@@ -24,12 +24,13 @@ use jpstore_tests::web::{
     HOSTILE_ID, HOSTILE_TITLE, MAIN_ID,
 };
 
-/// The browser, or `None` after saying why the test is skipped.
+/// The browser, or `None` after saying why the test is skipped (in CI the
+/// test fails instead: `jpstore_test_env::skip`).
 fn browser(test: &str) -> Option<PathBuf> {
     match chromium() {
         Ok(path) => Some(path),
         Err(why) => {
-            eprintln!("{test}: skipped: {why}");
+            jpstore_test_env::skip(test, jpstore_test_env::Need::Chromium, &why);
             None
         }
     }
@@ -66,9 +67,11 @@ fn the_web_view_in_chromium() {
         Ok(driver) => {
             a_folded_blob_is_fetched_when_unfolded_and_the_plot_loads(&chromium, &driver, &server)
         }
-        Err(why) => {
-            eprintln!("a_folded_blob_is_fetched_when_unfolded: skipped: {why}")
-        }
+        Err(why) => jpstore_test_env::skip(
+            "a_folded_blob_is_fetched_when_unfolded",
+            jpstore_test_env::Need::Chromium,
+            &why,
+        ),
     }
     screenshots_of_the_pages(&chromium, &server);
 }

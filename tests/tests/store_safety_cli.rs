@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::{symlink, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -246,15 +246,6 @@ fn chmod_tree(root: &Path, dir_mode: u32, file_mode: u32) {
     }
 }
 
-/// Gives every name below `root` (and `root`) to `ids`.
-fn chown_tree(root: &Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
-    std::os::unix::fs::chown(root, Some(uid), Some(gid))?;
-    for rel in tree_snapshot(root).into_keys() {
-        std::os::unix::fs::chown(root.join(rel), Some(uid), Some(gid))?;
-    }
-    Ok(())
-}
-
 /// Makes a store writable again when dropped (even after a failed
 /// assertion), so that the temp dir can be removed.
 struct Writable<'a>(&'a Path);
@@ -264,10 +255,6 @@ impl Drop for Writable<'_> {
         chmod_tree(self.0, 0o700, 0o600);
     }
 }
-
-/// The user and group `jp-store` runs as when this process is root, whom
-/// permissions do not bind.
-const NOBODY: (u32, u32) = (65534, 65534);
 
 /// A JP conversation directory with one turn, to import: two tool
 /// responses (JP's base64) become blobs.
@@ -303,25 +290,22 @@ fn a_store_that_is_not_writable_refuses_writes_and_still_reads() {
     let _writable = Writable(&f.root);
     // Permissions do not bind root: then the commands run as an
     // unprivileged user owning the store (so that it can read it).
-    let probe = f.root.join("probe");
-    let user = if fs::write(&probe, b"").is_ok() {
-        fs::remove_file(&probe).expect("remove the probe");
-        let usable = chown_tree(&work, NOBODY).is_ok()
-            && fs::set_permissions(&work, fs::Permissions::from_mode(0o755)).is_ok()
-            && run_jp_store_as(&f.root, Some(NOBODY), &["ls"], b"").code == Some(0);
-        if !usable {
-            println!(
-                "skipped: the store stays writable for this user (uid {}), and jp-store \
-                 cannot be run as uid {}",
-                fs::metadata(&work).map(|m| m.uid()).unwrap_or(0),
-                NOBODY.0
-            );
-            return;
-        }
-        Some(NOBODY)
-    } else {
-        None
+    let test = "a_store_that_is_not_writable_refuses_writes_and_still_reads";
+    let Some(user) = jpstore_test_env::unprivileged_user_or_skip(test) else {
+        return;
     };
+    if let Some(ids) = user {
+        let usable = jpstore_tests::chown_tree(&work, ids).is_ok()
+            && fs::set_permissions(&work, fs::Permissions::from_mode(0o755)).is_ok()
+            && run_jp_store_as(&f.root, Some(ids), &["ls"], b"").code == Some(0);
+        if !usable {
+            return jpstore_test_env::skip(
+                test,
+                jpstore_test_env::Need::UnprivilegedUser,
+                &format!("jp-store cannot be run as uid {} here", ids.0),
+            );
+        }
+    }
     let run = |args: &[&str], stdin: &[u8]| run_jp_store_as(&f.root, user, args, stdin);
 
     let jp_arg = jp.display().to_string();

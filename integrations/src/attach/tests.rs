@@ -363,17 +363,36 @@ fn a_file_gone_before_it_is_read_is_skipped_or_aborts_when_strict() {
     assert_eq!(std::fs::read(&log).expect("log"), before);
 }
 
+/// A file of mode 000. Root reads any file: as root, the test runs again
+/// in a process of a user whom permissions bind
+/// (`jpstore_test_env::unprivileged_user`), and passes if it passes there.
 #[test]
 fn an_unreadable_file_is_skipped_or_aborts_when_strict() {
+    let test = "attach::tests::an_unreadable_file_is_skipped_or_aborts_when_strict";
+    match jpstore_test_env::unprivileged_user_or_skip(test) {
+        None => return,
+        Some(Some(ids)) => {
+            let out = jpstore_test_env::rerun_as(test, ids).expect("the test binary runs");
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && said.contains("1 passed"),
+                "as uid {}: {said}{}",
+                ids.0,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        Some(None) => {}
+    }
     let (_t, dir) = tempdir();
     let (store, id) = store_with_conversation(&dir);
     write(&dir, "a.txt", b"a");
     let locked = write(&dir, "locked.txt", b"secret");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-    if std::fs::read(&locked).is_ok() {
-        eprintln!("skipped: running with privileges that read a mode-000 file");
-        return;
-    }
+    assert!(
+        std::fs::read(&locked).is_err(),
+        "a file of mode 000 read by a user that is not root"
+    );
     let files = collect_ok(&["a.txt", "locked.txt"], &dir);
     let log = dir.join("store").join(id.log_path());
     let before = std::fs::read(&log).expect("log");

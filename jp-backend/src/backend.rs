@@ -45,7 +45,16 @@ pub struct JpStoreBackend {
     /// The stream of each conversation as last loaded or written, with the
     /// end of its log then: what the next write is compared with.
     pub(crate) known: Mutex<HashMap<ConversationId, Known>>,
+    /// On an object store: how long a conversation lock's lease lives
+    /// without renewal.
+    pub(crate) lease: std::time::Duration,
+    /// On an object store: the leases seen held, and since when unchanged.
+    pub(crate) watched: crate::lock::Watched,
 }
+
+/// How long a conversation lock's lease on an object store lives without
+/// renewal, unless [`JpStoreBackend::with_lease`] says otherwise.
+pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for JpStoreBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +81,20 @@ impl JpStoreBackend {
             location: location.to_owned(),
             workspace: None,
             known: Mutex::new(HashMap::new()),
+            lease: DEFAULT_LEASE,
+            watched: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// On an object store, where a conversation lock is a lease renewed by
+    /// its holder (a sixth of `lease` apart): how long a lease lives
+    /// without renewal before another writer may take it over (a holder
+    /// that died, or lost the store for that long). Every writer of a
+    /// store should use the same. No effect on a file system, where the
+    /// kernel releases the lock of a holder that dies.
+    pub fn with_lease(mut self, lease: std::time::Duration) -> JpStoreBackend {
+        self.lease = lease;
+        self
     }
 
     /// Adds JP's workspace projection: the files of every conversation

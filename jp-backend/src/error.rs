@@ -65,6 +65,23 @@ pub enum BackendError {
         /// The system's error.
         source: std::io::Error,
     },
+    /// A write that would take another writer's events out of a
+    /// conversation: the conversation changed since this backend loaded or
+    /// wrote it, and the stream JP handed over does not follow what is
+    /// there now. Nothing was written.
+    #[error(
+        "conversation {id} was written by another writer since it was loaded here (its log \
+         went from {before} to {now} entries), and this write does not follow what that \
+         writer wrote: nothing was written; load the conversation again and repeat the change"
+    )]
+    Conflict {
+        /// The conversation.
+        id: String,
+        /// Its entries when this backend last loaded or wrote it.
+        before: u64,
+        /// Its entries now.
+        now: u64,
+    },
     /// Another writer holds the conversation's lock on the store (on an
     /// object store, another machine's lease).
     #[error("conversation {id} is locked by {holder}")]

@@ -35,5 +35,5 @@ mod sanitize;
 mod session;
 mod write;
 
-pub use backend::JpStoreBackend;
+pub use backend::{JpStoreBackend, DEFAULT_LEASE};
 pub use error::BackendError;

@@ -21,6 +21,12 @@
 //!   in the store's quarantine (`Store::rewrite`), where gc keeps what it
 //!   references and from where it can be restored (format-spec.md 4.8).
 //!
+//! A write made from what the backend read before another writer wrote
+//! (the log moved since this backend last loaded or wrote it) that does
+//! not follow what is stored now is refused with nothing written
+//! ([`BackendError::Conflict`]): it would take the other writer's events
+//! out of the conversation.
+//!
 //! A new conversation is imported from the files JP's `FsStorageBackend`
 //! would write for it, so that `jp-store export --format jp` gives them
 //! back.
@@ -281,14 +287,13 @@ impl JpStoreBackend {
                 Err(e) => return Err(e.into()),
             };
             let version = LogVersion::of(writer.state(), writer.log_end());
-            let cached = self
-                .known
-                .lock()
-                .ok()
-                .and_then(|k| k.get(id).filter(|k| k.version == version).cloned());
-            let known = match cached {
-                Some(k) => k.stream,
-                None => load_known(&self.store, id)?.0,
+            let cached = self.known.lock().ok().and_then(|k| k.get(id).cloned());
+            // `moved`: what this backend last loaded or wrote is no longer
+            // the log: another writer wrote since.
+            let (known, moved) = match cached {
+                Some(k) if k.version == version => (k.stream, None),
+                Some(k) => (load_known(&self.store, id)?.0, Some(k.version)),
+                None => (load_known(&self.store, id)?.0, None),
             };
             let why = match plan(id, &known, events)? {
                 Plan::Append(values) => {
@@ -316,6 +321,18 @@ impl JpStoreBackend {
                 }
                 Plan::Rewrite(why) => why,
             };
+            if let Some(before) = moved {
+                // The stream handed over does not follow the log as it is
+                // now, and the log changed since this backend read it: JP
+                // is writing over another writer's events, which a rewrite
+                // would take out of the conversation. Refused, nothing
+                // written.
+                return Err(BackendError::Conflict {
+                    id: id.to_string(),
+                    before: before.entries,
+                    now: version.entries,
+                });
+            }
             let archived = jp_info(writer.state()).is_some_and(|i| i.archived);
             drop(writer);
             let prepared = keep_archived(prepared(id, metadata, events, local)?, archived);

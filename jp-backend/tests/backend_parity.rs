@@ -1,7 +1,8 @@
 //! JP's expectations of every storage backend (those of JP's own
 //! `jp_storage/tests/backend_parity_tests.rs`, written here anew) met by
 //! `JpStoreBackend` as by JP's `FsStorageBackend` and
-//! `InMemoryStorageBackend`: each check runs against all three.
+//! `InMemoryStorageBackend`: each check runs against all three, and against
+//! a `JpStoreBackend` over a store on S3 (SeaweedFS).
 
 mod common;
 
@@ -26,7 +27,7 @@ fn on_every_backend(check: impl Fn(&dyn Bundle)) {
     let fs = FsStorageBackend::new(&root)
         .and_then(|b| b.with_user_storage(&root, None, "parity"))
         .expect("JP's file backend");
-    let backends: Vec<(&str, Arc<dyn Bundle>)> = vec![
+    let mut backends: Vec<(&str, Arc<dyn Bundle>)> = vec![
         ("fs", Arc::new(fs)),
         ("memory", Arc::new(InMemoryStorageBackend::new())),
         (
@@ -37,6 +38,12 @@ fn on_every_backend(check: impl Fn(&dyn Bundle)) {
             ),
         ),
     ];
+    // And over a store on S3 (SeaweedFS), where the locks are leases.
+    if let Some(location) = common::s3_location("jp_backend_parity") {
+        let lease = jpstore_jp::DEFAULT_LEASE;
+        let s3 = common::s3_backend(&location, &dir.path().join("cache"), lease);
+        backends.push(("jp-store on S3", Arc::new(s3)));
+    }
     for (name, backend) in backends {
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&*backend)));
         if let Err(panic) = run {

@@ -17,14 +17,32 @@ use jpstore_jp::JpStoreBackend;
 fn a_workspace_over_the_store_reopens_what_it_persisted() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = tmp.path().join("store");
-    let root = camino::Utf8PathBuf::from_path_buf(tmp.path().join("project")).expect("utf-8");
+    let open = || JpStoreBackend::open(store.to_str().expect("utf-8")).expect("store");
+    reopens_what_it_persisted(tmp.path(), open(), open());
+}
+
+/// The same on S3, the workspace opened again on another machine: another
+/// client with a cache directory of its own.
+#[test]
+fn a_workspace_over_a_store_on_s3_reopens_what_it_persisted_on_another_machine() {
+    let Some(location) = common::s3_location("jp_workspace_on_s3") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lease = jpstore_jp::DEFAULT_LEASE;
+    let first = common::s3_backend(&location, &tmp.path().join("cache-a"), lease);
+    let second = common::s3_backend(&location, &tmp.path().join("cache-b"), lease);
+    reopens_what_it_persisted(tmp.path(), first, second);
+}
+
+/// Conversations created and persisted turn by turn through JP's
+/// `Workspace` over `first`, read back through a new workspace over
+/// `second`; the projection, written by `first`, equal to JP's own files.
+fn reopens_what_it_persisted(tmp: &std::path::Path, first: JpStoreBackend, second: JpStoreBackend) {
+    let root = camino::Utf8PathBuf::from_path_buf(tmp.join("project")).expect("utf-8");
     let config = common::stream(0, "w").base_config();
 
-    let backend = Arc::new(
-        JpStoreBackend::open(store.to_str().expect("utf-8"))
-            .expect("store")
-            .with_workspace(root.as_std_path()),
-    );
+    let backend = Arc::new(first.with_workspace(root.as_std_path()));
     let mut workspace = Workspace::in_memory(root.clone()).with_backend(backend);
     let mut written = Vec::new();
     for n in 0..3i64 {
@@ -48,7 +66,7 @@ fn a_workspace_over_the_store_reopens_what_it_persisted() {
     }
     drop(workspace);
 
-    let backend = Arc::new(JpStoreBackend::open(store.to_str().expect("utf-8")).expect("store"));
+    let backend = Arc::new(second);
     let mut again = Workspace::in_memory(root.clone()).with_backend(backend.clone());
     again.load_conversation_index();
     for (id, events, metadata) in &written {
@@ -60,7 +78,7 @@ fn a_workspace_over_the_store_reopens_what_it_persisted() {
     }
 
     // The projection is what JP's own file backend writes for the same.
-    let reference = tmp.path().join("reference");
+    let reference = tmp.join("reference");
     let fs = common::fs_backend(&reference);
     for (id, events, metadata) in &written {
         fs.write(id, metadata, events, Projection::Projected)

@@ -139,3 +139,34 @@ pub fn jp_written(workspace: &Path, count: i64) -> Vec<ConversationId> {
     }
     ids
 }
+
+/// A location on the test S3 server no other test uses, and a backend over
+/// it through a client of its own, its cache in `cache` (two backends with
+/// two caches are two machines sharing the store), its leases lasting
+/// `lease`. `None` after saying why the test is skipped (outside CI; in CI
+/// the test fails: `jpstore_remote::testing::server_or_skip`).
+pub fn s3_location(test: &str) -> Option<jpstore_remote::S3Location> {
+    let server = jpstore_remote::testing::server_or_skip(test)?;
+    Some(server.fresh(test))
+}
+
+/// A backend over the store at `location` on the test S3 server (see
+/// [`s3_location`]), created when there is none.
+pub fn s3_backend(
+    location: &jpstore_remote::S3Location,
+    cache: &Path,
+    lease: std::time::Duration,
+) -> jpstore_jp::JpStoreBackend {
+    let server = jpstore_remote::testing::server().expect("the server found before");
+    let cache =
+        jpstore_remote::DiskCache::open(cache, jpstore_remote::DEFAULT_CACHE_BYTES).expect("cache");
+    let backend = server.backend(location.clone()).with_cache(cache);
+    let url = location.to_string();
+    let (store, _) = jpstore_engine::Store::init_new(
+        backend.shared(),
+        std::path::PathBuf::from(&url),
+        jpstore_engine::StoreOptions::default(),
+    )
+    .expect("a store on S3");
+    jpstore_jp::JpStoreBackend::with_store(store, &url).with_lease(lease)
+}

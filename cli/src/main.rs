@@ -106,6 +106,10 @@ enum Command {
         /// The conversation id.
         #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
+        /// Refuse an entry of a type this build does not know (exit 1,
+        /// nothing appended) instead of storing it with a warning.
+        #[arg(long)]
+        strict: bool,
         /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
@@ -389,7 +393,7 @@ fn main() -> ExitCode {
         Command::Init => commands::init(dir),
         Command::Import(args) => commands::import(dir, args),
         Command::New(args) => commands::new(dir, args),
-        Command::Append { id, json } => commands::append(dir, &id, json),
+        Command::Append { id, strict, json } => commands::append(dir, &id, strict, json),
         Command::Ls { json } => commands::ls(dir, json),
         Command::Print { id, compacted } => commands::print(dir, &id, compacted),
         Command::View { id, format, refs } => commands::view(dir, &id, format, refs),

@@ -402,3 +402,43 @@ fn append_on_a_terminal_says_what_it_reads_and_how_it_ends() {
     piped.ok("append from a pipe");
     assert!(!piped.stderr.contains("Ctrl-D"), "{}", piped.stderr);
 }
+
+#[test]
+fn an_unknown_entry_type_is_named_with_the_nearest_known_one_and_strict_refuses_it() {
+    let s = S::new();
+    let id = s.conversation(1);
+    let log = jpstore_tests::log_path(&s.root, &id);
+    let typo = b"{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"q\"}\n{\"type\":\"chat_respons\",\"message\":\"a\"}\n";
+    let before = std::fs::read(&log).expect("log");
+    let out = s.run(&["append", &id, "--strict"], typo);
+    out.expect_code(1, "append --strict of an unknown type");
+    assert!(
+        out.stderr.contains("stdin line 3 (entry 3): unknown entry type `chat_respons` (did you mean `chat_response`?)")
+            && out.stderr.contains("nothing was appended (--strict)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read(&log).expect("log"), before, "nothing appended");
+
+    let out = s.run(&["append", &id], typo);
+    out.ok("append of an unknown type");
+    assert!(
+        out.stderr.starts_with("jp-store: warning: stdin line 3 (entry 3): unknown entry type `chat_respons` (did you mean `chat_response`?)"),
+        "{}",
+        out.stderr
+    );
+    // A type nothing is near: the known types are listed.
+    let out = s.run(&["append", &id], b"{\"type\":\"x_note\",\"text\":\"kept\"}\n");
+    out.ok("append of another type");
+    assert!(
+        out.stderr.contains("unknown entry type `x_note` (the known types are turn_start, chat_request,"),
+        "{}",
+        out.stderr
+    );
+    // Known types only: no warning.
+    let out = s.run(&["append", &id, "--strict"], b"{\"type\":\"turn_start\"}\n");
+    out.ok("append --strict of known types");
+    assert_eq!(out.stderr, "", "no warning");
+    let export = s.run(&["export", &id], b"").json("export").to_string();
+    assert!(export.contains("chat_respons\"") && export.contains("x_note"), "kept as written");
+}

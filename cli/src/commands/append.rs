@@ -5,7 +5,8 @@ use crate::output::{count, count_of};
 use anyhow::{bail, Context, Result};
 use jpstore_engine::error::Error as EngineError;
 use jpstore_engine::event::input::{parse_input, ParsedInput};
-use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::event::json::{ParseMode, EVENT_TYPES};
+use jpstore_engine::event::Entry;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::AutoCompaction;
 use jpstore_integrations::user_file::{self};
@@ -14,7 +15,54 @@ use std::process::ExitCode;
 /// Largest input `append` reads from standard input.
 const MAX_INPUT: u64 = 1 << 30;
 
-pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<ExitCode> {
+/// The known entry type nearest to `unknown` by edit distance, if it is
+/// near enough to be a misspelling of it (at most a third of its letters
+/// differ).
+pub(crate) fn nearest_type(unknown: &str) -> Option<&'static str> {
+    let (distance, nearest) = EVENT_TYPES
+        .iter()
+        .map(|t| (edit_distance(unknown, t), *t))
+        .min()?;
+    (distance > 0 && distance <= nearest.len().max(unknown.len()) / 3).then_some(nearest)
+}
+
+/// The Levenshtein distance of `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// What is said of an entry of an unknown type: the nearest known type, or
+/// the known types.
+pub(crate) fn unknown_type_message(type_name: &str) -> String {
+    let hint = match nearest_type(type_name) {
+        Some(t) => format!("did you mean `{t}`?"),
+        None => format!("the known types are {}", EVENT_TYPES.join(", ")),
+    };
+    format!(
+        "unknown entry type `{type_name}` ({hint}): it would be stored as written, \
+         but as no event (the view and a model never see it)"
+    )
+}
+
+pub fn append(
+    dir: &super::StoreLocation,
+    id: &str,
+    strict: bool,
+    json_out: bool,
+) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = parse_id(id)?;
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
@@ -39,6 +87,30 @@ pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<Ex
         },
     )
     .map_err(|e| anyhow::anyhow!("stdin {e}; nothing was appended"))?;
+    // Entries of a type this build does not know are kept verbatim (a
+    // newer JP's), but a misspelt type is kept for good as well: say so.
+    let unknown: Vec<String> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Entry::Unknown(obj) => {
+                let type_name = obj.get("type").and_then(|t| t.as_str()).unwrap_or("");
+                let line = lines.get(i).copied().unwrap_or(0);
+                Some(format!(
+                    "stdin line {line} (entry {}): {}",
+                    i + 1,
+                    unknown_type_message(type_name)
+                ))
+            }
+            Entry::Event(_) => None,
+        })
+        .collect();
+    if strict && !unknown.is_empty() {
+        bail!("{}; nothing was appended (--strict)", unknown.join("; "));
+    }
+    for w in &unknown {
+        crate::errln!("jp-store: warning: {w}; appended all the same (--strict refuses it)");
+    }
     let mut on_cut = |cut: &jpstore_engine::CutTail| {
         crate::output::note(&format!(
             "note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
@@ -106,4 +178,28 @@ pub fn append(dir: &super::StoreLocation, id: &str, json_out: bool) -> Result<Ex
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_type_is_named_with_the_nearest_known_one() {
+        assert_eq!(nearest_type("chat_respons"), Some("chat_response"));
+        assert_eq!(nearest_type("chat_reqest"), Some("chat_request"));
+        assert_eq!(
+            nearest_type("tool_call_respones"),
+            Some("tool_call_response")
+        );
+        assert_eq!(nearest_type("turnstart"), Some("turn_start"));
+        assert_eq!(nearest_type("Turn_Start"), Some("turn_start"));
+        assert_eq!(nearest_type("chat_response"), None, "known");
+        assert_eq!(nearest_type("x_custom_note"), None, "not a misspelling");
+        assert_eq!(nearest_type(""), None);
+        assert!(unknown_type_message("chat_respons").contains("did you mean `chat_response`?"));
+        assert!(unknown_type_message("note").contains("the known types are turn_start, "));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 }

@@ -267,6 +267,21 @@ fn binary_payload(v: &Value, path: &str) -> Result<Payload, FieldError> {
 
 // ----- parsing -----------------------------------------------------------------
 
+/// The entry types this build knows (the `type` of an [`Event`]); an entry
+/// of any other type is kept verbatim as [`Entry::Unknown`].
+pub const EVENT_TYPES: [&str; 10] = [
+    "turn_start",
+    "chat_request",
+    "chat_response",
+    "tool_call_request",
+    "tool_call_response",
+    "inquiry_request",
+    "inquiry_response",
+    "config_delta",
+    "compaction",
+    "compaction_undo",
+];
+
 /// Parses one entry. Entries of unknown `type` are kept verbatim in both
 /// modes.
 pub fn parse_entry(value: &Value, mode: ParseMode) -> Result<Entry<Payload>, FieldError> {
@@ -722,4 +737,23 @@ pub fn render_resource<C, E>(
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
 ) -> Result<Value, E> {
     Rendered::resource(r, Box::new(|c, k| content(c, k).map(PayloadJson::Value))).to_value()
+}
+
+#[cfg(test)]
+mod event_types_tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_type_is_one_the_parser_knows() {
+        let object = |t: &str| match serde_json::json!({ "type": t }) {
+            Value::Object(o) => o,
+            _ => unreachable!("an object"),
+        };
+        for t in EVENT_TYPES {
+            // A known type without its fields does not fit; an unknown one
+            // is kept as it is.
+            assert!(misfit(&object(t)).is_some(), "{t} is not known");
+        }
+        assert!(misfit(&object("chat_respons")).is_none());
+    }
 }

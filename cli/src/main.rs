@@ -22,18 +22,21 @@ use commands::{AttachArgs, CompactArgs, ExportArgs, ForkArgs, ImportArgs, NewArg
 /// with a SHA-256 content-addressable blob store.
 ///
 /// Exit status: 0 on success, 1 when the work failed, 2 on bad usage.
+/// `jp-store help COMMAND` (or `COMMAND --help`) explains a command.
 #[derive(Parser, Debug)]
 #[command(name = "jp-store", version, about, long_about)]
 struct Cli {
-    /// The store: a directory (or a file:// URL of one), or s3://BUCKET/PREFIX
-    /// (endpoint, region and credentials from AWS_ENDPOINT_URL, AWS_REGION,
+    /// The store: a directory, a file:// URL of one, or s3://BUCKET/PREFIX.
+    ///
+    /// A store on S3 takes its endpoint, region and credentials from AWS_ENDPOINT_URL, AWS_REGION,
     /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, over the `[s3]`
     /// table of the user configuration file: $JP_STORE_CONFIG, else
-    /// $XDG_CONFIG_HOME/jp-store/config.toml or ~/.config/jp-store/config.toml).
+    /// $XDG_CONFIG_HOME/jp-store/config.toml or ~/.config/jp-store/config.toml.
     /// A URL of another kind is refused rather than taken for a directory name.
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "JP_STORE_DIR",
         default_value = ".jp-store",
         value_name = "DIR|URL",
@@ -41,35 +44,37 @@ struct Cli {
     )]
     store: StoreLocation,
 
-    /// Where a store on S3 keeps a local cache of its immutable objects
-    /// (blobs, packs, log segments). Default: JP_STORE_CACHE_DIR, else
+    /// Where a store on S3 keeps a local cache of its immutable objects.
+    ///
+    /// The cache holds blobs, packs and log segments. Default: JP_STORE_CACHE_DIR, else
     /// cache_dir of the `[s3]` table of the user configuration file, else
     /// $XDG_CACHE_HOME/jp-store, or ~/.cache/jp-store; one subdirectory per
     /// endpoint, bucket and prefix.
     // The variable is read with the file (`S3Config::with_env`), not by
     // clap: `--no-cache` wins over it rather than conflicting with it.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "DIR")]
     cache_dir: Option<std::path::PathBuf>,
 
-    /// The bound of the cache of each store on S3 ("512 MiB", "2GiB", or
-    /// bytes); the least recently used entries are evicted past it.
+    /// The bound of the cache of each store on S3 ("512 MiB", "2GiB", bytes).
+    ///
+    /// The least recently used entries are evicted past it.
     /// Default: JP_STORE_CACHE_SIZE, else cache_size of the `[s3]` table of
     /// the user configuration file, else 1 GiB.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_cache_size)]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "SIZE", value_parser = parse_cache_size)]
     cache_size: Option<u64>,
 
     /// Use no cache directory for a store on S3 (whatever JP_STORE_CACHE_DIR
     /// or the user configuration file says).
-    #[arg(long, global = true, conflicts_with = "cache_dir")]
+    #[arg(long, global = true, help_heading = GLOBAL, conflicts_with = "cache_dir")]
     no_cache: bool,
 
     /// Print no progress and no notes: only results, warnings and errors.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, global = true, help_heading = GLOBAL, conflicts_with = "verbose")]
     quiet: bool,
 
     /// Print notes of what is being done, and progress as lines when
     /// standard error is not a terminal.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     verbose: bool,
 
     #[command(subcommand)]
@@ -79,11 +84,14 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Create a store in a new or empty directory and print its location.
+    ///
     /// A directory that is already a store is left as it is (exit 0, with a
     /// note); any other non-empty directory is refused (exit 1), naming
     /// some of what it holds. Every other command refuses a directory that
     /// is not a store.
     Init,
+    /// Import JP conversations (workspaces, directories) or NDJSON streams.
+    ///
     /// Import JP conversations (events.json, metadata.json, base_config.json),
     /// undoing JP's base64; content and base configs go into the blob store.
     /// Each file must be a regular file of at most 2 GiB (not a FIFO, a
@@ -92,8 +100,10 @@ enum Command {
     Import(ImportArgs),
     /// Create a conversation and print its id.
     New(NewArgs),
-    /// Append events, read from standard input as JSON (one array, or one
-    /// object per line), as one durable batch: all or nothing.
+    /// Append events read from standard input, as one durable batch.
+    ///
+    /// The events are read as JSON (one array, or one object per line) and
+    /// appended as one batch: all or nothing.
     ///
     /// Events are JP's entries without base64. Content given inline (tool
     /// response text, resource text or base64 `blob`) is moved into the blob
@@ -102,6 +112,7 @@ enum Command {
     /// (exit 0) only once it is durable; on any error nothing is appended.
     /// Standard input is read up to 1 GiB; more is refused. On a terminal,
     /// a line on standard error says so: type the events, then Ctrl-D.
+    #[command(after_long_help = EVENT_FORMAT)]
     Append {
         /// The conversation id.
         #[arg(value_parser = crate::commands::conversation_id)]
@@ -130,6 +141,8 @@ enum Command {
         #[arg(long)]
         compacted: bool,
     },
+    /// Print the view an LLM is sent, as JSON or a provider's request body.
+    ///
     /// Print the view an LLM is sent: the conversation events with
     /// compactions applied and orphaned tool calls repaired (config deltas,
     /// inquiries and compactions are not part of it).
@@ -151,14 +164,20 @@ enum Command {
         #[arg(long)]
         refs: bool,
     },
+    /// Compact a conversation without losing anything, or undo a compaction.
+    ///
     /// Compact a conversation without losing anything: append a compaction
     /// that changes what the model sees (strip reasoning and tool calls, or
     /// replace turns with a summary), or revoke one with --undo.
     Compact(CompactArgs),
+    /// Create a conversation from another's history or its last N turns.
+    ///
     /// Create a new conversation from another's whole history or its last N
     /// turns (content is shared, not copied), optionally compacted. Prints
     /// the new id.
     Fork(ForkArgs),
+    /// Copy conversations and their blobs from a store to another.
+    ///
     /// Copy conversations, with every blob they reference, from the store
     /// SRC to the store DST (each a directory or s3://BUCKET/PREFIX; --store
     /// is not used). DST is made a store (with SRC's config.toml) if it is
@@ -177,8 +196,10 @@ enum Command {
     /// the list is printed, with what to do about a conflict: fork it at
     /// SRC and copy the fork, or remove it at DST and copy again).
     Copy(commands::CopyArgs),
-    /// Export a conversation.
+    /// Export conversations: plain JSON, JP's files, or an NDJSON stream.
     Export(ExportArgs),
+    /// Counts and sizes of the store, or of one conversation.
+    ///
     /// Counts and sizes of the whole store, or of one conversation, with
     /// the bytes and estimated tokens the view saves by compaction and by
     /// deduplication. Of the whole store, a conversation that cannot be read
@@ -203,21 +224,29 @@ enum Command {
         #[arg(value_parser = crate::commands::conversation_id)]
         id: String,
     },
+    /// Remove blobs no conversation references; safe while others write.
+    ///
     /// Remove blobs no conversation references (marked from the logs, no
     /// blob read): loose objects are deleted, mostly dead packs rewritten;
     /// so is what writers that failed or were stopped left (directories
     /// without a log, temp files). Safe while others write: appends wait
     /// while gc runs.
     Gc(commands::GcArgs),
+    /// Check the store; --repair moves damage into quarantine/.
+    ///
     /// Check every conversation log and blob reference (--read-data: every
     /// blob's bytes too); --repair cuts torn tails and moves damage into
     /// quarantine/. Exit 1 when damage was found.
     Fsck(commands::FsckArgs),
+    /// Rewrite packs and logs of older formats in the current ones.
+    ///
     /// Rewrite packs and conversation logs of older formats in the formats
     /// this build writes (each log's old bytes kept in quarantine/);
     /// --dry-run says what would be rewritten. Stores that are current are
     /// left as they are.
     Upgrade(commands::UpgradeArgs),
+    /// Run the built-in demonstration on an embedded sample conversation.
+    ///
     /// Run the built-in demonstration on the embedded sample conversation:
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
@@ -227,6 +256,8 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Attach files and directories to a conversation, as one request.
+    ///
     /// Attach files and directories to a conversation: one request whose
     /// resources are snapshots of the files (RFD 065), their content stored
     /// as one pack, appended as one durable record. Directories are walked
@@ -240,6 +271,8 @@ enum Command {
     /// is skipped, each is named and the attach fails (exit 1): nothing is
     /// appended or stored.
     Attach(AttachArgs),
+    /// Print the current content of a file:// resource as a Resource object.
+    ///
     /// Print the current content of a file:// resource as a Resource JSON
     /// object (uri canonicalised, mimeType, text or base64 blob, name
     /// relative to the current directory). Symbolic links in the path are
@@ -252,13 +285,17 @@ enum Command {
     /// Low-level access to the blob store (plumbing).
     #[command(subcommand)]
     Blob(commands::blob::BlobCommand),
+    /// Serve a read-only web view of the store on a loopback address.
+    ///
     /// Serve a read-only web view of the store: the conversations (sorted,
     /// searched by title), each one as logged or as the model is sent it,
     /// statistics with their plots, and blob contents. Listens on a
     /// loopback address (port 7420 unless --addr says otherwise), prints
     /// its URL, writes nothing to the store, and stops on Ctrl-C.
     Serve(serve::ServeArgs),
-    /// Print a shell completion script. For example, for bash:
+    /// Print a shell completion script.
+    ///
+    /// For example, for bash:
     /// `jp-store completions bash > ~/.local/share/bash-completion/completions/jp-store`;
     /// for zsh, into a directory of `$fpath` as `_jp-store`; for fish:
     /// `jp-store completions fish > ~/.config/fish/completions/jp-store.fish`.
@@ -267,6 +304,8 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the manual page, or write one page per command into a directory.
+    ///
     /// Print the manual page (roff) of jp-store, or with --dir write one
     /// page per command into a directory (jp-store.1, jp-store-append.1,
     /// ...). Read it with `jp-store man | man -l -`.
@@ -307,6 +346,43 @@ impl Command {
         }
     }
 }
+
+/// The events `append` reads: its `--help` and the manual pages show it.
+/// The example is checked by a test (it is appended as it is).
+pub(crate) const EVENT_FORMAT: &str = r#"Event format: one JSON object per entry, with its "type" and fields.
+Every entry may have "timestamp" (UTC, "2026-05-29 19:42:36.5"; default:
+now) and "metadata" (an object). TEXT is a JSON string; content given
+inline is moved into the blob store.
+  turn_start           -                         opens a turn
+  chat_request         content: TEXT             the user's message
+                       resources?: [RESOURCE]    attached files
+                       author?, schema?
+  chat_response        message: TEXT             the assistant's answer,
+                       | reasoning: TEXT         or its reasoning,
+                       | data: JSON              or structured output
+  tool_call_request    id, name, arguments?: {}  a call of a tool
+  tool_call_response   id, content: TEXT|[BLOCK] its result (answers a
+                       is_error?: false          request of the same turn)
+  inquiry_request      id, source: {}, question: {}
+  inquiry_response     id, answer: JSON
+  config_delta         delta: {}                 merged over the config so far
+  compaction, compaction_undo                    written by `jp-store compact`
+RESOURCE: {"uri", "text": TEXT | "blob": BASE64, "mimeType"?, "name"?}; a
+BLOCK is {"type": "text", "text": TEXT} or another MCP content block.
+Content stored already: {"$blob": "<sha256>", "size": N} for TEXT, BASE64.
+Another type is stored as written, as no event (the view leaves it out):
+append warns naming the nearest known type, and --strict refuses it.
+
+Example, a turn with a tool call (jp-store append ID < turn.jsonl):
+  {"type": "turn_start"}
+  {"type": "chat_request", "content": "What is in this directory?"}
+  {"type": "tool_call_request", "id": "c1", "name": "ls", "arguments": {}}
+  {"type": "tool_call_response", "id": "c1", "content": "Cargo.toml\nsrc\n"}
+  {"type": "chat_response", "message": "A Rust package: Cargo.toml and src/."}"#;
+
+/// The heading of the options every command takes, shown after the
+/// command's own.
+const GLOBAL: &str = "Global options";
 
 /// The store of the `--store` argument: a path, a `file://` URL of one, or
 /// `s3://BUCKET/PREFIX`. Any other URL is refused, so that `gs://b/p` does
@@ -468,23 +544,50 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
 fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
     use anyhow::Context;
     let command = Cli::command();
+    let page = main_page(command.clone()).context("rendering the manual page")?;
     match dir {
         None => {
-            let mut out = Vec::new();
-            clap_mangen::Man::new(command)
-                .render(&mut out)
-                .context("rendering the manual page")?;
-            std::io::Write::write_all(&mut std::io::stdout().lock(), &out)
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &page)
                 .unwrap_or_else(|e| output::exit_on_write_error(&e));
         }
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             clap_mangen::generate_to(command, dir)
                 .with_context(|| format!("writing manual pages into {}", dir.display()))?;
+            let main = dir.join("jp-store.1");
+            std::fs::write(&main, &page).with_context(|| format!("writing {}", main.display()))?;
             output::detail(&format!("manual pages written into {}", dir.display()));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The page `jp-store.1`: clap's sections, and the event format `append`
+/// reads (also in `jp-store-append.1`, which clap renders from `append
+/// --help`), as written.
+fn main_page(command: clap::Command) -> std::io::Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(command);
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    man.render_subcommands_section(&mut out)?;
+    out.extend_from_slice(b".SH \"EVENT FORMAT\"\n.PP\n`jp-store append` reads:\n.nf\n");
+    for line in EVENT_FORMAT.lines() {
+        // roff: a backslash is written `\e`; a line beginning with a
+        // control character is kept text by `\&`.
+        let line = line.replace('\\', "\\e");
+        if line.starts_with(['.', '\'']) {
+            out.extend_from_slice(b"\\&");
+        }
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b".fi\n");
+    man.render_version_section(&mut out)?;
+    Ok(out)
 }
 
 /// The error and its causes, joined by `: `. The library errors already

@@ -40,7 +40,6 @@ impl S {
 }
 
 /// `jp-store ARGS` with no `--store` (help, demo, man), in `cwd`.
-#[allow(dead_code)]
 fn jp_store_in(cwd: &Path, args: &[&str]) -> Run {
     let out = jpstore_tests::output_of(
         std::process::Command::new(jp_store_bin())
@@ -418,7 +417,11 @@ fn an_unknown_entry_type_is_named_with_the_nearest_known_one_and_strict_refuses_
         "{}",
         out.stderr
     );
-    assert_eq!(std::fs::read(&log).expect("log"), before, "nothing appended");
+    assert_eq!(
+        std::fs::read(&log).expect("log"),
+        before,
+        "nothing appended"
+    );
 
     let out = s.run(&["append", &id], typo);
     out.ok("append of an unknown type");
@@ -428,10 +431,14 @@ fn an_unknown_entry_type_is_named_with_the_nearest_known_one_and_strict_refuses_
         out.stderr
     );
     // A type nothing is near: the known types are listed.
-    let out = s.run(&["append", &id], b"{\"type\":\"x_note\",\"text\":\"kept\"}\n");
+    let out = s.run(
+        &["append", &id],
+        b"{\"type\":\"x_note\",\"text\":\"kept\"}\n",
+    );
     out.ok("append of another type");
     assert!(
-        out.stderr.contains("unknown entry type `x_note` (the known types are turn_start, chat_request,"),
+        out.stderr
+            .contains("unknown entry type `x_note` (the known types are turn_start, chat_request,"),
         "{}",
         out.stderr
     );
@@ -440,5 +447,105 @@ fn an_unknown_entry_type_is_named_with_the_nearest_known_one_and_strict_refuses_
     out.ok("append --strict of known types");
     assert_eq!(out.stderr, "", "no warning");
     let export = s.run(&["export", &id], b"").json("export").to_string();
-    assert!(export.contains("chat_respons\"") && export.contains("x_note"), "kept as written");
+    assert!(
+        export.contains("chat_respons\"") && export.contains("x_note"),
+        "kept as written"
+    );
+}
+
+#[test]
+fn help_lists_one_line_per_command_and_global_options_after_the_commands_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Bare `jp-store`: the list of commands, one line each.
+    let bare = jp_store_in(dir.path(), &[]);
+    bare.expect_code(2, "jp-store with no command");
+    let text = &bare.stderr;
+    let list: Vec<&str> = text
+        .split("Commands:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a list of commands")
+        .lines()
+        .collect();
+    assert!(list.len() >= 20, "{text}");
+    for line in &list {
+        assert!(
+            line.starts_with("  ") && !line.starts_with("   "),
+            "a command's summary continues on a second line: {line:?}\n{text}"
+        );
+    }
+    assert!(
+        list.iter().any(|l| l.trim_start().starts_with("attach ")),
+        "{text}"
+    );
+    assert!(
+        text.lines().count() < 50,
+        "{} lines:\n{text}",
+        text.lines().count()
+    );
+    // A command's help: its own options, then the global ones.
+    for command in ["ls", "append", "export", "gc"] {
+        let help = jp_store_in(dir.path(), &[command, "--help"]);
+        let help = help.ok(command);
+        let own = help.find("\nOptions:\n").expect("own options");
+        let global = help.find("\nGlobal options:\n").expect("global options");
+        assert!(own < global, "{command}: {help}");
+        let store = help.find("--store <DIR|URL>").expect("--store");
+        let quiet = help.find("--quiet").expect("--quiet");
+        assert!(store > global && quiet > global, "{command}: {help}");
+        let json_or_help = help.find("-h, --help").expect("--help");
+        assert!(json_or_help < global, "{command}: {help}");
+    }
+}
+
+#[test]
+fn append_help_and_the_manual_give_the_event_format_and_its_example_appends() {
+    let s = S::new();
+    let help = s.run(&["append", "--help"], b"");
+    let help = help.ok("append --help");
+    for t in [
+        "turn_start",
+        "chat_request",
+        "chat_response",
+        "tool_call_request",
+        "tool_call_response",
+        "inquiry_request",
+        "inquiry_response",
+        "config_delta",
+        "--strict refuses it",
+    ] {
+        assert!(help.contains(t), "{t}: {help}");
+    }
+    let example: String = help
+        .split("Example, a turn with a tool call")
+        .nth(1)
+        .expect("an example")
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| l.starts_with('{'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(example.lines().count(), 5, "{help}");
+    let id = s.run(&["new"], b"").ok("new").trim().to_string();
+    let out = s.run(&["append", &id, "--strict"], example.as_bytes());
+    out.ok("append of the example");
+    assert_eq!(out.stderr, "", "no warning");
+    let view = s.run(&["view", &id], b"").json("view").to_string();
+    assert!(
+        view.contains("tool_call_response") && view.contains("Cargo.toml\\nsrc\\n"),
+        "{view}"
+    );
+    // The manual pages.
+    let page = s.run(&["man"], b"");
+    let page = page.ok("man");
+    assert!(page.contains(".SH \"EVENT FORMAT\""), "{page}");
+    assert!(page.contains("tool_call_response"), "{page}");
+    let pages = s.work().join("man1");
+    s.run(&["man", "--dir", pages.to_str().expect("UTF-8")], b"")
+        .ok("man --dir");
+    let append = std::fs::read_to_string(pages.join("jp-store-append.1")).expect("append page");
+    assert!(append.contains("tool_call_request"), "{append}");
+    let main = std::fs::read_to_string(pages.join("jp-store.1")).expect("main page");
+    assert!(main.contains("EVENT FORMAT"), "{main}");
 }

@@ -14,8 +14,9 @@ use crate::output::Progress;
 
 #[derive(Subcommand, Debug)]
 pub enum BlobCommand {
-    /// Store files as blobs and print their ids. Several files are written as
-    /// one pack (one sync for the batch); a single file as a loose object.
+    /// Store files as blobs and print their ids.
+    ///
+    /// Several files are written as one pack (one sync for the batch); a single file as a loose object.
     /// Each must be a regular file of at most the maximum blob size (1 GiB):
     /// a FIFO, a device or a larger file is refused before it is read, and
     /// nothing is stored.
@@ -40,6 +41,7 @@ pub enum BlobCommand {
         json: bool,
     },
     /// Read, decompress and hash every blob; check every pack against its index.
+    ///
     /// Exits 1 if damage is found.
     Verify {
         /// Print JSON.

@@ -40,7 +40,11 @@ const NEXT_TURN: &str = r#"{"type": "turn_start"}
 "#;
 
 pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
+    if let Some(dir) = &dir {
+        refuse_used(dir)?;
+    }
     let tmp = tempfile::tempdir().context("creating a temp dir for the demo")?;
+    let kept = dir.is_some();
     let store_dir = dir.unwrap_or_else(|| tmp.path().join("store"));
     let workspace = tmp.path().join("workspace");
     for (path, content) in SAMPLE_WORKSPACE {
@@ -52,7 +56,13 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
     }
     let store = Store::init_dir(&store_dir, StoreOptions::default())?;
-    crate::outln!("store: {}", store_dir.display());
+    if kept {
+        crate::outln!("store: {} (kept)", store_dir.display());
+    } else {
+        crate::outln!(
+            "store: a temporary directory, removed when the demo ends (--dir DIR keeps it)"
+        );
+    }
 
     // 1. Import the JP workspace.
     let report = import_paths(&store, std::slice::from_ref(&workspace), false, &mut |_| {})?;
@@ -60,10 +70,11 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         bail!("{}: {}", failed.path.display(), failed.reason);
     }
     crate::outln!(
-        "imported {}: {} stored\n",
+        "imported {}: {} stored",
         crate::output::count_of(report.imported, "JP conversation"),
         crate::output::count_of(report.new_blobs, "blob")
     );
+    crate::outln!();
 
     // 2. Print it.
     let id = ConversationId::parse("17738399468")?;
@@ -101,7 +112,39 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         outcome.offset,
         conv.state.turns.turns()
     );
+    if kept {
+        crate::outln!(
+            "the store is kept in {0}: try jp-store --store {0} ls",
+            store_dir.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a `--dir` that holds anything: the demo shows what happens to a
+/// new store, and a store it ran in before holds the turn it appended, so
+/// the export would no longer be the sample's files.
+fn refuse_used(dir: &Path) -> Result<()> {
+    let mut entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    let used = dir.join("config.toml").exists() || dir.join("conversations").exists();
+    bail!(
+        "{} is not empty{}: the demo creates a store of its own, in a new or empty \
+         directory; give another --dir, remove this one, or run the demo without --dir \
+         (in a temporary directory)",
+        dir.display(),
+        if used {
+            " (a store, from an earlier run of the demo?)"
+        } else {
+            ""
+        }
+    )
 }
 
 fn check_identical(original: &Path, exported: &[u8]) -> Result<()> {

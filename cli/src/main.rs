@@ -251,8 +251,9 @@ enum Command {
     /// create a store, append the conversation, print it, export it and
     /// check the export against the input.
     Demo {
-        /// Where to create the demonstration store (default: a new temp dir,
-        /// removed afterwards).
+        /// Where to create the demonstration store, kept afterwards: a new or
+        /// empty directory (a used one is refused). Default: a temporary
+        /// directory, removed when the demo ends.
         #[arg(long)]
         dir: Option<PathBuf>,
     },

@@ -549,3 +549,40 @@ fn append_help_and_the_manual_give_the_event_format_and_its_example_appends() {
     let main = std::fs::read_to_string(pages.join("jp-store.1")).expect("main page");
     assert!(main.contains("EVENT FORMAT"), "{main}");
 }
+
+#[test]
+fn demo_refuses_a_used_directory_plainly_and_says_where_its_store_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = jp_store_in(dir.path(), &["demo", "--dir", "d"]);
+    let out = first.ok("demo --dir d");
+    assert!(out.starts_with("store: d (kept)\n"), "{out}");
+    assert!(
+        out.contains("imported 1 JP conversation: 3 blobs stored\n\n"),
+        "{out}"
+    );
+    assert!(out.contains("jp-store --store d ls"), "{out}");
+    let before = jpstore_tests::tree_snapshot(&dir.path().join("d"));
+    // Again in the same directory: refused for what it is, nothing changed.
+    let again = jp_store_in(dir.path(), &["demo", "--dir", "d"]);
+    again.expect_code(1, "demo --dir d again");
+    assert!(
+        again.stderr.starts_with(
+            "jp-store: error: d is not empty (a store, from an earlier run of the demo?)"
+        ),
+        "{}",
+        again.stderr
+    );
+    assert!(!again.stderr.contains("differs"), "{}", again.stderr);
+    assert_eq!(again.stdout, "", "nothing printed as a result");
+    assert_eq!(jpstore_tests::tree_snapshot(&dir.path().join("d")), before);
+    // Without --dir: no path printed that is gone afterwards.
+    let temp = jp_store_in(dir.path(), &["demo"]);
+    let out = temp.ok("demo");
+    let first_line = out.lines().next().expect("a line");
+    assert_eq!(
+        first_line,
+        "store: a temporary directory, removed when the demo ends (--dir DIR keeps it)"
+    );
+    let temp_dir = std::env::temp_dir();
+    assert!(!out.contains(&*temp_dir.to_string_lossy()), "{out}");
+}

@@ -37,7 +37,7 @@ pub const HEAD_FILE: &str = "head";
 pub const HEAD_MAGIC: [u8; 4] = *b"jpsH";
 /// Version of the head file layout (3: a body read without a
 /// deserializer). A head of version 2 (a MessagePack body) gives its
-/// evidence only ([`read_for_log`]); one of any other version is refused
+/// evidence only (`read_for_log`); one of any other version is refused
 /// like any head that cannot be trusted. Either is written again.
 pub const HEAD_VERSION: u16 = 3;
 /// Length of the head file's header.
@@ -300,7 +300,7 @@ fn decode_body_using(body: &[u8], remembered: Remembered<'_>) -> Result<Head, St
     })
 }
 
-/// [`decode_body_using`] for a reader that wants only the evidence and
+/// `decode_body_using` for a reader that wants only the evidence and
 /// the settings cache (a view): the state between them is checked as
 /// decoding checks it (a body one refuses, the other refuses) but not
 /// built, which spares a view the allocations of its metadata and open
@@ -482,7 +482,7 @@ pub struct ForLog {
 }
 
 /// Opens a log with `open` (`file` gives its file) and judges the head file
-/// of `id` against it ([`read_for_log`]), so that the head's evidence holds
+/// of `id` against it (`read_for_log`), so that the head's evidence holds
 /// for the log as opened (format-spec.md 4.6, "The head as evidence").
 ///
 /// The head is read after the open first: an object store's cache serves a

@@ -564,7 +564,7 @@ pub fn open_reader(
 }
 
 /// Opens the log of `id` for reading with `proven_end` (the caller's
-/// evidence, such as a head it read: [`head::read_for_log`]); a missing log
+/// evidence, such as a head it read: `head::read_for_log`); a missing log
 /// is [`Error::NotFound`].
 pub fn open_reader_at(
     backend: &dyn Backend,

@@ -203,7 +203,7 @@ impl<'v> ViewEvent<'v> {
     /// The event of the stored entry of head `raw` and body bytes `body`
     /// (the record's checksum checked), as the view's item of `kind` (an
     /// entry as it is, or a call with its arguments stripped) shows it:
-    /// refused as decoding refuses it ([`check_entry`]), then read where it
+    /// refused as decoding refuses it (`check_entry`), then read where it
     /// lies. For the shapes a view reads borrowed (any but structured
     /// output, which is an error, and resources, which are left out).
     pub fn of_stored(

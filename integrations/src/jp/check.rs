@@ -168,7 +168,7 @@ fn file_text_problem(file: &FileText, kind: FileKind, name: &str) -> Option<Info
 
 /// Why `info` cannot be written as the JP files of conversation `id`, or
 /// `None`: its directory name ([`dir_name_problem`]), the text of each
-/// file beside its values ([`file_text_problem`]), and the bytes of that
+/// file beside its values (`file_text_problem`), and the bytes of that
 /// text, at most what import keeps ([`MAX_KEPT_TEXT`]).
 pub fn info_problem(info: &JpInfo, id: &ConversationId) -> Option<InfoProblem> {
     if let Some(message) = dir_name_problem(&info.dir, id) {

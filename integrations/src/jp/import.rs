@@ -250,7 +250,7 @@ pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
 
 /// The settings of a JP conversation's config that jp-store cannot read
 /// (of a type or shape it does not know: format-spec.md 4.5), for the
-/// report: at most [`NOT_APPLIED_NAMED`] of them named, each with the file
+/// report: at most `NOT_APPLIED_NAMED` of them named, each with the file
 /// (and the entry of a `config_delta`) that holds it. JP's loader reads
 /// such a config too (it drops what does not fit its schema), so the
 /// conversation is imported with its files as they are; the settings are
@@ -679,7 +679,7 @@ type ReportList = fn(&mut ImportReport) -> &mut Vec<ImportFailure>;
 
 /// The entries of `entries` kept verbatim although their type is known
 /// ([`jpstore_engine::event::json::misfit`]), and why, for the report; at
-/// most [`MISFITS_NAMED`] of them named.
+/// most `MISFITS_NAMED` of them named.
 pub fn misfits(entries: &[Entry<Payload>]) -> Option<String> {
     let mut named = Vec::new();
     let mut count = 0usize;

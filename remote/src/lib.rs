@@ -71,7 +71,7 @@ pub use config::{
     CONFIG_VAR,
 };
 pub use location::{LocationError, S3Location};
-pub use log::{MERGED_SUFFIX, MERGE_SEGMENTS};
+pub use log::MERGE_SEGMENTS;
 use reader::{Piece, PieceReader};
 
 /// The name of the marker object of a prefix that exists while empty.
@@ -83,6 +83,10 @@ pub const LOG_SUFFIX: &str = ".log";
 
 /// The suffix of the prefix that holds a log's segments: `<log>.seg/`.
 pub const SEGMENTS_SUFFIX: &str = ".seg";
+
+/// The suffix of the prefix that holds a log's merged objects:
+/// `<log>.mrg/`.
+pub const MERGED_SUFFIX: &str = ".mrg";
 
 /// Why an S3 backend could not be made.
 #[derive(Debug, thiserror::Error)]

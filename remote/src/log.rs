@@ -17,11 +17,7 @@ use bytes::Bytes;
 use object_store::{PutMode, UpdateVersion};
 
 use crate::reader::Piece;
-use crate::{S3Backend, SEGMENTS_SUFFIX};
-
-/// The suffix of the prefix that holds a log's merged objects:
-/// `<log>.mrg/`.
-pub const MERGED_SUFFIX: &str = ".mrg";
+use crate::{S3Backend, MERGED_SUFFIX, SEGMENTS_SUFFIX};
 
 /// A merge is made by the appender when this many segments follow the last
 /// merged object.

@@ -307,7 +307,7 @@ impl PieceReader {
         }
         if pieces[keep..]
             .iter()
-            .any(|p| p.key.contains(&format!("{}/", crate::log::MERGED_SUFFIX)))
+            .any(|p| p.key.contains(&format!("{}/", crate::MERGED_SUFFIX)))
         {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -555,7 +555,7 @@ impl std::error::Error for Tombstoned {}
 fn superseded_merge(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
         && e.to_string()
-            .contains(&format!("{}/", crate::log::MERGED_SUFFIX))
+            .contains(&format!("{}/", crate::MERGED_SUFFIX))
 }
 
 /// `bytes[skip..skip + len]`, if it is there.

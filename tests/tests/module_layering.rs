@@ -138,7 +138,7 @@ fn module_of(src: &Path, path: &Path) -> Vec<String> {
 }
 
 /// The crates of the workspace whose modules are checked.
-const CRATES: &[&str] = &["blobstore", "engine", "integrations", "cli"];
+const CRATES: &[&str] = &["blobstore", "engine", "remote", "integrations", "cli"];
 
 /// The workspace root.
 fn workspace() -> PathBuf {

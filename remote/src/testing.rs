@@ -213,8 +213,10 @@ fn start_weed(weed: &std::path::Path, bucket: &str) -> Result<TestServer, String
     args.extend(names.iter().zip(&ports).map(|(n, p)| format!("-{n}={p}")));
     let s3_port = ports[6];
     // The watcher: weed runs while this process does (its own temp files
-    // in its directory), then the directory and this process's cache
-    // directory (`TestServer::env`) are removed.
+    // in its directory), then is stopped (SIGTERM; SIGKILL after 10 s: a
+    // server that does not stop must not outlive the tests), and the
+    // directory and this process's cache directory (`TestServer::env`)
+    // are removed.
     let cache = cache_dir();
     // (The S3 gateway's socket is made in /tmp whatever TMPDIR says.)
     let script = r#"weed="$1"; parent="$2"; dir="$3"; cache="$4"; s3="$5"; shift 5
@@ -222,7 +224,9 @@ mkdir -p "$dir/tmp"
 TMPDIR="$dir/tmp" "$weed" "$@" >/dev/null 2>&1 &
 w=$!
 while kill -0 "$parent" 2>/dev/null && kill -0 "$w" 2>/dev/null; do sleep 1; done
-kill "$w" 2>/dev/null; wait "$w" 2>/dev/null
+kill "$w" 2>/dev/null
+n=0; while kill -0 "$w" 2>/dev/null && [ "$n" -lt 20 ]; do sleep 0.5; n=$((n + 1)); done
+kill -9 "$w" 2>/dev/null; wait "$w" 2>/dev/null
 rm -rf "$dir" "$cache"
 [ -S "/tmp/seaweedfs-s3-$s3.sock" ] && rm -f "/tmp/seaweedfs-s3-$s3.sock""#;
     Command::new("sh")

@@ -507,7 +507,13 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            crate::errln!("jp-store: error: {}", message(&e));
+            let mut text = message(&e);
+            // Another writer of a store on S3 appended first: the command,
+            // run again, reads the conversation as it is now.
+            if e.chain().any(append_conflict) {
+                text.push_str(": run the command again");
+            }
+            crate::errln!("jp-store: error: {text}");
             // Bad usage found by the command, as clap's (exit 2).
             if e.downcast_ref::<commands::Usage>().is_some() {
                 ExitCode::from(2)
@@ -530,6 +536,25 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
         };
         kind == Some(std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Whether `cause` is an append that another writer beat to the end of the
+/// log (the engine's error, or one of the errors that wrap it whole).
+fn append_conflict(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use jpstore_engine::compaction::CompactionError;
+    use jpstore_engine::error::Error;
+    use jpstore_integrations::attach::AttachError;
+    let engine =
+        cause
+            .downcast_ref::<Error>()
+            .or_else(|| match cause.downcast_ref::<CompactionError>() {
+                Some(CompactionError::Store(e)) => Some(e),
+                _ => match cause.downcast_ref::<AttachError>() {
+                    Some(AttachError::Store(e)) => Some(e),
+                    _ => None,
+                },
+            });
+    matches!(engine, Some(Error::AppendConflict { .. }))
 }
 
 /// `jp-store completions SHELL`.

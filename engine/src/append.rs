@@ -12,7 +12,7 @@ use crate::compaction::{
 };
 use crate::conversation::writer::AppendOutcome;
 use crate::conversation::ConversationId;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::{Entry, Payload};
 use crate::log::CutTail;
 use crate::store::Store;
@@ -27,6 +27,10 @@ pub struct AppendReport {
     pub id: ConversationId,
     /// The automatic compaction after the append.
     pub auto_compaction: AutoCompaction,
+    /// The attempts the append took: more than 1 when another writer
+    /// appended first ([`retry_on_conflict`]).
+    #[serde(skip)]
+    pub attempts: u32,
     /// The append itself: durable when this report exists.
     #[serde(flatten)]
     pub append: AppendOutcome,
@@ -64,6 +68,50 @@ impl Serialize for AutoCompaction {
     }
 }
 
+/// How many times [`retry_on_conflict`] tries a batch in all.
+pub const CONFLICT_ATTEMPTS: u32 = 12;
+
+/// Runs `attempt` (given the number of the attempt, from 1) again while it
+/// fails with [`Error::AppendConflict`]: another writer appended first
+/// (two processes, or two machines, appending to one conversation on an
+/// object store, where appends are ordered by conditional creates and not
+/// by a lock). Each attempt must open the log again and check its batch
+/// against what is there then, as [`Store::append_turn`] does: the retry is
+/// only right for a batch that does not depend on what its caller read
+/// (a batch of new events, an attach), not for one computed from the
+/// conversation (a compaction of its turns), whose caller must read again.
+///
+/// The waits between attempts grow from 10 ms to at most 1 s, each a
+/// random fraction of its bound ("full jitter"), so that writers that
+/// collided do not collide again in step; after [`CONFLICT_ATTEMPTS`]
+/// attempts the last conflict is returned. Any other error is returned at
+/// once.
+pub fn retry_on_conflict<T>(mut attempt: impl FnMut(u32) -> Result<T>) -> Result<T> {
+    let mut n = 1;
+    loop {
+        match attempt(n) {
+            Err(Error::AppendConflict { .. }) if n < CONFLICT_ATTEMPTS => {
+                std::thread::sleep(conflict_wait(n));
+                n += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The wait after the `n`th attempt lost (from 1): a random duration below
+/// 10 ms times 2^(n-1), at most 1 s.
+fn conflict_wait(n: u32) -> std::time::Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let bound_ms = 10u64.saturating_mul(1 << (n - 1).min(16)).min(1000);
+    // A random number: the standard library seeds each `RandomState` with
+    // fresh keys.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(n);
+    let micros = hasher.finish() % (bound_ms * 1000);
+    std::time::Duration::from_micros(micros)
+}
+
 impl Store {
     /// Appends `entries` to conversation `id` (one record, one fdatasync:
     /// [`ConversationWriter::append`](crate::conversation::writer::ConversationWriter::append)),
@@ -79,6 +127,10 @@ impl Store {
     /// writer found at the end of the log and cut (after copying it into
     /// `quarantine/`): that happens even when the batch is then refused.
     ///
+    /// A batch that another writer's append beat to the end of the log
+    /// (two writers of a store on S3) is appended again, checked against
+    /// the conversation as it is then ([`retry_on_conflict`]).
+    ///
     /// An error means nothing was appended, except
     /// [`crate::error::Error::SyncFailed`] and
     /// [`crate::error::Error::Poisoned`]: the outcome of the write is then
@@ -92,14 +144,26 @@ impl Store {
         on_cut: &mut dyn FnMut(&CutTail),
         summarize: &mut Summarizer<'_>,
     ) -> Result<AppendReport> {
-        let mut writer = self.writer(id)?;
-        if let Some(cut) = writer.cut_tail() {
-            on_cut(cut);
-        }
         let completes = completes_turn(&entries);
-        let append = writer.append(entries)?;
-        // The lock is released before the compaction takes it again.
-        drop(writer);
+        let mut once = |entries: Vec<Entry<Payload>>| -> Result<AppendOutcome> {
+            let mut writer = self.writer(id)?;
+            if let Some(cut) = writer.cut_tail() {
+                on_cut(cut);
+            }
+            writer.append(entries)
+            // The lock is released before the compaction takes it again.
+        };
+        // Where locks span the writers (a local store) no other writer can
+        // append first: the batch is not kept for another attempt.
+        let mut attempts = 1;
+        let append = if self.backend().locks_span_writers() {
+            once(entries)?
+        } else {
+            retry_on_conflict(|n| {
+                attempts = n;
+                once(entries.clone())
+            })?
+        };
         let auto_compaction = if completes {
             match self.auto_compact(id, now, summarize) {
                 Ok(Some(out)) => AutoCompaction::Made(out),
@@ -112,6 +176,7 @@ impl Store {
         Ok(AppendReport {
             id: id.clone(),
             auto_compaction,
+            attempts,
             append,
         })
     }
@@ -123,6 +188,52 @@ mod tests {
     use crate::compaction::no_summarizer;
     use crate::event::input::entries_now as entries;
     use crate::{NewConversation, StoreOptions};
+
+    fn conflict() -> Error {
+        Error::AppendConflict {
+            path: "events.log".into(),
+            offset: 7,
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "beaten"),
+        }
+    }
+
+    #[test]
+    fn conflicts_are_tried_again_a_bounded_number_of_times_and_nothing_else_is() {
+        let mut calls = Vec::new();
+        let r: Result<()> = retry_on_conflict(|n| {
+            calls.push(n);
+            Err(conflict())
+        });
+        assert!(matches!(r, Err(Error::AppendConflict { .. })));
+        assert_eq!(calls, (1..=CONFLICT_ATTEMPTS).collect::<Vec<_>>());
+        let mut calls = 0;
+        let r = retry_on_conflict(|n| {
+            calls += 1;
+            if n < 3 {
+                Err(conflict())
+            } else {
+                Ok(n)
+            }
+        });
+        assert_eq!(r.expect("third attempt"), 3);
+        assert_eq!(calls, 3);
+        let mut calls = 0;
+        let r: Result<()> = retry_on_conflict(|_| {
+            calls += 1;
+            Err(Error::EmptyBatch {
+                path: "events.log".into(),
+            })
+        });
+        assert!(matches!(r, Err(Error::EmptyBatch { .. })));
+        assert_eq!(calls, 1);
+        // The waits stay below their bounds, and are not all alike.
+        for n in 1..=CONFLICT_ATTEMPTS {
+            let bound = (10u128 << (n - 1)).min(1000);
+            assert!(conflict_wait(n).as_millis() < bound);
+        }
+        let waits: std::collections::BTreeSet<_> = (0..20).map(|_| conflict_wait(8)).collect();
+        assert!(waits.len() > 1, "{waits:?}");
+    }
 
     fn turn(i: usize) -> String {
         let long = "words of the question ".repeat(40);

@@ -30,6 +30,22 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// Another writer appended to the log first, at the offset this writer
+    /// took for its end (on S3: the conditional create of the segment at
+    /// that offset answered 412). Nothing of the batch was written; the
+    /// handle refuses further appends (its end is stale): open the log
+    /// again, and append again if the batch still holds against what is
+    /// there now ([`crate::append::retry_on_conflict`]).
+    #[error("cannot append to {}: {}", path.display(), jpstore_blobstore::backend::unrepeated(path, source))]
+    AppendConflict {
+        /// The log.
+        path: PathBuf,
+        /// Where this writer believed the log ended.
+        offset: u64,
+        /// What the backend said.
+        #[source]
+        source: io::Error,
+    },
     /// A write was attempted through a handle that an earlier failed write or
     /// sync poisoned.
     #[error("the writer of {} is poisoned by an earlier failed write or sync; open the log again", path.display())]

@@ -68,6 +68,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use crate::user_file::{self, LastLink};
+use jpstore_engine::append::retry_on_conflict;
 use jpstore_engine::conversation::codec;
 use jpstore_engine::conversation::writer::{ConversationWriter, PreparedBatch};
 use jpstore_engine::conversation::ConversationId;
@@ -742,12 +743,26 @@ pub fn attach(
             None => skipped.push((file.path.clone(), io::Error::other("the file was not read"))),
         }
     }
-    let Some(mut prepared) = prepared? else {
+    let Some(prepared) = prepared? else {
         return Err(AttachError::NothingToAttach { skipped });
     };
-    let offset = prepared.writer.append_prepared(prepared.batch)?;
-    let turn = prepared.writer.state().turns.current().unwrap_or(0);
     let (files_attached, text_files, bytes) = (prepared.files, prepared.text_files, prepared.bytes);
+    // On a store on S3 another writer may append first: the request is
+    // appended again after what it wrote (it depends on nothing read).
+    let entries = prepared.batch.entries().to_vec();
+    let mut first = Some((prepared.writer, prepared.batch));
+    let (offset, turn) = retry_on_conflict(|_| {
+        let (mut writer, batch) = match first.take() {
+            Some(ready) => ready,
+            None => {
+                let writer = store.writer(id)?;
+                let batch = writer.prepare_stored(entries.clone())?;
+                (writer, batch)
+            }
+        };
+        let offset = writer.append_prepared(batch)?;
+        Ok((offset, writer.state().turns.current().unwrap_or(0)))
+    })?;
     Ok(AttachOutcome {
         id: id.clone(),
         offset,

@@ -2072,7 +2072,7 @@ impl LogObject for S3Log {
                             format!(
                                 "another writer appended at offset {at} first \
                                  ({}: HTTP 412 Precondition Failed); nothing of this batch \
-                                 was written: read the conversation again",
+                                 was written",
                                 backend.display_rel(&seg)
                             ),
                         ),

@@ -147,8 +147,20 @@ pub fn append(
                      or not at all; read the conversation (jp-store view {id}) before appending it again"
                 )))
             }
+            Err(e @ EngineError::AppendConflict { .. }) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "nothing was appended: another writer appended first at each of {} attempts",
+                    jpstore_engine::append::CONFLICT_ATTEMPTS
+                )))
+            }
             Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),
         };
+    if report.attempts > 1 {
+        crate::output::detail(&format!(
+            "appended at attempt {}: another writer appended first",
+            report.attempts
+        ));
+    }
     // Automatic compaction (D17) after a completed turn; the append itself
     // is durable already, so a failure there is reported, not fatal.
     match &report.auto_compaction {

@@ -41,6 +41,13 @@ pub struct PreparedBatch {
     record: FramedRecord,
 }
 
+impl PreparedBatch {
+    /// The entries of the batch.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+}
+
 /// What an append did (serialized as its fields, in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct AppendOutcome {

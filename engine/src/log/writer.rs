@@ -493,6 +493,18 @@ impl LogWriter {
         // poison, never retry. Reopening recovers from what is on disk.
         match self.file.append(self.end, &record.bytes) {
             Ok(()) => {}
+            // A conditional create that lost to another writer (an object
+            // store): nothing was written.
+            Err(BackendError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                self.poisoned = true;
+                return Err(Error::AppendConflict {
+                    path: self.path.clone(),
+                    offset: self.end,
+                    source,
+                });
+            }
             Err(BackendError::Io { op, source, .. }) => {
                 self.poisoned = true;
                 return Err(Error::Io {

@@ -266,7 +266,9 @@ enum Command {
     /// named here is always taken (a named link is followed). A symbolic
     /// link found in a directory is attached only if its target is inside
     /// that directory (--follow-links: wherever it is); links to
-    /// directories found there are not followed. Unreadable files and links
+    /// directories found there are not followed. A path named that does
+    /// not exist is an error (exit 1, nothing stored), as for `cp`, unless
+    /// --skip-missing skips it with a warning. Unreadable files and links
     /// leaving the directory are skipped with a warning (exit 0), or with
     /// --strict abort the attach (exit 1, nothing appended). If every file
     /// is skipped, each is named and the attach fails (exit 1): nothing is

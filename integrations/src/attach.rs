@@ -144,6 +144,13 @@ pub enum AttachError {
         /// Why.
         reason: io::Error,
     },
+    /// Paths named do not exist (a typo, as `cp` takes one), and missing
+    /// paths were not to be skipped: nothing was read or appended.
+    #[error("no such file or directory: {}; nothing was appended", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    Missing {
+        /// The paths, as named.
+        paths: Vec<PathBuf>,
+    },
     /// A file could not be read and the attach was strict: nothing was
     /// appended.
     /// (The reason is part of the message and not a `source`, so that it
@@ -792,6 +799,10 @@ pub struct AttachRequest<'a> {
     /// Whether a path or file that cannot be used fails the attach
     /// (nothing appended) rather than being skipped.
     pub strict: bool,
+    /// Whether a path named that does not exist is skipped (with the
+    /// others that cannot be used) rather than failing the attach
+    /// ([`AttachError::Missing`]).
+    pub skip_missing: bool,
 }
 
 /// Attaches what `request` names to conversation `id`, as `jp-store
@@ -800,6 +811,8 @@ pub struct AttachRequest<'a> {
 /// [`collect`] could not use before any file is read, then those that could
 /// not be read.
 ///
+/// A path named that does not exist fails the attach before anything is
+/// read ([`AttachError::Missing`]), unless `skip_missing`.
 /// Strict, a path [`collect`] could not use fails the attach before
 /// anything is read ([`AttachError::Unusable`], `on_skip` not called), and
 /// a file that cannot be read fails it as in [`attach()`]. The outcome's
@@ -814,6 +827,16 @@ pub fn attach_paths(
     progress: &mut dyn FnMut(BatchProgress),
 ) -> Result<AttachOutcome, AttachError> {
     let (files, mut skipped) = collect(request.paths, request.cwd, request.links);
+    if !request.skip_missing {
+        let missing: Vec<PathBuf> = skipped
+            .iter()
+            .filter(|(path, e)| e.kind() == io::ErrorKind::NotFound && request.paths.contains(path))
+            .map(|(path, _)| path.clone())
+            .collect();
+        if !missing.is_empty() {
+            return Err(AttachError::Missing { paths: missing });
+        }
+    }
     if request.strict && !skipped.is_empty() {
         let (path, reason) = skipped.swap_remove(0);
         return Err(AttachError::Unusable { path, reason });

@@ -123,8 +123,8 @@ fn attach_a_directory_then_export_shows_the_resources() {
 fn skipped_files_warn_and_strict_aborts_with_the_store_unchanged() {
     let s = Setup::new();
     s.write("a.txt", b"a");
-    // A missing path is reported and skipped.
-    let out = s.run(&["attach", &s.id, "a.txt", "missing.txt"]);
+    // A missing path, with --skip-missing, is reported and skipped.
+    let out = s.run(&["attach", &s.id, "a.txt", "missing.txt", "--skip-missing"]);
     out.expect_code(0, "attach with a missing path");
     assert!(
         out.stderr.contains("warning: skipped missing.txt"),
@@ -134,7 +134,14 @@ fn skipped_files_warn_and_strict_aborts_with_the_store_unchanged() {
     assert!(out.stdout.contains("1 skipped"), "{}", out.stdout);
 
     let before = tree_snapshot(&s.store);
-    let out = s.run(&["attach", &s.id, "a.txt", "missing.txt", "--strict"]);
+    let out = s.run(&[
+        "attach",
+        &s.id,
+        "a.txt",
+        "missing.txt",
+        "--strict",
+        "--skip-missing",
+    ]);
     out.expect_code(1, "strict attach with a missing path");
     assert!(
         out.stderr.contains("missing.txt") && out.stderr.contains("nothing was appended"),
@@ -144,7 +151,7 @@ fn skipped_files_warn_and_strict_aborts_with_the_store_unchanged() {
     assert_eq!(tree_snapshot(&s.store), before, "store unchanged");
 
     // Nothing attachable at all.
-    let out = s.run(&["attach", &s.id, "missing.txt"]);
+    let out = s.run(&["attach", &s.id, "missing.txt", "--skip-missing"]);
     out.expect_code(1, "attach of nothing");
     assert!(
         out.stderr.contains("no file could be attached"),
@@ -349,7 +356,7 @@ fn an_attach_where_every_file_is_skipped_names_each_reason_once_and_writes_nothi
     }
     let before = tree_snapshot(&s.store);
     for strict in [false, true] {
-        for paths in [&["big"][..], &["missing.txt"][..]] {
+        for paths in [&["big"][..], &["missing.txt", "--skip-missing"][..]] {
             let mut args = vec!["attach", s.id.as_str()];
             args.extend_from_slice(paths);
             if strict {
@@ -399,4 +406,49 @@ fn an_attach_where_every_file_is_skipped_names_each_reason_once_and_writes_nothi
             );
         }
     }
+}
+
+/// A path named that does not exist (a typo) is an error, as for `cp`:
+/// exit 1, naming it, nothing stored or appended, however many others
+/// exist (it was a warning, exit 0, the others attached).
+/// `--skip-missing` skips it with a warning and attaches the others.
+#[test]
+fn a_path_named_that_does_not_exist_fails_the_attach_unless_skip_missing() {
+    let s = Setup::new();
+    s.write("proj/Cargo.toml", b"[package]\nname = \"p\"\n");
+    s.write("proj/src/main.rs", b"fn main() {}\n");
+    let before = tree_snapshot(&s.store);
+    for args in [
+        &["proj/Cargo.tmol"][..],
+        &["proj/src", "proj/Cargo.tmol"][..],
+        &["proj/src", "proj/Cargo.tmol", "--strict"][..],
+    ] {
+        let mut all = vec!["attach", s.id.as_str()];
+        all.extend_from_slice(args);
+        let out = s.run(&all);
+        out.expect_code(1, &format!("{all:?}"));
+        assert!(
+            out.stderr
+                .contains("no such file or directory: proj/Cargo.tmol; nothing was appended")
+                && out.stderr.contains("--skip-missing"),
+            "{all:?}: {}",
+            out.stderr
+        );
+        assert_eq!(tree_snapshot(&s.store), before, "{all:?}: nothing stored");
+    }
+    let out = s.run(&[
+        "attach",
+        &s.id,
+        "proj/src",
+        "proj/Cargo.tmol",
+        "--skip-missing",
+        "--json",
+    ]);
+    assert!(
+        out.stderr.contains("warning: skipped proj/Cargo.tmol"),
+        "{}",
+        out.stderr
+    );
+    let summary = out.json("attach --skip-missing");
+    assert_eq!(summary["files"], 1, "{summary}");
 }

@@ -23,6 +23,10 @@ pub struct AttachArgs {
     /// it with a warning).
     #[arg(long)]
     strict: bool,
+    /// Skip a path named here that does not exist, with a warning
+    /// (default: it is an error, as for `cp`: nothing is attached).
+    #[arg(long)]
+    skip_missing: bool,
     /// Attach the target of every symbolic link found in a directory, even
     /// one outside it (default: a link whose target is outside the
     /// directory named here is skipped with a warning; a link that stays
@@ -52,6 +56,7 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
         },
         message: args.message,
         strict: args.strict,
+        skip_missing: args.skip_missing,
     };
     let mut bar = crate::output::Progress::new("attach");
     let result = attach::attach_paths(
@@ -82,6 +87,9 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
             "no file could be attached ({} skipped); nothing was appended",
             skipped.len()
         ),
+        Err(e @ AttachError::Missing { .. }) => {
+            bail!("{e} (--skip-missing attaches the others)")
+        }
         Err(AttachError::Store(e @ jpstore_engine::error::Error::AppendConflict { .. })) => {
             return Err(anyhow::Error::new(e).context(format!(
                 "nothing was appended: another writer appended first at each of {} attempts",

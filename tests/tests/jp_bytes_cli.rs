@@ -105,6 +105,39 @@ fn the_shipped_sample_comes_back_byte_for_byte_through_the_binary() {
     assert_eq!(round_trip(&sample_workspace()), 1);
 }
 
+/// A workspace's `.jp` is imported as the workspace is, and as its
+/// `.jp/conversations` is (it was refused: "no JP conversation directories
+/// (with an events.json) found").
+#[test]
+fn a_workspaces_dot_jp_imports_as_the_workspace_does() {
+    let workspace = fixture_workspace();
+    let mut said = Vec::new();
+    for path in [
+        workspace.clone(),
+        workspace.join(".jp"),
+        workspace.join(".jp/conversations"),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = tmp.path().join("store");
+        run_jp_store(&store, &["init"], b"").ok("init");
+        let out = run_jp_store(
+            &store,
+            &["import", "--json", path.to_str().expect("utf-8")],
+            b"",
+        );
+        let report = out.json("import");
+        assert_eq!(
+            report["failed"],
+            serde_json::json!([]),
+            "{}",
+            path.display()
+        );
+        said.push((report["imported"].clone(), report["events"].clone()));
+    }
+    assert!(said[0].0.as_u64().expect("count") >= 30, "{said:?}");
+    assert!(said.iter().all(|s| *s == said[0]), "{said:?}");
+}
+
 #[test]
 fn without_out_an_archived_conversation_goes_under_archive_in_the_current_directory() {
     let tmp = tempfile::tempdir().expect("tempdir");

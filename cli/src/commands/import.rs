@@ -13,8 +13,8 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// JP conversation directories, or directories holding them (a
-    /// workspace's `.jp/conversations`, including `.archive/`, or the
-    /// workspace itself); or NDJSON files of conversations, one a line, as
+    /// workspace's `.jp/conversations`, including `.archive/`, its `.jp`,
+    /// or the workspace itself); or NDJSON files of conversations, one a line, as
     /// `export --format ndjson` writes them (`-` reads standard input).
     #[arg(required = true)]
     paths: Vec<PathBuf>,

@@ -60,7 +60,8 @@ fn invalid(path: &Path, reason: impl Into<String>) -> Error {
 
 /// Finds JP conversation directories under `path`: `path` itself if it holds
 /// an `events.json`; else its subdirectories that do (and those of its
-/// `.archive/`); a workspace root is searched at `.jp/conversations`.
+/// `.archive/`); a workspace root is searched at `.jp/conversations`, and
+/// a workspace's `.jp` at `conversations`.
 pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
     let io = |op, source| Error::Io {
         op,
@@ -80,12 +81,15 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
             "not a directory (expected a JP conversation directory or a directory holding them)",
         ));
     }
-    let workspace = path.join(".jp").join("conversations");
-    let base = if workspace.is_dir() {
-        workspace
-    } else {
-        path.to_path_buf()
-    };
+    // A workspace's conversations are in `.jp/conversations`, whether the
+    // workspace or its `.jp` is named.
+    let base = [
+        path.join(".jp").join("conversations"),
+        path.join("conversations"),
+    ]
+    .into_iter()
+    .find(|d| d.is_dir())
+    .unwrap_or_else(|| path.to_path_buf());
     let mut found = Vec::new();
     for dir in [base.clone(), base.join(".archive")] {
         let Ok(entries) = std::fs::read_dir(&dir) else {

@@ -423,3 +423,49 @@ fn the_core_engine_links_no_http_client_walker_or_mime_table() {
         "the closure finds what the integrations crate links: {integrations:?}"
     );
 }
+
+/// ARCHITECTURE.md stays a map: under 250 lines, and every path it names
+/// in backticks (a folder or file of the repository) exists, so the map
+/// cannot drift from the tree unnoticed.
+#[test]
+fn the_architecture_map_is_short_and_names_what_exists() {
+    let root = workspace();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let lines = text.lines().count();
+    assert!(lines < 250, "ARCHITECTURE.md has {lines} lines: a map is under 250; per-file detail goes in the modules' //! docs");
+    let mut named = 0;
+    for (n, piece) in text.split('`').enumerate() {
+        // Odd pieces are inside backticks; a path has a slash and no space.
+        // (A pattern such as `<command>.rs` names no one file.)
+        if n % 2 == 0 || piece.contains([' ', '<', '*']) || !piece.contains('/') {
+            continue;
+        }
+        let path = piece.trim_end_matches('/');
+        let (first, _) = path.split_once('/').unwrap_or((path, ""));
+        let top = [
+            "blobstore",
+            "engine",
+            "remote",
+            "integrations",
+            "cli",
+            "benches",
+            "tests",
+            "test-env",
+            "jp-backend",
+            "docs",
+            ".ci",
+        ];
+        if !top.contains(&first) {
+            continue;
+        }
+        named += 1;
+        assert!(
+            root.join(path).exists(),
+            "ARCHITECTURE.md names `{piece}`, which does not exist"
+        );
+    }
+    assert!(
+        named > 20,
+        "the paths ARCHITECTURE.md names were found: {named}"
+    );
+}

@@ -255,8 +255,34 @@ fn prepared(
 
 impl JpStoreBackend {
     /// Stores what JP hands over at a persist (see the module
-    /// documentation).
+    /// documentation). On an object store, an append beaten to the end of
+    /// the log by another writer (nothing written) is planned and made
+    /// again from what is there then, as the engine's appends are
+    /// (`jpstore_engine::append::retry_on_conflict`): a write that no
+    /// longer follows the log is then refused as a conflict.
     pub(crate) fn persist(
+        &self,
+        id: &ConversationId,
+        metadata: &Conversation,
+        events: &ConversationStream,
+        projection: Projection,
+    ) -> Result<(), BackendError> {
+        let outcome = jpstore_engine::append::retry_on_conflict(|_| {
+            match self.persist_once(id, metadata, events, projection) {
+                Err(BackendError::Store(
+                    e @ jpstore_engine::error::Error::AppendConflict { .. },
+                )) => Err(e),
+                other => Ok(other),
+            }
+        });
+        match outcome {
+            Ok(result) => result,
+            Err(e) => Err(BackendError::Store(e)),
+        }
+    }
+
+    /// One attempt of [`JpStoreBackend::persist`].
+    fn persist_once(
         &self,
         id: &ConversationId,
         metadata: &Conversation,

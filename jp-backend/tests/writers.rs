@@ -250,3 +250,81 @@ fn a_lease_on_s3_excludes_another_machine_until_released_or_abandoned() {
     drop(taken);
     assert!(b.lock_info(&ahead).is_none());
 }
+
+/// Two machines on S3 adding turns to one conversation at once, without
+/// its lock (each loads, adds a turn, writes; loads again after a
+/// conflict): every turn of both lands once, and the only refusals are
+/// conflicts, never an append beaten to the log's end failing the write.
+#[test]
+fn two_machines_adding_turns_at_once_on_s3_lose_none() {
+    let Some(location) = common::s3_location("jp_racing_writers") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lease = jpstore_jp::DEFAULT_LEASE;
+    let id = common::id(9);
+    let meta = common::metadata(Some("raced"));
+    common::s3_backend(&location, &tmp.path().join("cache-0"), lease)
+        .write(&id, &meta, &common::stream(0, "r"), Projection::Projected)
+        .expect("the conversation");
+    const TURNS: usize = 6;
+    let writers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let backend =
+                common::s3_backend(&location, &tmp.path().join(format!("cache-{who}")), lease);
+            let meta = meta.clone();
+            std::thread::spawn(move || {
+                let (mut conflicts, mut others) = (0, Vec::new());
+                let mut added = 0;
+                while added < TURNS {
+                    let mut s = backend.load_conversation_stream(&id).expect("load");
+                    common::add_turn(&mut s, added, &format!("{who}{added}"));
+                    match backend.write(&id, &meta, &s, Projection::Projected) {
+                        Ok(()) => added += 1,
+                        Err(e)
+                            if matches!(backend_error(&e), Some(BackendError::Conflict { .. })) =>
+                        {
+                            conflicts += 1
+                        }
+                        Err(e) => {
+                            others.push(e.to_string());
+                            if others.len() > 3 {
+                                break;
+                            }
+                        }
+                    }
+                }
+                (conflicts, others)
+            })
+        })
+        .collect();
+    for w in writers {
+        let (conflicts, others) = w.join().expect("a writer");
+        assert!(
+            others.is_empty(),
+            "writes failed otherwise than by a conflict ({conflicts} conflicts): {others:?}"
+        );
+    }
+    let stream = common::s3_backend(&location, &tmp.path().join("cache-z"), lease)
+        .load_conversation_stream(&id)
+        .expect("load");
+    let requests: Vec<String> = stream
+        .iter()
+        .filter_map(|e| match &e.event.kind {
+            jp_conversation::EventKind::ChatRequest(r) => Some(r.content.clone()),
+            _ => None,
+        })
+        .collect();
+    for who in ["a", "b"] {
+        for t in 0..TURNS {
+            let tag = format!("{who}{t}: question {t},");
+            assert_eq!(
+                requests.iter().filter(|c| c.starts_with(&tag)).count(),
+                1,
+                "turn {tag} once in {} requests",
+                requests.len()
+            );
+        }
+    }
+}

@@ -90,7 +90,7 @@ enum Command {
     /// some of what it holds. Every other command refuses a directory that
     /// is not a store.
     Init,
-    /// Import JP conversations (workspaces, directories) or NDJSON streams.
+    /// Import JP conversations (workspaces, directories) or jp-store exports.
     ///
     /// Import JP conversations (events.json, metadata.json, base_config.json),
     /// undoing JP's base64; content and base configs go into the blob store.

@@ -96,6 +96,11 @@ pub fn import_streams(
         };
         let mut line = Vec::new();
         let mut number = 0usize;
+        // Whether a line that is not blank was read: the first tells a
+        // stream (a conversation object on each line) from one document.
+        let mut first = true;
+        // Whether the source was read whole, as one document.
+        let mut whole = false;
         loop {
             match read_line(&mut *reader, &mut line, MAX_LINE) {
                 Ok(false) => break,
@@ -114,18 +119,50 @@ pub fn import_streams(
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let at = PathBuf::from(format!("{}:{number}", name.display()));
+            let mut at = PathBuf::from(format!("{}:{number}", name.display()));
+            // Not a stream (its first line is not a conversation object):
+            // the source is read whole, as one document (a conversation as
+            // `export --format json` writes it, or a file given by
+            // mistake, named once), unless it is a stream whose first line
+            // is bad.
+            let parsed = if std::mem::take(&mut first) && !is_object_line(&line) {
+                let mut all = std::mem::take(&mut line);
+                if let Err(e) = read_rest(&mut *reader, &mut all) {
+                    let failure = ImportFailure {
+                        path: name.clone(),
+                        reason: format!("cannot read it: {e}"),
+                    };
+                    progress(ImportProgress::Failed(&failure));
+                    report.failed.push(failure);
+                    break;
+                }
+                match document(&name, &all) {
+                    Document::Stream => {
+                        reader = Box::new(std::io::Cursor::new(all));
+                        number = 0;
+                        continue;
+                    }
+                    Document::One(one) => {
+                        whole = true;
+                        at = name.clone();
+                        (*one).map_err(|message| LineError { line: 0, message })
+                    }
+                }
+            } else {
+                parse_conversation_line(&line, number)
+            };
             // A JP import's `jp` field names the directory export writes:
             // checked before it is stored.
-            let parsed = parse_conversation_line(&line, number).and_then(|prepared| {
-                match crate::jp::export::prepared_problem(&prepared) {
-                    None => Ok(prepared),
-                    Some(message) => Err(LineError {
-                        line: number,
-                        message,
-                    }),
-                }
-            });
+            let parsed =
+                parsed.and_then(
+                    |prepared| match crate::jp::export::prepared_problem(&prepared) {
+                        None => Ok(prepared),
+                        Some(message) => Err(LineError {
+                            line: number,
+                            message,
+                        }),
+                    },
+                );
             match parsed {
                 Ok(prepared) => {
                     match given.get(&prepared.id) {
@@ -180,6 +217,9 @@ pub fn import_streams(
                     report.failed.push(failure);
                 }
             }
+            if whole {
+                break;
+            }
         }
     }
     flush(
@@ -193,6 +233,102 @@ pub fn import_streams(
     )?;
     report.bytes_stored = report.blob_bytes_stored + report.log_bytes;
     Ok(report)
+}
+
+/// What `import` reads, for a message about a file it cannot.
+const WHAT_IMPORT_READS: &str = "import reads JP conversation directories (or a directory \
+     holding them: a workspace, its .jp, its .jp/conversations), NDJSON streams of \
+     conversations as `jp-store export --format ndjson` writes them, and one conversation \
+     as `jp-store export --format json` writes it";
+
+/// Whether a stream's first line that is not blank is a JSON object on its
+/// own, as each line of a stream is.
+fn is_object_line(line: &[u8]) -> bool {
+    line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+}
+
+/// Reads the rest of a source after its first line into `buf` (after that
+/// line and its `\n`), at most [`MAX_LINE`] bytes in all.
+fn read_rest(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
+    buf.push(b'\n');
+    let left = MAX_LINE.saturating_sub(buf.len() as u64);
+    let read = reader.take(left + 1).read_to_end(buf)?;
+    if read as u64 > left {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than {MAX_LINE} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// What a source whose first line is not a conversation object holds.
+enum Document {
+    /// A stream all the same (a later line is a conversation object): its
+    /// first line is a bad line.
+    Stream,
+    /// One document: the conversation, as `export --format json` writes
+    /// it; else what the source is, and what import reads.
+    One(Box<std::result::Result<Prepared, String>>),
+}
+
+/// What the source `name`, whose bytes are `bytes`, holds.
+fn document(name: &Path, bytes: &[u8]) -> Document {
+    let value = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(value) => value,
+        Err(_) if bytes.split(|b| *b == b'\n').skip(1).any(is_object_line) => {
+            return Document::Stream
+        }
+        Err(e) => {
+            return Document::One(Box::new(Err(format!(
+                "not JSON ({e}); {WHAT_IMPORT_READS}"
+            ))))
+        }
+    };
+    let file = name.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dir = match name.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+        _ => ".".to_string(),
+    };
+    let what = match value {
+        serde_json::Value::Object(doc) if doc.contains_key("id") => {
+            return Document::One(Box::new(
+                parse_conversation_line(bytes, 1).map_err(|e| e.message),
+            ))
+        }
+        serde_json::Value::Array(items) => {
+            let events = !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i.get("type").is_some_and(serde_json::Value::is_string));
+            match (events, file) {
+                (true, "events.json") => format!(
+                    "the events.json of a JP conversation (an array of {} events): import its \
+                     directory, {dir}, instead",
+                    items.len()
+                ),
+                (true, _) => format!(
+                    "an array of {} events, not a conversation (`jp-store append ID < FILE` \
+                     appends events to one)",
+                    items.len()
+                ),
+                (false, _) => format!("a JSON array of {} items, not a conversation", items.len()),
+            }
+        }
+        serde_json::Value::Object(_) if matches!(file, "metadata.json" | "base_config.json") => {
+            format!("the {file} of a JP conversation: import its directory, {dir}, instead")
+        }
+        serde_json::Value::Object(_) => {
+            "a JSON object without an `id`, not a conversation".to_string()
+        }
+        other => format!(
+            "{}, not a conversation",
+            jpstore_engine::event::json::describe(&other)
+        ),
+    };
+    Document::One(Box::new(Err(format!("{what}; {WHAT_IMPORT_READS}"))))
 }
 
 /// Stores one chunk and adds what happened to `report`.

@@ -314,3 +314,127 @@ fn a_conversation_given_twice_is_named_and_the_rest_imported() {
     let ls = run_jp_store(&forced, &["ls", "--json"], b"").json("ls");
     assert_eq!(ls.as_array().expect("list").len(), 4);
 }
+
+/// `export ID > one.json; import one.json`: the plain `json` export is
+/// read back as one conversation, which exports to the same bytes (from a
+/// file and from standard input; it was 37 lines of "invalid JSON ...
+/// trailing characters" and "failed 37"). The store's every kind of
+/// conversation (a binary resource, an unknown entry, a compaction, a
+/// fork, JP's metadata) goes through.
+#[test]
+fn a_conversation_exported_as_json_is_imported_back_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = source_store(dir.path());
+    let ids = run_jp_store(&source, &["ls", "--json"], b"").json("ls");
+    let ids: Vec<String> = ids
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        let json = run_jp_store(&source, &["export", id], b"")
+            .ok("export json")
+            .to_string();
+        assert!(json.lines().count() > 3, "pretty JSON: {json}");
+        let file = dir.path().join(format!("one-{n}.json"));
+        std::fs::write(&file, &json).expect("write");
+        for (name, args, stdin) in [
+            (
+                "file",
+                vec!["import", file.to_str().expect("path")],
+                Vec::new(),
+            ),
+            ("stdin", vec!["import", "-"], json.clone().into_bytes()),
+        ] {
+            let target = dir.path().join(format!("target-{n}-{name}"));
+            run_jp_store(&target, &["init"], b"").ok("init");
+            let out = run_jp_store(&target, &args, &stdin);
+            let said = out.ok("import one.json").to_string();
+            assert!(
+                said.contains("imported 1 ") && said.contains("failed 0"),
+                "{said}"
+            );
+            assert_eq!(out.stderr, "", "{id} {name}");
+            let again = run_jp_store(&target, &["export", id], b"")
+                .ok("export again")
+                .to_string();
+            assert_eq!(again, json, "{id} from {name}: byte for byte");
+        }
+    }
+}
+
+/// A file import cannot read is named once, saying what it is and what
+/// import reads, and counts as one failure (a JP events.json given by
+/// mistake was 91 lines of "invalid JSON", "failed 91").
+#[test]
+fn a_file_that_is_not_a_stream_is_named_once_saying_what_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    let conversation =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/samples/jp-workspace/.jp/conversations");
+    let conversation = std::fs::read_dir(&conversation)
+        .expect("the sample's conversations")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.join("events.json").is_file())
+        .expect("a conversation directory");
+    let events = conversation.join("events.json");
+    assert!(
+        std::fs::read_to_string(&events)
+            .expect("read")
+            .lines()
+            .count()
+            > 20
+    );
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "some notes\nover two lines\n").expect("write");
+    let array = dir.path().join("list.json");
+    std::fs::write(&array, "[\n  1,\n  2\n]\n").expect("write");
+    let dir_text = conversation.display().to_string();
+    for (file, says) in [
+        (
+            &events,
+            vec![
+                "the events.json of a JP conversation",
+                dir_text.as_str(),
+                "instead",
+            ],
+        ),
+        (&text, vec!["not JSON"]),
+        (&array, vec!["a JSON array of 2 items, not a conversation"]),
+    ] {
+        let out = run_jp_store(&store, &["import", file.to_str().expect("path")], b"");
+        out.expect_code(1, &format!("import {}", file.display()));
+        assert_eq!(out.stderr.lines().count(), 1, "once: {}", out.stderr);
+        for s in says
+            .iter()
+            .chain(&["export --format ndjson", "export --format json"])
+        {
+            assert!(out.stderr.contains(s), "{s:?} in {}", out.stderr);
+        }
+        assert!(out.stdout.contains("failed 1;"), "{}", out.stdout);
+    }
+    // A stream whose first line is bad is still a stream: that line is
+    // named, the others imported.
+    let source = source_store(dir.path());
+    let stream = run_jp_store(&source, &["export", "--format", "ndjson"], b"")
+        .ok("export ndjson")
+        .to_string();
+    let bad_first = dir.path().join("bad-first.ndjson");
+    std::fs::write(&bad_first, format!("{{not json\n{stream}")).expect("write");
+    let out = run_jp_store(
+        &store,
+        &["import", bad_first.to_str().expect("path"), "--json"],
+        b"",
+    );
+    out.expect_code(1, "a stream whose first line is bad");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON report");
+    assert_eq!(report["imported"], 3, "{report}");
+    let failed = report["failed"].as_array().expect("failures");
+    assert_eq!(failed.len(), 1, "{report}");
+    assert!(failed[0]["path"]
+        .as_str()
+        .expect("path")
+        .ends_with("bad-first.ndjson:1"));
+}

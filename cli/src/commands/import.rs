@@ -14,8 +14,10 @@ use std::process::ExitCode;
 pub struct ImportArgs {
     /// JP conversation directories, or directories holding them (a
     /// workspace's `.jp/conversations`, including `.archive/`, its `.jp`,
-    /// or the workspace itself); or NDJSON files of conversations, one a line, as
-    /// `export --format ndjson` writes them (`-` reads standard input).
+    /// or the workspace itself); or NDJSON files of conversations, one a
+    /// line, as `export --format ndjson` writes them, or a file of one
+    /// conversation as `export --format json` writes it (`-` reads standard
+    /// input). Any other file is named once, saying what it is.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Replace conversations that are already in the store (default: skip

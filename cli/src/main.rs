@@ -38,7 +38,7 @@ struct Cli {
         global = true,
         help_heading = GLOBAL,
         env = "JP_STORE_DIR",
-        default_value = ".jp-store",
+        default_value = commands::DEFAULT_STORE,
         value_name = "DIR|URL",
         value_parser = parse_store_location
     )]

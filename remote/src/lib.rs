@@ -104,6 +104,16 @@ pub enum RemoteError {
     /// The runtime the client runs on could not be started.
     #[error("cannot start the runtime of the S3 client: {0}")]
     Runtime(#[source] io::Error),
+    /// The endpoint is a plain HTTP URL and plain HTTP was not allowed
+    /// (the client would refuse every request: "URL scheme is not
+    /// allowed").
+    #[error("the S3 endpoint {endpoint} of {url} is plain HTTP, which is refused unless allowed: set AWS_ALLOW_HTTP=true (or allow_http = true in the [s3] table of the user configuration file), or use an https:// endpoint")]
+    PlainHttp {
+        /// The store's URL.
+        url: String,
+        /// The endpoint.
+        endpoint: String,
+    },
     /// The environment holds no credentials (and the instance metadata
     /// endpoint was not asked for).
     #[error("no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or access_key_id and secret_access_key in the [s3] table of the user configuration file, or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, or AWS_CONTAINER_CREDENTIALS_RELATIVE_URI; on a cloud instance whose role gives them, set {METADATA_CREDENTIALS}=true to ask its metadata endpoint")]
@@ -419,6 +429,17 @@ impl S3Backend {
     /// credentials in either, [`RemoteError::NoCredentials`], unless
     /// [`METADATA_CREDENTIALS`] asks for the instance metadata endpoint.
     pub fn from_config(location: S3Location, config: &S3Config) -> Result<Self, RemoteError> {
+        if let Some(endpoint) = &config.endpoint {
+            let plain = endpoint
+                .get(..7)
+                .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+            if plain && config.allow_http != Some(true) {
+                return Err(RemoteError::PlainHttp {
+                    url: location.to_string(),
+                    endpoint: endpoint.clone(),
+                });
+            }
+        }
         if !config.has_credentials() && !credentials_in_env() {
             return Err(RemoteError::NoCredentials {
                 url: location.to_string(),

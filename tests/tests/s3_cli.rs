@@ -189,7 +189,12 @@ fn a_store_on_s3_refuses_what_is_not_there_naming_it() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&s.url) && err.contains("not a jp-store store"),
+        err.contains(&s.url)
+            && err.contains("not a jp-store store")
+            && err.contains(&format!(
+                "create one with `jp-store --store {} init`",
+                s.url
+            )),
         "{err}"
     );
     let bad = run(server, "s3://No_Such/x", &["ls"], b"");

@@ -420,3 +420,100 @@ fn bad_user_configuration_is_refused_naming_file_key_and_expectation() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("is not a size"), "{}", stderr(&out));
 }
+
+/// An `http://` endpoint without AWS_ALLOW_HTTP names the setting (it said
+/// "URL scheme is not allowed"); with no endpoint configured a note says
+/// that AWS's default endpoint is used (-q silences it). No server needed:
+/// the first is refused before any request, and the second is only looked
+/// at for its note (requests to AWS fail fast without network, or are
+/// refused for the test's credentials).
+#[test]
+fn an_http_endpoint_names_allow_http_and_the_default_endpoint_is_said() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let creds = [
+        ("AWS_ACCESS_KEY_ID", "jpstore-test"),
+        ("AWS_SECRET_ACCESS_KEY", "jpstore-test"),
+        ("JP_STORE_S3_RETRY_TIMEOUT", "1s"),
+        ("JP_STORE_S3_REQUEST_TIMEOUT", "1s"),
+    ];
+    let s3 = ["--store", "s3://some-bucket/p", "--no-cache", "ls"];
+    for allow in [None, Some("false")] {
+        let mut cmd = bare(home.path(), &s3);
+        cmd.envs(creds)
+            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+        if let Some(a) = allow {
+            cmd.env("AWS_ALLOW_HTTP", a);
+        }
+        let out = run(cmd, b"");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("http://127.0.0.1:9")
+                && err.contains("AWS_ALLOW_HTTP=true")
+                && err.contains("allow_http = true")
+                && !err.contains("URL scheme is not allowed"),
+            "{err}"
+        );
+    }
+    // The same in the file.
+    write_home_config(
+        home.path(),
+        "[s3]\nendpoint = \"http://127.0.0.1:9\"\naccess_key_id = \"k\"\nsecret_access_key = \"s\"\n",
+    );
+    let out = run(bare(home.path(), &s3), b"");
+    assert!(
+        stderr(&out).contains("AWS_ALLOW_HTTP=true"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(home.path().join(".config/jp-store/config.toml")).expect("rm");
+
+    let said = "is on AWS's default endpoint, https://s3.eu-west-3.amazonaws.com";
+    let mut cmd = bare(home.path(), &s3);
+    cmd.envs(creds).env("AWS_REGION", "eu-west-3");
+    let err = stderr(&run(cmd, b""));
+    assert!(
+        err.contains(said) && err.contains("AWS_ENDPOINT_URL"),
+        "{err}"
+    );
+    let mut quiet = vec!["-q"];
+    quiet.extend(s3);
+    let mut cmd = bare(home.path(), &quiet);
+    cmd.envs(creds).env("AWS_REGION", "eu-west-3");
+    let err = stderr(&run(cmd, b""));
+    assert!(!err.contains("default endpoint"), "{err}");
+    // An endpoint configured: no note.
+    let mut cmd = bare(home.path(), &s3);
+    cmd.envs(creds)
+        .env("AWS_ENDPOINT_URL", "https://127.0.0.1:9")
+        .env("AWS_REGION", "eu-west-3");
+    let err = stderr(&run(cmd, b""));
+    assert!(!err.contains("default endpoint"), "{err}");
+}
+
+/// The hint of a command on a store that is not one gives the `init` of
+/// that store: with its `--store`, quoted when it needs to be.
+#[test]
+fn not_a_store_gives_the_init_of_that_store() {
+    let home = tempfile::tempdir().expect("tempdir");
+    for name in ["plain", "with space"] {
+        let dir = home.path().join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("notes.txt"), "not a store").expect("write");
+        let path = dir.to_str().expect("UTF-8");
+        let out = run(bare(home.path(), &["--store", path, "ls"]), b"");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        let init = if name == "plain" {
+            format!("`jp-store --store {path} init`")
+        } else {
+            format!("`jp-store --store '{path}' init`")
+        };
+        assert!(err.contains(&init), "{init} in {err}");
+    }
+    // The default store: `jp-store init` as it is.
+    let mut cmd = bare(home.path(), &["ls"]);
+    cmd.current_dir(home.path());
+    let err = stderr(&run(cmd, b""));
+    assert!(err.contains("create one with `jp-store init`"), "{err}");
+}

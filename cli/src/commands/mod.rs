@@ -135,6 +135,14 @@ fn cache_dir_of(location: &S3Location, config: &S3Config) -> Option<PathBuf> {
 pub(crate) fn s3_backend(location: &S3Location) -> Result<Arc<dyn Backend>> {
     let config = s3_config()?;
     let mut backend = S3Backend::from_config(location.clone(), &config)?;
+    if config.endpoint.is_none() {
+        crate::output::note(&format!(
+            "note: no S3 endpoint is configured (AWS_ENDPOINT_URL, or endpoint in the [s3] table \
+             of the user configuration file): {location} is on AWS's default endpoint, \
+             https://s3.{}.amazonaws.com",
+            config.region.as_deref().unwrap_or("us-east-1")
+        ));
+    }
     if let Some(dir) = cache_dir_of(location, &config) {
         let size = config
             .cache_size
@@ -181,11 +189,41 @@ pub(crate) fn open_store(dir: &StoreLocation) -> Result<Store> {
 /// Opens the store at `dir` with `options`.
 pub(crate) fn open_store_with(dir: &StoreLocation, options: StoreOptions) -> Result<Store> {
     crate::output::detail(&format!("store {dir}"));
-    Ok(match dir {
-        StoreLocation::Dir(path) => Store::open_dir(path, options)?,
-        StoreLocation::S3(location) => Store::open(s3_backend(location)?, options)?,
+    let opened = match dir {
+        StoreLocation::Dir(path) => Store::open_dir(path, options),
+        StoreLocation::S3(location) => Store::open(s3_backend(location)?, options),
+    };
+    opened.map_err(|e| match e {
+        // The command that makes it, for this store.
+        jpstore_engine::error::Error::NotAStore { path, reason } => anyhow::anyhow!(
+            "{} is not a jp-store store ({reason}); create one with `{}`",
+            path.display(),
+            init_command(dir)
+        ),
+        e => e.into(),
     })
 }
+
+/// The `init` command of the store at `dir`: `jp-store init` for the
+/// default store, else with its `--store`.
+pub(crate) fn init_command(dir: &StoreLocation) -> String {
+    let text = dir.to_string();
+    if matches!(dir, StoreLocation::Dir(p) if p == Path::new(DEFAULT_STORE)) {
+        return "jp-store init".to_string();
+    }
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:~+=@%,".contains(c));
+    if plain {
+        format!("jp-store --store {text} init")
+    } else {
+        format!("jp-store --store '{}' init", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The store of a command without `--store` (nor `JP_STORE_DIR`).
+pub const DEFAULT_STORE: &str = ".jp-store";
 
 /// The warning a command that shows a conversation prints when its read
 /// left bytes after the last whole record out (format-spec.md 3): shown

@@ -10,7 +10,8 @@
 //!   call, a response): the known stream with the new events pushed after
 //!   it is the stream handed over. Only the new events are written as JP
 //!   writes them, converted as an import converts them, and appended as one
-//!   durable record; a changed metadata is a second record. Nothing of the
+//!   durable record, with the metadata that changed in the same record (a
+//!   crash leaves both or neither). Nothing of the
 //!   rest is serialized: the comparison is of JP's values, in memory.
 //! - **JP added anything else at the end** (a config delta, a compaction):
 //!   the stream's events as JP writes them start with the known stream's;
@@ -325,13 +326,20 @@ impl JpStoreBackend {
                 Plan::Append(values) => {
                     match jpstore_integrations::jp::import::entries_written_by_jp(&values) {
                         Some(entries) => {
-                            if !entries.is_empty() {
-                                writer.append_imported(entries)?;
-                            }
                             let patch =
                                 metadata_patch(&writer.state().metadata.fields, &fields, local);
-                            if !patch.fields.is_empty() {
-                                writer.set_metadata(patch)?;
+                            let patch = (!patch.fields.is_empty()).then_some(patch);
+                            // The events and the metadata that changed with
+                            // them in one record: a crash leaves both or
+                            // neither.
+                            match (entries.is_empty(), patch) {
+                                (false, patch) => {
+                                    writer.append_imported_with(entries, patch)?;
+                                }
+                                (true, Some(patch)) => {
+                                    writer.set_metadata(patch)?;
+                                }
+                                (true, None) => {}
                             }
                             self.remember(
                                 id,

@@ -614,3 +614,56 @@ fn open_entries_reads_as_the_whole_log_reads() {
         entries.settings(&heads).expect("settings");
     }
 }
+
+/// Entries and a metadata patch appended as one record (both durable or
+/// neither) read back as the two appends would, on logs of both versions:
+/// the entries, the metadata, the listing (from the head and from the
+/// whole log), the entries' heads and a view; fsck with the data is clean.
+#[test]
+fn entries_and_a_metadata_patch_in_one_record_read_back_whole() {
+    for (dir, store) in [store(), store_v1()] {
+        let id = new_conv(&store, "both");
+        let before = store.read(&id).expect("read").state.records;
+        let mut w = store.writer(&id).expect("writer");
+        let mut fields = crate::event::Object::new();
+        fields.insert("title".into(), json!("a new title"));
+        fields.insert("pinned".into(), json!(true));
+        let out = w
+            .append_imported_with(
+                events(&turn(0)),
+                Some(crate::conversation::meta::MetaPatch {
+                    base_config: None,
+                    fields,
+                }),
+            )
+            .expect("one record");
+        assert_eq!(out.entries, 4);
+        drop(w);
+        let conv = store.read(&id).expect("read");
+        assert_eq!(conv.state.records, before + 1, "one record");
+        assert_eq!(conv.entries.len(), 4);
+        assert_eq!(conv.state.entries, 4);
+        assert_eq!(conv.state.metadata.fields["title"], json!("a new title"));
+        assert_eq!(conv.state.metadata.fields["pinned"], json!(true));
+        assert_eq!(full_state(&store, &id), conv.state);
+        let listed = store.list().expect("list");
+        let row = listed.iter().find(|l| l.id == id).expect("listed");
+        assert_eq!(row.state.metadata.fields["title"], json!("a new title"));
+        let entries = store.open_entries(&id).expect("entries");
+        assert_eq!(entries.len(), 4);
+        assert_eq!(entries.heads().expect("heads").len(), 4);
+        let view = store.open_view(&id).expect("view");
+        assert_eq!(view.into_entries().expect("entries").len(), 4);
+        let report = store
+            .fsck(
+                crate::fsck::FsckOptions {
+                    read_data: true,
+                    ..Default::default()
+                },
+                &mut |_| {},
+            )
+            .expect("fsck");
+        assert!(report.is_clean(), "{report:?}");
+        drop(dir);
+    }
+}

@@ -360,6 +360,18 @@ impl<'s> ConversationWriter<'s> {
     /// against the conversation (format-spec.md 4.4, step 1); everything
     /// else is as `append` does it.
     pub fn append_imported(&mut self, batch: Vec<Entry<Payload>>) -> Result<AppendOutcome> {
+        self.append_imported_with(batch, None)
+    }
+
+    /// [`append_imported`](Self::append_imported) of `batch` and, in the
+    /// same record after its entries, the metadata patch `patch`: both are
+    /// durable together or neither is (a writer that stores events and the
+    /// metadata that changed with them, such as JP's backend).
+    pub fn append_imported_with(
+        &mut self,
+        batch: Vec<Entry<Payload>>,
+        patch: Option<MetaPatch>,
+    ) -> Result<AppendOutcome> {
         if batch.is_empty() {
             return Err(Error::EmptyBatch {
                 path: self.log.path().to_path_buf(),
@@ -373,11 +385,15 @@ impl<'s> ConversationWriter<'s> {
         for entry in &batch {
             entry.for_each_content(&mut |_| content = true);
         }
-        let _gc = if content {
+        let base_config = patch.as_ref().and_then(|p| p.base_config);
+        let _gc = if content || base_config.is_some() {
             Some(super::gc_lock(&**self.blobs.backend(), LockKind::Shared)?)
         } else {
             None
         };
+        if let Some(r) = &base_config {
+            check_reference(self.blobs, r, batch.len())?;
+        }
         // 2. Content: hash inline payloads, check references.
         let mut new: HashMap<BlobId, Vec<u8>> = HashMap::new();
         let mut payloads = 0usize;
@@ -415,7 +431,7 @@ impl<'s> ConversationWriter<'s> {
             result?;
         }
         // 3. Size and readability, before anything is written.
-        let record = self.encode_record(&stored)?;
+        let record = self.encode_record_with(&stored, patch.as_ref())?;
         // 4. Blobs durable first (invariant 2), then the record.
         let stored_blobs = put_new_blobs(
             self.blobs,
@@ -424,6 +440,9 @@ impl<'s> ConversationWriter<'s> {
             &mut |_| {},
         )?;
         let offset = self.write_record(&record, &stored)?;
+        if let Some(patch) = patch {
+            self.state.apply(&LogEntry::Meta(patch));
+        }
         Ok(AppendOutcome {
             offset,
             entries: stored.len(),
@@ -510,11 +529,33 @@ impl<'s> ConversationWriter<'s> {
     /// size limit, and compressed where the log's format says (format-spec.md
     /// 4.2). Writes nothing.
     fn encode_record(&self, batch: &[Entry]) -> Result<FramedRecord> {
+        self.encode_record_with(batch, None)
+    }
+
+    /// [`encode_record`](Self::encode_record) with the metadata patch
+    /// `patch`, if any, after the entries (format-spec.md 4.3: a record's
+    /// entries may include metadata patches).
+    fn encode_record_with(
+        &self,
+        batch: &[Entry],
+        patch: Option<&MetaPatch>,
+    ) -> Result<FramedRecord> {
+        let unreadable_meta = |found: String| Error::BadEntry {
+            index: batch.len(),
+            field: "metadata".into(),
+            message: format!("the metadata patch would not read back: {found}"),
+        };
         match self.log.format().framing {
             Framing::V1 => {
-                let encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
+                let mut encoded: Vec<Vec<u8>> = batch.iter().map(codec::encode_event).collect();
                 for (index, bytes) in encoded.iter().enumerate() {
                     check_readable(bytes, index)?;
+                }
+                if let Some(patch) = patch {
+                    let bytes = codec::encode_meta(patch);
+                    codec::check_readable(&bytes)
+                        .map_err(|found| unreadable_meta(found.to_string()))?;
+                    encoded.push(bytes);
                 }
                 self.check_size(&encoded)?;
                 let record = match self.log.flags() & FLAG_PACKED {
@@ -529,6 +570,10 @@ impl<'s> ConversationWriter<'s> {
                     record
                         .push_entry(entry)
                         .map_err(|why| unreadable(index, &why))?;
+                }
+                if let Some(patch) = patch {
+                    sections::push_meta(&mut record, patch)
+                        .map_err(|found| unreadable_meta(found.to_string()))?;
                 }
                 self.check_plain(&record)?;
                 let sections = sections::finish(&record, Some(sections::LOG_LEVEL));

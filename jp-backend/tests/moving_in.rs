@@ -64,6 +64,18 @@ fn a_users_conversations_come_in_whole_and_go_out_byte_for_byte() {
             ours.load_conversation_ids(filter)
         );
     }
+    // Where JP finds each: both roots for the projected, the user storage
+    // alone for the local ones.
+    for archived in [false, true] {
+        let filter = ConversationFilter { archived };
+        let index = |b: &dyn LoadBackend| {
+            b.load_conversation_index(filter)
+                .into_iter()
+                .map(|e| format!("{} {:?}", e.id, e.presence))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(index(&fs), index(&ours), "the index (archived: {archived})");
+    }
     for n in 0..6 {
         let id = common::id(n);
         assert_eq!(

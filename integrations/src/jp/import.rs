@@ -842,6 +842,32 @@ fn files_digest(source: &JpSource) -> BlobId {
     BlobId::of(&all)
 }
 
+/// Which of the conversation directories `sources` hold conversations JP
+/// wrote local (its `Projection::LocalOnly`): JP keeps every conversation
+/// in the user's storage and the projected ones also in the workspace's
+/// `.jp` directory, so when an import takes both places, a conversation
+/// found only outside a `.jp` directory is local (format-spec.md 4.11).
+/// None is local when the import takes only one of the two places.
+fn local_only(sources: &[PathBuf]) -> impl Fn(&Path) -> bool {
+    let in_workspace = |p: &Path| p.components().any(|c| c.as_os_str() == ".jp");
+    // A directory `<id>` or `<id>-<title>`: JP's id.
+    let id_of = |p: &Path| -> Option<String> {
+        let name = p.file_name()?.to_str()?;
+        Some(name.split('-').next().unwrap_or(name).to_owned())
+    };
+    let both = sources.iter().any(|s| in_workspace(s)) && sources.iter().any(|s| !in_workspace(s));
+    let projected: std::collections::HashSet<String> = if both {
+        sources
+            .iter()
+            .filter(|s| in_workspace(s))
+            .filter_map(|s| id_of(s))
+            .collect()
+    } else {
+        std::collections::HashSet::new()
+    };
+    move |p: &Path| both && !in_workspace(p) && id_of(p).is_some_and(|id| !projected.contains(&id))
+}
+
 /// `jp-store import`: finds the JP conversations under each of `paths`
 /// ([`find_sources`]), reads and prepares them ([`read_source`],
 /// [`prepare`]) and stores them by chunks of [`IMPORT_CHUNK_BYTES`] of
@@ -942,6 +968,7 @@ pub fn import_paths(
         progress(ImportProgress::Bytes { done, total });
         Ok(())
     };
+    let local = local_only(&sources);
     // Where each conversation was first found, to name a directory that
     // holds it again, and the digest of its files: a copy of the same
     // files (JP keeps a projected conversation in its user storage and in
@@ -969,7 +996,12 @@ pub fn import_paths(
         });
         for (src, result) in sources[start..end].iter().zip(prepared) {
             match result {
-                Ok((prepared, check, not_applied, digest)) => {
+                Ok((mut prepared, check, not_applied, digest)) => {
+                    if local(src) {
+                        if let Some(Value::Object(info)) = prepared.fields.get_mut(JP_FIELD) {
+                            info.insert("local".into(), Value::Bool(true));
+                        }
+                    }
                     match given.get(&prepared.id) {
                         None => {
                             given.insert(prepared.id.clone(), (src.clone(), digest));

@@ -164,6 +164,31 @@ enum Command {
         #[arg(long)]
         refs: bool,
     },
+    /// Search the text of conversations for a regular expression, as grep does.
+    ///
+    /// PATTERN is a regular expression (-F: a fixed string), searched as
+    /// grep searches files: the stored log, every entry
+    /// (turns a compaction covers too), and the text content its entries
+    /// reference in the blob store. Prints each matching line as `ID turn T
+    /// entry E PART:LINE: TEXT`.
+    ///
+    /// Searched: messages (chat_request, chat_response), reasoning,
+    /// structured data, tool call arguments (one `key: value` line each),
+    /// tool results, text resources (by their URI), inquiry questions and
+    /// answers, compaction summaries, and entries of other types as JSON.
+    /// Not searched: turn starts, config deltas, titles, and binary content
+    /// (resources given as `blob`, content holding a NUL byte). Turns and
+    /// entries are numbered from 0, as print and export number them; lines
+    /// from 1 within each part. A long line is shown as 200 characters
+    /// around its match (--json gives it whole).
+    ///
+    /// Conversations are searched on all cores and printed in id order;
+    /// each blob is read and decompressed once however many entries
+    /// reference it. A conversation or blob that cannot be read is
+    /// reported and the rest searched. Exit status: 0 when a line matched,
+    /// 1 when none did, 2 on an error (bad pattern, unknown id, damage
+    /// found), as grep's.
+    Grep(commands::GrepArgs),
     /// Compact a conversation without losing anything, or undo a compaction.
     ///
     /// Compact a conversation without losing anything: append a compaction
@@ -291,7 +316,7 @@ enum Command {
     /// Serve a read-only web view of the store on a loopback address.
     ///
     /// Serve a read-only web view of the store: the conversations (sorted,
-    /// searched by title), each one as logged or as the model is sent it,
+    /// searched by title and content), each one as logged or as the model is sent it,
     /// statistics with their plots, and blob contents. Listens on a
     /// loopback address (port 7420 unless --addr says otherwise), prints
     /// its URL, writes nothing to the store, and stops on Ctrl-C.
@@ -334,6 +359,7 @@ impl Command {
             Command::Gc(a) => a.json,
             Command::Fsck(a) => a.json,
             Command::Upgrade(a) => a.json,
+            Command::Grep(a) => a.json,
             Command::Attach(a) => a.json,
             Command::Blob(b) => b.json(),
             Command::Init
@@ -476,6 +502,7 @@ fn main() -> ExitCode {
         Command::Ls { json } => commands::ls(dir, json),
         Command::Print { id, compacted } => commands::print(dir, &id, compacted),
         Command::View { id, format, refs } => commands::view(dir, &id, format, refs),
+        Command::Grep(args) => commands::grep(dir, args),
         Command::Compact(args) => commands::compact(dir, args),
         Command::Fork(args) => commands::fork(dir, args),
         Command::Copy(args) => commands::copy(args),

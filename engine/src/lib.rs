@@ -15,6 +15,8 @@
 //! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
 //! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
 //!   blobs safely while others write.
+//! - [`search`]: a regular expression over the text of conversations
+//!   (`jp-store grep`).
 //! - [`stats`]: counts and context sizes of conversations (`jp-store
 //!   stats`).
 //! - [`upgrade`]: a conversation's version 1 log rewritten as version 2
@@ -114,6 +116,7 @@ pub mod json_text;
 pub mod log;
 mod parallel;
 pub mod projection;
+pub mod search;
 pub mod stats;
 pub mod store;
 pub mod stream;

@@ -78,7 +78,7 @@ fn the_web_view_in_chromium() {
 
 fn each_page_renders_with_its_script_running(chromium: &Path, server: &Server) {
     let url = |path: &str| format!("{}{}", server.url, path.trim_start_matches('/'));
-    let pages: [(String, &[&str]); 8] = [
+    let pages: [(String, &[&str]); 9] = [
         (
             url("/"),
             &[
@@ -97,6 +97,18 @@ fn each_page_renders_with_its_script_running(chromium: &Path, server: &Server) {
                 "Task 45: tidy module 3 1 3 347 B 2025-07-01 09:46:48 175136050032 Task 32",
                 "Task 19: tidy module 3",
                 "Task 06: tidy module 3",
+            ],
+        ),
+        (
+            // The search box searches content too: the line, linked to
+            // its turn, below the (empty) list of titles.
+            url("/?q=Joined+The+Thread"),
+            &[
+                "0 conversations with “Joined The Thread” in the title",
+                "In the content",
+                "1 line with “Joined The Thread” in 1 conversation",
+                "Fix the flaky reopen test 17513604000",
+                "turn 3, chat_response message I joined the thread before reopening; fifty runs pass.",
             ],
         ),
         (

@@ -1044,3 +1044,120 @@ fn a_long_turn_is_paged_and_paging_reaches_every_entry() {
     );
     assert!(last.contains("id=\"turn-2\""));
 }
+
+#[test]
+fn the_search_box_searches_content_and_links_each_line_to_its_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    // 12 turns: pages of 10 turns put turn 11 on page 2.
+    run_jp_store(
+        &store,
+        &["new", "--id", "17000000001", "--title", "paged"],
+        b"",
+    )
+    .ok("new");
+    let mut lines = Vec::new();
+    for turn in 0..12 {
+        lines.extend([
+            json!({"type": "turn_start"}),
+            json!({"type": "chat_request", "content": format!("question {turn}")}),
+            json!({"type": "tool_call_request", "id": format!("c{turn}"), "name": "fs_read_file", "arguments": {"path": "a.rs"}}),
+            json!({"type": "tool_call_response", "id": format!("c{turn}"),
+                   "content": if turn == 11 { "fn a() {}\nlet x = NeedleOfTurnEleven;\n<script>alert(1)</script> needle".to_owned() } else { format!("nothing in {turn}") }}),
+        ]);
+    }
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    run_jp_store(&store, &["append", "17000000001"], input.as_bytes()).ok("append");
+    // A newer conversation with 150 lines holding the text: 10 are shown.
+    run_jp_store(
+        &store,
+        &["new", "--id", "17000000002", "--title", "many"],
+        b"",
+    )
+    .ok("new");
+    let many: String = (0..150).map(|i| format!("needle line {i}\n")).collect();
+    let input = format!("{}\n", json!({"type": "chat_request", "content": many}));
+    run_jp_store(&store, &["append", "17000000002"], input.as_bytes()).ok("append");
+    let server = Server::start(&store);
+
+    let page = ok(&server.get("/?q=NEEDLE"), "content search");
+    assert!(page.contains("In the content"), "{page}");
+    assert!(page.contains("placeholder=\"search titles and content\""));
+    assert_only_own_markup(&page, "content search");
+    // No title holds it; the content does: 10 lines of the newer one
+    // (first), then 2 of the older.
+    assert!(
+        page.contains("0 conversations with “NEEDLE” in the title"),
+        "{page}"
+    );
+    assert!(
+        page.contains("12 lines with “NEEDLE” in 2 conversations"),
+        "{page}"
+    );
+    let newer = page.find("17000000002").expect("the newer conversation");
+    let older = page.find("17000000001").expect("the older one");
+    assert!(newer < older);
+    assert_eq!(
+        page.matches("<strong>needle</strong> line ").count(),
+        10,
+        "{page}"
+    );
+    assert!(page.contains("more in this conversation"));
+    // Each line links to its turn, on the page that shows it; the match
+    // is marked, the rest escaped.
+    let link = "/conversations/17000000001?page=2#turn-11";
+    assert!(page.contains(&format!("href=\"{link}\"")), "{page}");
+    assert!(
+        page.contains("let x = <strong>Needle</strong>OfTurnEleven;"),
+        "{page}"
+    );
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt; <strong>needle</strong>"),
+        "{page}"
+    );
+    let turn_page = ok(
+        &server.get(link.split('#').next().unwrap_or(link)),
+        "the turn's page",
+    );
+    assert!(turn_page.contains("id=\"turn-11\""), "{turn_page}");
+
+    // The title search goes on as before, and a text found nowhere says so.
+    let page = ok(&server.get("/?q=paged"), "title search");
+    assert_eq!(row_ids(&page), ["17000000001"]);
+    assert!(
+        page.contains("0 lines with “paged” in 0 conversations"),
+        "{page}"
+    );
+    assert!(!page.contains("hit-conversation"));
+    // Without a search, no content is searched.
+    assert!(!ok(&server.get("/"), "list").contains("In the content"));
+}
+
+#[test]
+fn the_content_search_stops_at_its_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    run_jp_store(&store, &["init"], b"").ok("init");
+    for i in 0..12 {
+        let id = format!("170000000{i:02}");
+        run_jp_store(&store, &["new", "--id", &id], b"").ok("new");
+        let many: String = (0..20).map(|k| format!("needle {k}\n")).collect();
+        let input = format!("{}\n", json!({"type": "chat_request", "content": many}));
+        run_jp_store(&store, &["append", &id], input.as_bytes()).ok("append");
+    }
+    let server = Server::start(&store);
+    let page = ok(&server.get("/?q=needle"), "content search");
+    // 10 conversations of 10 lines: 100, the bound; the 2 oldest are not
+    // shown.
+    assert_eq!(
+        page.matches("<li><a href=\"/conversations/").count(),
+        100,
+        "{page}"
+    );
+    assert!(page.contains("the first 100 lines with “needle”"), "{page}");
+    assert!(
+        !page.contains("17000000001\"") && !page.contains(">17000000000<"),
+        "{page}"
+    );
+}

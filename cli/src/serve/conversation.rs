@@ -122,6 +122,12 @@ impl Pages {
     }
 }
 
+/// The page (from 1) of a conversation whose entries are in turns
+/// `turn_of` that shows entry `entry`.
+pub fn page_of_entry(turn_of: &[u64], entry: usize) -> usize {
+    Pages::new(turn_of).of_entry(entry)
+}
+
 /// The turn of every entry, from their heads.
 fn turns_of(heads: &[EntryHead<'_>]) -> Vec<u64> {
     let mut counter = TurnCounter::new();

@@ -8,7 +8,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `/` | the conversations: sortable, searchable by title, paginated ([`list`], from the summaries kept in [`index`]) |
+//! | `/` | the conversations: sortable, searchable by title, paginated ([`list`], from the summaries kept in [`index`]); a search also lists the lines of content holding the text (`jp-store grep`'s searcher, bounded) |
 //! | `/conversations/<id>` | one conversation, a page of turns at a time, as logged or as the model is sent it ([`conversation`]) |
 //! | `/conversations/<id>/stats`, `/stats` | statistics, with the plots of `stats --plot` ([`stats`]) |
 //! | `/conversations/<id>/plot.svg` | that plot |

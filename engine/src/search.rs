@@ -1,0 +1,817 @@
+//! Searching the text of conversations (`jp-store grep`, the web view's
+//! search box): a regular expression over the decoded text of every entry
+//! of the stored log, and of the text content those entries reference in
+//! the blob store.
+//!
+//! What is searched, as *parts* of an entry (each part's text has its own
+//! lines, numbered from 1):
+//!
+//! | entry | part | text |
+//! |---|---|---|
+//! | `chat_request` | `message` | the message |
+//! | `chat_request` | `resource` | each text resource's content (a blob) |
+//! | `chat_response` | `message`, `reasoning`, `data` | the text (data: its JSON) |
+//! | `tool_call_request` | `arguments` | one `key: value` line per argument, string values as they are (several lines if they hold line breaks), others as JSON |
+//! | `tool_call_response` | `result` | each text block (a blob); a block of another type as JSON |
+//! | `tool_call_response` | `resource` | each text resource block's content (a blob) |
+//! | `inquiry_request` | `question` | the question's `text` (the whole question as JSON without one) |
+//! | `inquiry_response` | `answer` | the answer (a string as it is, else JSON) |
+//! | `compaction` | `summary` | the summary |
+//! | an entry of another type | `entry` | the whole entry as JSON |
+//!
+//! Turn starts, config deltas and compaction undos hold no text and are not
+//! searched. Every entry of the log is searched, those of turns a
+//! compaction covers too: the search is of the history as logged, not of
+//! the view the model is sent. Content that is binary (a resource given as
+//! `blob`, or content holding a NUL byte, as grep judges it) is not
+//! searched.
+//!
+//! The matcher is the `regex` crate's (`-F` escapes the pattern, `-i` folds
+//! case, Unicode-aware). Each part's text is searched whole: a match is
+//! found, its line reported, and the search goes on after that line (one
+//! hit per line, as grep prints it).
+//!
+//! Cost: [`Searcher::each`] reads conversations on all cores and hands
+//! their hits over in order, with at most a few conversations per core read
+//! ahead of the one being handed over (memory bounded by them, not by the
+//! store). A blob referenced several times is read, decompressed and
+//! searched once per searcher: its outcome is kept (a few dozen bytes per
+//! distinct blob, plus the lines that matched).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use jpstore_blobstore::BlobId;
+use regex::bytes::{Regex, RegexBuilder};
+use serde_json::Value;
+
+use crate::conversation::read::Conversation;
+use crate::conversation::ConversationId;
+use crate::error::Error;
+use crate::event::turns::TurnCounter;
+use crate::event::{BlobRef, Block, ChatResponse, Entry, EventKind, ResourceContent};
+use crate::log::TornTail;
+use crate::Store;
+
+/// A pattern that is not a valid regular expression (or is too large).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid pattern {pattern:?}: {message}")]
+pub struct PatternError {
+    /// The pattern as given.
+    pub pattern: String,
+    /// What the regular expression parser said.
+    pub message: String,
+}
+
+/// Who an entry is from, for `--role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// `chat_request`, `inquiry_response`, and an inquiry the user asks.
+    User,
+    /// `chat_response`, `tool_call_request`, and an inquiry the assistant
+    /// asks.
+    Assistant,
+    /// `tool_call_response`, and an inquiry a tool asks.
+    Tool,
+    /// Compactions, entries of other types, inquiries of other sources.
+    Other,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 4] = [Role::User, Role::Assistant, Role::Tool, Role::Other];
+
+    /// The role's name (`user`, `assistant`, `tool`, `other`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::Other => "other",
+        }
+    }
+
+    /// The role named `name`.
+    pub fn parse(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// How a [`Searcher`] matches and what it looks at.
+#[derive(Debug, Clone, Default)]
+pub struct SearchOptions {
+    /// The pattern is a fixed string, not a regular expression.
+    pub fixed: bool,
+    /// Ignore case (Unicode simple case folding).
+    pub ignore_case: bool,
+    /// Only entries of these roles (none: every role).
+    pub roles: Vec<Role>,
+    /// Only entries of these types (`chat_request`, `tool_call_response`,
+    /// an unknown entry's type) or parts (`reasoning`, `arguments`, ...);
+    /// none: every entry.
+    pub types: Vec<String>,
+    /// Stop at the first hit of each conversation (`-l`).
+    pub first_only: bool,
+    /// Stop a conversation's search after this many hits (the web view).
+    pub max_hits: Option<usize>,
+}
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The turn of the entry (0-based, as `print` numbers them).
+    pub turn: u64,
+    /// The index of the entry in the log (0-based, as `export` lists them).
+    pub entry: usize,
+    /// The entry's type (`chat_request`, ...).
+    pub entry_type: String,
+    /// Who the entry is from.
+    pub role: Role,
+    /// Which text of the entry ([`the module documentation`](self)).
+    pub part: &'static str,
+    /// The line number in that text (from 1).
+    pub line: u64,
+    /// The line, without its line break (bytes that are not UTF-8 as
+    /// U+FFFD).
+    pub text: String,
+    /// The first match in the line, as a byte range of `text`.
+    pub span: (usize, usize),
+    /// The blob the text was read from, if it was.
+    pub blob: Option<BlobId>,
+    /// The resource's URI (`resource` parts).
+    pub uri: Option<String>,
+    /// The tool's name (`arguments`; `result` and `resource` of a tool
+    /// response whose request is in the log).
+    pub tool: Option<String>,
+}
+
+/// Content that could not be searched.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The entry referencing it.
+    pub entry: usize,
+    /// Its turn.
+    pub turn: u64,
+    /// The blob.
+    pub blob: BlobId,
+    /// Why (the blob store's error).
+    pub error: Arc<Error>,
+}
+
+/// The hits of one conversation.
+#[derive(Debug, Clone)]
+pub struct ConversationHits {
+    /// The conversation.
+    pub id: ConversationId,
+    /// Its title, if it has one.
+    pub title: Option<String>,
+    /// Every hit, in log order.
+    pub hits: Vec<Hit>,
+    /// Blobs that could not be read (the rest was searched).
+    pub problems: Vec<Problem>,
+    /// Bytes after the last whole record, left out of the search.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// What searching one blob gave (kept per searcher: each blob is read once).
+#[derive(Debug)]
+enum BlobOutcome {
+    /// Text, searched: its matching lines (line, text, span).
+    Text(Vec<LineHit>),
+    /// Binary content (a NUL byte): not searched.
+    Binary,
+    /// It could not be read.
+    Failed(Arc<Error>),
+}
+
+#[derive(Debug, Clone)]
+struct LineHit {
+    line: u64,
+    text: String,
+    span: (usize, usize),
+}
+
+/// A compiled search over one store.
+pub struct Searcher<'s> {
+    store: &'s Store,
+    regex: Regex,
+    options: SearchOptions,
+    blobs: Mutex<HashMap<BlobId, Arc<OnceLock<BlobOutcome>>>>,
+    read: AtomicUsize,
+}
+
+impl<'s> Searcher<'s> {
+    /// A searcher of `pattern` in `store`.
+    pub fn new(
+        store: &'s Store,
+        pattern: &str,
+        options: SearchOptions,
+    ) -> Result<Self, PatternError> {
+        let source = if options.fixed {
+            regex::escape(pattern)
+        } else {
+            pattern.to_owned()
+        };
+        let regex = RegexBuilder::new(&source)
+            .case_insensitive(options.ignore_case)
+            // Lines are what is reported: `^` and `$` are at line ends.
+            .multi_line(true)
+            .build()
+            .map_err(|e| PatternError {
+                pattern: pattern.to_owned(),
+                message: e.to_string(),
+            })?;
+        Ok(Searcher {
+            store,
+            regex,
+            options,
+            blobs: Mutex::new(HashMap::new()),
+            read: AtomicUsize::new(0),
+        })
+    }
+
+    /// How many blobs this searcher has read (each at most once).
+    pub fn blobs_read(&self) -> usize {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// Searches conversation `id`.
+    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationHits, Error> {
+        let conversation = self.store.read(id)?;
+        Ok(self.search(&conversation))
+    }
+
+    /// Searches `ids` on all cores, handing each conversation's outcome to
+    /// `sink` in the order of `ids` (a conversation that cannot be read
+    /// with its error, which does not stop the others). Returns early when
+    /// `sink` returns `false`.
+    pub fn each(
+        &self,
+        ids: &[ConversationId],
+        sink: impl FnMut(&ConversationId, Result<ConversationHits, Error>) -> bool,
+    ) {
+        self.each_mapped(ids, &|_, hits| hits, sink);
+    }
+
+    /// [`Searcher::each`], handing `sink` what `map` makes of each
+    /// conversation and its hits (in the worker's thread, while the
+    /// conversation is in memory).
+    pub fn each_mapped<T: Send>(
+        &self,
+        ids: &[ConversationId],
+        map: &(dyn Fn(&Conversation, ConversationHits) -> T + Sync),
+        mut sink: impl FnMut(&ConversationId, Result<T, Error>) -> bool,
+    ) {
+        let one = |id: &ConversationId| {
+            self.store.read(id).map(|conversation| {
+                let hits = self.search(&conversation);
+                map(&conversation, hits)
+            })
+        };
+        let threads = crate::parallel::cores().min(ids.len());
+        if threads < 2 {
+            for id in ids {
+                if !sink(id, one(id)) {
+                    return;
+                }
+            }
+            return;
+        }
+        // Workers take the next index; one that runs `window` ahead of the
+        // conversation being handed over waits, so at most `window`
+        // outcomes are held.
+        let window = threads * 4;
+        let next = AtomicUsize::new(0);
+        struct Shared<T> {
+            done: BTreeMap<usize, Result<T, Error>>,
+            handed: usize,
+            stop: bool,
+            /// A worker's panic, resumed in the caller's thread.
+            panic: Option<Box<dyn std::any::Any + Send>>,
+        }
+        let shared = Mutex::new(Shared {
+            done: BTreeMap::new(),
+            handed: 0,
+            stop: false,
+            panic: None,
+        });
+        let changed = Condvar::new();
+        let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(id) = ids.get(i) else { break };
+            {
+                let mut s = lock();
+                while !s.stop && i >= s.handed + window {
+                    s = changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+                if s.stop {
+                    break;
+                }
+            }
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(id)));
+            let mut s = lock();
+            match outcome {
+                Ok(outcome) => {
+                    s.done.insert(i, outcome);
+                }
+                Err(panic) => {
+                    s.panic.get_or_insert(panic);
+                    s.stop = true;
+                }
+            }
+            drop(s);
+            changed.notify_all();
+        };
+        let panic = std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(work);
+            }
+            for (i, id) in ids.iter().enumerate() {
+                let outcome = {
+                    let mut s = lock();
+                    loop {
+                        if let Some(o) = s.done.remove(&i) {
+                            break Some(o);
+                        }
+                        if s.panic.is_some() {
+                            break None;
+                        }
+                        s = changed.wait(s).unwrap_or_else(|p| p.into_inner());
+                    }
+                };
+                let Some(outcome) = outcome else { break };
+                let go_on = sink(id, outcome);
+                let mut s = lock();
+                s.handed = i + 1;
+                s.stop = !go_on;
+                drop(s);
+                changed.notify_all();
+                if !go_on {
+                    break;
+                }
+            }
+            let mut s = lock();
+            s.stop = true;
+            let panic = s.panic.take();
+            drop(s);
+            changed.notify_all();
+            panic
+        });
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// Searches a conversation already read.
+    pub fn search(&self, conversation: &Conversation) -> ConversationHits {
+        let mut out = ConversationHits {
+            id: conversation.id.clone(),
+            title: conversation.state.metadata.title().map(str::to_owned),
+            hits: Vec::new(),
+            problems: Vec::new(),
+            torn_tail: conversation.torn_tail,
+        };
+        walk(conversation, &mut |step| {
+            if self.full(&out) {
+                return false;
+            }
+            if !self.options.roles.is_empty() && !self.options.roles.contains(&step.role) {
+                return true;
+            }
+            if !self.wanted(step.entry_type, step.part) {
+                return true;
+            }
+            let mut at = At {
+                step: &step,
+                out: &mut out,
+            };
+            match step.text {
+                Text::Inline(text) => self.text(&mut at, text),
+                Text::Blob(r) => self.blob(&mut at, r),
+            }
+            true
+        });
+        out
+    }
+
+    /// Whether the conversation's search is over (`-l`, a bound of hits).
+    fn full(&self, out: &ConversationHits) -> bool {
+        let max = match (self.options.first_only, self.options.max_hits) {
+            (true, _) => 1,
+            (false, Some(m)) => m,
+            (false, None) => return false,
+        };
+        out.hits.len() >= max
+    }
+
+    /// Whether part `part` of an entry of type `entry_type` is searched.
+    fn wanted(&self, entry_type: &str, part: &str) -> bool {
+        let types = &self.options.types;
+        types.is_empty() || types.iter().any(|t| t == entry_type || t == part)
+    }
+
+    /// Content in the blob store: read and searched once per searcher.
+    fn blob(&self, at: &mut At<'_>, r: &BlobRef) {
+        let cell = {
+            let mut blobs = self.blobs.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(blobs.entry(r.id).or_default())
+        };
+        let outcome = cell.get_or_init(|| {
+            self.read.fetch_add(1, Ordering::Relaxed);
+            match self.store.blobs().get_content(&r.id) {
+                Ok(content) if memchr::memchr(0, &content).is_some() => BlobOutcome::Binary,
+                Ok(content) => BlobOutcome::Text(self.lines(&content)),
+                Err(e) => BlobOutcome::Failed(Arc::new(Error::Blob(e))),
+            }
+        });
+        match outcome {
+            BlobOutcome::Binary => {}
+            BlobOutcome::Failed(error) => at.out.problems.push(Problem {
+                entry: at.step.entry,
+                turn: at.step.turn,
+                blob: r.id,
+                error: Arc::clone(error),
+            }),
+            BlobOutcome::Text(lines) => {
+                for line in lines {
+                    if self.full(at.out) {
+                        break;
+                    }
+                    at.push(line.clone(), Some(r.id));
+                }
+            }
+        }
+    }
+
+    /// Text held in the log.
+    fn text(&self, at: &mut At<'_>, text: &[u8]) {
+        if memchr::memchr(0, text).is_some() {
+            return;
+        }
+        for line in self.lines(text) {
+            if self.full(at.out) {
+                break;
+            }
+            at.push(line, None);
+        }
+    }
+
+    /// The lines of `text` that match, each once (the first match in it).
+    fn lines(&self, text: &[u8]) -> Vec<LineHit> {
+        let limit = if self.options.first_only {
+            1
+        } else {
+            self.options.max_hits.unwrap_or(usize::MAX)
+        };
+        let mut hits = Vec::new();
+        let mut from = 0;
+        let mut line = 1u64;
+        let mut counted = 0;
+        while from <= text.len() && hits.len() < limit {
+            let Some(m) = self.regex.find_at(text, from) else {
+                break;
+            };
+            let start = m.start();
+            let line_start = memchr::memrchr(b'\n', &text[..start]).map_or(0, |i| i + 1);
+            let line_end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
+            // A match that runs over a line break (`\s+` does) is not a
+            // hit of its line: a line matches when the pattern matches the
+            // line alone, as grep reads it. Its first match then.
+            let m = if m.end() > line_end {
+                match self.regex.find(&text[line_start..line_end]) {
+                    Some(inner) => (line_start + inner.start(), line_start + inner.end()),
+                    None => {
+                        from = line_end + 1;
+                        continue;
+                    }
+                }
+            } else {
+                (m.start(), m.end())
+            };
+            let start = m.0;
+            line += memchr::memchr_iter(b'\n', &text[counted..line_start]).count() as u64;
+            counted = line_start;
+            let shown = String::from_utf8_lossy(&text[line_start..line_end]);
+            // Offsets into the line as shown (a lossy conversion may have
+            // changed its length): measured on the shown prefix.
+            let (span_start, span_end) = match shown {
+                std::borrow::Cow::Borrowed(_) => (start - line_start, m.1 - line_start),
+                std::borrow::Cow::Owned(_) => {
+                    let before = String::from_utf8_lossy(&text[line_start..start]).len();
+                    let within = String::from_utf8_lossy(&text[start..m.1]).len();
+                    (before, before + within)
+                }
+            };
+            // A match at the very end of a text that ends with a line
+            // break is on no line.
+            if start == text.len() && start > 0 && text[start - 1] == b'\n' {
+                break;
+            }
+            hits.push(LineHit {
+                line,
+                text: shown.into_owned(),
+                span: (span_start, span_end),
+            });
+            from = line_end + 1;
+        }
+        hits
+    }
+}
+
+/// Where in a conversation a search is, and its outcome so far.
+struct At<'a> {
+    step: &'a Step<'a>,
+    out: &'a mut ConversationHits,
+}
+
+impl At<'_> {
+    fn push(&mut self, line: LineHit, blob: Option<BlobId>) {
+        let step = self.step;
+        self.out.hits.push(Hit {
+            turn: step.turn,
+            entry: step.entry,
+            entry_type: step.entry_type.to_owned(),
+            role: step.role,
+            part: step.part,
+            line: line.line,
+            text: line.text,
+            span: line.span,
+            blob,
+            uri: step.uri.map(str::to_owned),
+            tool: step.tool.map(str::to_owned),
+        });
+    }
+}
+
+/// One text of a conversation that is searched, where [`walk`] found it.
+pub struct Step<'c> {
+    /// The turn of its entry.
+    pub turn: u64,
+    /// The index of its entry in the log.
+    pub entry: usize,
+    /// The entry's type.
+    pub entry_type: &'c str,
+    /// Who the entry is from.
+    pub role: Role,
+    /// Which text of the entry.
+    pub part: &'static str,
+    /// The text, or the blob holding it.
+    pub text: Text<'c>,
+    /// The resource's URI (`resource` parts).
+    pub uri: Option<&'c str>,
+    /// The tool's name (`arguments`, `result`), if known.
+    pub tool: Option<&'c str>,
+}
+
+/// A text to search: held in the log (decoded), or in a blob.
+pub enum Text<'c> {
+    /// The text itself.
+    Inline(&'c [u8]),
+    /// The blob holding it.
+    Blob(&'c BlobRef),
+}
+
+/// Hands every text of `conversation` that is searched to `visit`, in log
+/// order ([`the module documentation`](self) says which); stops when
+/// `visit` returns `false`.
+pub fn walk(conversation: &Conversation, visit: &mut dyn FnMut(Step<'_>) -> bool) {
+    let mut turns = TurnCounter::new();
+    let mut tools: HashMap<&str, &str> = HashMap::new();
+    for (index, entry) in conversation.entries.iter().enumerate() {
+        let turn = turns.step(entry).turn;
+        let (entry_type, role) = (entry_type(entry), role(entry));
+        fn make<'c>(
+            (turn, entry, entry_type, role): (u64, usize, &'c str, Role),
+            part: &'static str,
+            text: Text<'c>,
+        ) -> Step<'c> {
+            Step {
+                turn,
+                entry,
+                entry_type,
+                role,
+                part,
+                text,
+                uri: None,
+                tool: None,
+            }
+        }
+        let place = (turn, index, entry_type, role);
+        let go_on = match entry {
+            Entry::Unknown(object) => {
+                let text = Value::Object(object.clone()).to_string();
+                visit(make(place, "entry", Text::Inline(text.as_bytes())))
+            }
+            Entry::Event(e) => match &e.kind {
+                EventKind::TurnStart | EventKind::ConfigDelta(_) | EventKind::CompactionUndo(_) => {
+                    true
+                }
+                EventKind::ChatRequest(r) => {
+                    visit(make(place, "message", Text::Inline(r.content.as_bytes())))
+                        && r.resources.iter().all(|res| match &res.content {
+                            ResourceContent::Text(blob) => visit(Step {
+                                uri: Some(&res.uri),
+                                ..make(place, "resource", Text::Blob(blob))
+                            }),
+                            ResourceContent::Binary(_) => true,
+                        })
+                }
+                EventKind::ChatResponse(ChatResponse::Message(m)) => {
+                    visit(make(place, "message", Text::Inline(m.as_bytes())))
+                }
+                EventKind::ChatResponse(ChatResponse::Reasoning(m)) => {
+                    visit(make(place, "reasoning", Text::Inline(m.as_bytes())))
+                }
+                EventKind::ChatResponse(ChatResponse::Data(d)) => {
+                    visit(make(place, "data", Text::Inline(d.to_string().as_bytes())))
+                }
+                EventKind::ToolCallRequest(r) => {
+                    tools.insert(&r.id, &r.name);
+                    let text = arguments_text(&r.arguments);
+                    visit(Step {
+                        tool: Some(&r.name),
+                        ..make(place, "arguments", Text::Inline(text.as_bytes()))
+                    })
+                }
+                EventKind::ToolCallResponse(r) => {
+                    let tool = tools.get(r.id.as_str()).copied();
+                    r.content.iter().all(|block| match block {
+                        Block::Text(t) => visit(Step {
+                            tool,
+                            ..make(place, "result", Text::Blob(&t.text))
+                        }),
+                        Block::Resource(b) => match &b.resource.content {
+                            ResourceContent::Text(blob) => visit(Step {
+                                uri: Some(&b.resource.uri),
+                                tool,
+                                ..make(place, "resource", Text::Blob(blob))
+                            }),
+                            ResourceContent::Binary(_) => true,
+                        },
+                        Block::Other(o) => {
+                            let text = Value::Object(o.clone()).to_string();
+                            visit(Step {
+                                tool,
+                                ..make(place, "result", Text::Inline(text.as_bytes()))
+                            })
+                        }
+                    })
+                }
+                EventKind::InquiryRequest(r) => match r.question.get("text") {
+                    Some(Value::String(s)) => {
+                        visit(make(place, "question", Text::Inline(s.as_bytes())))
+                    }
+                    _ => {
+                        let text = Value::Object(r.question.clone()).to_string();
+                        visit(make(place, "question", Text::Inline(text.as_bytes())))
+                    }
+                },
+                EventKind::InquiryResponse(r) => match &r.answer {
+                    Value::String(s) => visit(make(place, "answer", Text::Inline(s.as_bytes()))),
+                    other => visit(make(
+                        place,
+                        "answer",
+                        Text::Inline(other.to_string().as_bytes()),
+                    )),
+                },
+                EventKind::Compaction(c) => match &c.summary {
+                    Some(s) => visit(make(place, "summary", Text::Inline(s.as_bytes()))),
+                    None => true,
+                },
+            },
+        };
+        if !go_on {
+            return;
+        }
+    }
+}
+
+/// A tool call's arguments as searched: a `key: value` line per argument,
+/// a string as it is, any other value as JSON.
+pub fn arguments_text(arguments: &crate::event::Object) -> String {
+    let mut text = String::new();
+    for (key, value) in arguments {
+        text.push_str(key);
+        text.push_str(": ");
+        match value {
+            Value::String(s) => text.push_str(s),
+            other => text.push_str(&other.to_string()),
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The type of an entry (`unknown` for an entry of another type without a
+/// string `type`).
+fn entry_type(entry: &Entry) -> &str {
+    match entry {
+        Entry::Event(e) => e.kind.type_name(),
+        Entry::Unknown(o) => o.get("type").and_then(Value::as_str).unwrap_or("unknown"),
+    }
+}
+
+/// Who an entry is from.
+fn role(entry: &Entry) -> Role {
+    let Entry::Event(e) = entry else {
+        return Role::Other;
+    };
+    match &e.kind {
+        EventKind::ChatRequest(_) | EventKind::InquiryResponse(_) => Role::User,
+        EventKind::ChatResponse(_) | EventKind::ToolCallRequest(_) => Role::Assistant,
+        EventKind::ToolCallResponse(_) => Role::Tool,
+        EventKind::InquiryRequest(r) => match r.source.get("source").and_then(Value::as_str) {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            _ => Role::Other,
+        },
+        _ => Role::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn searcher<'s>(store: &'s Store, pattern: &str, options: SearchOptions) -> Searcher<'s> {
+        Searcher::new(store, pattern, options).expect("a valid pattern")
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            Store::init_dir(&dir.path().join("s"), crate::StoreOptions::default()).expect("store");
+        (dir, store)
+    }
+
+    #[test]
+    fn lines_are_numbered_and_each_reported_once() {
+        let (_d, store) = store();
+        let s = searcher(&store, "o", SearchOptions::default());
+        let hits = s.lines(b"foo boo\nbar\nzoo\n");
+        let got: Vec<_> = hits
+            .iter()
+            .map(|h| (h.line, h.text.as_str(), h.span))
+            .collect();
+        assert_eq!(got, vec![(1, "foo boo", (1, 2)), (3, "zoo", (1, 2))]);
+        // `^` and `$` match at line ends; an empty pattern matches each line.
+        let s = searcher(&store, "^bar$", SearchOptions::default());
+        assert_eq!(s.lines(b"foo\nbar\nbaz").len(), 1);
+        // A match over a line break is no line's: lines are matched alone.
+        let s = searcher(&store, r"a\s+b", SearchOptions::default());
+        let got: Vec<_> = s
+            .lines(b"xa\nb a b\na\nb\nc a  b")
+            .iter()
+            .map(|h| h.line)
+            .collect();
+        assert_eq!(got, vec![2, 5]);
+        let s = searcher(&store, "", SearchOptions::default());
+        assert_eq!(s.lines(b"a\nb\n").len(), 2);
+        assert_eq!(s.lines(b"a\n\nb").len(), 3);
+    }
+
+    #[test]
+    fn fixed_strings_and_case() {
+        let (_d, store) = store();
+        let fixed = SearchOptions {
+            fixed: true,
+            ignore_case: true,
+            ..SearchOptions::default()
+        };
+        let s = searcher(&store, "A.B", fixed);
+        let hits = s.lines("xa.by\naxb\nÉA.Bé".as_bytes());
+        assert_eq!(hits.len(), 2);
+        assert_eq!(hits[1].span, (2, 5));
+        assert!(Searcher::new(&store, "(", SearchOptions::default()).is_err());
+    }
+
+    #[test]
+    fn conversations_are_handed_over_in_order_until_the_sink_stops() {
+        use crate::event::input::parse_input;
+        use crate::event::json::ParseMode;
+        let (_d, store) = store();
+        let now = crate::timestamp::Timestamp::now();
+        let mut ids = Vec::new();
+        for i in 0..40 {
+            let mut writer = store
+                .create(crate::NewConversation::default())
+                .expect("a conversation");
+            let input = format!(r#"{{"type":"chat_request","content":"item {i}: a needle"}}"#);
+            let turn = parse_input(&input, ParseMode::Strict { now }).expect("an entry");
+            writer.append(turn.entries).expect("appended");
+            ids.push(writer.id().clone());
+        }
+        let s = searcher(&store, "needle", SearchOptions::default());
+        let mut seen = Vec::new();
+        s.each(&ids, |id, outcome| {
+            let found = outcome.expect("searched");
+            assert_eq!(found.hits[0].text, format!("item {}: a needle", seen.len()));
+            seen.push(id.clone());
+            seen.len() < 25
+        });
+        assert_eq!(seen, ids[..25]);
+    }
+}

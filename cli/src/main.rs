@@ -182,9 +182,10 @@ enum Command {
     /// from 1 within each part. A long line is shown as 200 characters
     /// around its match (--json gives it whole).
     ///
-    /// Conversations are searched on all cores and printed in id order;
-    /// each blob is read and decompressed once however many entries
-    /// reference it. A conversation or blob that cannot be read is
+    /// Conversations are searched on all cores and printed in id order
+    /// once all are searched; each blob is read and decompressed once
+    /// however many entries reference it, in the order of the blob store.
+    /// A conversation or blob that cannot be read is
     /// reported and the rest searched. Exit status: 0 when a line matched,
     /// 1 when none did, 2 on an error (bad pattern, unknown id, damage
     /// found), as grep's.

@@ -31,16 +31,19 @@
 //! found, its line reported, and the search goes on after that line (one
 //! hit per line, as grep prints it).
 //!
-//! Cost: [`Searcher::each`] reads conversations on all cores and hands
-//! their hits over in order, with at most a few conversations per core read
-//! ahead of the one being handed over (memory bounded by them, not by the
-//! store). A blob referenced several times is read, decompressed and
-//! searched once per searcher: its outcome is kept (a few dozen bytes per
-//! distinct blob, plus the lines that matched).
+//! Cost: [`Searcher::each`] reads the logs on all cores, searching the text
+//! they hold; then reads and searches the blobs they reference in the
+//! order of the blob store, a pack's group on one core, so that a group is
+//! decompressed once however the conversations referencing its blobs are
+//! spread; then hands each conversation's hits over in order. A blob is
+//! read and searched once per searcher, its outcome kept (a few dozen
+//! bytes per distinct blob, plus the lines that matched). Held meanwhile:
+//! the hits, and about 100 bytes per reference to a blob, not the
+//! conversations.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jpstore_blobstore::BlobId;
 use regex::bytes::{Regex, RegexBuilder};
@@ -244,137 +247,82 @@ impl<'s> Searcher<'s> {
 
     /// Searches `ids` on all cores, handing each conversation's outcome to
     /// `sink` in the order of `ids` (a conversation that cannot be read
-    /// with its error, which does not stop the others). Returns early when
-    /// `sink` returns `false`.
+    /// with its error, which does not stop the others). Stops handing them
+    /// over when `sink` returns `false`.
+    ///
+    /// Three steps: every log is read and the text it holds searched (on
+    /// all cores); then the blobs they reference, each once, in the order
+    /// of the blob store, a pack's group on one core (so each group is
+    /// decompressed once, wherever the conversations referencing its blobs
+    /// are); then the hits are put in log order. What is held meanwhile is
+    /// the hits and, per reference to a blob, its place (about 100 bytes),
+    /// not the conversations.
     pub fn each(
         &self,
         ids: &[ConversationId],
-        sink: impl FnMut(&ConversationId, Result<ConversationHits, Error>) -> bool,
+        mut sink: impl FnMut(&ConversationId, Result<ConversationHits, Error>) -> bool,
     ) {
-        self.each_mapped(ids, &|_, hits| hits, sink);
+        self.each_mapped(ids, &|_| (), |id, outcome| {
+            sink(id, outcome.map(|(hits, ())| hits))
+        });
     }
 
-    /// [`Searcher::each`], handing `sink` what `map` makes of each
-    /// conversation and its hits (in the worker's thread, while the
-    /// conversation is in memory).
+    /// [`Searcher::each`], handing `sink` also what `map` makes of each
+    /// conversation (in the worker's thread, while the conversation is in
+    /// memory).
     pub fn each_mapped<T: Send>(
         &self,
         ids: &[ConversationId],
-        map: &(dyn Fn(&Conversation, ConversationHits) -> T + Sync),
-        mut sink: impl FnMut(&ConversationId, Result<T, Error>) -> bool,
+        map: &(dyn Fn(&Conversation) -> T + Sync),
+        mut sink: impl FnMut(&ConversationId, Result<(ConversationHits, T), Error>) -> bool,
     ) {
-        let one = |id: &ConversationId| {
-            self.store.read(id).map(|conversation| {
-                let hits = self.search(&conversation);
-                map(&conversation, hits)
+        let prepared: Vec<Result<(Prepared, T), Error>> = crate::parallel::map_ordered(ids, |id| {
+            self.store
+                .read(id)
+                .map(|conversation| (self.prepare(&conversation), map(&conversation)))
+        });
+        let mut blobs: Vec<BlobId> = prepared
+            .iter()
+            .flatten()
+            .flat_map(|(p, _)| {
+                p.items.iter().filter_map(|item| match item {
+                    Item::Blob(_, r) => Some(r.id),
+                    Item::Lines(..) => None,
+                })
             })
-        };
-        let threads = crate::parallel::cores().min(ids.len());
-        if threads < 2 {
-            for id in ids {
-                if !sink(id, one(id)) {
-                    return;
-                }
+            .collect();
+        blobs.sort_unstable();
+        blobs.dedup();
+        self.read_blobs(blobs);
+        for (id, outcome) in ids.iter().zip(prepared) {
+            if !sink(id, outcome.map(|(p, t)| (self.finish(p), t))) {
+                return;
             }
-            return;
-        }
-        // Workers take the next index; one that runs `window` ahead of the
-        // conversation being handed over waits, so at most `window`
-        // outcomes are held.
-        let window = threads * 4;
-        let next = AtomicUsize::new(0);
-        struct Shared<T> {
-            done: BTreeMap<usize, Result<T, Error>>,
-            handed: usize,
-            stop: bool,
-            /// A worker's panic, resumed in the caller's thread.
-            panic: Option<Box<dyn std::any::Any + Send>>,
-        }
-        let shared = Mutex::new(Shared {
-            done: BTreeMap::new(),
-            handed: 0,
-            stop: false,
-            panic: None,
-        });
-        let changed = Condvar::new();
-        let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
-        let work = || loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(id) = ids.get(i) else { break };
-            {
-                let mut s = lock();
-                while !s.stop && i >= s.handed + window {
-                    s = changed.wait(s).unwrap_or_else(|p| p.into_inner());
-                }
-                if s.stop {
-                    break;
-                }
-            }
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(id)));
-            let mut s = lock();
-            match outcome {
-                Ok(outcome) => {
-                    s.done.insert(i, outcome);
-                }
-                Err(panic) => {
-                    s.panic.get_or_insert(panic);
-                    s.stop = true;
-                }
-            }
-            drop(s);
-            changed.notify_all();
-        };
-        let panic = std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(work);
-            }
-            for (i, id) in ids.iter().enumerate() {
-                let outcome = {
-                    let mut s = lock();
-                    loop {
-                        if let Some(o) = s.done.remove(&i) {
-                            break Some(o);
-                        }
-                        if s.panic.is_some() {
-                            break None;
-                        }
-                        s = changed.wait(s).unwrap_or_else(|p| p.into_inner());
-                    }
-                };
-                let Some(outcome) = outcome else { break };
-                let go_on = sink(id, outcome);
-                let mut s = lock();
-                s.handed = i + 1;
-                s.stop = !go_on;
-                drop(s);
-                changed.notify_all();
-                if !go_on {
-                    break;
-                }
-            }
-            let mut s = lock();
-            s.stop = true;
-            let panic = s.panic.take();
-            drop(s);
-            changed.notify_all();
-            panic
-        });
-        if let Some(panic) = panic {
-            std::panic::resume_unwind(panic);
         }
     }
 
-    /// Searches a conversation already read.
+    /// Searches a conversation already read (its blobs read as they come:
+    /// [`Searcher::each`] reads them in the order of the blob store).
     pub fn search(&self, conversation: &Conversation) -> ConversationHits {
-        let mut out = ConversationHits {
-            id: conversation.id.clone(),
-            title: conversation.state.metadata.title().map(str::to_owned),
-            hits: Vec::new(),
-            problems: Vec::new(),
-            torn_tail: conversation.torn_tail,
+        self.finish(self.prepare(conversation))
+    }
+
+    /// The hits of the text `conversation` holds, and the blobs it
+    /// references that are to be searched, in log order.
+    fn prepare(&self, conversation: &Conversation) -> Prepared {
+        let mut prepared = Prepared {
+            out: ConversationHits {
+                id: conversation.id.clone(),
+                title: conversation.state.metadata.title().map(str::to_owned),
+                hits: Vec::new(),
+                problems: Vec::new(),
+                torn_tail: conversation.torn_tail,
+            },
+            items: Vec::new(),
         };
+        let mut found = 0;
         walk(conversation, &mut |step| {
-            if self.full(&out) {
+            if self.full_at(found) {
                 return false;
             }
             if !self.options.roles.is_empty() && !self.options.roles.contains(&step.role) {
@@ -383,79 +331,151 @@ impl<'s> Searcher<'s> {
             if !self.wanted(step.entry_type, step.part) {
                 return true;
             }
-            let mut at = At {
-                step: &step,
-                out: &mut out,
+            let template = Hit {
+                turn: step.turn,
+                entry: step.entry,
+                entry_type: step.entry_type.to_owned(),
+                role: step.role,
+                part: step.part,
+                line: 0,
+                text: String::new(),
+                span: (0, 0),
+                blob: None,
+                uri: step.uri.map(str::to_owned),
+                tool: step.tool.map(str::to_owned),
             };
             match step.text {
-                Text::Inline(text) => self.text(&mut at, text),
-                Text::Blob(r) => self.blob(&mut at, r),
+                Text::Inline(text) => {
+                    if memchr::memchr(0, text).is_some() {
+                        return true;
+                    }
+                    let lines = self.lines(text);
+                    if !lines.is_empty() {
+                        found += lines.len();
+                        prepared.items.push(Item::Lines(template, lines));
+                    }
+                }
+                Text::Blob(r) => prepared.items.push(Item::Blob(template, *r)),
             }
             true
         });
+        // `-l`: a hit in the log's text is enough; its blobs are not read.
+        if self.options.first_only && found > 0 {
+            prepared
+                .items
+                .retain(|item| matches!(item, Item::Lines(..)));
+        }
+        prepared
+    }
+
+    /// The hits of a prepared conversation, its blobs searched (each once
+    /// per searcher).
+    fn finish(&self, prepared: Prepared) -> ConversationHits {
+        let mut out = prepared.out;
+        for item in prepared.items {
+            if self.full(&out) {
+                break;
+            }
+            match item {
+                Item::Lines(template, lines) => {
+                    push_lines(self, &mut out, &template, lines.into_iter(), None)
+                }
+                Item::Blob(template, r) => {
+                    match self.cell(&r.id).get_or_init(|| self.read_blob(&r.id)) {
+                        BlobOutcome::Binary => {}
+                        BlobOutcome::Failed(error) => out.problems.push(Problem {
+                            entry: template.entry,
+                            turn: template.turn,
+                            blob: r.id,
+                            error: Arc::clone(error),
+                        }),
+                        BlobOutcome::Text(lines) => {
+                            push_lines(self, &mut out, &template, lines.iter().cloned(), Some(r.id))
+                        }
+                    }
+                }
+            }
+        }
         out
+    }
+
+    /// The cell of blob `id`'s outcome (made empty the first time).
+    fn cell(&self, id: &BlobId) -> Arc<OnceLock<BlobOutcome>> {
+        let mut blobs = self.blobs.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(blobs.entry(*id).or_default())
+    }
+
+    /// Reads and searches blob `id`.
+    fn read_blob(&self, id: &BlobId) -> BlobOutcome {
+        self.read.fetch_add(1, Ordering::Relaxed);
+        match self.store.blobs().get_content(id) {
+            Ok(content) if memchr::memchr(0, &content).is_some() => BlobOutcome::Binary,
+            Ok(content) => BlobOutcome::Text(self.lines(&content)),
+            Err(e) => BlobOutcome::Failed(Arc::new(Error::Blob(e))),
+        }
+    }
+
+    /// Reads and searches every blob of `ids` not searched yet, in the
+    /// order of the blob store (by pack and group), each group on one
+    /// core: a group is decompressed once, however the conversations
+    /// referencing its blobs are spread.
+    fn read_blobs(&self, ids: Vec<BlobId>) {
+        let mut placed: Vec<((u8, String, u64), BlobId)> = ids
+            .into_iter()
+            .filter(|id| self.cell(id).get().is_none())
+            .map(|id| {
+                let at = match self.store.blobs().locate(&id) {
+                    Ok(Some(jpstore_blobstore::Location::Packed { pack, offset })) => {
+                        (0, pack, offset)
+                    }
+                    Ok(Some(jpstore_blobstore::Location::Loose(_))) => (1, String::new(), 0),
+                    // Not found, or an error: the read reports it.
+                    Ok(None) | Err(_) => (2, String::new(), 0),
+                };
+                (at, id)
+            })
+            .collect();
+        placed.sort_unstable();
+        // Runs of one group (loose objects and the rest: runs of 64).
+        let mut runs: Vec<Vec<BlobId>> = Vec::new();
+        let mut last: Option<&(u8, String, u64)> = None;
+        for (at, id) in &placed {
+            let same = last.is_some_and(|l| {
+                l == at && (at.0 == 0 || runs.last().is_some_and(|r| r.len() < 64))
+            });
+            if !same {
+                runs.push(Vec::new());
+            }
+            if let Some(run) = runs.last_mut() {
+                run.push(*id);
+            }
+            last = Some(at);
+        }
+        crate::parallel::map_ordered(&runs, |run| {
+            for id in run {
+                self.cell(id).get_or_init(|| self.read_blob(id));
+            }
+        });
     }
 
     /// Whether the conversation's search is over (`-l`, a bound of hits).
     fn full(&self, out: &ConversationHits) -> bool {
-        let max = match (self.options.first_only, self.options.max_hits) {
-            (true, _) => 1,
-            (false, Some(m)) => m,
-            (false, None) => return false,
-        };
-        out.hits.len() >= max
+        self.full_at(out.hits.len())
+    }
+
+    /// Whether `found` hits end a conversation's search.
+    fn full_at(&self, found: usize) -> bool {
+        match (self.options.first_only, self.options.max_hits) {
+            (true, _) => found >= 1,
+            (false, Some(m)) => found >= m,
+            (false, None) => false,
+        }
     }
 
     /// Whether part `part` of an entry of type `entry_type` is searched.
     fn wanted(&self, entry_type: &str, part: &str) -> bool {
         let types = &self.options.types;
         types.is_empty() || types.iter().any(|t| t == entry_type || t == part)
-    }
-
-    /// Content in the blob store: read and searched once per searcher.
-    fn blob(&self, at: &mut At<'_>, r: &BlobRef) {
-        let cell = {
-            let mut blobs = self.blobs.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(blobs.entry(r.id).or_default())
-        };
-        let outcome = cell.get_or_init(|| {
-            self.read.fetch_add(1, Ordering::Relaxed);
-            match self.store.blobs().get_content(&r.id) {
-                Ok(content) if memchr::memchr(0, &content).is_some() => BlobOutcome::Binary,
-                Ok(content) => BlobOutcome::Text(self.lines(&content)),
-                Err(e) => BlobOutcome::Failed(Arc::new(Error::Blob(e))),
-            }
-        });
-        match outcome {
-            BlobOutcome::Binary => {}
-            BlobOutcome::Failed(error) => at.out.problems.push(Problem {
-                entry: at.step.entry,
-                turn: at.step.turn,
-                blob: r.id,
-                error: Arc::clone(error),
-            }),
-            BlobOutcome::Text(lines) => {
-                for line in lines {
-                    if self.full(at.out) {
-                        break;
-                    }
-                    at.push(line.clone(), Some(r.id));
-                }
-            }
-        }
-    }
-
-    /// Text held in the log.
-    fn text(&self, at: &mut At<'_>, text: &[u8]) {
-        if memchr::memchr(0, text).is_some() {
-            return;
-        }
-        for line in self.lines(text) {
-            if self.full(at.out) {
-                break;
-            }
-            at.push(line, None);
-        }
     }
 
     /// The lines of `text` that match, each once (the first match in it).
@@ -520,27 +540,38 @@ impl<'s> Searcher<'s> {
     }
 }
 
-/// Where in a conversation a search is, and its outcome so far.
-struct At<'a> {
-    step: &'a Step<'a>,
-    out: &'a mut ConversationHits,
+/// A conversation's hits in the text its log holds, and the blobs still
+/// to search, in log order.
+struct Prepared {
+    out: ConversationHits,
+    items: Vec<Item>,
 }
 
-impl At<'_> {
-    fn push(&mut self, line: LineHit, blob: Option<BlobId>) {
-        let step = self.step;
-        self.out.hits.push(Hit {
-            turn: step.turn,
-            entry: step.entry,
-            entry_type: step.entry_type.to_owned(),
-            role: step.role,
-            part: step.part,
+/// One searched text of a [`Prepared`] conversation: its hits' common
+/// fields (line and text left empty) and its lines, or the blob to read.
+enum Item {
+    Lines(Hit, Vec<LineHit>),
+    Blob(Hit, BlobRef),
+}
+
+/// Adds the hits of `lines` to `out` (up to the searcher's bound).
+fn push_lines(
+    searcher: &Searcher<'_>,
+    out: &mut ConversationHits,
+    template: &Hit,
+    lines: impl Iterator<Item = LineHit>,
+    blob: Option<BlobId>,
+) {
+    for line in lines {
+        if searcher.full(out) {
+            break;
+        }
+        out.hits.push(Hit {
             line: line.line,
             text: line.text,
             span: line.span,
             blob,
-            uri: step.uri.map(str::to_owned),
-            tool: step.tool.map(str::to_owned),
+            ..template.clone()
         });
     }
 }

@@ -1,6 +1,6 @@
 //! `jp-store grep`: a regular expression over the text of conversations.
 
-use super::{open_store, parse_id, warn_torn_tail};
+use super::{open_store_with, parse_id, warn_torn_tail};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use jpstore_engine::search::{Hit, Role, SearchOptions, Searcher};
@@ -89,7 +89,19 @@ fn run(dir: &super::StoreLocation, args: &GrepArgs) -> Result<ExitCode> {
         first_only: args.list,
         max_hits: None,
     };
-    let store = open_store(dir)?;
+    // Blobs are read a pack's group at a time, one group per core. The
+    // group cache keeps no group larger than a quarter of its bound, and
+    // the groups of imports (`max`) are 8 MiB: with the default bound (32
+    // MiB) none would be kept, and each blob read would decompress its
+    // whole group again. So: a quarter well above 8 MiB, and room for
+    // several such groups per core.
+    let mut store_options = jpstore_engine::StoreOptions::default();
+    store_options.blobs.group_cache_bytes = store_options
+        .blobs
+        .group_cache_bytes
+        .max(jpstore_engine::cores() as u64 * (32 << 20))
+        .max(64 << 20);
+    let store = open_store_with(dir, store_options)?;
     let searcher = Searcher::new(&store, &args.pattern, options)?;
     let mut failed = false;
     let ids = if args.ids.is_empty() {
@@ -153,10 +165,12 @@ fn run(dir: &super::StoreLocation, args: &GrepArgs) -> Result<ExitCode> {
         }
         true
     });
+    let groups = store.blobs().group_cache_stats();
     crate::output::detail(&format!(
-        "{hits} hits in {conversations} of {} conversations; {} blobs read",
+        "{hits} hits in {conversations} of {} conversations; {} blobs read, {} pack groups decompressed",
         ids.len(),
-        searcher.blobs_read()
+        searcher.blobs_read(),
+        groups.decompressed
     ));
     Ok(if failed {
         ExitCode::from(2)

@@ -152,17 +152,9 @@ fn search_content(store: &Store, text: &str) -> Result<ContentSearch, Error> {
     let mut shown = 0;
     searcher.each_mapped(
         &ids,
-        &|conversation, found| {
-            let turn_of = jpstore_engine::event::turns::turn_indices(&conversation.entries);
-            let pages: Vec<usize> = found
-                .hits
-                .iter()
-                .map(|hit| super::conversation::page_of_entry(&turn_of, hit.entry))
-                .collect();
-            (found, pages)
-        },
+        &|conversation| jpstore_engine::event::turns::turn_indices(&conversation.entries),
         |id, outcome| {
-            let (mut found, pages) = match outcome {
+            let (mut found, turn_of) = match outcome {
                 Ok(o) => o,
                 Err(e) if store.gone_since_listed(id, &e) => return true,
                 Err(e) => {
@@ -182,10 +174,18 @@ fn search_content(store: &Store, text: &str) -> Result<ContentSearch, Error> {
                 .hits
                 .truncate(HITS_PER_CONVERSATION.min(CONTENT_HITS - shown));
             shown += found.hits.len();
+            let hits = found
+                .hits
+                .into_iter()
+                .map(|hit| {
+                    let page = super::conversation::page_of_entry(&turn_of, hit.entry);
+                    (hit, page)
+                })
+                .collect();
             out.found.push(Found {
                 id: id.clone(),
                 title: found.title,
-                hits: found.hits.into_iter().zip(pages).collect(),
+                hits,
                 more,
             });
             if shown >= CONTENT_HITS {

@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fsck",
             "gc",
             "import",
+            "search",
             "stats",
             "stream",
             "upgrade",

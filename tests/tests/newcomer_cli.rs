@@ -586,3 +586,114 @@ fn demo_refuses_a_used_directory_plainly_and_says_where_its_store_is() {
     let temp_dir = std::env::temp_dir();
     assert!(!out.contains(&*temp_dir.to_string_lossy()), "{out}");
 }
+
+/// `jp-store --store STORE ARGS` in `cwd` under the umask `umask`.
+fn with_umask(store: &Path, cwd: &Path, umask: &str, args: &[&str]) -> Run {
+    let mut command = std::process::Command::new("sh");
+    command
+        .current_dir(cwd)
+        .args(["-c", &format!("umask {umask} && exec \"$0\" \"$@\"")])
+        .arg(jp_store_bin());
+    jpstore_tests::run_command(command, store, args, b"")
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn exported_files_get_the_umask_and_a_replaced_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let s = S::new();
+    let id = s.conversation(1);
+    let work = s.work();
+    // New files and directories: as the umask says, not owner-only.
+    let out = with_umask(
+        &s.root,
+        work,
+        "022",
+        &[
+            "export",
+            &id,
+            "--format",
+            "jp",
+            "--out",
+            "ws/.jp/conversations",
+        ],
+    );
+    out.ok("export --format jp");
+    let conversations = work.join("ws/.jp/conversations");
+    let dir = std::fs::read_dir(&conversations)
+        .expect("the export's directory")
+        .next()
+        .expect("one conversation")
+        .expect("entry")
+        .path();
+    for d in [
+        work.join("ws"),
+        work.join("ws/.jp"),
+        conversations.clone(),
+        dir.clone(),
+    ] {
+        assert_eq!(mode(&d), 0o755, "{}", d.display());
+    }
+    let events = dir.join("events.json");
+    let metadata = dir.join("metadata.json");
+    assert_eq!(mode(&events), 0o644);
+    assert_eq!(mode(&metadata), 0o644);
+    // Replaced: each file keeps the mode its owner gave it.
+    std::fs::set_permissions(&events, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    std::fs::set_permissions(&metadata, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+    s.run(
+        &["append", &id],
+        b"{\"type\":\"turn_start\"}\n{\"type\":\"chat_request\",\"content\":\"more\"}\n",
+    )
+    .ok("append");
+    let before = std::fs::read(&events).expect("events");
+    let out = with_umask(
+        &s.root,
+        work,
+        "077",
+        &[
+            "export",
+            &id,
+            "--format",
+            "jp",
+            "--out",
+            "ws/.jp/conversations",
+            "--replace",
+        ],
+    );
+    out.ok("export --replace");
+    assert_ne!(std::fs::read(&events).expect("events"), before, "replaced");
+    assert_eq!(mode(&events), 0o640, "the replaced file's mode");
+    assert_eq!(mode(&metadata), 0o664, "the replaced file's mode");
+    // A stricter umask is honoured for new files.
+    let out = with_umask(
+        &s.root,
+        work,
+        "077",
+        &["export", &id, "--format", "jp", "--out", "private"],
+    );
+    out.ok("export under umask 077");
+    assert_eq!(mode(&work.join("private")), 0o700);
+    // The plain JSON export too: a new file from the umask, a replaced one
+    // keeps its mode.
+    with_umask(&s.root, work, "022", &["export", &id, "--out", "one.json"]).ok("export --out");
+    assert_eq!(mode(&work.join("one.json")), 0o644);
+    std::fs::set_permissions(
+        work.join("one.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    with_umask(&s.root, work, "022", &["export", &id, "--out", "one.json"])
+        .ok("export --out again");
+    assert_eq!(mode(&work.join("one.json")), 0o600);
+    // The store's own files stay owner-only.
+    jpstore_tests::assert_owner_only(&s.root);
+}

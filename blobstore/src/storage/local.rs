@@ -19,11 +19,36 @@ use super::{
 };
 use crate::mmap::Mapping;
 
-/// Permission bits of files the store creates: readable and writable by the
-/// owner only (format-spec.md, "Permissions").
-const FILE_MODE: u32 = 0o600;
-/// Permission bits of directories the store creates.
-const DIR_MODE: u32 = 0o700;
+/// The permission bits of what a [`LocalStorage`] creates, before the
+/// process's umask takes its bits away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    /// Of files.
+    pub file: u32,
+    /// Of directories.
+    pub dir: u32,
+    /// Whether a file renamed over another takes the mode of the one it
+    /// replaces (a user's file rewritten keeps the mode its owner gave it).
+    pub keep_replaced: bool,
+}
+
+impl Modes {
+    /// A store's files and directories: readable and writable by the owner
+    /// only (format-spec.md, "Permissions"). The default.
+    pub const STORE: Modes = Modes {
+        file: 0o600,
+        dir: 0o700,
+        keep_replaced: false,
+    };
+    /// A user's files written by a command (an export): made as any program
+    /// makes them, the umask deciding (`0o666` and `0o777` before it); a
+    /// file replaced keeps its mode.
+    pub const USER: Modes = Modes {
+        file: 0o666,
+        dir: 0o777,
+        keep_replaced: true,
+    };
+}
 
 /// A [`Storage`] on the local file system, rooted at one directory.
 ///
@@ -37,6 +62,7 @@ const DIR_MODE: u32 = 0o700;
 pub struct LocalStorage {
     root: PathBuf,
     dir: Arc<OwnedFd>,
+    modes: Modes,
 }
 
 /// The directory a `*at` call names its file in: the root's descriptor,
@@ -72,17 +98,30 @@ impl LocalStorage {
         Ok(Self {
             root,
             dir: Arc::new(dir),
+            modes: Modes::STORE,
         })
     }
 
     /// A storage rooted at `root`, creating the directory (owner-only) if needed.
     pub fn create(root: impl Into<PathBuf>) -> io::Result<Self> {
+        Self::create_with(root, Modes::STORE)
+    }
+
+    /// A storage rooted at `root` that creates files and directories with
+    /// `modes`, creating the directory (and its parents) with them if
+    /// needed.
+    pub fn create_with(root: impl Into<PathBuf>, modes: Modes) -> io::Result<Self> {
         let root = root.into();
         fs::DirBuilder::new()
             .recursive(true)
-            .mode(DIR_MODE)
+            .mode(modes.dir)
             .create(&root)?;
-        Self::open(root)
+        Ok(Self::open(root)?.with_modes(modes))
+    }
+
+    /// This storage, creating files and directories with `modes`.
+    pub fn with_modes(self, modes: Modes) -> Self {
+        Self { modes, ..self }
     }
 
     /// [`LocalStorage::create`], and whether the directory was made by this
@@ -217,7 +256,7 @@ impl LocalStorage {
         // O_NOCTTY: a terminal device planted at a store name must not become
         // the controlling terminal of a session leader that opens it.
         let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let fd = match self.open_beneath(path, flags, FILE_MODE) {
+        let fd = match self.open_beneath(path, flags, self.modes.file) {
             Ok(fd) => fd,
             Err(e) => {
                 if matches!(
@@ -333,7 +372,7 @@ impl Storage for LocalStorage {
         // One component at a time: each made if missing, then opened
         // without following a link before the next is made inside it.
         let names = beneath::components(path);
-        let mode = Mode::from_raw_mode(DIR_MODE);
+        let mode = Mode::from_raw_mode(self.modes.dir);
         beneath::open_dirs(self.dir.as_fd(), &names, Some(mode))
             .map_err(|e| self.explain(e, path))?;
         Ok(())
@@ -421,6 +460,22 @@ impl Storage for LocalStorage {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (from_dir, from_name) = self.parent(from)?;
         self.at(to, |to_dir, to_name| {
+            if self.modes.keep_replaced {
+                // The file replaced gives its mode to the one replacing it,
+                // before the rename: no moment with other bits.
+                if let Ok(st) = rustix::fs::statat(to_dir, to_name, AtFlags::SYMLINK_NOFOLLOW) {
+                    if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                        == rustix::fs::FileType::RegularFile
+                    {
+                        rustix::fs::chmodat(
+                            &*from_dir,
+                            from_name,
+                            Mode::from_raw_mode(st.st_mode & 0o7777),
+                            AtFlags::empty(),
+                        )?;
+                    }
+                }
+            }
             rustix::fs::renameat(&*from_dir, from_name, to_dir, to_name)
         })
     }

@@ -26,7 +26,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
 pub use crate::mmap::Mapping;
-pub use local::LocalStorage;
+pub use local::{LocalStorage, Modes};
 pub use sim::SimStorage;
 
 /// How [`Storage::open`] opens a file.

@@ -49,7 +49,8 @@ pub struct ExportArgs {
     out: Option<PathBuf>,
     /// For `jp`: replace the conversation's files that hold other bytes than
     /// the export (each replaced whole: written beside it, synced, renamed
-    /// over it), and remove a `base_config.json` the export has none of.
+    /// over it, keeping its mode), and remove a `base_config.json` the
+    /// export has none of. New files get the modes the umask gives.
     /// Without it, such a conversation is refused, nothing of it written.
     #[arg(long)]
     replace: bool,

@@ -316,17 +316,31 @@ pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Writes `path` with what `write` writes, atomically: into a temp file
 /// beside it, synced, then renamed over it (a reader sees the old file or
-/// the whole new one; a failure leaves the old file as it was).
+/// the whole new one; a failure leaves the old file as it was). A new file
+/// gets the mode the umask gives (as any program's), a file replaced keeps
+/// its own.
 pub(crate) fn write_file_atomically_with(
     path: &Path,
     write: &mut dyn FnMut(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::NamedTempFile::new_in(dir)
+    let replaced = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_file())
+        .map(|m| m.permissions());
+    let tmp = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
         .with_context(|| format!("creating a temp file in {}", dir.display()))?;
+    if let Some(mode) = replaced {
+        tmp.as_file()
+            .set_permissions(mode)
+            .with_context(|| format!("setting the mode of a temp file in {}", dir.display()))?;
+    }
     let mut out = std::io::BufWriter::new(tmp);
     write(&mut out)?;
     let tmp = out

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jpstore_blobstore::backend::{read_all, Backend, Expect, FileBackend, Put, Version};
-use jpstore_blobstore::storage::{FileKind, LocalStorage};
+use jpstore_blobstore::storage::{FileKind, LocalStorage, Modes};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
 
@@ -59,7 +59,9 @@ pub fn write_jp_dir(
     files: &JpFiles,
     replace: bool,
 ) -> Result<Vec<(PathBuf, FileWritten)>> {
-    let storage = LocalStorage::create(dir).map_err(|source| Error::Io {
+    // The user's files: made as the umask says, a file replaced keeping its
+    // mode (a store's own files are owner-only).
+    let storage = LocalStorage::create_with(dir, Modes::USER).map_err(|source| Error::Io {
         op: "create",
         path: dir.to_path_buf(),
         source,

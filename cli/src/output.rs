@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -103,6 +104,21 @@ fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A human-readable size.
+pub fn size(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
 /// `n` and `noun`, the noun in the plural unless `n` is 1: `1 conversation`,
 /// `2 entries`, `0 files`.
 pub fn count(n: impl Into<u64>, noun: &str) -> String {
@@ -148,42 +164,94 @@ pub fn detail(line: &str) {
     }
 }
 
+/// What a [`Progress`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes: `1.2 MiB/30.0 MiB`, with the rate and the time left.
+    Bytes,
+    /// Things, named in the singular (`conversation`, `blob`):
+    /// `3/30 conversations`.
+    Items(&'static str),
+    /// The seconds of a wait, counted down: `12 s left of 750 s`.
+    Countdown,
+}
+
+impl Unit {
+    /// The bar's template (indicatif's keys).
+    fn template(self) -> String {
+        match self {
+            Unit::Bytes => "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})".into(),
+            Unit::Items(noun) => {
+                let plural = count(2u64, noun);
+                let plural = plural.trim_start_matches("2 ");
+                format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {plural} ({{eta}})")
+            }
+            Unit::Countdown => "{msg} [{bar:30}] {prefix}".into(),
+        }
+    }
+
+    /// `done` of `total` in words: `3 of 30 conversations`, `1.2 KiB of
+    /// 2.0 KiB`, `12 s left of 750 s`.
+    pub fn amount(self, done: u64, total: u64) -> String {
+        match self {
+            Unit::Bytes => format!("{} of {}", size(done), size(total)),
+            Unit::Items(noun) => format!("{done} of {}", count(total, noun)),
+            Unit::Countdown => format!("{} s left of {total} s", total.saturating_sub(done)),
+        }
+    }
+}
+
 /// Progress of a long command on standard error (see the module
 /// documentation).
 pub struct Progress {
     what: String,
-    bar: Option<ProgressBar>,
+    unit: Unit,
+    /// Whether a bar is shown (on a terminal, unless `-q` or JSON); it is
+    /// made at the first update with something to count, so that no frame
+    /// of `0/0` is drawn.
+    terminal: bool,
+    bar: OnceLock<ProgressBar>,
     /// With `-v` and no bar: the last tenth reported (+1; 0 for none).
     lines: Option<AtomicU64>,
 }
 
 impl Progress {
-    /// Progress labelled `what`.
-    pub fn new(what: &str) -> Self {
+    /// Progress labelled `what`, counting in `unit`.
+    pub fn new(what: &str, unit: Unit) -> Self {
         let shown = verbosity() > Verbosity::Quiet && !JSON.load(Ordering::Relaxed);
         let terminal = std::io::stderr().is_terminal();
-        let bar = (shown && terminal).then(|| {
-            let bar = ProgressBar::new(0);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-            ) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar.set_message(what.to_owned());
-            bar
-        });
         let lines =
             (shown && !terminal && verbosity() == Verbosity::Verbose).then(|| AtomicU64::new(0));
         Self {
             what: what.to_owned(),
-            bar,
+            unit,
+            terminal: shown && terminal,
+            bar: OnceLock::new(),
             lines,
         }
     }
 
-    /// Sets the position and total, in bytes (or items).
+    /// The bar, made now if there is something to count.
+    fn bar_for(&self, total: u64) -> Option<&ProgressBar> {
+        if !self.terminal || (total == 0 && self.bar.get().is_none()) {
+            return self.bar.get();
+        }
+        Some(self.bar.get_or_init(|| {
+            let bar = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(&self.unit.template()) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(self.what.clone());
+            bar
+        }))
+    }
+
+    /// Sets the position and total, in the progress's unit.
     pub fn update(&self, done: u64, total: u64) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = self.bar_for(total) {
+            if self.unit == Unit::Countdown {
+                bar.set_prefix(format!("{} s left", total.saturating_sub(done)));
+            }
             bar.set_length(total);
             bar.set_position(done);
         }
@@ -194,9 +262,10 @@ impl Progress {
                 .min(10);
             if last.fetch_max(tenth + 1, Ordering::Relaxed) < tenth + 1 {
                 eprintln!(
-                    "jp-store: {}: {}% ({done} of {total})",
+                    "jp-store: {}: {}% ({})",
                     self.what,
-                    tenth * 10
+                    tenth * 10,
+                    self.unit.amount(done, total)
                 );
             }
         }
@@ -207,7 +276,7 @@ impl Progress {
         if verbosity() == Verbosity::Quiet {
             return;
         }
-        match &self.bar {
+        match self.bar.get() {
             Some(bar) => bar.println(shown_lines(line)),
             None => eprint_line(&format!("jp-store: {line}")),
         }
@@ -216,7 +285,7 @@ impl Progress {
     /// Prints `line` to standard error ([`shown_lines`]), above the bar if
     /// there is one (warnings: printed whatever the verbosity).
     pub fn eprintln(&self, line: &str) {
-        match &self.bar {
+        match self.bar.get() {
             Some(bar) => bar.suspend(|| eprint_line(line)),
             None => eprint_line(line),
         }
@@ -293,6 +362,27 @@ mod tests {
             "a\\x1b[2Jb\\nc\\r\\td\\x7fe\\u{9b}f\\u{202e}g\\u{2028}h\\u{2066}i\\x00"
         );
         assert_eq!(shown_lines("one\ntwo\u{1b}"), "one\ntwo\\x1b");
+    }
+
+    #[test]
+    fn progress_says_its_unit() {
+        assert_eq!(
+            Unit::Items("conversation").amount(3, 30),
+            "3 of 30 conversations"
+        );
+        assert_eq!(
+            Unit::Items("conversation").amount(1, 1),
+            "1 of 1 conversation"
+        );
+        assert_eq!(Unit::Items("blob").amount(0, 2), "0 of 2 blobs");
+        assert_eq!(Unit::Bytes.amount(1340, 4096), "1.3 KiB of 4.0 KiB");
+        assert_eq!(Unit::Countdown.amount(19, 750), "731 s left of 750 s");
+        assert!(Unit::Items("entry")
+            .template()
+            .contains("{pos}/{len} entries"));
+        assert!(!Unit::Items("conversation").template().contains("bytes"));
+        assert!(Unit::Bytes.template().contains("{bytes}/{total_bytes}"));
+        assert!(!Unit::Countdown.template().contains("bytes"));
     }
 
     #[test]

@@ -138,7 +138,7 @@ fn quiet_silences_notes_and_verbose_says_what_is_done() {
     let fsck = run_jp_store(&store, &["-v", "fsck", "--read-data"], b"");
     fsck.ok("fsck -v");
     assert!(
-        fsck.stderr.contains("checking: 100%"),
+        fsck.stderr.contains("reading blobs: 100%"),
         "progress lines with -v: {}",
         fsck.stderr
     );

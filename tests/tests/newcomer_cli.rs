@@ -697,3 +697,105 @@ fn exported_files_get_the_umask_and_a_replaced_file_keeps_its_mode() {
     // The store's own files stay owner-only.
     jpstore_tests::assert_owner_only(&s.root);
 }
+
+#[test]
+fn progress_counts_each_thing_in_its_own_unit() {
+    let s = S::new();
+    for _ in 0..3 {
+        let id = s.run(&["new"], b"").ok("new").trim().to_string();
+        s.run(
+            &["append", &id],
+            format!(
+                "{{\"type\":\"turn_start\"}}\n{{\"type\":\"chat_request\",\"content\":\"q\"}}\n{{\"type\":\"tool_call_request\",\"id\":\"c\",\"name\":\"x\"}}\n{{\"type\":\"tool_call_response\",\"id\":\"c\",\"content\":\"result of {id}\"}}\n"
+            )
+            .as_bytes(),
+        )
+        .ok("append");
+    }
+    // As lines (-v, no terminal): each with its unit.
+    let out = s.run(&["-v", "fsck"], b"");
+    out.ok("fsck -v");
+    assert!(
+        out.stderr
+            .contains("jp-store: checking conversations: 100% (3 of 3 conversations)"),
+        "{}",
+        out.stderr
+    );
+    let out = s.run(&["-v", "fsck", "--read-data"], b"");
+    out.ok("fsck --read-data -v");
+    assert!(
+        out.stderr.contains("jp-store: reading blobs: 100% ("),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains(" B of "), "bytes: {}", out.stderr);
+    let ndjson = s.work().join("all.ndjson");
+    let out = s.run(
+        &[
+            "-v",
+            "export",
+            "--format",
+            "ndjson",
+            "--out",
+            ndjson.to_str().expect("UTF-8"),
+        ],
+        b"",
+    );
+    out.ok("export -v");
+    assert!(
+        out.stderr.contains("(1 of 3 conversations)"),
+        "{}",
+        out.stderr
+    );
+    // As bars on a terminal: no frame of `0 B/0 B`, conversations counted
+    // as conversations, bytes as bytes.
+    let Some(export) = on_a_terminal(
+        &s.root,
+        &[
+            "export",
+            "--format",
+            "ndjson",
+            "--out",
+            ndjson.to_str().expect("UTF-8"),
+        ],
+        b"",
+    ) else {
+        eprintln!("skipped the terminal: `script` is not installed");
+        return;
+    };
+    export.ok("export on a terminal");
+    let gc = on_a_terminal(&s.root, &["gc"], b"").expect("script");
+    gc.ok("gc on a terminal");
+    let fsck = on_a_terminal(&s.root, &["fsck", "--read-data"], b"").expect("script");
+    fsck.ok("fsck on a terminal");
+    for (what, run) in [("export", &export), ("gc", &gc), ("fsck", &fsck)] {
+        assert!(!run.stdout.contains("0 B/0 B"), "{what}: {}", run.stdout);
+        assert!(
+            !run.stdout.contains("/0 "),
+            "{what}: a frame of nothing: {}",
+            run.stdout
+        );
+    }
+    assert!(
+        export.stdout.contains("exporting [") && export.stdout.contains("/3 conversations"),
+        "{}",
+        export.stdout
+    );
+    assert!(!export.stdout.contains(" B/"), "{}", export.stdout);
+    assert!(
+        gc.stdout.contains("marking [") && gc.stdout.contains("/3 conversations"),
+        "{}",
+        gc.stdout
+    );
+    assert!(!gc.stdout.contains(" B/"), "{}", gc.stdout);
+    assert!(
+        fsck.stdout.contains("reading blobs [") && fsck.stdout.contains(" B/"),
+        "{}",
+        fsck.stdout
+    );
+    assert!(
+        !fsck.stdout.contains(" B/3 B"),
+        "conversations counted as bytes: {}",
+        fsck.stdout
+    );
+}

@@ -58,7 +58,7 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
         strict: args.strict,
         skip_missing: args.skip_missing,
     };
-    let mut bar = crate::output::Progress::new("attach");
+    let mut bar = crate::output::Progress::new("attaching", crate::output::Unit::Bytes);
     let result = attach::attach_paths(
         &store,
         &id,

@@ -10,7 +10,7 @@ use jpstore_blobstore::BlobId;
 use jpstore_integrations::blob_files::put_files;
 
 use super::open_store;
-use crate::output::Progress;
+use crate::output::{Progress, Unit};
 
 #[derive(Subcommand, Debug)]
 pub enum BlobCommand {
@@ -76,7 +76,7 @@ pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
             // A bar only for a batch (one file is stored without progress).
             let mut bar: Option<Progress> = None;
             let stored = put_files(&store, &files, &mut |p| {
-                bar.get_or_insert_with(|| Progress::new("storing"))
+                bar.get_or_insert_with(|| Progress::new("storing", Unit::Bytes))
                     .update(p.bytes_done, p.bytes_total)
             });
             if let Some(bar) = &mut bar {
@@ -120,7 +120,7 @@ pub fn run(dir: &super::StoreLocation, cmd: BlobCommand) -> Result<ExitCode> {
             let store = open_store(dir)?;
             let store = store.blobs();
             let interrupt = crate::interrupt::flag()?;
-            let mut progress = Progress::new("verifying");
+            let mut progress = Progress::new("verifying", Unit::Bytes);
             let report = store.verify_all_interruptible(
                 &mut |p| progress.update(p.bytes_done, p.bytes_total),
                 &interrupt,

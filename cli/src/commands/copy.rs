@@ -2,7 +2,7 @@
 //! store to another (the work is `jpstore_engine::copy`).
 
 use super::{open_store, parse_id, size, StoreLocation};
-use crate::output::Progress;
+use crate::output::{Progress, Unit};
 use anyhow::{Context, Result};
 use clap::Args;
 use jpstore_blobstore::backend::{Backend, FileBackend};
@@ -92,7 +92,7 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
             args.dst, args.src
         ));
     }
-    let mut bar = Progress::new("copying blobs");
+    let mut bar = Progress::new("copying blobs", Unit::Items("blob"));
     let json = args.json;
     let report = jpstore_engine::copy::copy(&src, &dst, &ids, &mut |p| match p {
         CopyProgress::Planned {

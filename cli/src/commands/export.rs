@@ -112,7 +112,8 @@ fn export_jp(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode
         None => store.ids()?,
     };
     let found = jp_dirs(&conversations)?;
-    let mut progress = crate::output::Progress::new("exporting");
+    let mut progress =
+        crate::output::Progress::new("exporting", crate::output::Unit::Items("conversation"));
     let (mut exported, mut written, mut unchanged, mut failed) = (0usize, 0usize, 0usize, 0usize);
     for (i, id) in ids.iter().enumerate() {
         let result = store.read(id).map_err(anyhow::Error::from).and_then(|conv| {
@@ -243,7 +244,8 @@ fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<Exit
         Some(id) => vec![parse_id(id)?],
         None => store.ids()?,
     };
-    let progress = crate::output::Progress::new("exporting");
+    let progress =
+        crate::output::Progress::new("exporting", crate::output::Unit::Items("conversation"));
     let mut exported = 0;
     let mut write_all = |out: &mut dyn Write| -> Result<()> {
         for (i, id) in ids.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! `jp-store fsck`: check a store, and repair it by quarantine.
 
 use super::open_store;
-use crate::output::Progress;
+use crate::output::{Progress, Unit};
 use anyhow::Result;
 use clap::Args;
 use std::process::ExitCode;
@@ -27,14 +27,23 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
     use jpstore_engine::fsck::{FsckOptions, FsckProgress};
     let store = open_store(dir)?;
     let interrupt = crate::interrupt::flag()?;
-    let mut bar = Progress::new("checking");
+    // Conversations checked; with --read-data, bytes of blobs read (the
+    // logs are checked beside, and take far less).
+    let mut bar = if args.read_data {
+        Progress::new("reading blobs", Unit::Bytes)
+    } else {
+        Progress::new("checking conversations", Unit::Items("conversation"))
+    };
     let report = store.fsck_interruptible(
         FsckOptions {
             read_data: args.read_data,
             repair: args.repair,
         },
         &mut |p| match p {
-            FsckProgress::Conversations(done, total) => bar.update(done as u64, total as u64),
+            FsckProgress::Conversations(done, total) if !args.read_data => {
+                bar.update(done as u64, total as u64)
+            }
+            FsckProgress::Conversations(..) => {}
             FsckProgress::Blobs(done, total) => bar.update(done, total),
         },
         &interrupt,

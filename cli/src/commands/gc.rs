@@ -1,7 +1,7 @@
 //! `jp-store gc`: remove unreferenced blobs.
 
 use super::open_store;
-use crate::output::Progress;
+use crate::output::{Progress, Unit};
 use anyhow::Result;
 use clap::Args;
 use jpstore_engine::gc::{GcOptions, GcPhase};
@@ -31,7 +31,7 @@ fn parse_grace(text: &str) -> std::result::Result<Duration, String> {
 
 pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let mut progress = Progress::new("marking");
+    let mut progress = Progress::new("marking", Unit::Items("conversation"));
     let mut phase = GcPhase::Marking;
     let report = store.gc(
         GcOptions {
@@ -43,12 +43,16 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
             if p.phase != phase {
                 phase = p.phase;
                 progress.finish();
-                progress = Progress::new(match phase {
-                    GcPhase::Marking => "marking",
+                progress = match phase {
+                    GcPhase::Marking => Progress::new("marking", Unit::Items("conversation")),
                     // format-spec.md 5.5: a store on S3.
-                    GcPhase::Waiting => "waiting for writers on other machines (seconds)",
-                    GcPhase::Remarking => "marking again",
-                });
+                    GcPhase::Waiting => {
+                        Progress::new("waiting for writers on other machines", Unit::Countdown)
+                    }
+                    GcPhase::Remarking => {
+                        Progress::new("marking again", Unit::Items("conversation"))
+                    }
+                };
             }
             progress.update(p.marked as u64, p.total as u64)
         },

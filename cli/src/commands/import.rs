@@ -55,7 +55,7 @@ pub fn import(dir: &super::StoreLocation, args: ImportArgs) -> Result<ExitCode> 
         })
         .collect();
     let dirs: Vec<PathBuf> = dirs.into_iter().cloned().collect();
-    let mut progress = crate::output::Progress::new("importing");
+    let mut progress = crate::output::Progress::new("importing", crate::output::Unit::Bytes);
     let mut on_progress = |p: ImportProgress<'_>| match p {
         ImportProgress::Bytes { done, total } => progress.update(done, total),
         ImportProgress::Replaced(id) => progress.println(&format!("replaced {id}")),

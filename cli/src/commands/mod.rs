@@ -280,20 +280,7 @@ pub(crate) fn short_time(t: &Timestamp) -> String {
     s.split('.').next().unwrap_or(&s).to_owned()
 }
 
-/// A human-readable size.
-pub(crate) fn size(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
-}
+pub(crate) use crate::output::size;
 
 /// The first line of `s`, at most `max` characters, with an ellipsis when
 /// cut.

@@ -2,7 +2,7 @@
 //! formats in the formats this build writes.
 
 use super::{open_store, size};
-use crate::output::Progress;
+use crate::output::{Progress, Unit};
 use anyhow::Result;
 use clap::Args;
 use jpstore_engine::upgrade::UpgradeStep;
@@ -20,7 +20,7 @@ pub struct UpgradeArgs {
 
 pub fn upgrade(dir: &super::StoreLocation, args: UpgradeArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
-    let mut bar = Progress::new("upgrading packs");
+    let mut bar = Progress::new("upgrading packs", Unit::Bytes);
     let would = if args.dry_run {
         "would rewrite"
     } else {

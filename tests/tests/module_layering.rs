@@ -363,11 +363,10 @@ fn comments_and_inline_tests_are_not_imports() {
     assert_eq!(targets, ["a", "d"]);
 }
 
-/// The packages `root` depends on, directly or not, as `Cargo.lock` lists
-/// them (normal, build and dev dependencies alike: the lock file does not
-/// tell them apart, so this errs on the side of finding too much).
-fn dependency_closure(root: &str) -> BTreeSet<String> {
-    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("read Cargo.lock");
+/// Every package of the lock file at `path` with the names of its
+/// dependencies.
+fn lock_dependencies(path: &Path) -> BTreeMap<String, Vec<String>> {
+    let lock = std::fs::read_to_string(path).expect("read a Cargo.lock");
     let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for package in lock.split("[[package]]").skip(1) {
         let mut name = None;
@@ -393,6 +392,14 @@ fn dependency_closure(root: &str) -> BTreeSet<String> {
             deps.entry(name).or_default().extend(list);
         }
     }
+    deps
+}
+
+/// The packages `root` depends on, directly or not, as `Cargo.lock` lists
+/// them (normal, build and dev dependencies alike: the lock file does not
+/// tell them apart, so this errs on the side of finding too much).
+fn dependency_closure(root: &str) -> BTreeSet<String> {
+    let deps = lock_dependencies(&workspace().join("Cargo.lock"));
     let mut seen = BTreeSet::new();
     let mut todo = vec![root.to_string()];
     while let Some(p) = todo.pop() {
@@ -468,5 +475,58 @@ fn the_architecture_map_is_short_and_names_what_exists() {
     assert!(
         named > 20,
         "the paths ARCHITECTURE.md names were found: {named}"
+    );
+}
+
+/// `jp-backend/` (a workspace of its own) builds this workspace's crates by
+/// path with a lock file of its own, which CI builds `--locked`: every
+/// normal and build dependency of those crates (as `cargo metadata` reads
+/// their manifests) is locked there too, so a dependency added here without
+/// updating `jp-backend/Cargo.lock` fails this test rather than CI's last
+/// step. (Dev-dependencies of path crates are not in that lock, and need not
+/// be.)
+#[test]
+fn jp_backend_locks_the_dependencies_of_this_workspaces_crates() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let there = lock_dependencies(&workspace().join("jp-backend").join("Cargo.lock"));
+    let mut compared = 0;
+    for package in meta["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().expect("a package's name");
+        let Some(locked) = there.get(name) else {
+            continue;
+        };
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            if dep["kind"].as_str() == Some("dev") {
+                continue;
+            }
+            let dep_name = dep["name"].as_str().expect("a dependency's name");
+            assert!(
+                locked.iter().any(|l| l == dep_name),
+                "{name} depends on {dep_name}, which jp-backend/Cargo.lock does not lock for it: from jp-backend/, run `cargo metadata --format-version 1 --config ../../shared/jp/cargo-config.toml` (or plain `cargo metadata` where GitHub is reachable) and commit the lock"
+            );
+        }
+        compared += 1;
+    }
+    assert!(
+        compared >= 4,
+        "the crates jp-backend builds were found in its lock: {compared}"
     );
 }

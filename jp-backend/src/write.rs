@@ -71,15 +71,19 @@ impl LogVersion {
 }
 
 /// A conversation's stream as last loaded or written, and its log then.
+/// Shared, so that a write looks at it without copying JP's events.
 #[derive(Debug, Clone)]
 pub(crate) struct Known {
-    pub(crate) stream: ConversationStream,
+    pub(crate) stream: std::sync::Arc<ConversationStream>,
     pub(crate) version: LogVersion,
 }
 
 impl Known {
     pub(crate) fn new(stream: ConversationStream, version: LogVersion) -> Known {
-        Known { stream, version }
+        Known {
+            stream: std::sync::Arc::new(stream),
+            version,
+        }
     }
 }
 
@@ -319,8 +323,11 @@ impl JpStoreBackend {
             // the log: another writer wrote since.
             let (known, moved) = match cached {
                 Some(k) if k.version == version => (k.stream, None),
-                Some(k) => (load_known(&self.store, id)?.0, Some(k.version)),
-                None => (load_known(&self.store, id)?.0, None),
+                Some(k) => (
+                    std::sync::Arc::new(load_known(&self.store, id)?.0),
+                    Some(k.version),
+                ),
+                None => (std::sync::Arc::new(load_known(&self.store, id)?.0), None),
             };
             let why = match plan(id, &known, events)? {
                 Plan::Append(values) => {

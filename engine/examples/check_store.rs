@@ -22,8 +22,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::event::{
+    ChatRequest, ChatResponse, Entry, EventKind, Object, Payload, ToolCallRequest, ToolCallResponse,
+};
 use jpstore_engine::fsck::{FsckOptions, FsckProgress, FsckReport};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
@@ -129,18 +130,25 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
             ..Default::default()
         })?;
         for turn in 0..turns {
-            let events = format!(
-                r#"{{"type": "turn_start"}}
-                {{"type": "chat_request", "content": "list the files ({name}, {turn})"}}
-                {{"type": "tool_call_request", "id": "ls{turn}", "name": "ls", "arguments": {{}}}}
-                {{"type": "tool_call_response", "id": "ls{turn}", "content": "Cargo.toml\nsrc/\nREADME.md"}}
-                {{"type": "chat_response", "message": "Three entries."}}"#
-            );
             let now = Timestamp::now();
+            let call = format!("ls{turn}");
+            let events: Vec<Entry<Payload>> = vec![
+                Entry::at(now, EventKind::TurnStart),
+                Entry::at(
+                    now,
+                    ChatRequest::text(format!("list the files ({name}, {turn})")),
+                ),
+                Entry::at(now, ToolCallRequest::new(&call, "ls", Object::new())?),
+                Entry::at(
+                    now,
+                    ToolCallResponse::text(&call, "Cargo.toml\nsrc/\nREADME.md"),
+                ),
+                Entry::at(now, ChatResponse::message("Three entries.")),
+            ];
             // The durable write alone (one record, one fdatasync);
             // `Store::append_turn` adds the automatic compaction a
             // conversation's settings may ask for.
-            writer.append(parse_input(&events, ParseMode::Strict { now })?.entries)?;
+            writer.append(events)?;
         }
     }
     writeln!(

@@ -21,13 +21,14 @@ use std::process::ExitCode;
 
 use jpstore_engine::compaction::{no_summarizer, Bound, CompactRequest, CompactionError};
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::json::{parse_entry, FieldError, ParseMode};
-use jpstore_engine::event::{Entry, Payload};
+use jpstore_engine::event::{
+    ChatRequest, ChatResponse, Entry, EventKind, Payload, ToolCallRequest, ToolCallResponse,
+};
 use jpstore_engine::stats::tokens;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{AutoCompaction, CutTail, NewConversation, Store, StoreOptions};
 use jpstore_integrations::provider::{provider_request, Provider};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Turns the loop runs.
 const TURNS: usize = 6;
@@ -132,8 +133,8 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
             &store,
             &id,
             vec![
-                event(json!({"type": "turn_start"}))?,
-                event(json!({"type": "chat_request", "content": format!("What does {path} do?")}))?,
+                Entry::now(EventKind::TurnStart),
+                Entry::now(ChatRequest::text(format!("What does {path} do?"))),
             ],
             out,
         )?;
@@ -144,12 +145,11 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         append(
             &store,
             &id,
-            vec![event(json!({
-                "type": "tool_call_request",
-                "id": call_id,
-                "name": "fs_read_file",
-                "arguments": {"path": path},
-            }))?],
+            vec![Entry::now(ToolCallRequest::new(
+                &call_id,
+                "fs_read_file",
+                json!({"path": path}),
+            )?)],
             out,
         )?;
 
@@ -159,11 +159,10 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         append(
             &store,
             &id,
-            vec![event(json!({
-                "type": "tool_call_response",
-                "id": call_id,
-                "content": read_file(&path),
-            }))?],
+            vec![Entry::now(ToolCallResponse::text(
+                &call_id,
+                read_file(&path),
+            ))],
             out,
         )?;
 
@@ -173,10 +172,9 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         append(
             &store,
             &id,
-            vec![event(json!({
-                "type": "chat_response",
-                "message": format!("{path} defines `step_{turn}`, which adds its argument to a counter."),
-            }))?],
+            vec![Entry::now(ChatResponse::message(format!(
+                "{path} defines `step_{turn}`, which adds its argument to a counter."
+            )))],
             out,
         )?;
         writeln!(
@@ -193,19 +191,6 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         compactions,
         last_request_tokens,
     })
-}
-
-/// One entry from its JSON form (the form `jp-store append` reads, see the
-/// README), checked as `append` checks it; the time is now. (Entries can
-/// also be built as typed values, `Entry::Event(Event { .. })`, with every
-/// field spelled out.)
-fn event(json: Value) -> Result<Entry<Payload>, FieldError> {
-    parse_entry(
-        &json,
-        ParseMode::Strict {
-            now: Timestamp::now(),
-        },
-    )
 }
 
 /// Appends `entries` as one durable record, as `jp-store append` does.

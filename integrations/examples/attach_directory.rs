@@ -21,12 +21,11 @@ use std::process::ExitCode;
 
 use jpstore_engine::compaction::no_summarizer;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::json::{parse_entry, ParseMode};
+use jpstore_engine::event::{ChatResponse, Entry};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_integrations::attach::{attach, collect, AttachOutcome, Links};
 use jpstore_integrations::provider::{provider_request, Provider};
-use serde_json::json;
 
 /// What the program did (`main` prints it; the test checks it).
 #[derive(Debug)]
@@ -107,13 +106,9 @@ pub fn run(
     report(&first, out)?;
 
     // The model answers (canned here), and the user edits a file.
-    let answer = json!({"type": "chat_response", "message": "The project builds; the README is out of date."});
-    let answer = parse_entry(
-        &answer,
-        ParseMode::Strict {
-            now: Timestamp::now(),
-        },
-    )?;
+    let answer = Entry::now(ChatResponse::message(
+        "The project builds; the README is out of date.",
+    ));
     store.append_turn(
         &id,
         vec![answer],

@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use jpstore_blobstore::{BatchProgress, BlobId};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use url::Url;
 
 use crate::user_file::{self, LastLink};
@@ -75,7 +75,7 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
 use jpstore_engine::event::json::{payload_json, render_resource};
 use jpstore_engine::event::{
-    BlobRef, ChatRequest, Entry, Event, EventKind, Payload, Resource, ResourceContent,
+    BlobRef, ChatRequest, Entry, EventKind, Payload, Resource, ResourceContent,
 };
 use jpstore_engine::log::payload_len;
 use jpstore_engine::store::Store;
@@ -547,21 +547,14 @@ pub fn mime_type(path: &Path, text: bool) -> String {
 }
 
 fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bool) -> Resource<C> {
-    Resource {
-        uri,
-        content: if text {
-            ResourceContent::Text(content)
-        } else {
-            ResourceContent::Binary(content)
-        },
-        mime_type: Some(mime_type(file_path, text)),
-        annotations: None,
-        name: Some(name),
-        title: None,
-        description: None,
-        formatted: None,
-        extra: Map::new(),
-    }
+    let content = if text {
+        ResourceContent::Text(content)
+    } else {
+        ResourceContent::Binary(content)
+    };
+    Resource::new(uri, content)
+        .with_mime_type(mime_type(file_path, text))
+        .with_name(name)
 }
 
 /// The entries an attach appends: a `turn_start` (as every JP query begins
@@ -569,22 +562,9 @@ fn resource<C>(file_path: &Path, uri: String, name: String, content: C, text: bo
 /// and the `chat_request`.
 fn request_entries<C>(message: &str, resources: Vec<Resource<C>>) -> Vec<Entry<C>> {
     let now = Timestamp::now();
-    let event = |kind| {
-        Entry::Event(Event {
-            timestamp: now,
-            kind,
-            metadata: Map::new(),
-            extra: Map::new(),
-        })
-    };
     vec![
-        event(EventKind::TurnStart),
-        event(EventKind::ChatRequest(ChatRequest {
-            content: message.to_owned(),
-            schema: None,
-            author: None,
-            resources,
-        })),
+        Entry::at(now, EventKind::TurnStart),
+        Entry::at(now, ChatRequest::text(message).with_resources(resources)),
     ]
 }
 

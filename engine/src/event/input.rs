@@ -167,10 +167,7 @@ fn parse_user_entry(v: &Value, mode: ParseMode) -> Result<Entry<Payload>, FieldE
     if let (ParseMode::Strict { .. }, Some(EventKind::ConfigDelta(d))) =
         (mode, entry.event().map(|e| &e.kind))
     {
-        crate::config::Settings::parse(&d.delta).map_err(|bad| FieldError {
-            field: format!("delta.{}", bad.key()),
-            message: format!("must be {}, found {}", bad.expected, bad.found),
-        })?;
+        super::build::check_settings(&d.delta)?;
     }
     Ok(entry)
 }

@@ -7,9 +7,12 @@
 use std::borrow::Cow;
 
 use super::binary::decode::{AuxFields, BlockFields, List, ResourceFields};
-use super::binary::{Kind, RawHead, FLAG_IS_ERROR};
+use super::binary::{RawHead, FLAG_IS_ERROR};
+use super::kind::Kind;
 use super::model::{BlobRef, Block, ChatResponse, Compaction, Entry, EventKind, Object, Resource};
 use crate::timestamp::Timestamp;
+
+pub use super::kind::TurnRole;
 
 /// What the projection and deduplication read of one entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,17 +71,25 @@ pub enum HeadKind<'a> {
     Unknown,
 }
 
-/// How an entry counts for turn numbering (jp-format.md section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnRole {
-    /// A `turn_start`.
-    TurnStart,
-    /// A conversation event (opens turn 0 if there is none, and makes the
-    /// next `turn_start` open a new turn).
-    Event,
-    /// Config deltas, compactions, undos and unknown entries: never open a
-    /// turn.
-    Other,
+impl HeadKind<'_> {
+    /// The kind of the entry.
+    pub fn kind(&self) -> Kind {
+        match self {
+            HeadKind::TurnStart => Kind::TurnStart,
+            HeadKind::ChatRequest { .. } => Kind::ChatRequest,
+            HeadKind::Message => Kind::Message,
+            HeadKind::Reasoning => Kind::Reasoning,
+            HeadKind::Data => Kind::Data,
+            HeadKind::ToolCallRequest { .. } => Kind::ToolCallRequest,
+            HeadKind::ToolCallResponse { .. } => Kind::ToolCallResponse,
+            HeadKind::InquiryRequest => Kind::InquiryRequest,
+            HeadKind::InquiryResponse => Kind::InquiryResponse,
+            HeadKind::ConfigDelta(_) => Kind::ConfigDelta,
+            HeadKind::Compaction(_) => Kind::Compaction,
+            HeadKind::CompactionUndo(_) => Kind::CompactionUndo,
+            HeadKind::Unknown => Kind::Unknown,
+        }
+    }
 }
 
 impl<'a> EntryHead<'a> {
@@ -141,40 +152,60 @@ impl<'a> EntryHead<'a> {
         fields: &AuxFields<'a>,
         delta: &mut dyn FnMut(&RawHead<'a>) -> Result<Object, String>,
     ) -> Result<EntryHead<'a>, String> {
-        let kind = match (raw.kind, fields) {
-            (Kind::TurnStart, _) => HeadKind::TurnStart,
-            (Kind::ChatRequest, AuxFields::ChatRequest { resources, .. }) => {
+        // Exhaustive on the kind: a new kind does not compile without its
+        // head. `AuxFields::read` gives the fields of the kind it is given.
+        let mismatch = || {
+            format!(
+                "aux fields {fields:?} that are not those of a {:?} entry",
+                raw.kind
+            )
+        };
+        let kind = match raw.kind {
+            Kind::TurnStart => HeadKind::TurnStart,
+            Kind::ChatRequest => {
+                let AuxFields::ChatRequest { resources, .. } = fields else {
+                    return Err(mismatch());
+                };
                 HeadKind::ChatRequest {
                     resources: Resources(Repr::Binary(*resources)),
                 }
             }
-            (Kind::Message, _) => HeadKind::Message,
-            (Kind::Reasoning, _) => HeadKind::Reasoning,
-            (Kind::Data, _) => HeadKind::Data,
-            (Kind::ToolCallRequest, AuxFields::ToolCallRequest { id, name }) => {
+            Kind::Message => HeadKind::Message,
+            Kind::Reasoning => HeadKind::Reasoning,
+            Kind::Data => HeadKind::Data,
+            Kind::ToolCallRequest => {
+                let AuxFields::ToolCallRequest { id, name } = fields else {
+                    return Err(mismatch());
+                };
                 HeadKind::ToolCallRequest { id, name }
             }
-            (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
+            Kind::ToolCallResponse => {
+                let AuxFields::ToolCallResponse { id, blocks } = fields else {
+                    return Err(mismatch());
+                };
                 HeadKind::ToolCallResponse {
                     id,
                     is_error: raw.flags & FLAG_IS_ERROR != 0,
                     blocks: Blocks(Repr::Binary(*blocks)),
                 }
             }
-            (Kind::InquiryRequest, _) => HeadKind::InquiryRequest,
-            (Kind::InquiryResponse, _) => HeadKind::InquiryResponse,
-            (Kind::ConfigDelta, _) => HeadKind::ConfigDelta(Cow::Owned(delta(raw)?)),
-            (Kind::Compaction, AuxFields::Compaction(c)) => {
+            Kind::InquiryRequest => HeadKind::InquiryRequest,
+            Kind::InquiryResponse => HeadKind::InquiryResponse,
+            Kind::ConfigDelta => HeadKind::ConfigDelta(Cow::Owned(delta(raw)?)),
+            Kind::Compaction => {
+                let AuxFields::Compaction(c) = fields else {
+                    return Err(mismatch());
+                };
                 HeadKind::Compaction(Cow::Owned((**c).clone()))
             }
-            (Kind::CompactionUndo, AuxFields::CompactionUndo(n)) => HeadKind::CompactionUndo(*n),
-            (Kind::Unknown, _) => HeadKind::Unknown,
-            (Kind::MetaPatch, _) => return Err("a metadata patch where an entry is due".into()),
-            (kind, fields) => {
-                return Err(format!(
-                    "aux fields {fields:?} that are not those of a {kind:?} entry"
-                ))
+            Kind::CompactionUndo => {
+                let AuxFields::CompactionUndo(n) = fields else {
+                    return Err(mismatch());
+                };
+                HeadKind::CompactionUndo(*n)
             }
+            Kind::Unknown => HeadKind::Unknown,
+            Kind::MetaPatch => return Err("a metadata patch where an entry is due".into()),
         };
         Ok(EntryHead {
             timestamp: raw.timestamp,
@@ -184,36 +215,13 @@ impl<'a> EntryHead<'a> {
 
     /// How the entry counts for turn numbering.
     pub fn turn_role(&self) -> TurnRole {
-        match self.kind {
-            HeadKind::TurnStart => TurnRole::TurnStart,
-            HeadKind::ChatRequest { .. }
-            | HeadKind::Message
-            | HeadKind::Reasoning
-            | HeadKind::Data
-            | HeadKind::ToolCallRequest { .. }
-            | HeadKind::ToolCallResponse { .. }
-            | HeadKind::InquiryRequest
-            | HeadKind::InquiryResponse => TurnRole::Event,
-            HeadKind::ConfigDelta(_)
-            | HeadKind::Compaction(_)
-            | HeadKind::CompactionUndo(_)
-            | HeadKind::Unknown => TurnRole::Other,
-        }
+        self.kind.kind().turn_role()
     }
 
     /// Whether the entry is part of what `view` prints (as
     /// [`in_view`](super::in_view) says of entries).
     pub fn in_view(&self) -> bool {
-        matches!(
-            self.kind,
-            HeadKind::TurnStart
-                | HeadKind::ChatRequest { .. }
-                | HeadKind::Message
-                | HeadKind::Reasoning
-                | HeadKind::Data
-                | HeadKind::ToolCallRequest { .. }
-                | HeadKind::ToolCallResponse { .. }
-        )
+        self.kind.kind().in_view()
     }
 
     /// Whether the entry holds a resource (a request's attachment, or a

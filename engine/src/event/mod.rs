@@ -41,6 +41,7 @@ mod build;
 pub mod head;
 pub mod input;
 pub mod json;
+pub mod kind;
 pub mod model;
 pub mod render;
 pub mod turns;

@@ -17,6 +17,7 @@ use jpstore_blobstore::BlobId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::kind::{Kind, TurnRole};
 use crate::timestamp::Timestamp;
 
 /// A JSON object (field order kept).
@@ -159,17 +160,29 @@ impl<C> EventKind<C> {
         }
     }
 
+    /// The kind of the event (a chat response's by the field it has).
+    pub fn kind(&self) -> Kind {
+        match self {
+            EventKind::TurnStart => Kind::TurnStart,
+            EventKind::ChatRequest(_) => Kind::ChatRequest,
+            EventKind::ChatResponse(ChatResponse::Message(_)) => Kind::Message,
+            EventKind::ChatResponse(ChatResponse::Reasoning(_)) => Kind::Reasoning,
+            EventKind::ChatResponse(ChatResponse::Data(_)) => Kind::Data,
+            EventKind::ToolCallRequest(_) => Kind::ToolCallRequest,
+            EventKind::ToolCallResponse(_) => Kind::ToolCallResponse,
+            EventKind::InquiryRequest(_) => Kind::InquiryRequest,
+            EventKind::InquiryResponse(_) => Kind::InquiryResponse,
+            EventKind::ConfigDelta(_) => Kind::ConfigDelta,
+            EventKind::Compaction(_) => Kind::Compaction,
+            EventKind::CompactionUndo(_) => Kind::CompactionUndo,
+        }
+    }
+
     /// Whether the event is a conversation event (one that makes a later
     /// `turn_start` open a new turn, jp-format.md section 3). Turn starts,
-    /// config deltas and compactions are not.
+    /// config deltas and compactions are not ([`Kind::turn_role`]).
     pub fn is_conversation_event(&self) -> bool {
-        !matches!(
-            self,
-            EventKind::TurnStart
-                | EventKind::ConfigDelta(_)
-                | EventKind::Compaction(_)
-                | EventKind::CompactionUndo(_)
-        )
+        self.kind().turn_role() == TurnRole::Event
     }
 }
 
@@ -544,6 +557,15 @@ impl<C> Entry<C> {
         }
     }
 
+    /// The kind of the entry ([`Kind::Unknown`] for an entry of unknown
+    /// type).
+    pub fn kind(&self) -> Kind {
+        match self {
+            Entry::Event(e) => e.kind.kind(),
+            Entry::Unknown(_) => Kind::Unknown,
+        }
+    }
+
     /// The event, if the entry is of a known type.
     pub fn event(&self) -> Option<&Event<C>> {
         match self {
@@ -645,16 +667,7 @@ impl<C> Resource<C> {
 
 /// Whether an entry of a view is part of what `view` prints: the five
 /// conversation event types (config deltas, inquiries, compactions and
-/// unknown entries are not part of a view).
+/// unknown entries are not part of a view; [`Kind::in_view`]).
 pub fn in_view<C>(entry: &Entry<C>) -> bool {
-    matches!(
-        entry.event().map(|e| &e.kind),
-        Some(
-            EventKind::TurnStart
-                | EventKind::ChatRequest(_)
-                | EventKind::ChatResponse(_)
-                | EventKind::ToolCallRequest(_)
-                | EventKind::ToolCallResponse(_)
-        )
-    )
+    entry.kind().in_view()
 }

@@ -5,8 +5,8 @@
 //! `config_delta`, `compaction` and unknown entries belong to the current
 //! turn and never open one. An empty stream has no turns.
 
-use super::head::TurnRole;
-use super::model::{Entry, EventKind};
+use super::kind::TurnRole;
+use super::model::Entry;
 
 /// Assigns turn indices to entries one at a time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -100,11 +100,7 @@ impl TurnCounter {
 
 /// How an entry counts for turn numbering.
 pub fn role_of<C>(entry: &Entry<C>) -> TurnRole {
-    match entry.event().map(|e| &e.kind) {
-        Some(EventKind::TurnStart) => TurnRole::TurnStart,
-        Some(k) if k.is_conversation_event() => TurnRole::Event,
-        _ => TurnRole::Other,
-    }
+    entry.kind().turn_role()
 }
 
 /// The turn index of every entry of `entries`, in order.
@@ -116,7 +112,7 @@ pub fn turn_indices<C>(entries: &[Entry<C>]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::model::{ChatRequest, ConfigDelta, Event};
+    use crate::event::model::{ChatRequest, ConfigDelta, Event, EventKind};
     use crate::timestamp::Timestamp;
 
     fn ev(kind: EventKind) -> Entry {

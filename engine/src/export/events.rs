@@ -455,36 +455,64 @@ fn borrowed_event<'v>(
     parts: BodyParts<'_, 'v>,
     kind: &ItemKind,
 ) -> std::result::Result<ViewEvent<'v>, String> {
-    Ok(match (raw.kind, fields) {
-        (Kind::TurnStart, _) => ViewEvent::TurnStart,
-        (Kind::ChatRequest, AuxFields::ChatRequest { .. }) => ViewEvent::Request {
-            content: text,
-            resources: &[],
-        },
-        (Kind::Message, _) => ViewEvent::Message(text),
-        (Kind::Reasoning, _) => ViewEvent::Reasoning {
+    let mismatch = |fields: &AuxFields<'_>| {
+        format!(
+            "aux fields {fields:?} that are not those of a {:?} entry",
+            raw.kind
+        )
+    };
+    // Exhaustive on the kind: a new kind does not compile until it is
+    // decided here.
+    Ok(match raw.kind {
+        Kind::TurnStart => ViewEvent::TurnStart,
+        Kind::ChatRequest => {
+            let AuxFields::ChatRequest { .. } = fields else {
+                return Err(mismatch(&fields));
+            };
+            ViewEvent::Request {
+                content: text,
+                resources: &[],
+            }
+        }
+        Kind::Message => ViewEvent::Message(text),
+        Kind::Reasoning => ViewEvent::Reasoning {
             text,
             signature: match parts.bytes(Part::Metadata) {
                 Some(metadata) => find_string_leaf(&mut Reader::new(metadata), SIGNATURE_KEY)?,
                 None => None,
             },
         },
-        (Kind::ToolCallRequest, AuxFields::ToolCallRequest { id, name }) => ViewEvent::ToolCall {
-            id,
-            name,
-            arguments: Arguments::Encoded(match kind {
-                ItemKind::StripArguments => None,
-                _ => parts.bytes(Part::Arguments),
-            }),
-        },
-        (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
+        Kind::ToolCallRequest => {
+            let AuxFields::ToolCallRequest { id, name } = fields else {
+                return Err(mismatch(&fields));
+            };
+            ViewEvent::ToolCall {
+                id,
+                name,
+                arguments: Arguments::Encoded(match kind {
+                    ItemKind::StripArguments => None,
+                    _ => parts.bytes(Part::Arguments),
+                }),
+            }
+        }
+        Kind::ToolCallResponse => {
+            let AuxFields::ToolCallResponse { id, blocks } = fields else {
+                return Err(mismatch(&fields));
+            };
             ViewEvent::ToolResult {
                 id,
                 is_error: raw.flags & FLAG_IS_ERROR != 0,
                 content: ToolContent::Texts(TextRefs { blocks }),
             }
         }
-        (Kind::Data, _) => return Err("structured output where a borrowed event is due".into()),
-        _ => ViewEvent::Other,
+        Kind::Data => return Err("structured output where a borrowed event is due".into()),
+        // Not sent to a model.
+        Kind::InquiryRequest
+        | Kind::InquiryResponse
+        | Kind::ConfigDelta
+        | Kind::Compaction
+        | Kind::CompactionUndo
+        | Kind::Unknown
+        | Kind::MetaPatch => ViewEvent::Other,
     })
 }

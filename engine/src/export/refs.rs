@@ -537,26 +537,31 @@ fn entry(
     let (raw, fields) = (&parsed.raw, &parsed.fields);
     let part = |p: Part| raw.parts.find(p).map(|(_, len)| len);
     w.key("type");
-    w.known(match raw.kind {
-        Kind::TurnStart => "turn_start",
-        Kind::ChatRequest => "chat_request",
-        Kind::Message | Kind::Reasoning | Kind::Data => "chat_response",
-        Kind::ToolCallRequest => "tool_call_request",
-        Kind::ToolCallResponse => "tool_call_response",
-        // Not in a view (listed so that a new kind must be decided on).
-        Kind::InquiryRequest
-        | Kind::InquiryResponse
-        | Kind::ConfigDelta
-        | Kind::Compaction
-        | Kind::CompactionUndo
-        | Kind::Unknown
-        | Kind::MetaPatch => return Err(format!("a {:?} entry in a view", raw.kind)),
+    let not_in_view = || format!("a {:?} entry in a view", raw.kind);
+    w.known(match raw.kind.type_name() {
+        Some(name) if raw.kind.in_view() => name,
+        _ => return Err(not_in_view()),
     });
     w.key("timestamp");
     w.timestamp(raw.timestamp);
     let replaced = plan.replaced(index);
-    match (raw.kind, fields) {
-        (Kind::ChatRequest, AuxFields::ChatRequest { author, resources }) => {
+    let mismatch = || {
+        format!(
+            "aux fields {fields:?} that are not those of a {:?} entry",
+            raw.kind
+        )
+    };
+    let mut text_part = |p: Part| {
+        w.key(p.name());
+        w.text_ref(origin, p, part(p).unwrap_or(0));
+    };
+    // Exhaustive on the kind: a new kind does not compile until it is
+    // written here (or refused, as not in a view).
+    match raw.kind {
+        Kind::ChatRequest => {
+            let AuxFields::ChatRequest { author, resources } = fields else {
+                return Err(mismatch());
+            };
             w.key("content");
             w.text_ref(origin, Part::Content, part(Part::Content).unwrap_or(0));
             if let Some(len) = part(Part::Schema) {
@@ -580,16 +585,13 @@ fn entry(
                 w.close(b']');
             }
         }
-        (Kind::Message | Kind::Reasoning | Kind::Data, _) => {
-            let p = match raw.kind {
-                Kind::Message => Part::Message,
-                Kind::Reasoning => Part::Reasoning,
-                _ => Part::Data,
+        Kind::Message => text_part(Part::Message),
+        Kind::Reasoning => text_part(Part::Reasoning),
+        Kind::Data => text_part(Part::Data),
+        Kind::ToolCallRequest => {
+            let AuxFields::ToolCallRequest { id, name } = fields else {
+                return Err(mismatch());
             };
-            w.key(p.name());
-            w.text_ref(origin, p, part(p).unwrap_or(0));
-        }
-        (Kind::ToolCallRequest, AuxFields::ToolCallRequest { id, name }) => {
             w.key("id");
             w.str(id);
             w.key("name");
@@ -601,7 +603,10 @@ fn entry(
                 w.text_ref(origin, Part::Arguments, part(Part::Arguments).unwrap_or(0));
             }
         }
-        (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
+        Kind::ToolCallResponse => {
+            let AuxFields::ToolCallResponse { id, blocks } = fields else {
+                return Err(mismatch());
+            };
             w.key("id");
             w.str(id);
             w.key("content");
@@ -631,12 +636,14 @@ fn entry(
             w.key("is_error");
             w.bool(is_error(raw));
         }
-        (Kind::TurnStart, _) => {}
-        (kind, fields) => {
-            return Err(format!(
-                "aux fields {fields:?} that are not those of a {kind:?} entry"
-            ))
-        }
+        Kind::TurnStart => {}
+        Kind::InquiryRequest
+        | Kind::InquiryResponse
+        | Kind::ConfigDelta
+        | Kind::Compaction
+        | Kind::CompactionUndo
+        | Kind::Unknown
+        | Kind::MetaPatch => return Err(not_in_view()),
     }
     if let Some(len) = part(Part::Metadata) {
         w.key("metadata");

@@ -620,12 +620,20 @@ pub fn check_entry_with_texts<'a: 'b, 'b>(
 pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
     let parts = BodyParts::new(head, body)?;
     let fields = AuxFields::read(head.kind, head.aux)?;
-    if head.kind == Kind::Unknown {
-        return Ok(Entry::Unknown(parts.object(Part::Entry)?));
-    }
-    let kind = match (head.kind, fields) {
-        (Kind::TurnStart, _) => EventKind::TurnStart,
-        (Kind::ChatRequest, AuxFields::ChatRequest { author, resources }) => {
+    // Exhaustive on the kind: a new kind does not compile without its
+    // decoder. `AuxFields::read` gives the fields of the kind it is given.
+    let mismatch = |fields: &AuxFields<'_>| {
+        format!(
+            "aux fields {fields:?} that are not those of a {:?} entry",
+            head.kind
+        )
+    };
+    let kind = match head.kind {
+        Kind::TurnStart => EventKind::TurnStart,
+        Kind::ChatRequest => {
+            let AuxFields::ChatRequest { author, resources } = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::ChatRequest(ChatRequest {
                 content: parts.text(Part::Content)?.to_owned(),
                 schema: match parts.bytes(Part::Schema) {
@@ -642,21 +650,27 @@ pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
                 },
             })
         }
-        (Kind::Message, _) => {
+        Kind::Message => {
             EventKind::ChatResponse(ChatResponse::Message(parts.text(Part::Message)?.to_owned()))
         }
-        (Kind::Reasoning, _) => EventKind::ChatResponse(ChatResponse::Reasoning(
+        Kind::Reasoning => EventKind::ChatResponse(ChatResponse::Reasoning(
             parts.text(Part::Reasoning)?.to_owned(),
         )),
-        (Kind::Data, _) => EventKind::ChatResponse(ChatResponse::Data(parts.value(Part::Data)?)),
-        (Kind::ToolCallRequest, AuxFields::ToolCallRequest { id, name }) => {
+        Kind::Data => EventKind::ChatResponse(ChatResponse::Data(parts.value(Part::Data)?)),
+        Kind::ToolCallRequest => {
+            let AuxFields::ToolCallRequest { id, name } = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::ToolCallRequest(ToolCallRequest {
                 id: id.to_owned(),
                 name: name.to_owned(),
                 arguments: parts.object(Part::Arguments)?,
             })
         }
-        (Kind::ToolCallResponse, AuxFields::ToolCallResponse { id, blocks }) => {
+        Kind::ToolCallResponse => {
+            let AuxFields::ToolCallResponse { id, blocks } = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::ToolCallResponse(ToolCallResponse {
                 id: id.to_owned(),
                 // Sized first and filled in place: collecting through
@@ -673,32 +687,42 @@ pub fn decode_entry(head: &RawHead<'_>, body: &[u8]) -> Result<Entry, String> {
                 is_error: head.flags & FLAG_IS_ERROR != 0,
             })
         }
-        (Kind::InquiryRequest, AuxFields::Inquiry { id }) => {
+        Kind::InquiryRequest => {
+            let AuxFields::Inquiry { id } = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::InquiryRequest(InquiryRequest {
                 id: id.to_owned(),
                 source: parts.object(Part::Source)?,
                 question: parts.object(Part::Question)?,
             })
         }
-        (Kind::InquiryResponse, AuxFields::Inquiry { id }) => {
+        Kind::InquiryResponse => {
+            let AuxFields::Inquiry { id } = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::InquiryResponse(InquiryResponse {
                 id: id.to_owned(),
                 answer: parts.value(Part::Answer)?,
             })
         }
-        (Kind::ConfigDelta, _) => EventKind::ConfigDelta(ConfigDelta {
+        Kind::ConfigDelta => EventKind::ConfigDelta(ConfigDelta {
             delta: parts.object(Part::Delta)?,
         }),
-        (Kind::Compaction, AuxFields::Compaction(c)) => EventKind::Compaction(*c),
-        (Kind::CompactionUndo, AuxFields::CompactionUndo(undoes)) => {
+        Kind::Compaction => {
+            let AuxFields::Compaction(c) = fields else {
+                return Err(mismatch(&fields));
+            };
+            EventKind::Compaction(*c)
+        }
+        Kind::CompactionUndo => {
+            let AuxFields::CompactionUndo(undoes) = fields else {
+                return Err(mismatch(&fields));
+            };
             EventKind::CompactionUndo(CompactionUndo { undoes })
         }
-        (Kind::MetaPatch, _) => return Err("a metadata patch where an entry is due".into()),
-        (kind, fields) => {
-            return Err(format!(
-                "aux fields {fields:?} that are not those of a {kind:?} entry"
-            ))
-        }
+        Kind::Unknown => return Ok(Entry::Unknown(parts.object(Part::Entry)?)),
+        Kind::MetaPatch => return Err("a metadata patch where an entry is due".into()),
     };
     Ok(Entry::Event(Event {
         timestamp: head.timestamp,

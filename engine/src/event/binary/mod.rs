@@ -36,6 +36,8 @@ pub mod encode;
 pub mod value;
 pub mod wire;
 
+use super::kind::byte_tags;
+pub use super::kind::Kind;
 use crate::timestamp::Timestamp;
 
 use wire::Reader;
@@ -48,63 +50,7 @@ pub const FLAG_IS_ERROR: u8 = 0x01;
 /// Flag: the content was given as one string (`tool_call_response`).
 pub const FLAG_PLAIN: u8 = 0x02;
 
-/// The kind byte of an entry head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Kind {
-    /// `turn_start`.
-    TurnStart = 0x01,
-    /// `chat_request`.
-    ChatRequest = 0x02,
-    /// `chat_response` with a `message`.
-    Message = 0x03,
-    /// `chat_response` with `reasoning`.
-    Reasoning = 0x04,
-    /// `chat_response` with `data`.
-    Data = 0x05,
-    /// `tool_call_request`.
-    ToolCallRequest = 0x06,
-    /// `tool_call_response`.
-    ToolCallResponse = 0x07,
-    /// `inquiry_request`.
-    InquiryRequest = 0x08,
-    /// `inquiry_response`.
-    InquiryResponse = 0x09,
-    /// `config_delta`.
-    ConfigDelta = 0x0a,
-    /// `compaction`.
-    Compaction = 0x0b,
-    /// `compaction_undo`.
-    CompactionUndo = 0x0c,
-    /// An entry of unknown type, kept as its JSON object.
-    Unknown = 0x20,
-    /// A metadata patch (format-spec.md 4.3; not an entry of the
-    /// conversation).
-    MetaPatch = 0x21,
-}
-
 impl Kind {
-    /// The kind of a kind byte.
-    pub fn from_byte(b: u8) -> Option<Kind> {
-        Some(match b {
-            0x01 => Kind::TurnStart,
-            0x02 => Kind::ChatRequest,
-            0x03 => Kind::Message,
-            0x04 => Kind::Reasoning,
-            0x05 => Kind::Data,
-            0x06 => Kind::ToolCallRequest,
-            0x07 => Kind::ToolCallResponse,
-            0x08 => Kind::InquiryRequest,
-            0x09 => Kind::InquiryResponse,
-            0x0a => Kind::ConfigDelta,
-            0x0b => Kind::Compaction,
-            0x0c => Kind::CompactionUndo,
-            0x20 => Kind::Unknown,
-            0x21 => Kind::MetaPatch,
-            _ => return None,
-        })
-    }
-
     /// The body parts an entry of this kind must have, in order.
     pub fn required_parts(self) -> &'static [Part] {
         match self {
@@ -147,62 +93,42 @@ impl Kind {
     }
 }
 
-/// A body part: which field of the entry it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Part {
-    /// `content` of a `chat_request` (UTF-8 text).
-    Content = 1,
-    /// `message` (UTF-8 text).
-    Message = 2,
-    /// `reasoning` (UTF-8 text).
-    Reasoning = 3,
-    /// `data` (a value).
-    Data = 4,
-    /// `arguments` of a tool call (an object).
-    Arguments = 5,
-    /// `source` of an inquiry (an object).
-    Source = 6,
-    /// `question` of an inquiry (an object).
-    Question = 7,
-    /// `answer` of an inquiry (a value).
-    Answer = 8,
-    /// `delta` of a config delta (an object).
-    Delta = 9,
-    /// `schema` of a `chat_request` (an object).
-    Schema = 10,
-    /// The event's `metadata` (an object).
-    Metadata = 11,
-    /// The event's fields this build does not know (an object).
-    Extra = 12,
-    /// A whole entry of unknown type (an object).
-    Entry = 13,
-    /// The `fields` merge patch of a metadata patch (an object).
-    Fields = 14,
+byte_tags! {
+    /// A body part: which field of the entry it holds (its tag byte in a
+    /// part table).
+    pub enum Part {
+        /// `content` of a `chat_request` (UTF-8 text).
+        Content = 1,
+        /// `message` (UTF-8 text).
+        Message = 2,
+        /// `reasoning` (UTF-8 text).
+        Reasoning = 3,
+        /// `data` (a value).
+        Data = 4,
+        /// `arguments` of a tool call (an object).
+        Arguments = 5,
+        /// `source` of an inquiry (an object).
+        Source = 6,
+        /// `question` of an inquiry (an object).
+        Question = 7,
+        /// `answer` of an inquiry (a value).
+        Answer = 8,
+        /// `delta` of a config delta (an object).
+        Delta = 9,
+        /// `schema` of a `chat_request` (an object).
+        Schema = 10,
+        /// The event's `metadata` (an object).
+        Metadata = 11,
+        /// The event's fields this build does not know (an object).
+        Extra = 12,
+        /// A whole entry of unknown type (an object).
+        Entry = 13,
+        /// The `fields` merge patch of a metadata patch (an object).
+        Fields = 14,
+    }
 }
 
 impl Part {
-    /// The part of a tag byte.
-    pub fn from_byte(b: u8) -> Option<Part> {
-        Some(match b {
-            1 => Part::Content,
-            2 => Part::Message,
-            3 => Part::Reasoning,
-            4 => Part::Data,
-            5 => Part::Arguments,
-            6 => Part::Source,
-            7 => Part::Question,
-            8 => Part::Answer,
-            9 => Part::Delta,
-            10 => Part::Schema,
-            11 => Part::Metadata,
-            12 => Part::Extra,
-            13 => Part::Entry,
-            14 => Part::Fields,
-            _ => return None,
-        })
-    }
-
     /// Whether the part is UTF-8 text (else a value).
     pub fn is_text(self) -> bool {
         matches!(self, Part::Content | Part::Message | Part::Reasoning)
@@ -432,7 +358,7 @@ pub(crate) fn put_head(
     body_len: u32,
 ) {
     let (secs, nanos) = timestamp.map_or((0, 0), |t| (t.unix_secs(), t.subsec_nanos()));
-    out.push(kind as u8);
+    out.push(kind.to_byte());
     out.push(flags);
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&aux_offset.to_le_bytes());

@@ -297,11 +297,18 @@ impl FramedRecord {
         }
         let bytes = encode_record(entries);
         let record_crc = le32(&bytes[4..8]);
-        Ok(FramedRecord {
+        let record = FramedRecord {
             bytes,
             record_crc,
             framing: Framing::V1,
-        })
+        };
+        assert_eq!(
+            record.bytes.len() as u64,
+            RECORD_HEADER_LEN + size,
+            "a version 1 record is its header and the batch measured"
+        );
+        record.assert_framed();
+        Ok(record)
     }
 
     /// A version 2 record of a heads section and a body section, or their
@@ -313,11 +320,52 @@ impl FramedRecord {
         }
         let bytes = encode_record_v2(heads, body);
         let record_crc = le32(&bytes[16..20]);
-        Ok(FramedRecord {
+        let record = FramedRecord {
             bytes,
             record_crc,
             framing: Framing::V2,
-        })
+        };
+        assert_eq!(
+            record.bytes.len() as u64,
+            RECORD_HEADER_LEN_V2 + size,
+            "a version 2 record is its header and its two sections"
+        );
+        record.assert_framed();
+        Ok(record)
+    }
+
+    /// Asserts what format-spec.md section 3 ("Byte layout") makes of a
+    /// record: its header reads (its own checksum matches) and says the
+    /// record's length and the checksum that stands for it. The checksums
+    /// of the content are computed again in debug builds only (they cost
+    /// a pass over the record).
+    pub(crate) fn assert_framed(&self) {
+        let header = decode_record_header(self.framing, &self.bytes);
+        assert!(
+            header
+                .is_some_and(|h| h.record_len() == self.bytes.len() as u64
+                    && h.record_crc() == self.record_crc),
+            "a framed record of {} bytes whose header does not say so",
+            self.bytes.len()
+        );
+        debug_assert!(
+            header.is_some_and(|h| {
+                let content = &self.bytes[h.header_len() as usize..];
+                match h {
+                    RecordHeader::V1 { payload_crc, .. } => crc32fast::hash(content) == payload_crc,
+                    RecordHeader::V2 {
+                        heads_len,
+                        heads_crc,
+                        body_crc,
+                        ..
+                    } => {
+                        let (heads, body) = content.split_at(heads_len as usize);
+                        crc32fast::hash(heads) == heads_crc && crc32fast::hash(body) == body_crc
+                    }
+                }
+            }),
+            "a framed record whose content does not match its checksums"
+        );
     }
 }
 

@@ -1202,3 +1202,36 @@ fn an_interrupt_stops_gcs_walk_inside_a_long_damaged_region() {
         );
     }
 }
+
+/// A record whose bytes do not say what they are (cut short, or its
+/// checksum not that of its header) is never appended: the writer stops
+/// with a panic before writing, rather than framing damage itself.
+#[test]
+fn a_record_not_framed_as_it_says_is_never_appended() {
+    let (_dir, storage) = store();
+    for framing in FRAMINGS {
+        let name = format!("{framing:?}.log");
+        let mut w = create(&storage, &name, framing, LogOptions::default());
+        let record = match framing {
+            Framing::V1 => FramedRecord::batch(&batch(1, 2, false), u32::MAX),
+            Framing::V2 => {
+                let (heads, body) = split_of(&batch(1, 2, false));
+                FramedRecord::split(&heads, &body, u32::MAX)
+            }
+        }
+        .expect("framed");
+        let mut cut = record.clone();
+        cut.bytes.pop();
+        let mut wrong_crc = record.clone();
+        wrong_crc.record_crc ^= 1;
+        for bad in [cut, wrong_crc] {
+            let appended =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.append_framed(&bad)));
+            assert!(appended.is_err(), "{framing:?}: appended {bad:?}");
+        }
+        // Nothing was written: the writer goes on at the same end.
+        let end = w.end();
+        assert_eq!(w.append_framed(&record).expect("append"), end);
+        assert_eq!(scan_ok(&storage, &name).records.len(), 1);
+    }
+}

@@ -352,11 +352,11 @@ impl LogWriter {
         };
         let file: Arc<dyn LogObject> = Arc::from(file);
         let format = check_header(file.as_reader(), &display)?;
-        let len = file.len().map_err(|e| io("stat", e))?;
+        let len_of_file = file.len().map_err(|e| io("stat", e))?;
         let mut walker = Walker::new(
             file.as_reader(),
             format.framing,
-            len,
+            len_of_file,
             options.max_record_size,
         )
         .with_proven_end(recovery.proven_end);
@@ -371,10 +371,14 @@ impl LogWriter {
                 Step::End(end) => break end,
             }
         };
+        // The end (clean, torn or damaged) is where the last whole record
+        // ends.
+        assert_eq!(end.valid_end(), pos, "the log's end after its last record");
         let mut synced_end = 0;
         let cut = match end {
             LogEnd::Clean { .. } => None,
             LogEnd::TornTail { offset, len } => {
+                assert_eq!(offset + len, len_of_file, "a torn tail runs to the end");
                 // Nothing proves these bytes were ever a whole record, but
                 // a wrong guess must lose nothing: a synced copy first.
                 let copy = copy_tail(backend, file.as_reader(), path, recovery, offset, len)?;
@@ -488,6 +492,19 @@ impl LogWriter {
                 record: record.framing.version(),
             });
         }
+        // Records go after the header, after the last record, and at or
+        // past what is synced (format-spec.md 3, "Appending").
+        assert!(
+            self.end >= FILE_HEADER_LEN,
+            "a record inside the file header"
+        );
+        assert!(
+            self.last.is_none_or(|(offset, _)| offset < self.end),
+            "a record at {} before the last one",
+            self.end
+        );
+        assert!(self.synced_end <= self.end, "synced past the end");
+        record.assert_framed();
         // From here on a failure leaves the file in an unknown state (part of
         // the record written, or dirty pages dropped by a failed sync):
         // poison, never retry. Reopening recovers from what is on disk.

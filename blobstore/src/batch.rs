@@ -227,6 +227,11 @@ impl<'a> PackWriter<'a> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        // The buffer holds the last bytes appended, none of them synced.
+        assert!(
+            self.synced + self.buffer.len() as u64 <= self.offset,
+            "buffered bytes before the synced end of the pack"
+        );
         let start = self.offset - self.buffer.len() as u64;
         self.upload
             .write_at(&self.buffer, start)
@@ -239,6 +244,21 @@ impl<'a> PackWriter<'a> {
     /// version 1.
     pub(crate) fn add(&mut self, id: BlobId, raw_len: u64, stored: &[u8]) -> Result<()> {
         let offset = self.offset;
+        // Objects back to back after the pack header (format-spec.md 2.3),
+        // each an object header and its payload (2.1).
+        assert!(
+            stored.len() >= crate::object::HEADER_LEN,
+            "an object without its header"
+        );
+        if let IndexParts::V1(entries) = &self.index {
+            assert_eq!(
+                entries
+                    .last()
+                    .map_or(pack::PACK_HEADER_LEN, |e| e.offset + e.stored_len),
+                offset,
+                "an object where the last one does not end"
+            );
+        }
         self.append(stored)?;
         match &mut self.index {
             IndexParts::V1(entries) => entries.push(PackEntry {
@@ -281,12 +301,39 @@ impl<'a> PackWriter<'a> {
                     io::Error::new(io::ErrorKind::InvalidData, d.expected),
                 )
             })?;
-            let number = table.len() as u32;
-            table.push(GroupEntry {
+            let entry = GroupEntry {
                 offset: base + at as u64,
                 payload_len: header.payload_len,
                 raw_len: header.raw_len,
-            });
+            };
+            // Groups back to back from the pack header on, each as long
+            // as its header says, holding at least one object, its
+            // objects inside its raw content (format-spec.md 2.12); its
+            // checksum over what is written (checked in debug builds: a
+            // pass over the group).
+            assert_eq!(
+                table.last().map_or(pack::PACK_HEADER_LEN, GroupEntry::end),
+                entry.offset,
+                "a group where the last one does not end"
+            );
+            assert_eq!(
+                entry.stored_len(),
+                len as u64,
+                "a group framed as {len} bytes"
+            );
+            assert!(!members.is_empty(), "a group of no object");
+            assert!(
+                members
+                    .iter()
+                    .all(|m| u64::from(m.offset) + u64::from(m.raw_len) <= u64::from(entry.raw_len)),
+                "an object beyond the raw content of its group"
+            );
+            debug_assert!(
+                group::check_group(stored).is_ok(),
+                "a group that does not check"
+            );
+            let number = table.len() as u32;
+            table.push(entry);
             objects.extend(members.iter().map(|m| GroupedEntry {
                 id: m.id,
                 group: number,
@@ -304,6 +351,7 @@ impl<'a> PackWriter<'a> {
     /// as any other.
     fn sync_early(&mut self) -> Result<()> {
         let written = self.offset - self.buffer.len() as u64;
+        assert!(self.synced <= written, "synced past what is written");
         if written - self.synced < SYNC_EVERY {
             return Ok(());
         }
@@ -334,8 +382,19 @@ impl<'a> PackWriter<'a> {
     /// pack's name and size.
     pub(crate) fn finish(mut self) -> Result<(String, u64)> {
         let checksum: [u8; 32] = *self.hasher.finalize().as_bytes();
+        // The trailer follows the last object or group (format-spec.md 2.3,
+        // 2.12).
+        let content_end = match &self.index {
+            IndexParts::V1(entries) => entries.last().map(|e| e.offset + e.stored_len),
+            IndexParts::V2 { groups, .. } => groups.last().map(GroupEntry::end),
+        };
+        assert_eq!(
+            content_end.unwrap_or(pack::PACK_HEADER_LEN),
+            self.offset,
+            "a trailer where the last object does not end"
+        );
         self.buffer.extend_from_slice(&checksum);
-        self.offset += 32;
+        self.offset += pack::PACK_TRAILER_LEN;
         self.flush()?;
         let pack_len = self.offset;
         let name = hex::encode(checksum);

@@ -168,9 +168,18 @@ pub fn encode_group(
         // Never longer than the raw content, which fits.
         payload_len: payload.len() as u32,
     };
+    // Never longer stored than raw (format-spec.md 2.12, "Groups").
+    assert!(
+        header.payload_len <= header.raw_len,
+        "a group stored longer than raw"
+    );
+    let start = out.len();
     out.reserve(GROUP_HEADER_LEN + payload.len());
     out.extend_from_slice(&header.encode_with_payload(payload));
     out.extend_from_slice(payload);
+    // Its checksum over what is written (a pass over the payload: checked
+    // in debug builds).
+    debug_assert_eq!(check_group(&out[start..]).ok(), Some(header));
     Ok(())
 }
 

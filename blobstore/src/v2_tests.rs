@@ -647,3 +647,53 @@ fn verify_on_an_object_store_checks_loose_objects_listed_once_in_jobs() {
     let p = last_progress.expect("progress");
     assert_eq!(p.done, p.total);
 }
+
+/// The pack writer stops, by a panic before anything is published, at a
+/// group that would break the layout of a pack (format-spec.md 2.12): one
+/// of no object, one longer than its header says, one with an object
+/// beyond its raw content.
+#[test]
+fn a_group_that_breaks_the_layout_of_a_pack_stops_the_pack_writer() {
+    use crate::batch::{Member, PackWriter};
+
+    let backend = MemoryBackend::new();
+    let store = open(&backend, one_thread());
+    let raw = noise(1, 100);
+    let member = Member {
+        id: BlobId::of(&raw),
+        offset: 0,
+        raw_len: 100,
+    };
+    let mut good = Groups::default();
+    good.encode(&raw, vec![member], 3, &mut Vec::new())
+        .expect("encode");
+    let len = good.bytes.len();
+    let longer = [&good.bytes[..], &[0]].concat();
+    let bad = [
+        (good.bytes.clone(), len, vec![]),
+        (longer, len + 1, vec![member]),
+        (
+            good.bytes.clone(),
+            len,
+            vec![Member {
+                raw_len: 101,
+                ..member
+            }],
+        ),
+    ];
+    for (bytes, len, members) in bad {
+        let groups = Groups {
+            bytes,
+            groups: vec![(0, len, members)],
+        };
+        let mut writer = PackWriter::create(&store, SMALL).expect("writer");
+        let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            groups.write_to(&mut writer)
+        }));
+        assert!(added.is_err(), "{:?}", groups.groups);
+    }
+    let mut writer = PackWriter::create(&store, SMALL).expect("writer");
+    good.write_to(&mut writer).expect("add");
+    writer.finish().expect("publish");
+    assert_eq!(store.get(&member.id).expect("get"), raw);
+}

@@ -174,6 +174,11 @@ impl Found {
 /// been removed.
 pub fn build_index(entries: &mut [PackEntry], pack_checksum: &[u8; 32]) -> Vec<u8> {
     entries.sort_by_key(|e| e.id);
+    // Each id once (a pass over the entries: checked in debug builds).
+    debug_assert!(
+        entries.windows(2).all(|w| w[0].id < w[1].id),
+        "an id indexed twice"
+    );
     let n = entries.len();
     let mut out = Vec::with_capacity(
         INDEX_HEADER_LEN + FANOUT_LEN + n * (32 + ENTRY_LEN) + INDEX_TRAILER_LEN,
@@ -203,6 +208,11 @@ pub fn build_index(entries: &mut [PackEntry], pack_checksum: &[u8; 32]) -> Vec<u
     out.extend_from_slice(pack_checksum);
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
+    assert_eq!(
+        out.len(),
+        INDEX_HEADER_LEN + FANOUT_LEN + n * (32 + ENTRY_LEN) + INDEX_TRAILER_LEN,
+        "an index of {n} objects"
+    );
     out
 }
 

@@ -96,6 +96,16 @@ pub fn build_index(
     pack_checksum: &[u8; 32],
 ) -> Vec<u8> {
     objects.sort_unstable_by_key(|e| e.id);
+    // Each object in a group of the pack; each id once (a pass over the
+    // objects: checked in debug builds).
+    debug_assert!(
+        objects.windows(2).all(|w| w[0].id < w[1].id),
+        "an id indexed twice"
+    );
+    debug_assert!(
+        objects.iter().all(|e| (e.group as usize) < groups.len()),
+        "an object of a group the pack does not have"
+    );
     let n = objects.len();
     let mut out = Vec::with_capacity(
         INDEX_HEADER_LEN
@@ -134,6 +144,16 @@ pub fn build_index(
     out.extend_from_slice(pack_checksum);
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
+    assert_eq!(
+        out.len(),
+        INDEX_HEADER_LEN
+            + FANOUT_LEN
+            + n * (32 + OBJECT_ENTRY_LEN)
+            + groups.len() * GROUP_ENTRY_LEN
+            + INDEX_TRAILER_LEN,
+        "an index of {n} objects and {} groups",
+        groups.len()
+    );
     out
 }
 

@@ -42,8 +42,8 @@
 //!
 //! ```rust
 //! use jpstore_engine::compaction::no_summarizer;
-//! use jpstore_engine::event::input::parse_input;
-//! use jpstore_engine::event::json::ParseMode;
+//! use jpstore_engine::event::{ChatRequest, ChatResponse, Entry, EventKind};
+//! use jpstore_engine::event::{ToolCallRequest, ToolCallResponse};
 //! use jpstore_engine::export::{render_view, view, ContentMode};
 //! use jpstore_engine::timestamp::Timestamp;
 //! use jpstore_engine::{NewConversation, Store, StoreOptions};
@@ -63,21 +63,20 @@
 //! let id = writer.id().clone();
 //! drop(writer);
 //!
-//! // Entries in their JSON form (one per line, or an array), as `jp-store
-//! // append` reads them. Content (the tool's output) goes into the blob
-//! // store; the log holds a reference to it.
+//! // A turn, built with the entries' constructors. Content (the tool's
+//! // output) goes into the blob store; the log holds a reference to it.
 //! let now = Timestamp::now();
-//! let turn = parse_input(r#"
-//!     {"type": "turn_start"}
-//!     {"type": "chat_request", "content": "What is in Cargo.toml?"}
-//!     {"type": "tool_call_request", "id": "c1", "name": "fs_read_file", "arguments": {"path": "Cargo.toml"}}
-//!     {"type": "tool_call_response", "id": "c1", "content": "[package]\nname = \"demo\""}
-//!     {"type": "chat_response", "message": "A package named demo."}
-//! "#, ParseMode::Strict { now })?;
+//! let turn = vec![
+//!     Entry::at(now, EventKind::TurnStart),
+//!     Entry::at(now, ChatRequest::text("What is in Cargo.toml?")),
+//!     Entry::at(now, ToolCallRequest::new("c1", "fs_read_file", serde_json::json!({"path": "Cargo.toml"}))?),
+//!     Entry::at(now, ToolCallResponse::text("c1", "[package]\nname = \"demo\"")),
+//!     Entry::at(now, ChatResponse::message("A package named demo.")),
+//! ];
 //! // One durable record; then the automatic compaction the conversation's
 //! // settings may call for (none here).
 //! let mut on_cut = |_: &jpstore_engine::CutTail| {}; // a crash's torn tail, cut first
-//! let report = store.append_turn(&id, turn.entries, now, &mut on_cut, &mut no_summarizer)?;
+//! let report = store.append_turn(&id, turn, now, &mut on_cut, &mut no_summarizer)?;
 //! assert_eq!(report.append.entries, 5);
 //!
 //! // Read back (no lock needed), projected, and rendered with content inline.

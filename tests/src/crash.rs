@@ -15,7 +15,7 @@ use serde_json::Value;
 /// Store options of the crash tests: two worker threads for batches, and
 /// writers that do not merge packs, so that the setups keep the packs they
 /// build for gc to sweep (gc's own merge runs in the gc workload; writers'
-/// merges are crashed in `blobstore/tests/crash.rs`).
+/// merges are crashed in `blobstore/tests/it/crash.rs`).
 pub fn options() -> StoreOptions {
     StoreOptions {
         blobs: jpstore_blobstore::Options {

@@ -1,7 +1,7 @@
 //! The fuzz targets' bodies: one function per decoder of bytes from disk
 //! (and of JSON input). Each must return without panicking, whatever the
 //! bytes. The cargo-fuzz targets in `tests/fuzz/` call these, and
-//! `tests/tests/fuzz_corpus.rs` replays the committed corpus (and every
+//! `tests/tests/it/fuzz_corpus.rs` replays the committed corpus (and every
 //! crash found) through them in an ordinary test, so CI covers them
 //! without fuzzing.
 

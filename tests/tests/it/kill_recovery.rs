@@ -74,6 +74,16 @@ fn writer(dir: &Path, round: u64) {
     }
 }
 
+/// The full name of the test `name` of this module in its test binary
+/// (`kill_recovery::NAME`: the binary's modules are its crate's files), as
+/// `--exact` takes it.
+fn test_path(name: &str) -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_crate, module)| module);
+    format!("{module}::{name}")
+}
+
 #[test]
 #[ignore = "entry point of the child process of the kill test"]
 fn kill_recovery_writer_process() {
@@ -101,7 +111,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         let mut child = std::process::Command::new(&exe)
             .args([
                 "--exact",
-                "kill_recovery_writer_process",
+                &test_path("kill_recovery_writer_process"),
                 "--ignored",
                 "--test-threads=1",
             ])

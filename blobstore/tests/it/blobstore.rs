@@ -16,6 +16,16 @@ fn open(dir: &Path) -> BlobStore {
     .expect("open store")
 }
 
+/// The full name of the test `name` of this module in its test binary
+/// (`blobstore::NAME`), as `--exact` takes it: for the tests that start
+/// this binary again on one of its tests.
+fn test_path(name: &str) -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_crate, module)| module);
+    format!("{module}::{name}")
+}
+
 fn source_like(seed: u64, len: usize) -> Vec<u8> {
     // Deterministic text that compresses roughly like source code.
     let words = [
@@ -784,7 +794,7 @@ fn several_processes_writing_overlapping_blobs_leave_a_clean_store() {
             std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "concurrent_writer_process",
+                    &test_path("concurrent_writer_process"),
                     "--ignored",
                     "--test-threads=1",
                 ])
@@ -872,7 +882,7 @@ fn two_processes_writing_and_merging_lose_nothing() {
             std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "concurrent_merger_process",
+                    &test_path("concurrent_merger_process"),
                     "--ignored",
                     "--test-threads=1",
                 ])

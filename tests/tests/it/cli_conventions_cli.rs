@@ -64,7 +64,7 @@ fn manual_pages_come_from_the_help_text() {
 #[test]
 fn a_store_url_this_build_cannot_open_is_refused_not_made_a_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    // s3:// stores are opened (tests/tests/s3_cli.rs); other URLs are
+    // s3:// stores are opened (tests/tests/it/s3_cli.rs); other URLs are
     // refused.
     for url in [
         "gs://bucket/prefix",

@@ -47,8 +47,9 @@ fn every_corpus_input_and_artifact_is_handled_without_a_panic() {
 }
 
 /// Writes the seed corpus: valid encodings of every kind, which the fuzzers
-/// mutate. Run once with `cargo test -p jpstore-tests --test fuzz_corpus --
-/// --ignored write_seed_corpus` after a format change, and commit the files.
+/// mutate. Run once with `cargo test -p jpstore-tests --test it --
+/// --ignored fuzz_corpus::write_seed_corpus` after a format change, and
+/// commit the files.
 #[test]
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_seed_corpus() {
@@ -206,7 +207,8 @@ fn write_seed_corpus() {
 
 /// Writes the seeds of the `pack_v2` target alone (an index of version 2
 /// of several groups, a zstd group and a raw group): `cargo test -p
-/// jpstore-tests --test fuzz_corpus -- --ignored write_pack_v2_seed_corpus`.
+/// jpstore-tests --test it -- --ignored
+/// fuzz_corpus::write_pack_v2_seed_corpus`.
 #[test]
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_pack_v2_seed_corpus() {
@@ -215,8 +217,8 @@ fn write_pack_v2_seed_corpus() {
 
 /// Writes the seeds of `record_v2`: the sections of records of version 2
 /// holding one entry of every kind (and an unknown one), plain and
-/// compressed. Run alone with `cargo test -p jpstore-tests --test
-/// fuzz_corpus -- --ignored write_record_v2_seeds`.
+/// compressed. Run alone with `cargo test -p jpstore-tests --test it --
+/// --ignored fuzz_corpus::write_record_v2_seeds`.
 #[test]
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_record_v2_seeds() {

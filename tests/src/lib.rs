@@ -1,6 +1,6 @@
-//! Helpers shared by the end-to-end tests: locating (and building) the
-//! `jp-store` binary, running it, canonical timestamps and snapshots of a
-//! store directory.
+//! Helpers shared by the end-to-end tests: locating the `jp-store`
+//! binary, running it, canonical timestamps and snapshots of a store
+//! directory.
 
 pub mod crash;
 pub mod fuzz_targets;
@@ -13,56 +13,157 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use serde_json::Value;
 
-/// The `jp-store` binary of this build, built once per test process.
+/// The `jp-store` binary of this build: the one cargo built beside the
+/// test executable (`<target>/<profile>/jp-store` for a test executable in
+/// `<target>/<profile>/deps/`), found once per test process.
 ///
-/// Cargo tells only tests of the `jp-store` package where its binary is, so
-/// the path is derived from the test executable (`<target>/<profile>/deps/
-/// <test>`), and `cargo build -p jp-store` is run once (a no-op when it is up
-/// to date) so that a test never runs a stale binary.
+/// Cargo builds a package's binaries for that package's integration tests
+/// only, so `cargo test` builds `jp-store` because the `jp-store` package
+/// has one (`cli/tests/it/main.rs`): `cargo test --workspace` (and `cargo
+/// test-all`) builds it with everything else, before any test runs, and no
+/// test runs cargo; so does `cargo test --workspace --test it FILTER`. A
+/// run of this crate's tests alone (`cargo test -p jpstore-tests`) does not
+/// build it, so a binary that is missing, or older than a source file it is
+/// built from, fails the test with the command that builds it, rather than
+/// testing what the code no longer is.
 pub fn jp_store_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(build_binary)
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BIN.get_or_init(find_binary) {
+        Ok(bin) => bin,
+        Err(why) => panic!("{why}"),
+    }
 }
 
-fn build_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the path of the test executable");
-    let mut profile_dir = exe
+fn find_binary() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("the path of the test executable: {e}"))?;
+    let deps = exe
         .parent()
-        .expect("the test executable is in a directory")
-        .to_path_buf();
-    if profile_dir.ends_with("deps") {
-        profile_dir.pop();
-    }
+        .ok_or("the test executable is in no directory")?;
+    let profile_dir = if deps.ends_with("deps") {
+        deps.parent().ok_or("deps/ is in no directory")?
+    } else {
+        deps
+    };
     let bin = profile_dir.join(format!("jp-store{}", std::env::consts::EXE_SUFFIX));
-    let target_dir = profile_dir
-        .parent()
-        .expect("the profile directory is inside the target directory");
-    let profile = profile_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("the profile directory has a UTF-8 name");
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "--quiet", "-p", "jp-store", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir);
-    match profile {
-        "debug" => {}
-        "release" => {
-            cmd.arg("--release");
-        }
-        other => {
-            cmd.args(["--profile", other]);
+    let build = "cargo test builds it for the tests of the jp-store package: run \
+                 `cargo test --workspace` or `cargo test-all`, or to run only some \
+                 end-to-end tests `cargo test --workspace --test it FILTER` (the \
+                 integration tests of every crate: jp-store's among them)";
+    let built = std::fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .map_err(|e| format!("{}: {e}; {build}", bin.display()))?;
+    if let Some(newer) = source_changed_since(deps, &bin, built) {
+        return Err(format!(
+            "{} is older than {}, one of its sources; {build}",
+            bin.display(),
+            newer.display()
+        ));
+    }
+    Ok(bin)
+}
+
+/// The libraries of this workspace that `jp-store` links (the path
+/// dependencies of `cli/Cargo.toml`), by crate name.
+const LIBRARIES_OF_THE_BINARY: [&str; 4] = [
+    "jpstore_blobstore",
+    "jpstore_engine",
+    "jpstore_integrations",
+    "jpstore_remote",
+];
+
+/// A source file of the binary `bin` that changed after `built` (its
+/// modification time), if any, as cargo's dep-info files in `deps` list
+/// them: that of the binary (`deps/jp_store-<hash>.d`, the file `bin` is a
+/// hard link of), and the library builds (not the unit-test builds) of
+/// [`LIBRARIES_OF_THE_BINARY`]. Cargo rebuilds the binary when one of
+/// these changes, so a test-only file (a `tests.rs`) changed since makes
+/// no difference here either.
+fn source_changed_since(deps: &Path, bin: &Path, built: SystemTime) -> Option<PathBuf> {
+    // Cargo names the sources of the workspace's crates from its root.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    source_changed_since_in(root, deps, bin, built)
+}
+
+/// [`source_changed_since`] with the sources' paths relative to `root`.
+fn source_changed_since_in(
+    root: &Path,
+    deps: &Path,
+    bin: &Path,
+    built: SystemTime,
+) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let bin_meta = std::fs::metadata(bin).ok()?;
+    let mut sources = Vec::new();
+    for entry in std::fs::read_dir(deps).ok()?.flatten() {
+        let path = entry.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.starts_with("jp_store-") && path.extension().is_none() {
+            let same_file = entry
+                .metadata()
+                .is_ok_and(|m| (m.dev(), m.ino()) == (bin_meta.dev(), bin_meta.ino()));
+            if same_file {
+                let text = std::fs::read_to_string(path.with_extension("d")).unwrap_or_default();
+                sources.extend(dep_info_sources(&text, |target| {
+                    target.file_name() == path.file_name()
+                }));
+            }
+        } else if let Some(lib) = LIBRARIES_OF_THE_BINARY
+            .iter()
+            .find(|lib| name.starts_with(&format!("{lib}-")) && name.ends_with(".d"))
+        {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let rlib = format!("lib{lib}-");
+            sources.extend(dep_info_sources(&text, |target| {
+                target.extension().is_some_and(|x| x == "rlib")
+                    && target
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&rlib))
+            }));
         }
     }
-    let status = cmd.status().expect("running cargo build -p jp-store");
-    assert!(status.success(), "cargo build -p jp-store failed: {status}");
-    assert!(bin.is_file(), "{} missing after the build", bin.display());
-    bin
+    sources.into_iter().map(|s| root.join(s)).find(|p| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t > built)
+    })
+}
+
+/// The sources that the dep-info text `text` (make rules, `<target>:
+/// <source> <source> ...`, a space in a name escaped with `\`) lists for
+/// the targets `wanted` picks.
+fn dep_info_sources(text: &str, wanted: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut names = Vec::new();
+        let mut name = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => name.extend(chars.next()),
+                ' ' => names.push(std::mem::take(&mut name)),
+                c => name.push(c),
+            }
+        }
+        names.push(name);
+        let names: Vec<String> = names.into_iter().filter(|n| !n.is_empty()).collect();
+        let Some((target, sources)) = names.split_first() else {
+            continue;
+        };
+        let Some(target) = target.strip_suffix(':') else {
+            continue;
+        };
+        if wanted(Path::new(target)) {
+            out.extend(sources.iter().map(PathBuf::from));
+        }
+    }
+    out
 }
 
 /// Where a record lies in a log file.
@@ -425,5 +526,75 @@ pub fn copy_tree(from: &Path, to: &Path) {
         } else {
             std::fs::copy(entry.path(), &target).expect("copy a file");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake target directory: the binary `deps/jp_store-1` linked as
+    /// `jp-store`, its dep-info naming `cli/main.rs`, and the dep-info of
+    /// a library built twice (as a library and for its unit tests).
+    #[test]
+    fn a_source_of_the_binary_or_of_a_library_it_links_newer_than_it_is_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (root, deps) = (dir.path().join("ws"), dir.path().join("target/deps"));
+        for d in [&deps, &root.join("cli"), &root.join("engine")] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let bin = dir.path().join("target/jp-store");
+        std::fs::write(deps.join("jp_store-1"), "binary").expect("write");
+        std::fs::hard_link(deps.join("jp_store-1"), &bin).expect("link");
+        // The unit-test build of the binary, which is another file.
+        std::fs::write(deps.join("jp_store-2"), "tests").expect("write");
+        let d = deps.display();
+        let dep_info = [
+            (
+                "jp_store-1.d",
+                format!("{d}/jp_store-1.d: cli/main.rs\n\n{d}/jp_store-1: cli/main.rs\n\ncli/main.rs:\n"),
+            ),
+            ("jp_store-2.d", format!("{d}/jp_store-2: cli/main.rs cli/tests.rs\n")),
+            (
+                "jpstore_engine-3.d",
+                format!("{d}/jpstore_engine-3.d: engine/lib.rs engine/with\\ space.rs\n\n{d}/libjpstore_engine-3.rlib: engine/lib.rs engine/with\\ space.rs\n# env-dep:X=1\n"),
+            ),
+            (
+                "jpstore_engine-4.d",
+                format!("{d}/jpstore_engine-4: engine/lib.rs engine/tests.rs\n"),
+            ),
+        ];
+        for (name, text) in dep_info {
+            std::fs::write(deps.join(name), text).expect("write");
+        }
+        let sources = [
+            "cli/main.rs",
+            "cli/tests.rs",
+            "engine/lib.rs",
+            "engine/with space.rs",
+            "engine/tests.rs",
+        ];
+        for s in sources {
+            std::fs::write(root.join(s), "").expect("write");
+        }
+        let built = SystemTime::now() + std::time::Duration::from_secs(60);
+        let set_time = |rel: &str, time: SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(root.join(rel))
+                .and_then(|f| f.set_modified(time))
+                .expect("set the time");
+        };
+        let later = built + std::time::Duration::from_secs(60);
+        let found = || source_changed_since_in(&root, &deps, &bin, built);
+        assert_eq!(found(), None, "every source older than the binary");
+        set_time("cli/tests.rs", later);
+        set_time("engine/tests.rs", later);
+        assert_eq!(found(), None, "only test-only files changed");
+        set_time("engine/with space.rs", later);
+        assert_eq!(found(), Some(root.join("engine/with space.rs")));
+        set_time("engine/with space.rs", built);
+        set_time("cli/main.rs", later);
+        assert_eq!(found(), Some(root.join("cli/main.rs")));
     }
 }

@@ -13,8 +13,10 @@
 //! once per process (the S3 test server of `jpstore_remote::testing`) is
 //! shared by all of them.
 //!
-//! Run one module with `cargo test -p jpstore-tests --test it s3_cli::`,
-//! one test with `... --test it s3_cli::NAME -- --exact`.
+//! Run one module with `cargo test --workspace --test it s3_cli::` (with
+//! `--workspace`, cargo also builds the `jp-store` binary these tests run:
+//! `jpstore_tests::jp_store_bin`), one test with `... --test it
+//! s3_cli::NAME -- --exact`.
 
 mod attach_cli;
 mod bad_settings_cli;

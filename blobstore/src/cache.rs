@@ -95,7 +95,7 @@ impl CachedGroup {
 
 /// What the cache counts for a group beside its raw length, so that the
 /// bound also bounds the number of groups (of empty objects, say).
-pub const ENTRY_COST: u64 = 64;
+pub(crate) const ENTRY_COST: u64 = 64;
 
 /// A group: the pack's serial and the group's number.
 pub(crate) type GroupKey = (u64, u32);

@@ -14,6 +14,8 @@
 //! store at any sync point and injects faults). The byte layout and the write
 //! protocol are specified in `format-spec.md` at the root of the repository.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod backend;
 mod batch;
 mod cache;

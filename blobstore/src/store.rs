@@ -39,14 +39,14 @@ pub const OPEN_PACK_FILES: usize = 8;
 /// Batches of at least this many items on an object store list the loose
 /// objects once instead of asking per item
 /// ([`BlobStore::loose_listing_for`]).
-pub const LIST_LOOSE_FROM: usize = 8;
+pub(crate) const LIST_LOOSE_FROM: usize = 8;
 /// Batches of at least this many items on a file system list the names in
 /// a fanout directory when an item first falls in it, instead of looking up
 /// each item's name ([`BlobStore::loose_listing_for`]): a lookup of a name
 /// that is not there cost about 6 µs, and listing a directory of a few
 /// names about as much as one lookup, so from two items per directory on
 /// the listing is the cheaper.
-pub const LIST_LOOSE_ON_FILES_FROM: usize = 512;
+pub(crate) const LIST_LOOSE_ON_FILES_FROM: usize = 512;
 
 /// What a batch knows of the loose objects without asking per item
 /// ([`BlobStore::loose_listing_for`]).

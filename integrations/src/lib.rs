@@ -74,6 +74,8 @@
 //! call per turn, the request measured and compacted when over a token
 //! budget) and `attach_directory.rs`.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod attach;
 pub mod blob_files;
 pub mod jp;

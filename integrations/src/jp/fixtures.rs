@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::base64::encode;
 
 /// The committed fixture workspace.
-pub fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/jp-workspace")
 }
 

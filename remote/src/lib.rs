@@ -32,6 +32,8 @@
 //!   refuses to run on a store whose locks do not span its writers
 //!   ([`Backend::locks_span_writers`]).
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod cache;
 mod config;
 mod location;

@@ -96,6 +96,8 @@
 //! (compacting when a request goes over a token budget) and attach a
 //! directory.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod append;
 pub mod compaction;
 pub mod config;

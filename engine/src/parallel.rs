@@ -20,7 +20,7 @@ pub fn cores() -> usize {
 /// `items.iter().map(f).collect()`, with the items handed out one by one to
 /// up to [`cores`] threads (the caller's among them) when there are at
 /// least two. A panic in `f` goes on in the caller's thread.
-pub fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+pub(crate) fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
     let threads = cores().min(items.len());
     if threads < 2 {
         return items.iter().map(f).collect();

@@ -339,7 +339,7 @@ pub(crate) const READ_IN_HALVES: usize = 1 << 20;
 /// Logs of at most this many bytes are read whole by
 /// [`LogReader::open_once`]: the 16-byte header, the first record and a
 /// short conversation's every record, in one read.
-pub const READ_WHOLE_UP_TO: u64 = 64 << 10;
+pub(crate) const READ_WHOLE_UP_TO: u64 = 64 << 10;
 
 /// A log's bytes read at once ([`LogReader::open_once`]).
 #[derive(Debug)]

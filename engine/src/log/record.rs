@@ -29,7 +29,7 @@ pub const FORMAT_VERSION: u16 = VERSION_2;
 pub const FLAG_PACKED: u16 = 0x0001;
 /// Flags this build knows in a version 1 header; any other set bit is
 /// refused. Version 2 defines no flag.
-pub const KNOWN_FLAGS_V1: u16 = FLAG_PACKED;
+pub(crate) const KNOWN_FLAGS_V1: u16 = FLAG_PACKED;
 /// Length of the file header; the first record starts here.
 pub const FILE_HEADER_LEN: u64 = 16;
 /// Length of a version 1 record header (payload length, payload crc,
@@ -39,7 +39,7 @@ pub const RECORD_HEADER_LEN: u64 = 12;
 /// crc, body crc, header crc).
 pub const RECORD_HEADER_LEN_V2: u64 = 20;
 /// Smallest version 1 payload: a batch count.
-pub const MIN_PAYLOAD_LEN: u32 = 4;
+pub(crate) const MIN_PAYLOAD_LEN: u32 = 4;
 /// Length of the header of a version 2 heads section, its smallest size.
 pub const HEADS_SECTION_HEADER_LEN: u32 = 16;
 /// Length of one entry head in a version 2 heads section.
@@ -374,7 +374,7 @@ impl FramedRecord {
 /// The caller has checked that [`payload_len`] fits the limit (and so `u32`);
 /// a batch too large for that is encoded with saturated lengths, which no
 /// reader accepts.
-pub fn encode_record<E: AsRef<[u8]>>(entries: &[E]) -> Vec<u8> {
+pub(crate) fn encode_record<E: AsRef<[u8]>>(entries: &[E]) -> Vec<u8> {
     let payload_len = payload_len(entries).unwrap_or(u64::MAX);
     let payload_len = u32::try_from(payload_len).unwrap_or(u32::MAX);
     let count = u32::try_from(entries.len()).unwrap_or(u32::MAX);
@@ -429,14 +429,14 @@ fn put_batch<E: AsRef<[u8]>>(out: &mut Vec<u8>, count: u32, entries: &[E]) {
 
 /// Splits a checksum-valid payload into its entries, or says why it is not a
 /// batch (as "found ..." text; the caller adds the offset).
-pub fn decode_batch(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn decode_batch(payload: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let mut entries = Vec::new();
     walk_batch(payload, |e| entries.push(e.to_vec()))?;
     Ok(entries)
 }
 
 /// Checks the batch structure without copying entries; returns the count.
-pub fn check_batch(payload: &[u8]) -> Result<u32, String> {
+pub(crate) fn check_batch(payload: &[u8]) -> Result<u32, String> {
     walk_batch(payload, |_| {})
 }
 
@@ -596,7 +596,7 @@ impl Section {
 
 /// Why the content of a record (after a valid header) is not valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ContentFault {
+pub(crate) enum ContentFault {
     /// A section's checksum does not match.
     Checksum {
         /// Which section.
@@ -615,7 +615,7 @@ pub enum ContentFault {
 /// then the structure (a batch; a heads section header consistent with the
 /// sections, `max` bounding what they decode to). Returns the heads
 /// section header of a version 2 record.
-pub fn check_content(
+pub(crate) fn check_content(
     header: &RecordHeader,
     content: &[u8],
     max: u32,
@@ -675,7 +675,7 @@ pub fn check_content_whole(header: &RecordHeader, content: &[u8]) -> bool {
 
 /// The smallest content a valid header of this kind may announce, or why
 /// it is too small.
-pub fn check_min_len(header: &RecordHeader) -> Result<(), String> {
+pub(crate) fn check_min_len(header: &RecordHeader) -> Result<(), String> {
     match *header {
         RecordHeader::V1 { payload_len, .. } if payload_len < MIN_PAYLOAD_LEN => Err(format!(
             "a payload length of {payload_len}, too short for a batch count"

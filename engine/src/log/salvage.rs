@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 
 /// Bytes walked per window (the window also holds one record's worth
 /// after them).
-pub const STEP: usize = 64 << 20;
+pub(crate) const STEP: usize = 64 << 20;
 
 /// Bytes walked between two looks at the interrupt flag.
 const LOOK_EVERY: u64 = 1 << 20;

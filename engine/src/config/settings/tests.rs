@@ -26,7 +26,7 @@ mod legacy {
     use crate::config::json_kind;
 
     /// Checks every setting jp-store reads that `config` holds.
-    pub fn validate(config: &Object) -> Result<(), BadSetting> {
+    pub(crate) fn validate(config: &Object) -> Result<(), BadSetting> {
         let mut c = Checker { path: Vec::new() };
         c.table(config, "conversation", |c, conversation| {
             c.table(conversation, "compaction", |c, compaction| {
@@ -141,7 +141,7 @@ mod legacy {
     /// layer being merged, that holds the key) and the setting. A value that a
     /// later layer replaces is still reported, since readers see the config
     /// after every layer (deduplication follows deltas event by event).
-    pub fn validate_layers<'a>(
+    pub(crate) fn validate_layers<'a>(
         layers: impl IntoIterator<Item = &'a Object>,
     ) -> Result<(), (usize, BadSetting)> {
         let mut merged = Object::new();

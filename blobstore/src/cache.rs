@@ -102,6 +102,7 @@ pub(crate) type GroupKey = (u64, u32);
 
 /// What the cache holds and has done, for tests and statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GroupCacheStats {
     /// Groups held.
     pub groups: usize,

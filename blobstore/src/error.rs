@@ -10,6 +10,7 @@ use crate::id::{BlobId, IdError};
 /// Errors about bytes on disk name the file (as the storage backend displays
 /// it) and, inside packs, the offset.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O operation failed.
     #[error("cannot {op} {}: {}", path.display(), crate::backend::unrepeated(path, source))]

@@ -58,6 +58,7 @@ pub const WRITE_MERGE_FACTOR: u64 = 3;
 
 /// What a merge did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MergeOutcome {
     /// Packs merged (and removed).
     pub merged_packs: usize,
@@ -92,6 +93,7 @@ pub struct UpgradeProgress {
 /// What [`BlobStore::upgrade_packs`] did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct UpgradeOutcome {
     /// Packs of version 1 rewritten as version 2 (and removed); dry, to
     /// rewrite.

@@ -124,6 +124,7 @@ pub enum Location {
 
 /// The result of a single put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PutOutcome {
     /// The content's id.
     pub id: BlobId,
@@ -1596,6 +1597,7 @@ pub struct BatchProgress {
 
 /// The result of a batch put.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchOutcome {
     /// Ids in input order.
     pub ids: Vec<BlobId>,
@@ -1619,6 +1621,7 @@ pub struct BatchOutcome {
 
 /// What a sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepOutcome {
     /// Files removed.
     pub objects: usize,
@@ -1628,6 +1631,7 @@ pub struct SweepOutcome {
 
 /// What a pack rewrite did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RewriteOutcome {
     /// Objects dropped.
     pub removed_objects: usize,

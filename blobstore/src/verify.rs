@@ -69,6 +69,7 @@ impl serde::Serialize for Problem {
 /// --json`) as `clean` ([`VerifyReport::is_clean`]), then these fields,
 /// paths as their lossy UTF-8 form.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Loose objects checked.
     pub loose_objects: usize,

@@ -332,6 +332,12 @@ impl Error {
                 path: backend.display(&key),
                 source,
             },
+            // A failure this engine does not know: what is durable is taken
+            // as unknown, as after a failed sync.
+            other => Error::SyncFailed {
+                path: backend.display(other.key()),
+                source: std::io::Error::new(other.kind(), other.to_string()),
+            },
         }
     }
 

@@ -65,6 +65,7 @@ pub enum Put {
 
 /// Why a write of a [`Backend`] failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BackendError {
     /// The operation failed before it could change what is durable: nothing
     /// was published (a temp file may be left for cleanup).

@@ -870,6 +870,7 @@ pub fn check_stored_group(e: &GroupEntry, stored: &[u8]) -> Result<GroupHeader, 
 
 /// Why reading an entry's stored bytes failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReadError {
     /// The entry points outside the pack.
     Bounds(String),

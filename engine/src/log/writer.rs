@@ -537,6 +537,15 @@ impl LogWriter {
                     source,
                 });
             }
+            // A failure this writer does not know: what is durable is
+            // unknown, as after a failed sync.
+            Err(other) => {
+                self.poisoned = true;
+                return Err(Error::SyncFailed {
+                    path: self.path.clone(),
+                    source: std::io::Error::new(other.kind(), other.to_string()),
+                });
+            }
         }
         let offset = self.end;
         self.last = Some((offset, record.record_crc));

@@ -134,6 +134,7 @@ fn skipped_list(skipped: &[(PathBuf, io::Error)]) -> String {
 
 /// Why files could not be attached or a resource not resolved.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AttachError {
     /// A path named could not be used ([`collect`] skipped it) and the
     /// attach was strict: nothing was read or appended.
@@ -198,6 +199,7 @@ pub enum AttachError {
 /// prints: these fields, each skipped file as `path` (lossy UTF-8) and
 /// `error` (its message).
 #[derive(Debug, serde::Serialize)]
+#[non_exhaustive]
 pub struct AttachOutcome {
     /// The conversation appended to.
     pub id: ConversationId,

@@ -35,6 +35,7 @@ pub struct PutProgress {
 /// Why files could not be stored. Nothing is stored when one of several
 /// files cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PutFilesError {
     /// The one file named could not be read (the error names it).
     #[error(transparent)]

@@ -207,6 +207,7 @@ pub fn summarize(source: &SummarySource, raw_events: &Value) -> Result<String, S
 
 /// Why a summary could not be made, or a `summary` table not read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SummarizeError {
     /// A profile replaces the range with a summary, but nothing gives its
     /// text: no summary was passed, and its `summary` table names neither

@@ -28,6 +28,7 @@ use jpstore_engine::store::Store;
 
 /// Why a conversation could not be written as JP's files.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JpExportError {
     /// The store failed (I/O, a damaged blob, a base config that is not a
     /// JSON object).

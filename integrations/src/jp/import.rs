@@ -744,6 +744,7 @@ pub struct ImportFailure {
 
 /// What [`import_paths`] did (the `--json` output of `jp-store import`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct ImportReport {
     /// Conversations stored (new or replaced).
     pub imported: usize,

@@ -106,6 +106,7 @@ impl fmt::Debug for S3Config {
 
 /// Why the user configuration could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("{}: cannot read the configuration file: {source}", path.display())]

@@ -92,6 +92,7 @@ pub const MERGED_SUFFIX: &str = ".mrg";
 
 /// Why an S3 backend could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RemoteError {
     /// The client could not be configured from the environment (a bad
     /// endpoint URL, say).

@@ -26,6 +26,7 @@ use crate::timestamp::Timestamp;
 
 /// Why a compaction cannot be made as asked.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompactionError {
     /// The conversation has no turns.
     #[error("the conversation has no turns to compact")]
@@ -577,6 +578,7 @@ pub struct CompactRequest {
 
 /// What a compaction did (or would do, for a dry run).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CompactOutcome {
     /// The profile used.
     pub profile: String,

@@ -21,6 +21,7 @@ pub use settings::{BadSetting, SettingPlace, Settings, SETTINGS_VERSION};
 
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A TOML file is not valid TOML.
     #[error("{}:{line}:{column}: invalid TOML: {message}", path.display())]

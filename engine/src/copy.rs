@@ -78,6 +78,7 @@ pub struct CopiedConversation {
 
 /// What a copy did (`jp-store copy --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CopyReport {
     /// No conflict and no failure.
     pub complete: bool,

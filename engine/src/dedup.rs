@@ -129,6 +129,7 @@ pub struct Replacement {
 
 /// What [`deduplicate`] replaced, in stream order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Report {
     /// Every replacement.
     pub replacements: Vec<Replacement>,

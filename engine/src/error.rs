@@ -8,6 +8,7 @@ use std::path::PathBuf;
 /// Errors about bytes on disk name the file (as the storage backend displays
 /// it, see `Storage::display_path`) and the byte offset of the damage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O operation failed.
     #[error("cannot {op} {}: {}", path.display(), jpstore_blobstore::backend::unrepeated(path, source))]

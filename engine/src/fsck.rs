@@ -104,6 +104,7 @@ pub struct Finding {
 /// What fsck found and did. Its `Serialize` is what `jp-store fsck --json`
 /// prints: `clean` ([`FsckReport::is_clean`]), then these fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FsckReport {
     /// Conversations checked.
     pub conversations: usize,

@@ -53,6 +53,7 @@ impl Default for GcOptions {
 /// gc --json` prints: these fields, `referenced` named `referenced_blobs`,
 /// with [`GcReport::objects_freed`] and [`GcReport::bytes_freed`] after it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GcReport {
     /// Whether it was a dry run (nothing removed).
     pub dry_run: bool,

@@ -80,6 +80,7 @@ impl Saved {
 
 /// The blob store's objects as `jp-store stats` counts them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct BlobStoreStats {
     /// Loose objects.
     pub loose_objects: usize,
@@ -99,6 +100,7 @@ pub struct BlobStoreStats {
 /// sizes in characters and estimated tokens, with what compaction and
 /// deduplication save) and, when filled, `blob_store`.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct StoreStats {
     /// The conversations counted, each with its context sizes.
     pub conversations: Vec<(ConversationId, ContextSizes)>,

@@ -44,6 +44,7 @@ pub struct Timestamp {
 
 /// Why a text is not a timestamp.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TimestampError {
     /// The text does not have the shape of an accepted form.
     #[error("invalid timestamp {text:?}: expected {expected} at byte {offset}, found {found}; {ACCEPTED_FORMS}")]

@@ -26,6 +26,7 @@ use crate::store::Store;
 /// What [`Store::upgrade_log`] did, or would do (serialized as its
 /// fields, paths as their lossy UTF-8 form).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct UpgradeReport {
     /// The conversation.
     pub id: ConversationId,
@@ -57,6 +58,7 @@ pub struct UpgradeReport {
 /// What [`Store::upgrade`] did, or, dry, would do (the `--json` output of
 /// `jp-store upgrade`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct StoreUpgradeReport {
     /// Whether nothing was written.
     pub dry_run: bool,

@@ -34,6 +34,7 @@ impl CompactOutcome {
 /// A compaction of one conversation, appended or (dry run) only planned:
 /// what `jp-store compact --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct CompactReport {
     /// The conversation.
     pub id: ConversationId,
@@ -98,6 +99,7 @@ pub struct UndoReport {
 /// A fork made ([`Store::fork_compacted`](crate::store::Store::fork_compacted)):
 /// what `jp-store fork --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ForkReport {
     /// The new conversation.
     pub id: ConversationId,

@@ -3,7 +3,7 @@
 //! included. `JpStoreBackend` over the store then shows JP what JP's own
 //! file backend showed, and `export --format jp` gives the files back.
 
-mod common;
+use crate::common;
 
 use jp_storage::backend::{
     ConversationFilter, FsStorageBackend, LoadBackend, PersistBackend, Projection,

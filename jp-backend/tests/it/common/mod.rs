@@ -1,6 +1,5 @@
 //! JP conversations made by JP's own code: streams built with
 //! `jp_conversation`'s API, written by `jp_storage`'s `FsStorageBackend`.
-#![allow(dead_code)]
 
 use std::path::Path;
 

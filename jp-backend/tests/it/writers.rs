@@ -5,7 +5,7 @@
 //! conversation lock is a lease that excludes the other machine until it
 //! is released or abandoned.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! `InMemoryStorageBackend`: each check runs against all three, and against
 //! a `JpStoreBackend` over a store on S3 (SeaweedFS).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

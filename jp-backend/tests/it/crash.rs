@@ -12,7 +12,7 @@
 //! was acknowledged), every earlier round's conversation is still what its
 //! round left, and the store passes fsck with `--read-data`.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,16 @@ fn conversation(round: u64) -> ConversationId {
 /// metadata record).
 fn title(step: usize) -> String {
     format!("crash test, title {}", step / 5)
+}
+
+/// The full name of the test `name` of this module in its test binary
+/// (`crash::NAME`: the binary's modules are the files of `tests/it/`), as
+/// `--exact` takes it.
+fn test_path(name: &str) -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_crate, module)| module);
+    format!("{module}::{name}")
 }
 
 /// The child: persists steps until killed (or 400 steps).
@@ -189,7 +199,12 @@ fn sigkill_during_persist_leaves_the_previous_or_the_new_state() {
             _ => Moment::Anywhere(next(400)),
         };
         let mut child = Command::new(std::env::current_exe().expect("this binary"))
-            .args(["--exact", "child_mode", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                &test_path("child_mode"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD, &dir)
             .env("JPSTORE_JP_CRASH_ROUND", round.to_string())
             .stdout(Stdio::null())

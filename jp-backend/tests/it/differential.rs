@@ -6,7 +6,7 @@
 //! `sanitize`, title and pin changes, archive and unarchive, expiry, and
 //! the backend reopened (its memory of streams lost).
 
-mod common;
+use crate::common;
 
 use jp_conversation::{Compaction, Conversation, ConversationId, ConversationStream};
 use jp_storage::backend::{

@@ -4,7 +4,7 @@
 //! what was written, and the workspace projection holds the files JP's
 //! `FsStorageBackend` writes for the same conversations.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

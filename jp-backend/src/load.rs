@@ -1,15 +1,19 @@
 //! A jp-store conversation as JP's loader reads it.
 //!
-//! The conversation's JP files are made from the store as `jp-store export
-//! --format jp` makes them (`jpstore_integrations::jp::export::jp_files`),
-//! and read as JP's `FsStorageBackend` reads a conversation directory: a
-//! conversation with a `base_config.json` is its base config and events
-//! (created at its id's time), one without is of the legacy layout, its
-//! base config the first `config_delta` (created at that entry's time).
+//! The stream is made from the values JP's `FsStorageBackend` reads from
+//! the files `jp-store export --format jp` writes for the conversation,
+//! taken from its entries without writing the files
+//! (`jpstore_integrations::jp::export::jp_values`), as JP makes it from
+//! them: a conversation with a `base_config.json` is its base config and
+//! events (created at its id's time), one without is of the legacy layout,
+//! its base config the first `config_delta` (created at that entry's
+//! time). The metadata is read from the files themselves
+//! (`jp_files`).
 
 use jp_conversation::{Conversation, ConversationId, ConversationStream, StreamError};
 use jpstore_engine::Store;
-use jpstore_integrations::jp::export::{jp_files, JpFiles};
+use jpstore_integrations::jp::base64::Base64;
+use jpstore_integrations::jp::export::{jp_files, jp_values, JpFiles, JpValues};
 use serde_json::Value;
 
 /// Why a conversation could not be read as JP reads it.
@@ -18,7 +22,8 @@ pub enum LoadError {
     /// The store could not give the conversation.
     #[error(transparent)]
     Store(#[from] jpstore_engine::error::Error),
-    /// The conversation's JP files could not be made.
+    /// The conversation's JP files, or the values JP reads from them,
+    /// could not be made.
     #[error(transparent)]
     Export(#[from] jpstore_integrations::jp::export::JpExportError),
     /// A JP id that is not a jp-store id, or the other way round.
@@ -89,49 +94,29 @@ pub(crate) fn stream_of(
     id: &ConversationId,
     conv: &jpstore_engine::conversation::read::Conversation,
 ) -> Result<ConversationStream, LoadError> {
-    stream_from(id, jp_files(store, conv)?)
-}
-
-fn json(id: &ConversationId, file: &'static str, bytes: &[u8]) -> Result<Value, LoadError> {
-    serde_json::from_slice(bytes).map_err(|source| LoadError::Json {
-        id: id.to_string(),
-        file,
-        source,
-    })
+    // JP's base64 only where its loader decodes: the same stream, without
+    // encoding and decoding the rest (jp-format.md: JP decodes leniently).
+    stream_from(id, jp_values(store, conv, Base64::WhereDecoded)?)
 }
 
 /// Conversation `id`'s stream, as JP's `FsStorageBackend` loads it from
 /// the files of the conversation.
 pub fn stream(store: &Store, id: &ConversationId) -> Result<ConversationStream, LoadError> {
-    stream_from(id, files(store, id)?)
+    let conv = store.read(&store_id(id)?)?;
+    stream_of(store, id, &conv)
 }
 
-/// The stream of JP conversation `id` from its files.
-fn stream_from(id: &ConversationId, files: JpFiles) -> Result<ConversationStream, LoadError> {
-    let events = match json(id, "events.json", &files.events)? {
-        Value::Array(events) => events,
-        other => {
-            return Err(LoadError::Json {
-                id: id.to_string(),
-                file: "events.json",
-                source: serde::de::Error::custom(format!(
-                    "expected an array of events, found {other}"
-                )),
-            })
-        }
-    };
+/// The stream of JP conversation `id` from the values of its files.
+fn stream_from(id: &ConversationId, values: JpValues) -> Result<ConversationStream, LoadError> {
     let stream_error = |source| LoadError::Stream {
         id: id.to_string(),
         source,
     };
-    match &files.base_config {
-        Some(base) => {
-            let base = json(id, "base_config.json", base)?;
-            ConversationStream::from_parts(base, events)
-                .map(|s| s.with_created_at(id.timestamp()))
-                .map_err(stream_error)
-        }
-        None => match ConversationStream::from_legacy_events(events) {
+    match values.base_config {
+        Some(base) => ConversationStream::from_parts(base, values.events)
+            .map(|s| s.with_created_at(id.timestamp()))
+            .map_err(stream_error),
+        None => match ConversationStream::from_legacy_events(values.events) {
             Ok(Some(stream)) => Ok(stream),
             Ok(None) => Err(LoadError::NoBaseConfig { id: id.to_string() }),
             Err(e) => Err(stream_error(e)),

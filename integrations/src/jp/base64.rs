@@ -25,6 +25,36 @@ pub fn encode(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
 }
 
+/// Which of the strings JP encodes get its base64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base64 {
+    /// Every one, as JP writes its files.
+    Always,
+    /// Only the text JP's loader would decode (text that could be base64):
+    /// the rest stays plain, which JP's loader keeps as it is (it decodes
+    /// leniently), so that it reads the same text without encoding and
+    /// decoding it.
+    WhereDecoded,
+}
+
+impl Base64 {
+    /// `s` as JP's loader is to read it (`None`: as it is).
+    pub fn apply(self, s: &str) -> Option<String> {
+        match self {
+            Base64::WhereDecoded if !could_be_base64(s) => None,
+            _ => Some(encode(s)),
+        }
+    }
+}
+
+/// Whether `s` could be JP's base64 (padded standard alphabet): if not,
+/// [`decode`] keeps it as it is.
+fn could_be_base64(s: &str) -> bool {
+    s.len() % 4 == 0
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
 /// Calls `f` on every string leaf of `v` with its JSON Pointer (RFC 6901,
 /// `path` followed by the leaf's position).
 fn walk_string_leaves(v: &mut Value, path: &mut String, f: &mut impl FnMut(&mut String, &str)) {
@@ -64,11 +94,36 @@ pub fn decode_leaves(v: &mut Value, path: &mut String, raw: &mut Vec<String>) {
 /// Encodes every string leaf of `v` in place, except those at the paths in
 /// `raw` (as recorded by [`decode_leaves`]).
 pub fn encode_leaves(v: &mut Value, path: &mut String, raw: &[String]) {
+    encode_leaves_as(v, path, raw, Base64::Always);
+}
+
+/// [`encode_leaves`], applying `base64`.
+pub fn encode_leaves_as(v: &mut Value, path: &mut String, raw: &[String], base64: Base64) {
+    let mut leaf = |s: &mut String| {
+        if let Some(encoded) = base64.apply(s) {
+            *s = encoded;
+        }
+    };
+    if raw.is_empty() {
+        // No leaf kept as it was: their paths are not needed.
+        every_string_leaf(v, &mut leaf);
+        return;
+    }
     walk_string_leaves(v, path, &mut |s, at| {
         if !raw.iter().any(|r| r == at) {
-            *s = encode(s);
+            leaf(s);
         }
     });
+}
+
+/// Calls `f` on every string leaf of `v`.
+fn every_string_leaf(v: &mut Value, f: &mut impl FnMut(&mut String)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter_mut().for_each(|item| every_string_leaf(item, f)),
+        Value::Object(map) => map.values_mut().for_each(|item| every_string_leaf(item, f)),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +142,30 @@ mod tests {
             "valid base64 of bytes that are not UTF-8"
         );
         assert_eq!(decode(""), Some(String::new()));
+    }
+
+    #[test]
+    fn text_that_cannot_be_base64_is_left_plain_where_only_decoded_text_is_encoded() {
+        for (s, plain) in [
+            ("plain text!", true),
+            ("src/lib.rs", true),
+            ("abc", true),
+            ("line\n", true),
+            ("abcd", false),
+            ("aGVsbG8=", false),
+            ("//79", false),
+            ("", false),
+        ] {
+            let applied = Base64::WhereDecoded.apply(s);
+            assert_eq!(applied.is_none(), plain, "{s:?}");
+            // What JP's lenient loader reads is `s` either way.
+            let read = applied.map_or_else(
+                || decode(s).unwrap_or(s.into()),
+                |e| decode(&e).expect("decodes"),
+            );
+            assert_eq!(read, s);
+            assert_eq!(Base64::Always.apply(s), Some(encode(s)));
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::base64::Base64;
 use super::check::{events_values, files_problem, info_problem};
 use super::render::{self, FileKind};
 use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
@@ -98,70 +99,21 @@ const JP_METADATA_KEYS: [&str; 5] = ["title", "pinned_at", "archived_at", "expir
 /// Builds the JP files of a conversation (reads its content blobs and its
 /// base config).
 pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFiles, JpExportError> {
-    let fields = &conv.state.metadata.fields;
-    let imported = JpInfo::from_metadata(fields).map_err(|found| JpExportError::Info {
-        id: conv.id.to_string(),
-        log: store.display(&conv.id.log_path()),
-        expected: "the `JpInfo` of format-spec.md 4.3",
-        found,
-    })?;
-    let native = || {
-        let dir = match conv.state.metadata.title() {
-            Some(t) => format!("{}-{}", conv.id, slug(t)),
-            None => conv.id.to_string(),
-        };
-        let mut metadata = Map::new();
-        for k in JP_METADATA_KEYS {
-            if let Some(v) = fields.get(k) {
-                metadata.insert(k.into(), v.clone());
-            }
-        }
-        if let Some(t) = conv.state.last_activity() {
-            metadata.insert("last_activated_at".into(), t.to_jp_string().into());
-        }
-        (
-            JpInfo::new(dir, false, ConfigLayout::BaseConfigFile),
-            metadata,
-        )
+    let (info, imported) = checked_info(store, conv)?;
+    let metadata = match imported {
+        true => imported_metadata(&conv.state.metadata.fields, &info),
+        false => native_metadata(conv),
     };
-    let (info, metadata) = match imported {
-        Some(inf) => {
-            let metadata = imported_metadata(fields, &inf);
-            (inf, metadata)
-        }
-        None => native(),
-    };
-    // Checked again where it is used: a store may hold a field stored by
-    // an earlier build, which took a stream's as it came.
-    if let Some(problem) = info_problem(&info, &conv.id) {
-        return Err(JpExportError::Info {
-            id: conv.id.to_string(),
-            log: store.display(&conv.id.log_path()),
-            expected: "files that stay in their conversation's directory (format-spec.md 4.3)",
-            found: problem.to_string(),
-        });
-    }
     let base_text = match conv.state.metadata.base_config {
-        Some(r) => Some(base_config_text(store, &r)?),
+        Some(r) => Some(base_config_text(store, &r)?.0),
         None => None,
-    };
-    let mut content = |r: &BlobRef, kind: PayloadKind| -> Result<Value> {
-        let bytes = store.blobs().get(&r.id)?;
-        payload_json(&Payload::Inline(bytes), kind).map_err(|found| {
-            Error::Blob(jpstore_blobstore::Error::Corrupt {
-                path: store.display(store.blobs().base()),
-                offset: None,
-                expected: format!("blob {} to be UTF-8 text, as it is referenced", r.id),
-                found,
-            })
-        })
     };
     let files = files_of(
         &conv.entries,
         &info,
         metadata,
         base_text.as_deref(),
-        &mut content,
+        &mut |r, kind| blob_content(store, r, kind),
     )?;
     // An export is JSON that JP loads, whatever the store holds.
     let values = events_values(&conv.entries, &info);
@@ -179,6 +131,222 @@ pub fn jp_files(store: &Store, conv: &Conversation) -> std::result::Result<JpFil
         });
     }
     Ok(files)
+}
+
+/// The values JP's loader reads from the files [`jp_files`] writes for a
+/// conversation, taken from its entries without writing the files: the
+/// stream's parts, as JP's `ConversationStream` is made from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JpValues {
+    /// The value of `base_config.json`, in the layout that has one (an
+    /// object).
+    pub base_config: Option<Value>,
+    /// The values of `events.json`, in order (for the legacy layout, the
+    /// first is the `config_delta` holding the base config).
+    pub events: Vec<Value>,
+}
+
+/// The values of a conversation's `base_config.json` and `events.json`
+/// as JP's loader (serde_json) reads them from the files [`jp_files`]
+/// writes, in one pass over the entries, the files' text not written:
+/// each entry's value as JP writes it, with JP's base64 as `base64` says
+/// ([`Base64::Always`]: as the files hold it; [`Base64::WhereDecoded`]:
+/// what JP's lenient loader decodes to the same text), its keys in the
+/// order of the rendering (JP reads an entry into its types, whatever the
+/// order of its keys; `Value`s compare without it). An entry whose text
+/// import kept as the file had it (a hand-edited file: number forms,
+/// escapes), and the first entry of the legacy layout, are rendered and
+/// read as that text. Reads the content blobs and the base config, the
+/// entries in runs on the machine's cores for a long conversation. An
+/// error where [`jp_files`] gives one for those two files.
+pub fn jp_values(
+    store: &Store,
+    conv: &Conversation,
+    base64: Base64,
+) -> std::result::Result<JpValues, JpExportError> {
+    let (info, _) = checked_info(store, conv)?;
+    let base = match conv.state.metadata.base_config {
+        Some(r) => Some(base_config_text(store, &r)?),
+        None => None,
+    };
+    let base_text = base.as_ref().map(|(text, _)| text.as_str());
+    let not_json = |found: String| JpExportError::NotJson {
+        id: conv.id.to_string(),
+        log: store.display(&conv.id.log_path()),
+        found,
+    };
+    // The text of one value, read as JP's loader reads it (a key twice
+    // refused, as `files_problem` refuses it).
+    let read = |file: &str, key: &str, text: &str| {
+        jpstore_engine::json_text::parse(text.as_bytes()).map_err(|e| {
+            not_json(format!(
+                "its {file} would not be JSON JP loads (value `{key}`): {e}"
+            ))
+        })
+    };
+    let shape = info.events_text.shape();
+    let (written, _) = render::written_entries(&conv.entries);
+    let mut events = Vec::with_capacity(written.len() + 1);
+    if let Some(first) = render::first_element(&info, base_text, &shape) {
+        let text = render::element_text(&first, &info.events_text, "", &mut Vec::new());
+        events.push(read("events.json", &first.key, &text)?);
+    }
+    // Each entry's value on its own: the entries in runs, on the cores.
+    let value_of = |i: usize| -> std::result::Result<Value, JpExportError> {
+        let entry = &conv.entries[i];
+        let mut lossy = Vec::new();
+        // Text kept for the entry applies to its rendering as written.
+        let fixed = !info.events_text.fixes.is_empty()
+            && info.events_text.fixes.contains_key(&i.to_string());
+        // An event's keys as rendered: JP reads an entry into its types,
+        // whatever the order of its keys (and `Value`s compare without it).
+        let value = render::jp_value_unordered(
+            entry,
+            i,
+            &info,
+            if fixed { Base64::Always } else { base64 },
+            &mut |r, kind| blob_content(store, r, kind),
+            &mut lossy,
+        )?;
+        if !fixed {
+            return Ok(value);
+        }
+        let element = render::entry_element(entry, i, value, &info, &shape);
+        let text = render::element_text(&element, &info.events_text, "", &mut lossy);
+        read("events.json", &element.key, &text)
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(written.len() / PARALLEL_RUN)
+        .max(1);
+    if threads == 1 {
+        for &i in &written {
+            events.push(value_of(i)?);
+        }
+    } else {
+        let run = written.len().div_ceil(threads);
+        let runs: Vec<std::result::Result<Vec<Value>, JpExportError>> = std::thread::scope(|s| {
+            let value_of = &value_of;
+            let mut runs = written.chunks(run);
+            let first = runs.next().unwrap_or(&[]);
+            let others: Vec<_> = runs
+                .map(|run| s.spawn(move || run.iter().map(|&i| value_of(i)).collect()))
+                .collect();
+            let mut out = vec![first.iter().map(|&i| value_of(i)).collect()];
+            for handle in others {
+                out.push(
+                    handle
+                        .join()
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                );
+            }
+            out
+        });
+        for run in runs {
+            events.extend(run?);
+        }
+    }
+    let base_config = match info.layout {
+        ConfigLayout::BaseConfigFile => {
+            let value = match base {
+                Some((_, value)) if info.base_config_text.fixes.is_empty() => Value::Object(value),
+                _ => {
+                    let element = render::value_element(
+                        base_text.unwrap_or("{}"),
+                        &info.base_config_text.shape(),
+                    );
+                    let text =
+                        render::element_text(&element, &info.base_config_text, "", &mut Vec::new());
+                    read("base_config.json", &element.key, &text)?
+                }
+            };
+            if !value.is_object() {
+                return Err(not_json(
+                    "its base_config.json would not be a JSON object".to_owned(),
+                ));
+            }
+            Some(value)
+        }
+        _ => None,
+    };
+    Ok(JpValues {
+        base_config,
+        events,
+    })
+}
+
+/// The fewest entries [`jp_values`] gives a thread of its own.
+const PARALLEL_RUN: usize = 1024;
+
+/// The [`JpInfo`] a conversation is written as JP's files with, checked
+/// ([`info_problem`]), and whether it was imported from JP (else it is
+/// JP's layout for a conversation made in the store).
+fn checked_info(
+    store: &Store,
+    conv: &Conversation,
+) -> std::result::Result<(JpInfo, bool), JpExportError> {
+    let imported = JpInfo::from_metadata(&conv.state.metadata.fields).map_err(|found| {
+        JpExportError::Info {
+            id: conv.id.to_string(),
+            log: store.display(&conv.id.log_path()),
+            expected: "the `JpInfo` of format-spec.md 4.3",
+            found,
+        }
+    })?;
+    let (info, imported) = match imported {
+        Some(info) => (info, true),
+        None => (
+            JpInfo::new(native_dir(conv), false, ConfigLayout::BaseConfigFile),
+            false,
+        ),
+    };
+    // Checked again where it is used: a store may hold a field stored by
+    // an earlier build, which took a stream's as it came.
+    if let Some(problem) = info_problem(&info, &conv.id) {
+        return Err(JpExportError::Info {
+            id: conv.id.to_string(),
+            log: store.display(&conv.id.log_path()),
+            expected: "files that stay in their conversation's directory (format-spec.md 4.3)",
+            found: problem.to_string(),
+        });
+    }
+    Ok((info, imported))
+}
+
+/// The directory JP names a conversation made in the store.
+fn native_dir(conv: &Conversation) -> String {
+    match conv.state.metadata.title() {
+        Some(t) => format!("{}-{}", conv.id, slug(t)),
+        None => conv.id.to_string(),
+    }
+}
+
+/// `metadata.json` of a conversation made in the store.
+fn native_metadata(conv: &Conversation) -> Object {
+    let fields = &conv.state.metadata.fields;
+    let mut metadata = Map::new();
+    for k in JP_METADATA_KEYS {
+        if let Some(v) = fields.get(k) {
+            metadata.insert(k.into(), v.clone());
+        }
+    }
+    if let Some(t) = conv.state.last_activity() {
+        metadata.insert("last_activated_at".into(), t.to_jp_string().into());
+    }
+    metadata
+}
+
+/// The content of blob `r` as the JSON of a payload of `kind`.
+fn blob_content(store: &Store, r: &BlobRef, kind: PayloadKind) -> Result<Value> {
+    let bytes = store.blobs().get(&r.id)?;
+    payload_json(&Payload::Inline(bytes), kind).map_err(|found| {
+        Error::Blob(jpstore_blobstore::Error::Corrupt {
+            path: store.display(store.blobs().base()),
+            offset: None,
+            expected: format!("blob {} to be UTF-8 text, as it is referenced", r.id),
+            found,
+        })
+    })
 }
 
 /// The JP files a conversation prepared for import will export once
@@ -315,20 +483,22 @@ fn single_file(json: &str, file: &FileText, what: &str, lossy: &mut Vec<String>)
 }
 
 /// The text of a base config blob, checked to be a JSON object (canonical
-/// bytes, or for a JP import the file's own text without whitespace).
-fn base_config_text(store: &Store, r: &BlobRef) -> Result<String> {
+/// bytes, or for a JP import the file's own text without whitespace), and
+/// that object.
+fn base_config_text(store: &Store, r: &BlobRef) -> Result<(String, Object)> {
     let bytes = store.blobs().get(&r.id)?;
     let what = format!("base config blob {}", r.id);
-    jpstore_engine::config::parse_config_json(&bytes, &what)?;
+    let value = jpstore_engine::config::parse_config_json(&bytes, &what)?;
     // Parsed as JSON, so UTF-8.
-    String::from_utf8(bytes).map_err(|e| {
+    let text = String::from_utf8(bytes).map_err(|e| {
         Error::from(jpstore_engine::config::ConfigError::Json {
             what,
             line: 1,
             column: 1,
             message: format!("not UTF-8: {e}"),
         })
-    })
+    })?;
+    Ok((text, value))
 }
 
 /// A title as JP's directory slug: lowercase ASCII letters and digits, runs

@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use super::base64::{encode, encode_leaves};
+use super::base64::{encode_leaves_as, Base64};
 use super::order;
 use super::text::{self, apply, diff, pretty, Shape};
 use super::{FileText, Fix, JpInfo};
@@ -133,30 +133,40 @@ fn write_pieces(
         if i > 0 && !sink(file.gaps.get(&element.key).unwrap_or(&sep)) {
             return false;
         }
-        let taken = match file.fixes.get(&element.key) {
-            None => sink(&element.text),
-            Some(Fix(crc, edits)) => {
-                let fixed = (crc32fast::hash(element.text.as_bytes()) == *crc)
-                    .then(|| apply(&element.text, edits))
-                    .flatten();
-                match fixed {
-                    Some(text) => sink(&text),
-                    None => {
-                        lossy.push(format!(
-                            "{what}: the text of value `{}` as it was imported could not be \
-                             restored (this build renders it otherwise); written as rendered",
-                            element.key
-                        ));
-                        sink(&element.text)
-                    }
-                }
-            }
-        };
-        if !taken {
+        if !sink(&element_text(element, file, what, lossy)) {
             return false;
         }
     }
     sink(file.gaps.get(END_KEY).unwrap_or(&end))
+}
+
+/// The text of `element` in a file whose text is `file`: its rendering
+/// with its fix applied, if it has one. A fix whose rendering has changed
+/// since import is not applied: the value is as rendered, and `lossy` says
+/// so, naming `what` (the file).
+pub fn element_text<'e>(
+    element: &'e Element,
+    file: &FileText,
+    what: &str,
+    lossy: &mut Vec<String>,
+) -> std::borrow::Cow<'e, str> {
+    let Some(Fix(crc, edits)) = file.fixes.get(&element.key) else {
+        return std::borrow::Cow::Borrowed(&element.text);
+    };
+    let fixed = (crc32fast::hash(element.text.as_bytes()) == *crc)
+        .then(|| apply(&element.text, edits))
+        .flatten();
+    match fixed {
+        Some(text) => std::borrow::Cow::Owned(text),
+        None => {
+            lossy.push(format!(
+                "{what}: the text of value `{}` as it was imported could not be \
+                 restored (this build renders it otherwise); written as rendered",
+                element.key
+            ));
+            std::borrow::Cow::Borrowed(&element.text)
+        }
+    }
 }
 
 /// What [`assemble`] needs to give back `original` (the bytes of a file,
@@ -248,7 +258,8 @@ pub fn event_elements<C, E>(
     out.extend(first_element(info, base_text, &shape));
     let (written, left_out) = written_entries(entries);
     for i in written {
-        let value = jp_value(&entries[i], i, info, content, lossy)?;
+        // Put in the recorded order by `entry_element`.
+        let value = jp_value_unordered(&entries[i], i, info, Base64::Always, content, lossy)?;
         out.push(entry_element(&entries[i], i, value, info, &shape));
     }
     if left_out > 0 {
@@ -374,15 +385,35 @@ fn first_entry_text(first: &Object, base_text: &str, shape: &Shape) -> String {
     text
 }
 
-/// One entry as JP writes it, its keys still in the rendering's order: its
-/// JSON with JP's base64 (except on the leaves that were not base64 in the
-/// file). Content JP's format cannot express (typed blocks other than one
-/// text, resources on a request) is written in the closest form JP reads
-/// and reported in `lossy`.
+/// One entry as JP writes it ([`jp_value_unordered`]), an event's keys in
+/// the recorded order ([`order::arrange`]).
 pub fn jp_value<C, E>(
     entry: &Entry<C>,
     index: usize,
     info: &JpInfo,
+    content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
+    lossy: &mut Vec<String>,
+) -> Result<Value, E> {
+    let value = jp_value_unordered(entry, index, info, Base64::Always, content, lossy)?;
+    Ok(match (entry, value) {
+        (Entry::Event(event), Value::Object(o)) => {
+            Value::Object(order::arrange(info, Some(index), event.kind.type_name(), o))
+        }
+        (_, value) => value,
+    })
+}
+
+/// One entry as JP writes it, an event's keys still in the rendering's
+/// order (equal, as a JSON value, to the entry in the file): its JSON with
+/// JP's base64 as `base64` says (except on the leaves that were not base64
+/// in the file). Content JP's format cannot express (typed blocks other
+/// than one text, resources on a request) is written in the closest form JP
+/// reads and reported in `lossy`.
+pub fn jp_value_unordered<C, E>(
+    entry: &Entry<C>,
+    index: usize,
+    info: &JpInfo,
+    base64: Base64,
     content: &mut impl FnMut(&C, PayloadKind) -> Result<Value, E>,
     lossy: &mut Vec<String>,
 ) -> Result<Value, E> {
@@ -413,14 +444,16 @@ pub fn jp_value<C, E>(
                 }
                 if let Value::String(s) = c {
                     if !raw.iter().any(|p| p == "/content") {
-                        *s = encode(s);
+                        if let Some(encoded) = base64.apply(s) {
+                            *s = encoded;
+                        }
                     }
                 }
             }
         }
         EventKind::ToolCallRequest(_) => {
             if let Some(args) = o.get_mut("arguments") {
-                encode_leaves(args, &mut "/arguments".to_string(), raw);
+                encode_leaves_as(args, &mut "/arguments".to_string(), raw, base64);
             }
         }
         EventKind::ChatRequest(r) if !r.resources.is_empty() => {
@@ -445,15 +478,9 @@ pub fn jp_value<C, E>(
         _ => {}
     }
     if let Some(meta) = o.get_mut("metadata") {
-        encode_leaves(meta, &mut "/metadata".to_string(), raw);
+        encode_leaves_as(meta, &mut "/metadata".to_string(), raw, base64);
     }
-    let type_name = event.kind.type_name();
-    Ok(Value::Object(order::arrange(
-        info,
-        Some(index),
-        type_name,
-        o,
-    )))
+    Ok(Value::Object(o))
 }
 
 /// Typed blocks as one text, the closest form JP reads.

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::base64::encode;
-use super::export::{jp_files, slug, JpExportError, JpFiles};
+use super::base64::{encode, Base64};
+use super::export::{jp_files, jp_values, slug, JpExportError, JpFiles, JpValues};
 use super::export_dir::write_jp_dir;
 use super::import::{
     find_sources, prepare, prepare_checked, read_source, ByteCheck, Imported, MAX_KEPT_TEXT,
@@ -242,6 +242,94 @@ fn id_of(dir: &Path) -> ConversationId {
 fn export(store: &Store, id: &ConversationId) -> JpFiles {
     let conv = store.read(id).expect("read");
     jp_files(store, &conv).expect("export")
+}
+
+/// What JP's loader (serde_json) reads from `base_config.json` (if given)
+/// and `events.json`.
+fn loaded_values(events: &[u8], base_config: Option<&[u8]>) -> JpValues {
+    let events: Value = serde_json::from_slice(events).expect("events.json");
+    JpValues {
+        base_config: base_config.map(|b| serde_json::from_slice(b).expect("base_config.json")),
+        events: match events {
+            Value::Array(items) => items,
+            other => panic!("events.json is not an array: {other}"),
+        },
+    }
+}
+
+/// The values of conversation `id` taken from its entries (`jp_values`),
+/// with JP's base64 everywhere, as its files hold it; checked to be what
+/// JP's lenient loader reads the same from the values with base64 only
+/// where it decodes.
+fn values(store: &Store, id: &ConversationId) -> JpValues {
+    let conv = store.read(id).expect("read");
+    let values = jp_values(store, &conv, Base64::Always).expect("values");
+    let fewer = jp_values(store, &conv, Base64::WhereDecoded).expect("values");
+    assert_eq!(
+        loaded(&fewer),
+        loaded(&values),
+        "{id}: the same text for JP's loader"
+    );
+    values
+}
+
+/// `values` as JP's loader reads them (jp-format.md section 2): base64
+/// decoded where it decodes.
+fn loaded(values: &JpValues) -> JpValues {
+    let mut values = values.clone();
+    for event in &mut values.events {
+        let Some(o) = event.as_object_mut() else {
+            continue;
+        };
+        let decode = |v: &mut Value| {
+            if let Value::String(s) = v {
+                if let Some(d) = super::base64::decode(s) {
+                    *s = d;
+                }
+            }
+        };
+        fn leaves(v: &mut Value, f: &impl Fn(&mut Value)) {
+            match v {
+                Value::Array(items) => items.iter_mut().for_each(|i| leaves(i, f)),
+                Value::Object(o) => o.values_mut().for_each(|i| leaves(i, f)),
+                leaf => f(leaf),
+            }
+        }
+        if let Some(m) = o.get_mut("metadata") {
+            leaves(m, &decode);
+        }
+        match o.get("type").and_then(Value::as_str) {
+            Some("tool_call_request") => {
+                if let Some(a) = o.get_mut("arguments") {
+                    leaves(a, &decode);
+                }
+            }
+            Some("tool_call_response") => {
+                if let Some(c) = o.get_mut("content") {
+                    decode(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    values
+}
+
+/// The values of conversation `id` taken from its entries are what JP's
+/// loader reads from the JP conversation directory `dir`.
+fn assert_values_are_the_files_of(store: &Store, id: &ConversationId, dir: &Path) {
+    let events = std::fs::read(dir.join("events.json")).expect("events.json");
+    let base = std::fs::read(dir.join("base_config.json")).ok();
+    let loaded = loaded_values(&events, base.as_deref());
+    assert_eq!(values(store, id), loaded, "{}", dir.display());
+}
+
+/// The values of conversation `id` taken from its entries are what JP's
+/// loader reads from the files export writes for it.
+fn assert_values_are_the_export(store: &Store, id: &ConversationId) {
+    let files = export(store, id);
+    let loaded = loaded_values(&files.events, files.base_config.as_deref());
+    assert_eq!(values(store, id), loaded, "{id}");
 }
 
 /// Conversation `id` of `store` through an NDJSON stream into a new store
@@ -500,6 +588,7 @@ fn native_conversations_export_to_jp_with_lossy_content_reported() {
         .read(&ConversationId::parse("42").expect("id"))
         .expect("read");
     let files = jp_files(&store, &conv).expect("export");
+    assert_values_are_the_export(&store, &conv.id);
     assert_eq!(files.dir_name, "42-native-r-sum-co");
     assert!(!files.archived);
     assert_eq!(files.lossy.len(), 2, "{:?}", files.lossy);
@@ -643,6 +732,8 @@ fn every_fixture_comes_back_byte_for_byte() {
         let files = export(&store, &id_of(dir));
         assert!(files.lossy.is_empty(), "{name}: {:?}", files.lossy);
         assert_same_files(dir, &files);
+        // The values JP loads, taken from the entries, are the files'.
+        assert_values_are_the_files_of(&store, &id_of(dir), dir);
         // And through an NDJSON stream into another store.
         assert_same_files(dir, &through_a_stream(&store, &id_of(dir), tmp.path()));
     }
@@ -831,6 +922,7 @@ fn entries_appended_after_import_take_the_files_layout_and_old_ones_keep_their_b
         );
         let files = export(&store, &id);
         assert!(files.lossy.is_empty(), "{:?}", files.lossy);
+        assert_values_are_the_export(&store, &id);
         let events = String::from_utf8(files.events.clone()).expect("utf-8");
         // Everything before the last entry's end is as it was.
         let last_end = original.rfind('}').expect("an entry") + 1;
@@ -878,6 +970,7 @@ fn a_compaction_undone_after_import_is_left_out_and_said() {
     let id = id_of(&dir);
     let original = dir_files(&dir);
     append(&store, &id, "{\"type\":\"compaction_undo\",\"undoes\":1}");
+    assert_values_are_the_export(&store, &id);
     let files = export(&store, &id);
     assert_eq!(files.lossy.len(), 1, "{:?}", files.lossy);
     let events: Value = serde_json::from_slice(&files.events).expect("json");
@@ -1014,6 +1107,7 @@ fn an_info_stored_by_an_earlier_build_still_exports() {
     store
         .import(vec![prepared], false, &mut |_| {})
         .expect("import");
+    assert_values_are_the_export(&store, &id);
     let files = export(&store, &id);
     assert_eq!(
         String::from_utf8(files.events).expect("utf-8"),
@@ -1092,6 +1186,154 @@ fn a_rendering_that_changed_since_import_is_reported_not_edited_blindly() {
     assert_eq!(other, "[\n  {\"a\": 2}\n]\n");
     assert_eq!(lossy.len(), 1, "{lossy:?}");
     assert!(lossy[0].contains("events.json") && lossy[0].contains("`3`"));
+}
+
+/// The values JP loads, taken from the entries, follow the text import kept
+/// of an entry (read as that text, as JP reads the file), use the
+/// rendering where that text no longer applies (as export writes it), and
+/// are refused where JP's loader would refuse the file export writes (a key
+/// twice, two values where one was): always what JP reads from the export.
+#[test]
+fn values_follow_the_kept_text_of_an_entry_as_the_export_does() {
+    use super::render::{entry_element, jp_value};
+    use super::text::diff;
+    use super::{Fix, JpInfo};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399494-kept-text");
+    write_conversation(
+        &dir,
+        "[\n  {\n    \"timestamp\": \"2026-05-29 19:40:00.0\",\n    \"type\": \"turn_start\"\n  },\n  \
+         {\n    \"timestamp\": \"2026-05-29 19:40:00.1\",\n    \"type\": \"chat_request\",\n    \
+         \"content\": \"hi\",\n    \"n\": 2\n  }\n]\n",
+        "{\n  \"title\": \"Kept text\"\n}\n",
+        Some("{\n  \"a\": 1\n}\n"),
+    );
+    let store = store(tmp.path());
+    import_all(&store, tmp.path());
+    let id = id_of(&dir);
+    assert_values_are_the_files_of(&store, &id, &dir);
+    let conv = store.read(&id).expect("read");
+    let info = JpInfo::from_metadata(&conv.state.metadata.fields)
+        .expect("info")
+        .expect("a JP import");
+    let value = jp_value(
+        &conv.entries[1],
+        1,
+        &info,
+        &mut |_, _| -> Result<Value, ()> { panic!("no content") },
+        &mut Vec::new(),
+    )
+    .expect("value");
+    let rendered = entry_element(&conv.entries[1], 1, value, &info, &info.events_text.shape()).text;
+    // Entry 1's text as `fix` makes it (with `crc` its rendering's, or not).
+    let with_text = |edited: &str, crc_holds: bool| {
+        let mut info = info.clone();
+        let crc = crc32fast::hash(rendered.as_bytes()) ^ u32::from(!crc_holds);
+        info.events_text
+            .fixes
+            .insert("1".into(), Fix(crc, diff(&rendered, edited)));
+        let mut fields = Map::new();
+        fields.insert(super::JP_FIELD.into(), info.to_value());
+        store
+            .writer(&id)
+            .expect("writer")
+            .set_metadata(jpstore_engine::conversation::meta::MetaPatch {
+                base_config: None,
+                fields,
+            })
+            .expect("metadata");
+        let conv = store.read(&id).expect("read");
+        (
+            jp_files(&store, &conv),
+            jp_values(&store, &conv, Base64::Always),
+        )
+    };
+    // Other number forms and escapes: read as the file holds them.
+    let edited = rendered
+        .replace("\"hi\"", "\"h\\u0069\"")
+        .replace("\"n\": 2", "\"n\": 2.0e0");
+    let (files, values) = with_text(&edited, true);
+    let (files, values) = (files.expect("files"), values.expect("values"));
+    assert_eq!(
+        values,
+        loaded_values(&files.events, files.base_config.as_deref())
+    );
+    assert_eq!(values.events[1]["content"], "hi");
+    assert_eq!(
+        values.events[1]["n"],
+        json!(2.0),
+        "a float, as JP reads 2.0e0"
+    );
+    // A rendering that changed since: the entry as rendered.
+    let (files, values) = with_text(&edited, false);
+    let (files, values) = (files.expect("files"), values.expect("values"));
+    assert_eq!(
+        values,
+        loaded_values(&files.events, files.base_config.as_deref())
+    );
+    assert_eq!(values.events[1]["n"], json!(2));
+    // Text JP's loader refuses: a key twice, two values in one.
+    for bad in [
+        rendered.replace("\"n\": 2", "\"n\": 2, \"n\": 3"),
+        format!("{rendered}, {{\"type\": \"turn_start\"}}"),
+    ] {
+        let (files, values) = with_text(&bad, true);
+        assert!(
+            matches!(files, Err(JpExportError::NotJson { .. })),
+            "{files:?}"
+        );
+        match values {
+            Err(e @ JpExportError::NotJson { .. }) => {
+                assert!(e.to_string().contains("17738399494"), "{e}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+/// A long conversation's values are taken on several threads, in runs of
+/// entries: still in order, an entry's kept text where it is.
+#[test]
+fn the_values_of_a_long_conversation_are_the_files_in_order() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join(".jp/conversations/17738399495-long");
+    let mut events = Vec::new();
+    for t in 0..150 {
+        let ts = |n: u32| format!("2026-05-29 19:{:02}:{:02}.{n}", t / 60, t % 60);
+        events.push(json!({"timestamp": ts(0), "type": "turn_start"}));
+        events.push(
+            json!({"timestamp": ts(1), "type": "chat_request", "content": format!("question {t}")}),
+        );
+        events.push(
+            json!({"timestamp": ts(2), "type": "tool_call_request", "id": format!("toolu_{t}"),
+            "name": "fs_read_file", "arguments": {"path": b64(&format!("src/{t}.rs")), "line": t}}),
+        );
+        events.push(
+            json!({"timestamp": ts(3), "type": "tool_call_response", "id": format!("toolu_{t}"),
+            "content": b64(&format!("fn f{t}() {{}}\n")), "is_error": false}),
+        );
+        events.push(
+            json!({"timestamp": ts(4), "type": "chat_response", "message": format!("answer {t}")}),
+        );
+    }
+    let text = serde_json::to_string_pretty(&Value::Array(events)).expect("json") + "\n";
+    // Hand edits in the first run and in the last.
+    let text = text
+        .replacen("\"line\": 3\n", "\"line\": 3.0\n", 1)
+        .replacen("\"line\": 140\n", "\"line\": 1.4e2\n", 1)
+        .replacen("answer 149", "answer \\u0031\\u0034\\u0039", 1);
+    write_conversation(&dir, &text, "{\n  \"title\": \"Long\"\n}\n", Some("{}\n"));
+    let store = store(tmp.path());
+    let kept = import_all(&store, tmp.path());
+    assert!(
+        kept.iter().all(|(_, k)| *k > 0),
+        "the hand edits are kept: {kept:?}"
+    );
+    assert_values_are_the_files_of(&store, &id_of(&dir), &dir);
+    let values = values(&store, &id_of(&dir));
+    assert_eq!(values.events.len(), 750);
+    assert_eq!(values.events[702]["arguments"]["line"], json!(140.0));
+    assert_eq!(values.events[749]["message"], "answer 149");
 }
 
 // ----- generated conversations ---------------------------------------------------
@@ -1462,6 +1704,7 @@ proptest! {
         let original = dir_files(&dir);
         let exported = exported_files(&files);
         prop_assert_eq!(original.len(), exported.len());
+        assert_values_are_the_files_of(&store, &id_of(&dir), &dir);
         for ((name, a), (_, b)) in original.iter().zip(&exported) {
             prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
         }
@@ -1501,6 +1744,7 @@ proptest! {
         for ((name, a), (_, b)) in original.iter().zip(&exported) {
             prop_assert!(a == b, "{}: {}", name, first_difference(a, b));
         }
+        assert_values_are_the_files_of(&store, &id_of(&dir), &dir);
         let streamed = exported_files(&through_a_stream(&store, &id_of(&dir), tmp.path()));
         for ((name, a), (_, b)) in original.iter().zip(&streamed) {
             prop_assert!(a == b, "{} through a stream: {}", name, first_difference(a, b));

@@ -149,6 +149,110 @@ fn fixture_conversations_load_in_jp_as_before_the_round_trip() {
     round_trip_loads_the_same(tmp.path(), &fixture_workspace());
 }
 
+/// `text` (a JP file) with a `source` given to the tools the fixtures
+/// configure, which this JP requires: the same text otherwise, so that JP
+/// loads the fixture conversations in their layouts and hand edits.
+fn with_tool_sources(text: &str) -> String {
+    let mut text = text.to_owned();
+    for tool in ["\"fs_read_file\"", "\"cargo_check\""] {
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(tool) {
+            let after = &rest[at + tool.len()..];
+            let value = after
+                .trim_start()
+                .strip_prefix(':')
+                .map(str::trim_start)
+                .filter(|v| v.starts_with('{'));
+            let end = match value {
+                // Inside the tool's object: its source first.
+                Some(v) => rest.len() - v.len() + 1,
+                None => at + tool.len(),
+            };
+            out.push_str(&rest[..end]);
+            if value.is_some() {
+                out.push_str("\"source\": \"builtin\", ");
+            }
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text
+}
+
+/// A copy of directory `from` at `to`, its JP files [`with_tool_sources`].
+fn copy_with_tool_sources(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("list") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("a name"));
+        if path.is_dir() {
+            copy_with_tool_sources(&path, &target);
+            continue;
+        }
+        let bytes = std::fs::read(&path).expect("read");
+        let bytes = match path.file_name().and_then(|n| n.to_str()) {
+            Some("events.json" | "base_config.json") => {
+                with_tool_sources(std::str::from_utf8(&bytes).expect("UTF-8")).into_bytes()
+            }
+            _ => bytes,
+        };
+        std::fs::write(&target, bytes).expect("write");
+    }
+}
+
+#[test]
+fn odd_conversations_load_from_the_store_as_jp_loads_their_files_and_take_a_turn() {
+    // The fixtures' layouts (the base config as the first config delta,
+    // config deltas, unknown fields, raw leaves) and hand edits (number
+    // forms, escapes, RFC 3339 times, indentation, CRLF, one line), made
+    // loadable by this JP.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let workspace = tmp.path().join("workspace");
+    copy_with_tool_sources(&fixture_workspace().join(".jp"), &workspace.join(".jp"));
+    let jp = jp_load(&workspace);
+    let loaded = jp.iter().filter(|(_, _, s)| s.is_ok()).count();
+    assert!(
+        loaded >= 20,
+        "JP loads most of them: {loaded} of {}",
+        jp.len()
+    );
+    let store = imported(tmp.path(), &workspace);
+    let location = tmp.path().join("store");
+    let location = location.to_str().expect("UTF-8");
+    let backend = jpstore_jp::JpStoreBackend::with_store(store, location);
+    for (id, metadata, stream) in &jp {
+        let ours = backend.load_conversation_stream(id);
+        match (stream, &ours) {
+            (Ok(jp), Ok(ours)) => assert_eq!(ours, jp, "stream of {id}"),
+            (jp, ours) => assert_eq!(
+                jp.is_ok(),
+                ours.is_ok(),
+                "{id}: JP {jp:?}, the store {ours:?}"
+            ),
+        }
+        // One more turn, persisted, comes back.
+        let (Ok(mut stream), Ok(metadata)) = (stream.clone(), metadata.clone()) else {
+            continue;
+        };
+        common::add_turn(&mut stream, 99, "more");
+        jp_storage::backend::PersistBackend::write(
+            &backend,
+            id,
+            &metadata,
+            &stream,
+            jp_storage::backend::Projection::LocalOnly,
+        )
+        .expect("a write");
+        let again = jpstore_jp::JpStoreBackend::open(location)
+            .expect("open")
+            .load_conversation_stream(id)
+            .expect("loads");
+        assert_eq!(again, stream, "{id} with one more turn");
+    }
+}
+
 // ----- the system prompt ---------------------------------------------------
 
 /// What JP needs of a base config besides the prompt.

@@ -32,7 +32,6 @@ use serde_json::Value;
 
 use crate::error::{jp_error, jp_load_error, BackendError};
 use crate::load::{jp_id, store_id};
-use crate::write::Known;
 
 /// JP's storage backend over a jp-store store (a directory or `s3://`).
 pub struct JpStoreBackend {
@@ -44,7 +43,7 @@ pub struct JpStoreBackend {
     pub(crate) workspace: Option<PathBuf>,
     /// The stream of each conversation as last loaded or written, with the
     /// end of its log then: what the next write is compared with.
-    pub(crate) known: Mutex<HashMap<ConversationId, Known>>,
+    pub(crate) known: Mutex<HashMap<ConversationId, crate::write::Known>>,
     /// On an object store: how long a conversation lock's lease lives
     /// without renewal.
     pub(crate) lease: std::time::Duration,
@@ -312,7 +311,7 @@ impl LoadBackend for JpStoreBackend {
         &self,
         id: &ConversationId,
     ) -> Result<ConversationStream, JpLoadError> {
-        let (stream, version, archived) =
+        let (known, version, archived) =
             crate::write::load_known(&self.store, id).map_err(|e| jp_load_error(id, e, false))?;
         // JP's file backend finds streams in the live partition only.
         if archived {
@@ -321,8 +320,15 @@ impl LoadBackend for JpStoreBackend {
                 jp_storage::load::LoadErrorInner::MissingConversationStream(*id),
             ));
         }
-        if let Ok(mut known) = self.known.lock() {
-            known.insert(*id, Known::new(stream.clone(), version));
+        let stream = known.stream.clone();
+        if let Ok(mut all) = self.known.lock() {
+            all.insert(
+                *id,
+                crate::write::Known {
+                    version,
+                    stream: Some(known),
+                },
+            );
         }
         Ok(stream)
     }

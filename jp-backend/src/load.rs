@@ -88,12 +88,15 @@ fn files(store: &Store, id: &ConversationId) -> Result<JpFiles, LoadError> {
     Ok(jp_files(store, &conv)?)
 }
 
-/// [`stream`] of `conv`, conversation `id` read from `store`.
+/// [`stream`] of `conv`, conversation `id` read from `store`, and how many
+/// entries of `events.json` its events are (its parts: JP's events, config
+/// deltas, compactions and entries JP keeps as they are; for the legacy
+/// layout, without the first, the base config).
 pub(crate) fn stream_of(
     store: &Store,
     id: &ConversationId,
     conv: &jpstore_engine::conversation::read::Conversation,
-) -> Result<ConversationStream, LoadError> {
+) -> Result<(ConversationStream, usize), LoadError> {
     // JP's base64 only where its loader decodes: the same stream, without
     // encoding and decoding the rest (jp-format.md: JP decodes leniently).
     stream_from(id, jp_values(store, conv, Base64::WhereDecoded)?)
@@ -103,21 +106,27 @@ pub(crate) fn stream_of(
 /// the files of the conversation.
 pub fn stream(store: &Store, id: &ConversationId) -> Result<ConversationStream, LoadError> {
     let conv = store.read(&store_id(id)?)?;
-    stream_of(store, id, &conv)
+    Ok(stream_of(store, id, &conv)?.0)
 }
 
-/// The stream of JP conversation `id` from the values of its files.
-fn stream_from(id: &ConversationId, values: JpValues) -> Result<ConversationStream, LoadError> {
+/// The stream of JP conversation `id` from the values of its files, and
+/// the number of its parts.
+fn stream_from(
+    id: &ConversationId,
+    values: JpValues,
+) -> Result<(ConversationStream, usize), LoadError> {
     let stream_error = |source| LoadError::Stream {
         id: id.to_string(),
         source,
     };
+    let entries = values.events.len();
     match values.base_config {
         Some(base) => ConversationStream::from_parts(base, values.events)
-            .map(|s| s.with_created_at(id.timestamp()))
+            .map(|s| (s.with_created_at(id.timestamp()), entries))
             .map_err(stream_error),
+        // `from_parts` of the entries after the first.
         None => match ConversationStream::from_legacy_events(values.events) {
-            Ok(Some(stream)) => Ok(stream),
+            Ok(Some(stream)) => Ok((stream, entries - 1)),
             Ok(None) => Err(LoadError::NoBaseConfig { id: id.to_string() }),
             Err(e) => Err(stream_error(e)),
         },

@@ -43,6 +43,10 @@ enum Op {
     Reopen,
     /// Written again as it is.
     Rewrite,
+    /// An answer added to the last turn, then a write.
+    Answer,
+    /// A compaction of every turn, the last one too, then a write.
+    CompactAll,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -155,10 +159,48 @@ impl Both {
                 return;
             }
             Op::Rewrite => {}
+            Op::Answer => {
+                self.stream
+                    .current_turn_mut()
+                    .add_chat_response(jp_conversation::event::ChatResponse::message(format!(
+                        "more on turn {}",
+                        self.turns
+                    )))
+                    .build()
+                    .expect("an answer");
+            }
+            Op::CompactAll => {
+                let mut c = Compaction::new(0, self.turns.saturating_sub(1));
+                c.reasoning = Some(jp_conversation::compaction::ReasoningPolicy::Strip);
+                self.stream.add_compaction(c);
+            }
         }
         if !self.archived {
             self.write();
         }
+    }
+
+    /// The stream a backend opened now loads (the stream this one keeps
+    /// for its next write untouched) is the one JP's backend loads.
+    fn check_stream_from_a_new_backend(&self, after: &Op) {
+        let other = JpStoreBackend::open(self.dir.path().join("store").to_str().expect("utf-8"))
+            .expect("store");
+        let a = self
+            .fs
+            .load_conversation_stream(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        let b = other
+            .load_conversation_stream(&self.id)
+            .map_err(|e| e.kind().is_missing());
+        assert_eq!(a, b, "stream after {after:?}");
+    }
+
+    /// Whether the store kept a replaced log (a write changed history).
+    fn rewritten(&self) -> bool {
+        self.dir
+            .path()
+            .join("store/quarantine/conversations")
+            .exists()
     }
 
     /// Everything JP can observe, equal on both.
@@ -231,6 +273,85 @@ proptest! {
             both.check(op);
         }
     }
+}
+
+/// What JP does between two loads: writes of one stream after another.
+fn written_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..3).prop_map(Op::Grow),
+        2 => Just(Op::Answer),
+        2 => Just(Op::Delta),
+        1 => Just(Op::Compact),
+        1 => Just(Op::CompactAll),
+        1 => Just(Op::Uncompact),
+        1 => (1usize..4).prop_map(Op::RetainLast),
+        1 => Just(Op::Sanitize),
+        1 => Just(Op::Retitle),
+        1 => Just(Op::Rewrite),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Writes one after another, each compared with the stream the backend
+    /// kept from the last (never loaded in between), store what JP's
+    /// backend stores; appended, never rewritten, unless one changed the
+    /// history.
+    #[test]
+    fn writes_one_after_another_give_what_jps_file_backend_gives(
+        ops in prop::collection::vec(written_op(), 1..12),
+    ) {
+        let mut both = Both::new();
+        both.write();
+        let mut history_changed = false;
+        for op in &ops {
+            history_changed |= matches!(op, Op::Uncompact | Op::RetainLast(_) | Op::Sanitize);
+            both.apply(op);
+            both.check_stream_from_a_new_backend(op);
+            prop_assert!(history_changed || !both.rewritten(), "rewritten after {:?}", op);
+        }
+        both.apply(&Op::Reopen);
+        both.check(&Op::Reopen);
+    }
+}
+
+#[test]
+fn config_deltas_compactions_and_answers_in_a_compacted_turn_are_appended() {
+    let mut both = Both::new();
+    both.write();
+    let log = both
+        .dir
+        .path()
+        .join("store/conversations/17738400007/events.log");
+    for op in [
+        Op::Grow(2),
+        Op::Delta,
+        Op::Grow(1),
+        Op::Delta,
+        Op::Answer,
+        // A compaction reaching into the last turn, which the next answer
+        // continues: taking that answer off the stream kept would take the
+        // compaction with it.
+        Op::CompactAll,
+        Op::Delta,
+        Op::Answer,
+        Op::Answer,
+        Op::Compact,
+        Op::Grow(1),
+    ] {
+        let before = std::fs::read(&log).expect("log");
+        both.apply(&op);
+        let after = std::fs::read(&log).expect("log");
+        assert!(
+            after.len() > before.len() && after.starts_with(&before),
+            "{op:?}: appended to the log"
+        );
+        assert!(!both.rewritten(), "{op:?}: rewritten");
+        both.check_stream_from_a_new_backend(&op);
+    }
+    both.apply(&Op::Reopen);
+    both.check(&Op::Reopen);
 }
 
 #[test]

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use jp_conversation::{Conversation, ConversationId, ConversationStream};
@@ -25,7 +25,9 @@ use jp_storage::backend::{
 };
 use jp_storage::lock::LockInfo;
 use jp_storage::LoadError as JpLoadError;
+use jpstore_blobstore::backend::ObjectMeta;
 use jpstore_engine::conversation::state::ConversationState;
+use jpstore_engine::conversation::ConversationId as StoreId;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::JpInfo;
 use serde_json::Value;
@@ -49,6 +51,9 @@ pub struct JpStoreBackend {
     pub(crate) lease: std::time::Duration,
     /// On an object store: the leases seen held, and since when unchanged.
     pub(crate) watched: crate::lock::Watched,
+    /// The state of each conversation as last listed, with its log's
+    /// metadata taken before it was read.
+    listed: Mutex<HashMap<ConversationId, (ObjectMeta, Arc<Listed>)>>,
 }
 
 /// How long a conversation lock's lease on an object store lives without
@@ -82,6 +87,7 @@ impl JpStoreBackend {
             known: Mutex::new(HashMap::new()),
             lease: DEFAULT_LEASE,
             watched: Mutex::new(HashMap::new()),
+            listed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -118,20 +124,157 @@ impl JpStoreBackend {
     }
 
     /// Every conversation of the store that is JP's (its id JP's), with
-    /// its state, in id order.
-    fn jp_conversations(&self) -> Vec<(ConversationId, ConversationState)> {
-        let Ok(listed) = self.store.list_each() else {
+    /// its state, in id order; one that cannot be read is left out.
+    ///
+    /// As `Store::list_each` lists them (each log's state: its head cache
+    /// and the records after it, the framing of the rest checked), but a
+    /// conversation whose log has the metadata it had when this backend
+    /// last listed it (taken before its state was read: a log written
+    /// since has other metadata) keeps the state read then, and the logs
+    /// are read on the machine's cores. So JP's listing, the index then the
+    /// metadata batch, reads each log once.
+    fn jp_conversations(&self) -> Vec<(ConversationId, Arc<Listed>)> {
+        let backend = &**self.store.backend();
+        let dir = std::path::Path::new(jpstore_engine::conversation::CONVERSATIONS_DIR);
+        let Ok(names) = backend.list(dir) else {
             return Vec::new();
         };
-        let mut out: Vec<(ConversationId, ConversationState)> = listed
+        let mut ids: Vec<(ConversationId, StoreId)> = names
             .into_iter()
-            .filter_map(Result::ok)
-            .filter_map(|l| Some((jp_id(&l.id).ok()?, l.state)))
+            .filter_map(|e| {
+                let sid = StoreId::parse(&e.name).ok()?;
+                Some((jp_id(&sid).ok()?, sid))
+            })
             .collect();
-        out.sort_by_key(|(id, _)| *id);
+        ids.sort_by_key(|(id, _)| *id);
+        let before = self
+            .listed
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        let list = |ids: &[(ConversationId, StoreId)]| -> Vec<ListedNow> {
+            ids.iter()
+                .filter_map(|(id, sid)| self.list_one(sid, before.get(id)).map(|l| (*id, l)))
+                .collect()
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 8)
+            .min(ids.len().div_ceil(LISTED_RUN))
+            .max(1);
+        let listed: Vec<ListedNow> = if threads == 1 {
+            list(&ids)
+        } else {
+            let run = ids.len().div_ceil(threads);
+            std::thread::scope(|s| {
+                let list = &list;
+                let mut runs = ids.chunks(run);
+                let first = runs.next().unwrap_or(&[]);
+                let others: Vec<_> = runs.map(|run| s.spawn(move || list(run))).collect();
+                let mut out = list(first);
+                for handle in others {
+                    out.extend(
+                        handle
+                            .join()
+                            .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                    );
+                }
+                out
+            })
+        };
+        let mut kept = HashMap::with_capacity(listed.len());
+        let out = listed
+            .into_iter()
+            .map(|(id, (log, listed))| {
+                if let Some(log) = log {
+                    kept.insert(id, (log, Arc::clone(&listed)));
+                }
+                (id, listed)
+            })
+            .collect();
+        if let Ok(mut l) = self.listed.lock() {
+            *l = kept;
+        }
         out
     }
+
+    /// Conversation `sid` as listed and its log's metadata (taken first;
+    /// `None` when it could not be taken): what `before` kept when the
+    /// log's metadata is what it was; `None` when there is no conversation
+    /// (no log, or gone since listed) or it cannot be read.
+    fn list_one(
+        &self,
+        sid: &StoreId,
+        before: Option<&(ObjectMeta, Arc<Listed>)>,
+    ) -> Option<(Option<ObjectMeta>, Arc<Listed>)> {
+        let backend = &**self.store.backend();
+        let log = match backend.head(&sid.log_path()) {
+            Ok(meta) => Some(meta),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return None
+            }
+            // Read: reading it says what is wrong.
+            Err(_) => None,
+        };
+        if let (Some(log), Some((seen, listed))) = (&log, before) {
+            if log == seen {
+                return Some((Some(log.clone()), Arc::clone(listed)));
+            }
+        }
+        let options = self.store.options().log;
+        match jpstore_engine::conversation::read::read_state(backend, sid, options, true) {
+            Ok((state, _)) => Some((log, Arc::new(Listed::of(&state)))),
+            Err(_) => None,
+        }
+    }
 }
+
+/// A conversation as JP's listing reads it, from its state (made once per
+/// state read).
+#[derive(Debug)]
+pub(crate) struct Listed {
+    /// In JP's archive partition.
+    archived: bool,
+    /// Where JP finds it.
+    presence: StoragePresence,
+    /// When it expires.
+    expires: Option<DateTime<Utc>>,
+    /// Its metadata, where the state alone says it ([`metadata_of_state`]).
+    metadata: Option<Conversation>,
+}
+
+impl Listed {
+    fn of(state: &ConversationState) -> Listed {
+        let info = jp_info(state);
+        Listed {
+            archived: info.as_ref().is_some_and(|i| i.archived),
+            // Without a second root, from the projection of its last write
+            // (as JP's in-memory backend does).
+            presence: match info.as_ref().is_some_and(|i| i.local) {
+                true => StoragePresence::UserLocalOnly,
+                false => StoragePresence::Projected,
+            },
+            expires: state
+                .metadata
+                .fields
+                .get("expires_at")
+                .and_then(Value::as_str)
+                .and_then(crate::load::parse_time),
+            metadata: info.and_then(|info| metadata_of_state(state, info)),
+        }
+    }
+}
+
+/// A conversation listed now: its id, its log's metadata, and it.
+type ListedNow = (ConversationId, (Option<ObjectMeta>, Arc<Listed>));
+
+/// The fewest conversations a listing gives a thread of its own.
+const LISTED_RUN: usize = 64;
 
 /// The JP information of a conversation's metadata (`None` for one not
 /// written as JP's).
@@ -153,20 +296,6 @@ pub(crate) fn replacing(before: &Value, after: Value) -> Value {
     Value::Object(after)
 }
 
-/// Whether a conversation is in the archive partition.
-fn archived(state: &ConversationState) -> bool {
-    jp_info(state).is_some_and(|i| i.archived)
-}
-
-/// Where JP finds a conversation, for the index: without a second root,
-/// from the projection of its last write (as JP's in-memory backend does).
-fn presence(state: &ConversationState) -> StoragePresence {
-    match jp_info(state).is_some_and(|i| i.local) {
-        true => StoragePresence::UserLocalOnly,
-        false => StoragePresence::Projected,
-    }
-}
-
 /// A jp-store timestamp as JP's.
 fn jp_time(t: jpstore_engine::timestamp::Timestamp) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.unix_secs(), t.subsec_nanos())
@@ -176,8 +305,7 @@ fn jp_time(t: jpstore_engine::timestamp::Timestamp) -> Option<DateTime<Utc>> {
 /// `FsStorageBackend` reads it from its files: where that is exact (JP's
 /// current layout, no entry of a type the store keeps verbatim, whose time
 /// it does not track); `None` elsewhere.
-fn metadata_of_state(state: &ConversationState) -> Option<Conversation> {
-    let info = jp_info(state)?;
+fn metadata_of_state(state: &ConversationState, info: JpInfo) -> Option<Conversation> {
     if info.layout != jpstore_integrations::jp::ConfigLayout::BaseConfigFile
         || state.unknown_entries > 0
     {
@@ -275,10 +403,10 @@ impl LoadBackend for JpStoreBackend {
     fn load_conversation_index(&self, filter: ConversationFilter) -> Vec<ConversationIndexEntry> {
         self.jp_conversations()
             .into_iter()
-            .filter(|(_, state)| archived(state) == filter.archived)
-            .map(|(id, state)| ConversationIndexEntry {
+            .filter(|(_, listed)| listed.archived == filter.archived)
+            .map(|(id, listed)| ConversationIndexEntry {
                 id,
-                presence: presence(&state),
+                presence: listed.presence,
             })
             .collect()
     }
@@ -291,11 +419,11 @@ impl LoadBackend for JpStoreBackend {
         &self,
         ids: &[ConversationId],
     ) -> Vec<(ConversationId, Result<Conversation, JpLoadError>)> {
-        let states: HashMap<ConversationId, ConversationState> =
+        let listed: HashMap<ConversationId, Arc<Listed>> =
             self.jp_conversations().into_iter().collect();
         ids.iter()
             .map(|id| {
-                let fast = states.get(id).and_then(metadata_of_state);
+                let fast = listed.get(id).and_then(|l| l.metadata.clone());
                 (
                     *id,
                     match fast {
@@ -336,12 +464,8 @@ impl LoadBackend for JpStoreBackend {
     fn load_expired_conversation_ids(&self, now: DateTime<Utc>) -> Vec<ConversationId> {
         self.jp_conversations()
             .into_iter()
-            .filter(|(_, state)| !archived(state))
-            .filter_map(|(id, state)| {
-                let expires = state.metadata.fields.get("expires_at")?.as_str()?;
-                let at = crate::load::parse_time(expires)?;
-                (at <= now).then_some(id)
-            })
+            .filter(|(_, listed)| !listed.archived)
+            .filter_map(|(id, listed)| (listed.expires? <= now).then_some(id))
             .collect()
     }
 

@@ -14,6 +14,7 @@ mod backend_parity;
 mod crash;
 mod differential;
 mod jp_oracle;
+mod listing;
 mod moving_in;
 mod workspace;
 mod writers;

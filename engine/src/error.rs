@@ -214,8 +214,10 @@ pub enum Error {
     /// finished (see `Store::fsck_interruptible`).
     #[error("interrupted before the end")]
     Interrupted,
-    /// The directory is not a jp-store store.
-    #[error("{} is not a jp-store store ({reason}); create one with `jp-store init`", path.display())]
+    /// The directory is not a jp-store store. (How to make one is the
+    /// caller's to say: [`Store::init_dir`](crate::Store::init_dir) for a
+    /// library, `jp-store init` on the command line, which adds it.)
+    #[error("{} is not a jp-store store ({reason})", path.display())]
     NotAStore {
         /// The directory.
         path: PathBuf,

@@ -516,3 +516,21 @@ fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() 
         Some("not what the store computed")
     );
 }
+
+/// A directory that is no store is said to be none, without naming a
+/// command: how to make one is the caller's to say (the command line adds
+/// `jp-store init`; a library calls `Store::init_dir`).
+#[test]
+fn a_directory_that_is_no_store_is_refused_without_naming_a_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for root in [dir.path().join("missing"), dir.path().to_path_buf()] {
+        let err = Store::open_dir(&root, StoreOptions::default()).expect_err("no store");
+        assert!(
+            matches!(err, crate::error::Error::NotAStore { .. }),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("is not a jp-store store"), "{text}");
+        assert!(!text.contains("jp-store init"), "{text}");
+    }
+}

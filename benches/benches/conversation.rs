@@ -350,8 +350,8 @@ fn benches(c: &mut Criterion) {
         "delta": {"conversation": {"deduplication": {"enabled": false}}}}),
     ];
     off.extend(with_resources.iter().cloned());
-    drop(build(&store, "long-dedup-on", &with_resources));
-    drop(build(&store, "long-dedup-off", &off));
+    build(&store, "long-dedup-on", &with_resources).close();
+    build(&store, "long-dedup-off", &off).close();
     let on_id = ConversationId::parse("long-dedup-on").expect("id");
     let off_id = ConversationId::parse("long-dedup-off").expect("id");
     {

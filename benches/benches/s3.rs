@@ -395,7 +395,7 @@ fn conversation(
             "rounds": t.rounds,
         }),
     );
-    drop(writer);
+    writer.close();
     drop(store);
 }
 

@@ -104,7 +104,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
     .map_err(|e| anyhow::anyhow!("the demo's turn: {e}"))?;
     let mut writer = store.writer(&id)?;
     let outcome = writer.append(parsed.entries)?;
-    drop(writer);
+    writer.close();
     let conv = store.read(&id)?;
     crate::outln!(
         "appended {} events as one record at offset {}; the conversation now has {} turns",

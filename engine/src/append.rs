@@ -150,8 +150,11 @@ impl Store {
             if let Some(cut) = writer.cut_tail() {
                 on_cut(cut);
             }
-            writer.append(entries)
-            // The lock is released before the compaction takes it again.
+            let outcome = writer.append(entries)?;
+            // The head is left current, and the lock released before the
+            // compaction takes it again.
+            writer.close();
+            Ok(outcome)
         };
         // Where locks span the writers (a local store) no other writer can
         // append first: the batch is not kept for another attempt.

@@ -765,6 +765,7 @@ impl crate::store::Store {
             let entry = compaction_entry(&outcome.compaction, now);
             outcome.offset = Some(writer.append_stored(&[entry])?);
         }
+        writer.close();
         Ok(outcome)
     }
 
@@ -816,6 +817,7 @@ impl crate::store::Store {
             extra: Default::default(),
         });
         writer.append_stored(&[entry])?;
+        writer.close();
         Ok(ordinal + 1)
     }
 }

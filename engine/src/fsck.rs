@@ -506,6 +506,8 @@ impl Store {
                                 self.backend().display(&cut.copy).display()
                             ));
                         }
+                        // The head then covers the log as cut.
+                        w.close();
                     }
                     Err(e) => reason = Some(format!("its torn tail could not be cut: {e}")),
                 }

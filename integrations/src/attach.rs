@@ -750,7 +750,10 @@ pub fn attach(
             }
         };
         let offset = writer.append_prepared(batch)?;
-        Ok((offset, writer.state().turns.current().unwrap_or(0)))
+        let turn = writer.state().turns.current().unwrap_or(0);
+        // The head cache left current for the next open.
+        writer.close();
+        Ok((offset, turn))
     })?;
     Ok(AttachOutcome {
         id: id.clone(),

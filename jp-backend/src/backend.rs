@@ -389,7 +389,8 @@ impl JpStoreBackend {
             })
             .map_err(|e| jp_error(e.into()))?;
         let version = crate::write::LogVersion::of(writer.state(), writer.log_end());
-        drop(writer);
+        // The head cache left current (a writer dropped writes nothing).
+        writer.close();
         if let Ok(mut known) = self.known.lock() {
             if let Some(k) = known.get_mut(id) {
                 k.version = version;

@@ -567,6 +567,9 @@ impl JpStoreBackend {
                                 stream: Some(known),
                             },
                         );
+                        // The head cache left current (a writer dropped
+                        // writes nothing).
+                        writer.close();
                         return Ok(());
                     }
                     None => {
@@ -588,7 +591,8 @@ impl JpStoreBackend {
             });
         }
         let archived = jp_info(writer.state()).is_some_and(|i| i.archived);
-        drop(writer);
+        // A tail cut when it was opened is covered by the head.
+        writer.close();
         let (prepared, parts) = prepared(id, metadata, events, local)?;
         self.store.rewrite(keep_archived(prepared, archived), why)?;
         let conv = self.store.read(&store_id(id)?)?;

@@ -139,6 +139,7 @@ fn conversation(
     writer
         .append(parsed.entries)
         .unwrap_or_else(|e| panic!("appending to {id}: {e}"));
+    writer.close();
 }
 
 /// Builds the fixture store: the main conversation (attachments, reasoning,

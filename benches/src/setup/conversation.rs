@@ -111,7 +111,7 @@ pub fn store_with(root: &Path, conversations: &[(&str, &[Value])]) -> (TempDir, 
     let unsynced = open_unsynced(dir.path());
     for (id, entries) in conversations {
         put_contents(&unsynced, entries);
-        drop(build(&unsynced, id, entries));
+        build(&unsynced, id, entries).close();
     }
     drop(unsynced);
     sync_tree(dir.path());
@@ -181,7 +181,9 @@ impl<'s> Rolling<'s> {
     /// The writer to append to next (counts one append).
     pub fn writer(&mut self) -> &mut ConversationWriter<'s> {
         if self.writer.is_none() || self.appended >= self.reset_every {
-            self.writer = None;
+            if let Some(w) = self.writer.take() {
+                w.close();
+            }
             self.made += 1;
             self.appended = 0;
             let id = format!("{}-{:05}", self.name, self.made);
@@ -189,7 +191,7 @@ impl<'s> Rolling<'s> {
                 None => build(self.store, &id, &self.entries),
                 Some(dir) => {
                     let unsynced = open_unsynced(dir);
-                    drop(build(&unsynced, &id, &self.entries));
+                    build(&unsynced, &id, &self.entries).close();
                     drop(unsynced);
                     let id = ConversationId::parse(&id).expect("a valid id");
                     sync_tree(&dir.join(id.dir()));

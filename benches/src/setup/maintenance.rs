@@ -115,6 +115,7 @@ pub fn build(root: &Path, shape: MaintenanceShape) -> (Store, Vec<Vec<u8>>) {
             .expect("input")
             .entries;
         w.append(entries).expect("append");
+        w.close();
     }
     put_orphans(&store, shape.orphans);
     drop(store);

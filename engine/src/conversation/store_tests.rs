@@ -65,12 +65,11 @@ fn full_state(store: &Store, id: &ConversationId) -> super::state::ConversationS
 fn listing_uses_the_head_and_reads_only_the_tail() {
     let (_d, store) = store();
     let id = new_conv(&store, "a1");
-    {
-        let mut w = store.writer(&id).expect("writer");
-        for i in 0..3 {
-            w.append(events(&turn(i))).expect("append");
-        }
-    } // drop writes the head
+    let mut w = store.writer(&id).expect("writer");
+    for i in 0..3 {
+        w.append(events(&turn(i))).expect("append");
+    }
+    w.close();
     let head = head::load(&**store.backend(), &id).expect("a trusted head after the writer closed");
     let log_len = store.backend().head(&id.log_path()).expect("stat").len;
     assert_eq!(head.log_end, log_len);
@@ -88,6 +87,57 @@ fn listing_uses_the_head_and_reads_only_the_tail() {
     // The listing refreshed the head.
     let refreshed = head::load(&**store.backend(), &id).expect("head");
     assert_eq!(refreshed.log_end, listed[0].log_bytes);
+}
+
+/// Every object of a store in memory, by key.
+fn snapshot(
+    memory: &jpstore_blobstore::backend::MemoryBackend,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
+    memory
+        .keys()
+        .into_iter()
+        .map(|k| {
+            let bytes = memory.object(Path::new(&k)).unwrap_or_default();
+            (k, bytes)
+        })
+        .collect()
+}
+
+/// A writer dropped without being closed writes nothing (no head: `Drop`
+/// does no I/O) and releases the conversation's lock; `close` writes the
+/// head that covers what it appended.
+#[test]
+fn a_dropped_writer_writes_nothing_and_a_closed_one_writes_the_head() {
+    let memory = std::sync::Arc::new(jpstore_blobstore::backend::MemoryBackend::new());
+    let store = Store::init(memory.clone(), StoreOptions::default()).expect("init");
+    let id = new_conv(&store, "dropped");
+    let created = head::load(&*memory, &id).expect("the head written at creation");
+    let mut w = store.writer(&id).expect("writer");
+    w.append(events(&turn(0))).expect("append");
+    let appended = snapshot(&memory);
+    drop(w);
+    assert_eq!(snapshot(&memory), appended, "a drop writes nothing");
+    assert_eq!(
+        head::load(&*memory, &id),
+        Some(created),
+        "the head as it was"
+    );
+    // The lock is free: taken at once, not waited for.
+    let lock = crate::log::try_lock(&*memory, &id.log_path())
+        .expect("lock")
+        .expect("released by the drop");
+    drop(lock);
+
+    let mut w = store.writer(&id).expect("writer");
+    w.append(events(&turn(1))).expect("append");
+    w.close();
+    let head = head::load(&*memory, &id).expect("the head close wrote");
+    let log_len = store.backend().head(&id.log_path()).expect("stat").len;
+    assert_eq!(head.log_end, log_len);
+    assert_eq!(head.state, full_state(&store, &id));
+    assert!(crate::log::try_lock(&*memory, &id.log_path())
+        .expect("lock")
+        .is_some());
 }
 
 #[test]

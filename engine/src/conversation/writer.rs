@@ -63,8 +63,10 @@ pub struct AppendOutcome {
     pub new_blob_bytes: u64,
 }
 
-/// The writer of one conversation. Holds the log's writer lock until
-/// dropped; other processes wait (or, with `try_open`, give up).
+/// The writer of one conversation. Holds the log's writer lock until it
+/// is closed ([`close`](Self::close), which also leaves the head cache
+/// current) or dropped (which only releases the lock: no I/O); other
+/// processes wait (or, with `try_open`, give up).
 #[derive(Debug)]
 pub struct ConversationWriter<'s> {
     blobs: &'s BlobStore,
@@ -78,12 +80,25 @@ pub struct ConversationWriter<'s> {
     settings: Option<head::SettingsCache>,
 }
 
-impl Drop for ConversationWriter<'_> {
-    /// Leaves the head cache current, so the next open or listing reads
-    /// nothing of the log (best effort, not synced: format-spec.md 4.6).
-    fn drop(&mut self) {
-        // A head is evidence that what it covers was whole on disk
-        // (`head::proven_end`): it is written only over synced records.
+impl<'s> ConversationWriter<'s> {
+    /// Closes the writer: leaves the head cache current, so that the next
+    /// open or listing reads nothing of the log (format-spec.md 4.6), then
+    /// releases the lock. The head is a cache, written best effort and not
+    /// synced: a failure to write it (a full disk, a read-only store) only
+    /// leaves the next reader to fold the records since the last head.
+    ///
+    /// Dropping a writer without closing it writes nothing (only the lock
+    /// is released): the head then stays behind the log, and is brought
+    /// up to date by the next writer that closes.
+    pub fn close(mut self) {
+        self.store_head();
+    }
+
+    /// Writes the head cache if the log grew past it and the writer synced
+    /// everything it has (a head is evidence that what it covers was whole
+    /// on disk: `head::proven_end`, so it is written only over synced
+    /// records).
+    fn store_head(&mut self) {
         if self.log.end() == self.head_end || self.log.synced_end() != self.log.end() {
             return;
         }
@@ -102,14 +117,12 @@ impl Drop for ConversationWriter<'_> {
                     first_record_crc,
                     state: self.state.clone(),
                     // Keyed by what it was made from: carried over as it is.
-                    settings: self.settings.take(),
+                    settings: self.settings.clone(),
                 },
             );
+            self.head_end = self.log.end();
         }
     }
-}
-
-impl<'s> ConversationWriter<'s> {
     /// Creates a conversation whose log starts with `first` (its metadata)
     /// followed by `entries` (already in stored form, their blobs already
     /// durable: import and fork), all published at once: the conversation

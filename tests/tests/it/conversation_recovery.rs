@@ -86,7 +86,8 @@ fn build(root: &Path) -> Built {
             .unwrap_or_else(|e| panic!("append {i}: {e}"));
         bounds.push(out.offset);
     }
-    drop(w);
+    // The head then covers every record.
+    w.close();
     let bytes = std::fs::read(log_path(root, ID)).expect("read log");
     bounds.push(bytes.len() as u64);
     for pair in bounds.windows(2) {

@@ -310,7 +310,7 @@ fn conversation(dir: &Path, framing: Framing, batches: &[Vec<Value>]) -> (Store,
     for b in batches {
         w.append(parse(b)).expect("append");
     }
-    drop(w);
+    w.close();
     (store, id)
 }
 

@@ -17,7 +17,7 @@ use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
 use crate::config::Settings;
-use crate::conversation::head::{self, Head};
+use crate::conversation::head;
 use crate::conversation::image::LogImage;
 use crate::conversation::read::{open_reader_once, read_conversation, Conversation};
 use crate::conversation::state::ConversationState;
@@ -139,9 +139,9 @@ impl Store {
     /// memory, its bodies checked only when they are used: format-spec.md 3,
     /// "Reading") and the settings in effect ([`Store::settings_cached`]),
     /// from the head cache when they are current (4.6): then neither
-    /// `config.toml` nor the base config is parsed. Settings computed anew
-    /// are written back into the head cache (best effort, unsynced, the
-    /// head otherwise unchanged).
+    /// `config.toml` nor the base config is parsed. Nothing is written: a
+    /// view reads (settings computed anew are cached in the head by the
+    /// next writer that closes, `ConversationWriter::close`).
     pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
         let backend = &**self.backend();
         // The head is judged against the file the reader reads.
@@ -180,20 +180,9 @@ impl Store {
                 (ViewSource::Image(image), settings)
             }
         };
-        // The head, decoded whole now from the bytes read (rarely: its
-        // settings were made for another config or build), keeps its
-        // evidence (records it covered are still whole): only its cached
-        // settings change.
-        if let (Some(fresh), Some(head)) = (fresh, for_log.file.as_deref().and_then(head::decode)) {
-            head::store(
-                backend,
-                id,
-                &Head {
-                    settings: Some(fresh),
-                    ..head
-                },
-            );
-        }
+        // Settings computed anew (`fresh`) are not written back: a read
+        // writes nothing (on S3 it would be a PUT).
+        drop(fresh);
         Ok(ConversationView {
             store: self,
             source,

@@ -256,6 +256,7 @@ impl Store {
                         self.options().log,
                         framing,
                         level,
+                        None,
                     )?;
                     writer.log_end()
                 }

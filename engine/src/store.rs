@@ -522,11 +522,43 @@ impl Store {
         for (k, v) in new.extra {
             fields.entry(k).or_insert(v);
         }
+        let settings = self.start_settings_cache(base_ref, base);
         let patch = MetaPatch {
             base_config: Some(base_ref),
             fields,
         };
-        self.create_log(new.id, created, patch, &[])
+        self.create_log(new.id, created, patch, &[], settings)
+    }
+
+    /// The settings at the start of a new conversation whose base config
+    /// is `base` (stored as `base_ref`), as [`Store::settings_cached`]
+    /// computes them, keyed for its head (format-spec.md 4.6): so that its
+    /// first view neither parses the configs nor writes a head. `None` when
+    /// they cannot be made (a `config.toml` that does not parse: the
+    /// conversation is made all the same, and a reader reports the config).
+    fn start_settings_cache(
+        &self,
+        base_ref: BlobRef,
+        base: &Object,
+    ) -> Option<crate::conversation::head::SettingsCache> {
+        let workspace = self.workspace_digest().ok()?;
+        let key = Some(base_ref.id);
+        let settings = match self.settings_memo.get(key.as_ref()) {
+            Some(remembered) => (*remembered).clone(),
+            None => {
+                let mut settings = self.workspace_config().ok()?.settings.clone();
+                settings.merge_layer_lenient(base);
+                settings.finish_base();
+                self.settings_memo.put(key, Arc::new(settings.clone()));
+                settings
+            }
+        };
+        Some(crate::conversation::head::SettingsCache {
+            workspace,
+            base_config: key,
+            version: config::SETTINGS_VERSION,
+            settings,
+        })
     }
 
     /// Creates a new conversation from `id`'s whole history, or from its
@@ -615,11 +647,12 @@ impl Store {
             "forked_from".into(),
             serde_json::json!({"id": draft.id.as_str(), "turns": draft.turns - draft.first_turn, "from_turn": draft.first_turn}),
         );
+        let settings = self.start_settings_cache(base_ref, &draft.base);
         let patch = MetaPatch {
             base_config: Some(base_ref),
             fields,
         };
-        self.create_log(new_id, now, patch, &draft.entries)
+        self.create_log(new_id, now, patch, &draft.entries, settings)
     }
 
     /// Publishes a new conversation's log: with `id`, or else JP's kind of
@@ -631,6 +664,7 @@ impl Store {
         created: Timestamp,
         patch: MetaPatch,
         entries: &[crate::event::Entry],
+        settings: Option<crate::conversation::head::SettingsCache>,
     ) -> Result<ConversationWriter<'_>> {
         let create = |id: ConversationId| {
             ConversationWriter::create(
@@ -641,6 +675,7 @@ impl Store {
                 self.options.log,
                 self.options.new_log_framing,
                 crate::conversation::sections::LOG_LEVEL,
+                settings.clone(),
             )
         };
         if let Some(id) = id {
@@ -821,7 +856,7 @@ impl Store {
             .ids()?
             .into_iter()
             .filter_map(
-                |id| match read_state(&*self.backend, &id, self.options.log, true) {
+                |id| match read_state(&*self.backend, &id, self.options.log) {
                     Ok((state, log_bytes)) => Some(Ok(Listing {
                         id,
                         state,

@@ -197,7 +197,7 @@ fn refresh(
                 continue;
             }
         }
-        match read_state(backend, &id, store.options().log, false) {
+        match read_state(backend, &id, store.options().log) {
             Ok((state, log_bytes)) => {
                 let summary = Summary::new(
                     id.clone(),

@@ -473,12 +473,6 @@ pub struct ForLog {
     /// log: it may be used when its key matches. The head's state is
     /// checked but not built (a writer or a listing [`load`]s it).
     pub settings: Option<SettingsCache>,
-    /// The bytes of that head file as read, when its settings were not
-    /// ones the reader remembers (it may replace them: [`decode`] the
-    /// bytes, the head is not read again). Otherwise they are freed at
-    /// once: a short view allocates next, and a block freed just now is
-    /// the one in the CPU's caches.
-    pub file: Option<Vec<u8>>,
 }
 
 /// Opens a log with `open` (`file` gives its file) and judges the head file
@@ -539,38 +533,32 @@ fn read_for_log(
     let none = ForLog {
         proven_end: 0,
         settings: None,
-        file: None,
     };
     let Some(bytes) = head else {
         return none;
     };
-    let known = std::cell::Cell::new(false);
-    let noting = |key: SettingsKey<'_>| {
-        let settings = remembered(key);
-        known.set(settings.is_some());
-        settings
-    };
-    let Some(decoded) = decode_file(&bytes, |body| decode_body_for_log(body, &noting)) else {
+    let Some(decoded) = decode_file(&bytes, |body| decode_body_for_log(body, remembered)) else {
         return none;
     };
-    let (evidence, settings, current) = match decoded {
+    let (evidence, settings) = match decoded {
         HeadFile::Current((evidence, settings)) => (
             Evidence {
                 log_end: evidence.log_end,
                 first_record_crc: evidence.first_record_crc,
             },
             settings,
-            true,
         ),
-        HeadFile::Older(evidence) => (evidence, None, false),
+        HeadFile::Older(evidence) => (evidence, None),
     };
     if log_first_record_crc(log) != Some(evidence.first_record_crc) {
         return none;
     }
+    // The bytes are freed at once: a short view allocates next, and a
+    // block freed just now is the one in the CPU's caches.
+    drop(bytes);
     ForLog {
         proven_end: evidence.log_end,
         settings,
-        file: (current && !known.get()).then_some(bytes),
     }
 }
 

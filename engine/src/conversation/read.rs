@@ -473,55 +473,24 @@ pub fn read_conversation(
 /// Reads only the state of a conversation (metadata and counts), without
 /// keeping its entries: from the head cache plus the records appended since
 /// (format-spec.md 4.6), or the whole log when the cache is missing or not
-/// trusted. With `refresh`, a cache that was missing or behind is rewritten
-/// (best effort). Returns the state and the end of the records read.
+/// trusted. Writes nothing (a head behind the log is brought up to date by
+/// the next writer that closes). Returns the state and the end of the
+/// records read.
 pub fn read_state(
     backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
-    refresh: bool,
 ) -> Result<(ConversationState, u64)> {
     let reader = open_reader(backend, id, options)?;
-    let cached = head::load_with(backend, id, reader.file());
-    let (mut state, from, mut last) = match cached.clone() {
-        Some(h) => (h.state, h.log_end, Some((h.last_record, h.last_record_crc))),
-        None => (ConversationState::default(), FIRST_RECORD, None),
+    let (mut state, from) = match head::load_with(backend, id, reader.file()) {
+        Some(h) => (h.state, h.log_end),
+        None => (ConversationState::default(), FIRST_RECORD),
     };
     // The cache spares decoding the records it covers, never the detection
     // of damage among them: a listing must not count events that reading
     // the log refuses (format-spec.md 4.6).
     check_framing(&reader, from)?;
     let fold = fold_state(&reader, from, &mut state)?;
-    last = fold.last.or(last);
-    if refresh && (cached.is_none() || fold.end != from) {
-        let first = cached
-            .as_ref()
-            .map(|h| h.first_record_crc)
-            .or_else(|| head::log_first_record_crc(reader.file()));
-        // The head is evidence that the records it covers were whole
-        // (`head::proven_end`): what this listing read may still be only in
-        // the page cache (a writer that died before its sync), so it is made
-        // durable first, or the head is not written.
-        let synced = backend.sync_object(&id.log_path()).is_ok();
-        if let (true, Some((last_record, last_record_crc)), Some(first_record_crc)) =
-            (synced, last, first)
-        {
-            head::store(
-                backend,
-                id,
-                &Head {
-                    log_end: fold.end,
-                    last_record,
-                    last_record_crc,
-                    first_record_crc,
-                    state: state.clone(),
-                    // The settings cache is keyed by what it was made from:
-                    // carried over as it is.
-                    settings: cached.and_then(|h| h.settings),
-                },
-            );
-        }
-    }
     Ok((state, fold.end))
 }
 

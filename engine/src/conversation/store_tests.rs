@@ -75,18 +75,27 @@ fn listing_uses_the_head_and_reads_only_the_tail() {
     assert_eq!(head.log_end, log_len);
     assert_eq!(head.state, full_state(&store, &id));
 
-    // A writer that never closes (a crash) leaves the head behind the log.
+    // A writer that never closes (dropped, or a crash) leaves the head
+    // behind the log.
     let mut w = store.writer(&id).expect("writer");
     w.append(events(&turn(3))).expect("append");
-    std::mem::forget(w);
+    drop(w);
     let listed = store.list().expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].state, full_state(&store, &id));
     assert_eq!(listed[0].state.turns.turns(), 4);
     assert_eq!(listed[0].log_bytes, store.read(&id).expect("read").log_end);
-    // The listing refreshed the head.
-    let refreshed = head::load(&**store.backend(), &id).expect("head");
-    assert_eq!(refreshed.log_end, listed[0].log_bytes);
+    // A listing reads: the head is left as it was, behind the log, until
+    // the next writer that appends closes.
+    let after = head::load(&**store.backend(), &id).expect("head");
+    assert_eq!(after, head);
+    assert!(after.log_end < listed[0].log_bytes);
+    let mut w = store.writer(&id).expect("writer");
+    w.append(events(&turn(4))).expect("append");
+    w.close();
+    let fresh = head::load(&**store.backend(), &id).expect("head");
+    assert_eq!(fresh.log_end, store.read(&id).expect("read").log_end);
+    assert_eq!(fresh.state, full_state(&store, &id));
 }
 
 /// Every object of a store in memory, by key.
@@ -156,7 +165,7 @@ fn a_damaged_or_foreign_head_is_ignored() {
     let head_b = root.join(head_path(&b));
     // A's head copied over B's: it describes another log.
     std::fs::copy(&head_a, &head_b).expect("copy");
-    let (state, _) = read_state(&**store.backend(), &b, Default::default(), false).expect("state");
+    let (state, _) = read_state(&**store.backend(), &b, Default::default()).expect("state");
     assert_eq!(state, full_state(&store, &b));
     // A flipped byte in A's head.
     let mut bytes = std::fs::read(&head_a).expect("read head");
@@ -164,7 +173,7 @@ fn a_damaged_or_foreign_head_is_ignored() {
     bytes[last] ^= 1;
     std::fs::write(&head_a, &bytes).expect("write head");
     assert!(head::load(&**store.backend(), &a).is_none());
-    let (state, _) = read_state(&**store.backend(), &a, Default::default(), false).expect("state");
+    let (state, _) = read_state(&**store.backend(), &a, Default::default()).expect("state");
     assert_eq!(state, full_state(&store, &a));
     // A writer opened over a damaged head still knows the current turn.
     let mut w = store.writer(&a).expect("writer");

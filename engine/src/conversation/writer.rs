@@ -127,7 +127,10 @@ impl<'s> ConversationWriter<'s> {
     /// followed by `entries` (already in stored form, their blobs already
     /// durable: import and fork), all published at once: the conversation
     /// appears whole or not at all. Fails with [`Error::ConversationExists`]
-    /// if the id is taken.
+    /// if the id is taken. `settings`, the settings at its start if the
+    /// caller has them, are cached in the head it is published with
+    /// (format-spec.md 4.6), so that its first view computes none.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         blobs: &'s BlobStore,
         id: ConversationId,
@@ -136,6 +139,7 @@ impl<'s> ConversationWriter<'s> {
         options: LogOptions,
         framing: Framing,
         level: i32,
+        settings: Option<head::SettingsCache>,
     ) -> Result<Self> {
         let backend = &**blobs.backend();
         let (format, records, state) = new_log(first, entries, options, framing, level)?;
@@ -150,7 +154,7 @@ impl<'s> ConversationWriter<'s> {
         // 3, "Recovery and classification").
         let mut head_end = 0;
         let mut record_head = |published: &crate::log::Published| {
-            if store_new_head(backend, &id, published, &state)? {
+            if store_new_head(backend, &id, published, &state, settings.clone())? {
                 head_end = published.end;
             }
             Ok(())
@@ -176,7 +180,7 @@ impl<'s> ConversationWriter<'s> {
             state,
             options,
             head_end,
-            settings: None,
+            settings,
         })
     }
 
@@ -250,7 +254,7 @@ impl<'s> ConversationWriter<'s> {
         // conversation is replaced from here on: a head that cannot be
         // written (a full disk) only leaves the new log without one, as a
         // head lost is (4.6).
-        let _ = store_new_head(backend, id, &published, &state);
+        let _ = store_new_head(backend, id, &published, &state, None);
         Ok(Some((published.end, kept)))
     }
 
@@ -973,13 +977,15 @@ fn new_log(
 }
 
 /// Writes, synced, the head of a log just made whole (`published`): its
-/// records are proven whole (format-spec.md 4.6). Whether there was one to
-/// write (a log of at least one record).
+/// records are proven whole (format-spec.md 4.6), with the settings cache
+/// `settings`. Whether there was one to write (a log of at least one
+/// record).
 fn store_new_head(
     backend: &dyn Backend,
     id: &ConversationId,
     published: &crate::log::Published,
     state: &ConversationState,
+    settings: Option<head::SettingsCache>,
 ) -> Result<bool> {
     let (Some((last_record, last_record_crc)), Some(first_record_crc)) =
         (published.last, published.first_crc)
@@ -995,7 +1001,7 @@ fn store_new_head(
             last_record_crc,
             first_record_crc,
             state: state.clone(),
-            settings: None,
+            settings,
         },
     )?;
     Ok(true)

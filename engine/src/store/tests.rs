@@ -20,11 +20,14 @@ use crate::event::Object;
 use crate::timestamp::Timestamp;
 use crate::{NewConversation, Store, StoreOptions};
 
-/// A storage that counts the opens of every path.
+/// A storage that counts the opens of every path, and names every change
+/// made through it (an open for writing, a link, a rename, a removal, a
+/// directory made).
 #[derive(Debug)]
 struct CountingStorage {
     inner: Arc<dyn Storage>,
     opens: Mutex<HashMap<PathBuf, u64>>,
+    writes: Mutex<Vec<String>>,
 }
 
 impl CountingStorage {
@@ -39,6 +42,17 @@ impl CountingStorage {
     }
     fn reset(&self) {
         self.opens.lock().expect("lock").clear();
+        self.writes.lock().expect("lock").clear();
+    }
+    fn wrote(&self, what: &str, path: &Path) {
+        self.writes
+            .lock()
+            .expect("lock")
+            .push(format!("{what} {}", path.display()));
+    }
+    /// The changes made since the last [`Self::reset`].
+    fn writes(&self) -> Vec<String> {
+        self.writes.lock().expect("lock").clone()
     }
 }
 
@@ -47,9 +61,13 @@ impl Storage for CountingStorage {
         self.inner.display_path(path)
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.wrote("mkdir", path);
         self.inner.create_dir_all(path)
     }
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
+        if mode.writable() {
+            self.wrote("open to write", path);
+        }
         *self
             .opens
             .lock()
@@ -68,15 +86,19 @@ impl Storage for CountingStorage {
         self.inner.read_dir(path)
     }
     fn link_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.wrote("link", to);
         self.inner.link_noreplace(from, to)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.wrote("rename", to);
         self.inner.rename(from, to)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.wrote("remove", path);
         self.inner.remove_file(path)
     }
     fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.wrote("rmdir", path);
         self.inner.remove_dir(path)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
@@ -113,6 +135,7 @@ fn counted_store() -> (Arc<CountingStorage>, Store, Vec<ConversationId>) {
     let counting = Arc::new(CountingStorage {
         inner: Arc::new(SimStorage::new()),
         opens: Mutex::new(HashMap::new()),
+        writes: Mutex::new(Vec::new()),
     });
     let store = Store::init(
         FileBackend::shared(counting.clone()),
@@ -191,7 +214,8 @@ fn only_an_append_with_content_takes_the_gc_lock() {
 
 #[test]
 fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operation() {
-    let (counting, store, ids) = counted_store();
+    let (counting, _, ids) = counted_store();
+    let store = reopen(&counting);
     let base_blob = store
         .read(&ids[0])
         .expect("read")
@@ -382,22 +406,13 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
         );
         opens
     };
-    // The first view computes the settings and caches them in the head.
-    assert_eq!(view(&|_| {}), (1, 1));
+    // The creation cached the settings at the start in the head: a view
+    // parses neither config.toml nor the base config (the file is read
+    // once, for its hash).
     assert!(crate::conversation::head::load(&**store.backend(), id)
         .and_then(|h| h.settings)
         .is_some());
-    // Later views parse neither config.toml nor the base config (the file
-    // is read once, for its hash).
     assert_eq!(view(&|_| {}), (1, 0));
-    assert_eq!(view(&|_| {}), (1, 0));
-
-    // config.toml changes: computed again once, then cached again.
-    write_config_toml(
-        &*counting.inner,
-        "[conversation.deduplication]\nmin_bytes = 7\n",
-    );
-    assert_eq!(view(&|_| {}), (1, 1));
     assert_eq!(view(&|_| {}), (1, 0));
 
     // A config delta is merged from the log: the cache stays valid.
@@ -408,7 +423,7 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
     )
     .expect("input");
     w.append(delta.entries).expect("append a delta");
-    drop(w);
+    w.close();
     assert_eq!(
         view(&|s| {
             let v = s.open_view(id).expect("view");
@@ -420,7 +435,22 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
         (1, 0)
     );
 
-    // A new base config: computed again (the new blob read), then cached.
+    // config.toml changes: the cache is not used, and a view, which
+    // writes nothing, computes the settings each time.
+    let cached = crate::conversation::head::load(&**store.backend(), id).expect("head");
+    write_config_toml(
+        &*counting.inner,
+        "[conversation.deduplication]\nmin_bytes = 7\n",
+    );
+    assert_eq!(view(&|_| {}), (1, 1));
+    assert_eq!(view(&|_| {}), (1, 1));
+    assert_eq!(
+        crate::conversation::head::load(&**store.backend(), id),
+        Some(cached),
+        "the head as it was"
+    );
+
+    // A new base config: its settings computed (the new blob read).
     let new_base = store
         .put_config(&object(
             json!({"conversation": {"deduplication": {"enabled": false}}}),
@@ -432,7 +462,7 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
         fields: Object::new(),
     })
     .expect("new base config");
-    drop(w);
+    w.close();
     let is_new = move |p: &Path| {
         p.starts_with("blobs")
             && p.to_string_lossy()
@@ -452,25 +482,20 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
     };
     let fresh = reopen(&counting);
     assert_eq!(view(&fresh).1, 1);
-    assert_eq!(view(&fresh).1, 0, "cached again");
+    // The store that computed them remembers them.
+    assert_eq!(view(&fresh).1, 0, "remembered by the store");
+    assert_eq!(view(&reopen(&counting)).1, 1, "another store computes them");
 
-    // A cache of another settings version is not used.
+    // A cache of another settings version is not used (its settings are
+    // not the ones computed).
     let mut head = crate::conversation::head::load(&**store.backend(), id).expect("head");
-    if let Some(cache) = &mut head.settings {
-        cache.version += 1;
-        cache.settings.conversation.deduplication.enabled = Some(true);
-    }
-    crate::conversation::head::store(&**store.backend(), id, &head);
-    // The store that computed them remembers them (its config.toml, this
-    // version): the blob is not read again, the head's cache is replaced.
-    let (settings, reads) = view(&fresh);
-    assert_eq!(reads, 0, "remembered by the store");
-    let cache = crate::conversation::head::load(&**store.backend(), id)
-        .and_then(|h| h.settings)
-        .expect("a settings cache");
-    assert_eq!(cache.version, crate::config::SETTINGS_VERSION);
-    assert_eq!(cache.settings, settings);
-    // A store that has not computed them does, when the version differs.
+    let workspace = reopen(&counting).workspace_digest().expect("digest");
+    head.settings = Some(crate::conversation::head::SettingsCache {
+        workspace,
+        base_config: Some(new_base.id),
+        version: crate::config::SETTINGS_VERSION + 1,
+        settings: crate::config::Settings::default(),
+    });
     crate::conversation::head::store(&**store.backend(), id, &head);
     let other = reopen(&counting);
     assert_eq!(view(&other).1, 1, "another version is computed again");
@@ -479,10 +504,14 @@ fn a_view_uses_the_cached_settings_until_config_toml_the_base_config_or_the_vers
 #[test]
 fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() {
     let (counting, store, ids) = counted_store();
-    // The three conversations share one base config: the first view
-    // computes the settings, the others take them from memory, and so does
-    // a head cache of the same key (not parsed: its settings replaced by
-    // other ones are not seen).
+    // The three conversations share one base config, and their heads cache
+    // settings made from another config.toml: the first view computes the
+    // settings, the others take them from memory, and so does a head cache
+    // of the same key (not parsed: its settings replaced by other ones are
+    // not seen).
+    drop(store);
+    write_config_toml(&*counting.inner, "[assistant]\nsystem_prompt = \"hi\"\n");
+    let store = reopen(&counting);
     let reference = store
         .conversation_settings(&store.read(&ids[0]).expect("read"))
         .expect("settings");
@@ -495,8 +524,14 @@ fn an_open_store_takes_the_settings_it_computed_for_a_base_config_from_memory() 
     let blob_opens = counting.opens_of(|p| p.starts_with("blobs/objects"));
     assert_eq!(blob_opens, 1, "the base config is read once");
     let mut head = crate::conversation::head::load(&**store.backend(), &ids[1]).expect("head");
-    let cache = head.settings.as_mut().expect("a settings cache");
-    cache.settings.assistant.system_prompt = Some("not what the store computed".into());
+    let mut settings = reference.base.clone();
+    settings.assistant.system_prompt = Some("not what the store computed".into());
+    head.settings = Some(crate::conversation::head::SettingsCache {
+        workspace: store.workspace_digest().expect("digest"),
+        base_config: head.state.metadata.base_config.map(|b| b.id),
+        version: crate::config::SETTINGS_VERSION,
+        settings,
+    });
     crate::conversation::head::store(&**store.backend(), &ids[1], &head);
     let v = fresh.open_view(&ids[1]).expect("view");
     assert_eq!(v.settings().base, reference.base, "from memory");
@@ -532,5 +567,44 @@ fn a_directory_that_is_no_store_is_refused_without_naming_a_command() {
         let text = err.to_string();
         assert!(text.contains("is not a jp-store store"), "{text}");
         assert!(!text.contains("jp-store init"), "{text}");
+    }
+}
+
+/// Reads write nothing (format-spec.md 4.6): a view whose settings are not
+/// in the head cache (`config.toml` changed since it was written) computes
+/// them and leaves the head as it is (it wrote it back: on S3 a PUT), and
+/// a listing that folds records past the head (a writer that never
+/// closed) leaves it behind (it synced the log and wrote a head).
+#[test]
+fn a_view_and_a_listing_write_nothing() {
+    let (counting, store, ids) = counted_store();
+    drop(store);
+    write_config_toml(
+        &*counting.inner,
+        "[assistant]\nsystem_prompt = \"answer in haiku\"\n",
+    );
+    let store = reopen(&counting);
+    // A writer that appends and never closes: the head stays behind.
+    let mut w = store.writer(&ids[1]).expect("writer");
+    w.append(
+        parse_input(&turns(1), ParseMode::Strict { now: now() })
+            .expect("input")
+            .entries,
+    )
+    .expect("append");
+    drop(w);
+    for round in 0..2 {
+        counting.reset();
+        let store = reopen(&counting);
+        let view = store.open_view(&ids[0]).expect("view");
+        assert_eq!(
+            view.settings().end.assistant.system_prompt.as_deref(),
+            Some("answer in haiku")
+        );
+        view.render(crate::export::ContentMode::Refs)
+            .expect("render");
+        let listed = store.list().expect("list");
+        assert_eq!(listed[1].state.turns.turns(), 5, "the tail is folded");
+        assert_eq!(counting.writes(), Vec::<String>::new(), "round {round}");
     }
 }

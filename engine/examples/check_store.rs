@@ -150,6 +150,11 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
             // conversation's settings may ask for.
             writer.append(events)?;
         }
+        // Closing writes the head cache, the proof that these records were
+        // whole (format-spec.md 4.6): with it, fsck tells a byte flipped in
+        // the last record from an append a crash cut short. A writer
+        // dropped without closing writes nothing.
+        writer.close();
     }
     writeln!(
         out,

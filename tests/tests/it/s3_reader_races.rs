@@ -73,7 +73,7 @@ fn an_append_between_a_listing_and_the_head_read_is_no_damage() {
     for i in 0..3 {
         w.append(message(&format!("before {i}"))).expect("append");
     }
-    drop(w);
+    w.close();
     let hooked = Arc::new(Hooked::new(server.backend(location.clone()).shared()));
     let store = Store::open(hooked.clone(), StoreOptions::default()).expect("open");
     // Another process appends (its writer writes the head as it closes)
@@ -84,6 +84,7 @@ fn an_append_between_a_listing_and_the_head_read_is_no_damage() {
         move || {
             let mut w = other.writer(&id).expect("the other writer");
             w.append(message(text)).expect("the other append");
+            w.close();
         }
     };
 

@@ -227,7 +227,7 @@ impl JpStoreBackend {
             }
         }
         let options = self.store.options().log;
-        match jpstore_engine::conversation::read::read_state(backend, sid, options, true) {
+        match jpstore_engine::conversation::read::read_state(backend, sid, options) {
             Ok((state, _)) => Some((log, Arc::new(Listed::of(&state)))),
             Err(_) => None,
         }

@@ -177,8 +177,8 @@ fn benches(c: &mut Criterion) {
     let short = ConversationShape::generate(SEED, SHORT);
     let (dir, store) = store_with(&root, &[("long-append", &long), ("long-read", &long)]);
     let long_writer = store
-        .writer(&ConversationId::parse("long-append").expect("id"))
-        .expect("open the writer");
+        .conversation(&ConversationId::parse("long-append").expect("id"))
+        .expect("open the conversation");
     let read_id = ConversationId::parse("long-read").expect("id");
     let conv = store.read(&read_id).expect("read");
     let jp_path = dir.path().join("events.json");

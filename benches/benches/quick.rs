@@ -10,7 +10,10 @@
 //! sizes that fit the minute:
 //!
 //! - append: durable append of one ~100-byte event to a conversation of 10
-//!   and of 10,000 events, beside one `fdatasync` of a 150-byte write;
+//!   and of 10,000 events, beside one `fdatasync` of a 150-byte write; and
+//!   the same event appended to the 10,000-event conversation as a turn
+//!   (`ConversationHandle::append_turn`: the automatic compaction a turn may
+//!   call for decided, from the handle's state and settings);
 //! - view: open + `view --refs` of a 10,000-event conversation as the
 //!   command runs it (`setup::conversation::open_and_view_refs`: read,
 //!   project, render as pretty JSON into memory), and open + `view --format
@@ -239,8 +242,8 @@ fn conversation(run: &Path, report: &mut Report) {
     });
 
     let long_writer = store
-        .writer(&ConversationId::parse("long-append").expect("an id"))
-        .expect("open the writer");
+        .conversation(&ConversationId::parse("long-append").expect("an id"))
+        .expect("open the conversation");
     let t = AppendBench::new(&store, dir.path(), short, long_writer).interleaved(
         100,
         2_000,
@@ -262,6 +265,12 @@ fn conversation(run: &Path, report: &mut Report) {
                 1,
                 0,
                 at_most("append_independent_of_length", 1.25),
+            ),
+            (
+                "turn_append_10k_vs_append_10k",
+                3,
+                1,
+                at_most("turn_append_like_any_append", 1.2),
             ),
         ],
     );

@@ -125,7 +125,7 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
     // the blob store, referenced from the log).
     for (name, turns) in [("kept", 1), ("crashed", 2), ("damaged", 1)] {
         let id = ConversationId::parse(name)?;
-        let mut writer = store.create(NewConversation {
+        let mut conversation = store.create(NewConversation {
             id: Some(id),
             ..Default::default()
         })?;
@@ -146,15 +146,15 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
                 Entry::at(now, ChatResponse::message("Three entries.")),
             ];
             // The durable write alone (one record, one fdatasync);
-            // `Store::append_turn` adds the automatic compaction a
-            // conversation's settings may ask for.
-            writer.append(events)?;
+            // `append_turn` adds the automatic compaction a conversation's
+            // settings may ask for.
+            conversation.append(events)?;
         }
         // Closing writes the head cache, the proof that these records were
         // whole (format-spec.md 4.6): with it, fsck tells a byte flipped in
-        // the last record from an append a crash cut short. A writer
+        // the last record from an append a crash cut short. A handle
         // dropped without closing writes nothing.
-        writer.close();
+        conversation.close();
     }
     writeln!(
         out,

@@ -1,24 +1,20 @@
-//! Appending a batch the way `jp-store append` does: the write, then the
-//! automatic compaction (D17) that a completed turn may call for.
-//!
-//! [`ConversationWriter::append`](crate::conversation::writer::ConversationWriter)
-//! is the durable write alone; an agent that embeds the engine calls
-//! [`Store::append_turn`] to get the same behaviour as the command line.
+//! What an append the way `jp-store append` does it reports (the write,
+//! then the automatic compaction (D17) that a completed turn may call for:
+//! [`ConversationHandle::append_turn`](crate::ConversationHandle::append_turn),
+//! [`Store::append_turn`](crate::Store::append_turn)), and how a batch that
+//! another writer beat to the end of the log is tried again
+//! ([`retry_on_conflict`]).
 
 use serde::{Serialize, Serializer};
 
-use crate::compaction::{
-    completes_turn, CompactOutcome, CompactionError, CompactionMade, Summarizer,
-};
+use crate::compaction::{CompactOutcome, CompactionError, CompactionMade};
 use crate::conversation::writer::AppendOutcome;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
-use crate::event::{Entry, Payload};
-use crate::log::CutTail;
-use crate::store::Store;
-use crate::timestamp::Timestamp;
 
-/// What [`Store::append_turn`] did. Its `Serialize` is what `jp-store
+/// What an append of a turn did
+/// ([`ConversationHandle::append_turn`](crate::ConversationHandle::append_turn),
+/// [`Store::append_turn`](crate::Store::append_turn)). Its `Serialize` is what `jp-store
 /// append --json` prints: the id, the automatic compaction (or `null`) and
 /// the fields of the append.
 #[derive(Debug, Serialize)]
@@ -76,7 +72,7 @@ pub const CONFLICT_ATTEMPTS: u32 = 12;
 /// (two processes, or two machines, appending to one conversation on an
 /// object store, where appends are ordered by conditional creates and not
 /// by a lock). Each attempt must open the log again and check its batch
-/// against what is there then, as [`Store::append_turn`] does: the retry is
+/// against what is there then, as [`Store::append_turn`](crate::Store::append_turn) does: the retry is
 /// only right for a batch that does not depend on what its caller read
 /// (a batch of new events, an attach), not for one computed from the
 /// conversation (a compaction of its turns), whose caller must read again.
@@ -112,85 +108,14 @@ fn conflict_wait(n: u32) -> std::time::Duration {
     std::time::Duration::from_micros(micros)
 }
 
-impl Store {
-    /// Appends `entries` to conversation `id` (one record, one fdatasync:
-    /// [`ConversationWriter::append`](crate::conversation::writer::ConversationWriter::append)),
-    /// then, if the batch completes a turn, runs the automatic compaction
-    /// its config asks for ([`Store::auto_compact`]), at `now`, with
-    /// summaries from `summarize` (the command line passes
-    /// `jpstore_integrations::summarizer::profile_summarizer`, which runs
-    /// the profile's summary table; [`crate::compaction::no_summarizer`]
-    /// makes automatic compactions that need a summary fail, as a warning
-    /// in the report).
-    ///
-    /// `on_cut` hears, before the append, of an incomplete record the
-    /// writer found at the end of the log and cut (after copying it into
-    /// `quarantine/`): that happens even when the batch is then refused.
-    ///
-    /// A batch that another writer's append beat to the end of the log
-    /// (two writers of a store on S3) is appended again, checked against
-    /// the conversation as it is then ([`retry_on_conflict`]).
-    ///
-    /// An error means nothing was appended, except
-    /// [`crate::error::Error::SyncFailed`] and
-    /// [`crate::error::Error::Poisoned`]: the outcome of the write is then
-    /// unknown (the batch may be in the log, whole, or not). Once the
-    /// append is durable, what happens to the compaction is in the report.
-    pub fn append_turn(
-        &self,
-        id: &ConversationId,
-        entries: Vec<Entry<Payload>>,
-        now: Timestamp,
-        on_cut: &mut dyn FnMut(&CutTail),
-        summarize: &mut Summarizer<'_>,
-    ) -> Result<AppendReport> {
-        let completes = completes_turn(&entries);
-        let mut once = |entries: Vec<Entry<Payload>>| -> Result<AppendOutcome> {
-            let mut writer = self.writer(id)?;
-            if let Some(cut) = writer.cut_tail() {
-                on_cut(cut);
-            }
-            let outcome = writer.append(entries)?;
-            // The head is left current, and the lock released before the
-            // compaction takes it again.
-            writer.close();
-            Ok(outcome)
-        };
-        // Where locks span the writers (a local store) no other writer can
-        // append first: the batch is not kept for another attempt.
-        let mut attempts = 1;
-        let append = if self.backend().locks_span_writers() {
-            once(entries)?
-        } else {
-            retry_on_conflict(|n| {
-                attempts = n;
-                once(entries.clone())
-            })?
-        };
-        let auto_compaction = if completes {
-            match self.auto_compact(id, now, summarize) {
-                Ok(Some(out)) => AutoCompaction::Made(out),
-                Ok(None) => AutoCompaction::NotDue,
-                Err(e) => AutoCompaction::Failed(e),
-            }
-        } else {
-            AutoCompaction::NotDue
-        };
-        Ok(AppendReport {
-            id: id.clone(),
-            auto_compaction,
-            attempts,
-            append,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::compaction::no_summarizer;
+    use crate::conversation::ConversationId;
     use crate::event::input::entries_now as entries;
-    use crate::{NewConversation, StoreOptions};
+    use crate::timestamp::Timestamp;
+    use crate::{CutTail, NewConversation, Store, StoreOptions};
 
     fn conflict() -> Error {
         Error::AppendConflict {

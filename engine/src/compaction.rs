@@ -704,122 +704,49 @@ pub fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
     })
 }
 
-impl crate::store::Store {
-    /// [`Store::fork`](crate::store::Store::fork), the fork compacted as
-    /// `compact` asks: the compaction is planned ([`plan`]) on the fork's
-    /// entries under the settings in effect at their end (the source's at
-    /// its end, [`ForkDraft::settings`](crate::store::ForkDraft)), its
-    /// summary made,
-    /// and its entry published with the fork's other entries in the one new
-    /// log. So the fork appears compacted or not at all: an unknown profile,
-    /// a bad range or a failed summary leaves nothing behind. (A dry-run
-    /// request plans and reports the compaction without adding it.) Returns
-    /// the new writer and the compaction made.
-    pub fn fork_compacted(
-        &self,
-        id: &crate::conversation::ConversationId,
-        last: Option<u64>,
-        new_id: Option<crate::conversation::ConversationId>,
-        now: Timestamp,
-        compact: Option<(&CompactRequest, &mut Summarizer<'_>)>,
-    ) -> Result<
-        (
-            crate::conversation::writer::ConversationWriter<'_>,
-            Option<CompactOutcome>,
-        ),
-        CompactionError,
-    > {
-        let mut draft = self.draft_fork(id, last)?;
-        let compacted = match compact {
-            None => None,
-            Some((request, summarize)) => {
-                let outcome = plan(&draft.entries, &draft.settings, request, now, summarize)?;
-                if !request.dry_run {
-                    draft
-                        .entries
-                        .push(compaction_entry(&outcome.compaction, now));
-                }
-                Some(outcome)
+/// The 0-based ordinal of the compaction that an undo of the `n`-th one
+/// (1-based, in stream order), or of the last one in effect, revokes in
+/// `entries`; an error if there is none such (numbered from 1, not made,
+/// or undone already).
+pub(crate) fn undo_ordinal<C>(
+    entries: &[Entry<C>],
+    n: Option<u64>,
+) -> Result<u64, CompactionError> {
+    let active = active_compactions(entries);
+    match n {
+        None => active
+            .last()
+            .map(|(o, _)| *o)
+            .ok_or_else(|| CompactionError::Undo("no compaction in effect to undo".into())),
+        Some(0) => Err(CompactionError::Undo(
+            "compactions are numbered from 1".into(),
+        )),
+        Some(n) => {
+            let o = n - 1;
+            if active.iter().any(|(a, _)| *a == o) {
+                return Ok(o);
             }
-        };
-        let writer = self.publish_fork(draft, new_id, now)?;
-        Ok((writer, compacted))
-    }
-
-    /// Creates a compaction of conversation `id` ([`plan`]) and appends it
-    /// (unless `dry_run`). Holds the writer lock throughout, so `last` and
-    /// the overlaps are those of the conversation it appends to; nothing is
-    /// written unless the whole compaction could be made.
-    pub fn compact(
-        &self,
-        id: &crate::conversation::ConversationId,
-        request: &CompactRequest,
-        now: Timestamp,
-        summarize: &mut Summarizer<'_>,
-    ) -> Result<CompactOutcome, CompactionError> {
-        let mut writer = self.writer(id)?;
-        let conv = self.read(id)?;
-        let settings = self.conversation_settings(&conv)?.end;
-        let mut outcome = plan(&conv.entries, &settings, request, now, summarize)?;
-        if !request.dry_run {
-            let entry = compaction_entry(&outcome.compaction, now);
-            outcome.offset = Some(writer.append_stored(&[entry])?);
+            let total = entries
+                .iter()
+                .filter(|e| matches!(e.event().map(|e| &e.kind), Some(EventKind::Compaction(_))))
+                .count();
+            Err(CompactionError::Undo(if o < total as u64 {
+                format!("compaction {n} is undone already")
+            } else {
+                format!("there is no compaction {n} (the conversation has {total})")
+            }))
         }
-        writer.close();
-        Ok(outcome)
     }
+}
 
-    /// Revokes a compaction by appending a `compaction_undo` entry: the
-    /// `n`-th compaction (1-based, in stream order), or the last one in
-    /// effect. Returns the 1-based number of the compaction undone.
-    pub fn undo_compaction(
-        &self,
-        id: &crate::conversation::ConversationId,
-        n: Option<u64>,
-        now: Timestamp,
-    ) -> Result<u64, CompactionError> {
-        let mut writer = self.writer(id)?;
-        let conv = self.read(id)?;
-        let active = active_compactions(&conv.entries);
-        let ordinal = match n {
-            None => active
-                .last()
-                .map(|(o, _)| *o)
-                .ok_or_else(|| CompactionError::Undo("no compaction in effect to undo".into()))?,
-            Some(0) => {
-                return Err(CompactionError::Undo(
-                    "compactions are numbered from 1".into(),
-                ))
-            }
-            Some(n) => {
-                let o = n - 1;
-                if !active.iter().any(|(a, _)| *a == o) {
-                    let total = conv
-                        .entries
-                        .iter()
-                        .filter(|e| {
-                            matches!(e.event().map(|e| &e.kind), Some(EventKind::Compaction(_)))
-                        })
-                        .count();
-                    return Err(CompactionError::Undo(if o < total as u64 {
-                        format!("compaction {n} is undone already")
-                    } else {
-                        format!("there is no compaction {n} (the conversation has {total})")
-                    }));
-                }
-                o
-            }
-        };
-        let entry = Entry::Event(crate::event::Event {
-            timestamp: now,
-            kind: EventKind::CompactionUndo(crate::event::CompactionUndo { undoes: ordinal }),
-            metadata: Default::default(),
-            extra: Default::default(),
-        });
-        writer.append_stored(&[entry])?;
-        writer.close();
-        Ok(ordinal + 1)
-    }
+/// The log entry that revokes compaction `ordinal` (0-based), made at `now`.
+pub(crate) fn undo_entry(ordinal: u64, now: Timestamp) -> Entry {
+    Entry::Event(crate::event::Event {
+        timestamp: now,
+        kind: EventKind::CompactionUndo(crate::event::CompactionUndo { undoes: ordinal }),
+        metadata: Default::default(),
+        extra: Default::default(),
+    })
 }
 
 /// Automatic compaction settings (D17), `conversation.compaction.auto`.
@@ -871,46 +798,33 @@ pub fn completes_turn<C>(batch: &[Entry<C>]) -> bool {
         })
 }
 
-impl crate::store::Store {
-    /// Automatic compaction (D17), called after an append that completed a
-    /// turn: when enabled, the context window is known, the conversation has
-    /// more than `min_turns` turns and the estimated tokens of the view
-    /// exceed `trigger_ratio` x the context window, appends a compaction with
-    /// the auto profile from after the last compaction to `keep_last` turns
-    /// before the last, with `source: auto`. Returns what it did, or `None`.
-    pub fn auto_compact(
-        &self,
-        id: &crate::conversation::ConversationId,
-        now: Timestamp,
-        summarize: &mut Summarizer<'_>,
-    ) -> Result<Option<CompactOutcome>, CompactionError> {
-        let conv = self.read(id)?;
-        let auto = AutoSettings::from_settings(&self.conversation_settings(&conv)?.end);
-        let Some(window) = auto.context_window.filter(|_| auto.enabled) else {
-            return Ok(None);
-        };
-        if conv.state.turns.turns() <= auto.min_turns {
-            return Ok(None);
-        }
-        let view = crate::projection::view(&conv.entries);
+impl AutoSettings {
+    /// The context window when an automatic compaction may be due after a
+    /// completed turn, from the settings and the number of `turns` alone
+    /// (nothing of the conversation read): enabled, the context window
+    /// known, and more than `min_turns` turns. `None`: not due.
+    pub(crate) fn may_be_due(&self, turns: u64) -> Option<u64> {
+        self.context_window
+            .filter(|_| self.enabled && turns > self.min_turns)
+    }
+
+    /// Whether the estimated tokens of the view of `entries` exceed
+    /// `trigger_ratio` x `window`.
+    pub(crate) fn over_trigger(&self, window: u64, entries: &[Entry<BlobRef>]) -> bool {
+        let view = crate::projection::view(entries);
         let tokens = view.iter().map(entry_chars).sum::<u64>().div_ceil(4);
-        if (tokens as f64) <= auto.trigger_ratio * window as f64 {
-            return Ok(None);
-        }
-        let request = CompactRequest {
-            profile: auto.profile,
+        (tokens as f64) > self.trigger_ratio * window as f64
+    }
+
+    /// The compaction an automatic compaction asks for: the auto profile,
+    /// from after the last compaction to `keep_last` turns before the last,
+    /// with `source: auto`.
+    pub(crate) fn request(&self) -> CompactRequest {
+        CompactRequest {
+            profile: self.profile.clone(),
             from: Some(Bound::AfterLastCompaction),
             source: Some(CompactionSource::Auto),
             ..Default::default()
-        };
-        match self.compact(id, &request, now, summarize) {
-            Ok(out) => Ok(Some(out)),
-            // Nothing left to compact (everything up to keep_last is
-            // compacted already, or the range is empty): not an error here.
-            Err(CompactionError::OutOfRange { .. } | CompactionError::EmptyRange { .. }) => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
         }
     }
 }

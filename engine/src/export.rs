@@ -19,7 +19,9 @@ use serde_json::{Map, Value};
 use crate::config::Settings;
 use crate::conversation::head;
 use crate::conversation::image::LogImage;
-use crate::conversation::read::{open_reader_once, read_conversation, Conversation};
+use crate::conversation::read::{
+    open_reader_once, read_conversation, read_conversation_from, Conversation,
+};
 use crate::conversation::state::ConversationState;
 use crate::conversation::ConversationId;
 use crate::error::{Error, Result};
@@ -189,6 +191,27 @@ impl Store {
             settings,
         })
     }
+}
+
+/// The view of the log `reader` reads (a version 2 log into memory, a
+/// version 1 log decoded), with `settings`: a conversation handle's, which
+/// reads through its writer's own handle and holds the settings
+/// (`ConversationHandle::view`).
+pub(crate) fn view_of<'s>(
+    store: &'s Store,
+    mut reader: crate::log::LogReader,
+    id: &ConversationId,
+    settings: ConversationSettings,
+) -> Result<ConversationView<'s>> {
+    let source = match reader.format().framing {
+        Framing::V1 => ViewSource::Decoded(read_conversation_from(reader, id)?),
+        Framing::V2 => ViewSource::Image(LogImage::read(&mut reader, id)?),
+    };
+    Ok(ConversationView {
+        store,
+        source,
+        settings,
+    })
 }
 
 /// A conversation read for a part of it ([`Store::open_entries`]): the

@@ -1,17 +1,55 @@
 //! The jp-store engine: event model, conversation logs, config, projection,
 //! compaction, deduplication and fsck/gc marking.
 //!
-//! - [`store`]: a store directory (blob store, conversations, workspace
-//!   config) and the operations on it.
-//! - [`append`]: an append as the command line does it, with the automatic
-//!   compaction a completed turn may call for ([`Store::append_turn`]).
+//! An embedder opens a [`Store`] (a directory, or through the
+//! `jpstore-remote` crate a bucket on S3) and works on a conversation
+//! through a [`ConversationHandle`]: [`Store::create`] makes one,
+//! [`Store::conversation`] opens one. The handle holds the conversation's
+//! lock, its folded state and its settings while it lives; it appends
+//! (an entry, a batch, a turn with the automatic compaction it may call
+//! for, decided in memory), gives the view an LLM is sent, compacts and
+//! undoes, forks, and [`ConversationHandle::close`] writes its head cache
+//! (dropping it only releases the lock).
+//!
+//! ```rust
+//! use jpstore_engine::compaction::no_summarizer;
+//! use jpstore_engine::event::{ChatRequest, ChatResponse, Entry, EventKind};
+//! use jpstore_engine::export::ContentMode;
+//! use jpstore_engine::{NewConversation, Store, StoreOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let temporary = tempfile::tempdir()?;
+//! # let dir = temporary.path().join("store");
+//! let store = Store::init_dir(&dir, StoreOptions::default())?;
+//! let mut conversation = store.create(NewConversation::default())?;
+//! let turn = [
+//!     Entry::now(EventKind::TurnStart),
+//!     Entry::now(ChatRequest::text("What is in Cargo.toml?")),
+//!     Entry::now(ChatResponse::message("A package named demo.")),
+//! ];
+//! conversation.append_turn(turn, &mut no_summarizer)?;
+//! let view = conversation.view()?.render(ContentMode::Inline)?;
+//! println!("{}", String::from_utf8(view)?);
+//! conversation.close();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The modules:
+//!
+//! - [`handle`]: the conversation handle; [`store`]: a store (blob store,
+//!   conversations, workspace config) and the operations on it.
+//! - [`append`]: what an append of a turn reports, and how an append that
+//!   another writer beat (on S3) is tried again.
 //! - [`conversation`]: one conversation's log of entries, its metadata, and
 //!   the single writer with the append protocol.
-//! - [`event`]: the event model, its JSON form and turn numbering.
+//! - [`event`]: the event model, its constructors, its JSON form and turn
+//!   numbering.
 //! - [`copy`]: conversations and their blobs from a store to another.
-//! - [`export`]: the plain JSON form of a conversation; [`import`]: whole
-//!   conversations stored in bulk (one pack, then each log published whole);
-//!   [`stream`]: a store as one NDJSON stream, a conversation a line.
+//! - [`export`]: the view ([`export::ConversationView`]) and the plain JSON
+//!   form of a conversation; [`import`]: whole conversations stored in bulk
+//!   (one pack, then each log published whole); [`stream`]: a store as one
+//!   NDJSON stream, a conversation a line.
 //! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
 //! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
 //!   blobs safely while others write.
@@ -36,60 +74,135 @@
 //! request bodies, JP's files) is in the `jpstore-integrations` crate: this
 //! one links no HTTP client, spawns no process and walks no directory.
 //!
-//! # Example
+//! # The conversation handle, use by use
 //!
-//! A store, a conversation, a turn appended, and the view an LLM is sent:
+//! Each example below runs as it is (a doc test); they share this start:
+//! a store in a new directory.
+//!
+//! **Create, and append a turn.** The turn is one durable record (one
+//! `fdatasync`); content (the tool's output) goes into the blob store
+//! first, the log holds a reference to it. The automatic compaction a
+//! completed turn may call for is decided from the state and settings the
+//! handle holds (off by default: nothing read).
 //!
 //! ```rust
 //! use jpstore_engine::compaction::no_summarizer;
 //! use jpstore_engine::event::{ChatRequest, ChatResponse, Entry, EventKind};
 //! use jpstore_engine::event::{ToolCallRequest, ToolCallResponse};
-//! use jpstore_engine::export::{render_view, view, ContentMode};
-//! use jpstore_engine::timestamp::Timestamp;
-//! use jpstore_engine::{NewConversation, Store, StoreOptions};
+//! use jpstore_engine::{AutoCompaction, NewConversation, Store, StoreOptions};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let temporary = tempfile::tempdir()?;
-//! let dir = temporary.path().join("store");
-//! // Made if the directory is new or empty, opened if it is a store.
-//! let (store, _made) = Store::init_new_dir(&dir, StoreOptions::default())?;
-//!
-//! // `create` returns the new conversation's writer, which holds its lock
-//! // until it is dropped.
-//! let writer = store.create(NewConversation {
+//! # let temporary = tempfile::tempdir()?;
+//! let store = Store::init_dir(&temporary.path().join("store"), StoreOptions::default())?;
+//! let mut conversation = store.create(NewConversation {
 //!     title: Some("first".into()),
 //!     ..Default::default()
 //! })?;
-//! let id = writer.id().clone();
-//! drop(writer);
-//!
-//! // A turn, built with the entries' constructors. Content (the tool's
-//! // output) goes into the blob store; the log holds a reference to it.
-//! let now = Timestamp::now();
+//! let args = serde_json::json!({"path": "Cargo.toml"});
 //! let turn = vec![
-//!     Entry::at(now, EventKind::TurnStart),
-//!     Entry::at(now, ChatRequest::text("What is in Cargo.toml?")),
-//!     Entry::at(now, ToolCallRequest::new("c1", "fs_read_file", serde_json::json!({"path": "Cargo.toml"}))?),
-//!     Entry::at(now, ToolCallResponse::text("c1", "[package]\nname = \"demo\"")),
-//!     Entry::at(now, ChatResponse::message("A package named demo.")),
+//!     Entry::now(EventKind::TurnStart),
+//!     Entry::now(ChatRequest::text("What is in Cargo.toml?")),
+//!     Entry::now(ToolCallRequest::new("c1", "fs_read_file", args)?),
+//!     Entry::now(ToolCallResponse::text("c1", "[package]\nname = \"demo\"")),
+//!     Entry::now(ChatResponse::message("A package named demo.")),
 //! ];
-//! // One durable record; then the automatic compaction the conversation's
-//! // settings may call for (none here).
-//! let mut on_cut = |_: &jpstore_engine::CutTail| {}; // a crash's torn tail, cut first
-//! let report = store.append_turn(&id, turn, now, &mut on_cut, &mut no_summarizer)?;
+//! let report = conversation.append_turn(turn, &mut no_summarizer)?;
 //! assert_eq!(report.append.entries, 5);
-//!
-//! // Read back (no lock needed), projected, and rendered with content inline.
-//! let conversation = store.read(&id)?;
-//! assert_eq!(conversation.state.turns.turns(), 1);
-//! let view = view(&store, &conversation)?;
-//! let json = render_view(&store, &view, ContentMode::Inline).to_value()?;
-//! // The tool's output, read back from the blob store, as a list of blocks.
-//! assert_eq!(json[3]["type"], "tool_call_response");
-//! assert_eq!(json[3]["content"][0]["text"], "[package]\nname = \"demo\"");
+//! assert!(matches!(report.auto_compaction, AutoCompaction::NotDue));
+//! // One entry alone, or a batch without the automatic compaction.
+//! conversation.append([Entry::now(ChatRequest::text("And README.md?"))])?;
+//! assert_eq!(conversation.state().turns.turns(), 1);
+//! conversation.close();
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! **Open it again, and view it** (one plan of the view, rendered with
+//! content as references, no blob read, or inline; the
+//! `jpstore-integrations` crate's provider bodies take the same
+//! [`export::ConversationView`]).
+//!
+//! ```rust
+//! # use jpstore_engine::compaction::no_summarizer;
+//! # use jpstore_engine::event::{ChatRequest, ChatResponse, Entry, EventKind, ToolCallRequest, ToolCallResponse};
+//! # use jpstore_engine::{NewConversation, Store, StoreOptions};
+//! use jpstore_engine::export::ContentMode;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let temporary = tempfile::tempdir()?;
+//! # let store = Store::init_dir(&temporary.path().join("store"), StoreOptions::default())?;
+//! # let mut created = store.create(NewConversation::default())?;
+//! # let args = serde_json::json!({"path": "Cargo.toml"});
+//! # created.append_turn([
+//! #     Entry::now(EventKind::TurnStart),
+//! #     Entry::now(ChatRequest::text("What is in Cargo.toml?")),
+//! #     Entry::now(ToolCallRequest::new("c1", "fs_read_file", args)?),
+//! #     Entry::now(ToolCallResponse::text("c1", "[package]\nname = \"demo\"")),
+//! #     Entry::now(ChatResponse::message("A package named demo.")),
+//! # ], &mut no_summarizer)?;
+//! # let id = created.id().clone();
+//! # created.close();
+//! let mut conversation = store.conversation(&id)?;
+//! let refs: serde_json::Value =
+//!     serde_json::from_slice(&conversation.view()?.render(ContentMode::Refs)?)?;
+//! assert!(refs[3]["content"][0]["text"]["$blob"].is_string());
+//! let inline: serde_json::Value =
+//!     serde_json::from_slice(&conversation.view()?.render(ContentMode::Inline)?)?;
+//! assert_eq!(inline[3]["content"][0]["text"], "[package]\nname = \"demo\"");
+//! conversation.close();
+//! // A view without a handle reads without the lock, and writes nothing.
+//! let view = store.open_view(&id)?.render(ContentMode::Refs)?;
+//! assert_eq!(serde_json::from_slice::<serde_json::Value>(&view)?, refs);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Compact and undo, fork.** A compaction is an entry appended, never a
+//! rewrite: undoing it appends another. A fork shares the entries (and
+//! blobs) of its source; the source is left as it is.
+//!
+//! ```rust
+//! # use jpstore_engine::compaction::no_summarizer;
+//! # use jpstore_engine::event::{ChatRequest, ChatResponse, Entry, EventKind};
+//! # use jpstore_engine::{NewConversation, Store, StoreOptions};
+//! use jpstore_engine::compaction::{Bound, CompactRequest};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let temporary = tempfile::tempdir()?;
+//! # let store = Store::init_dir(&temporary.path().join("store"), StoreOptions::default())?;
+//! let mut conversation = store.create(NewConversation::default())?;
+//! for question in ["first?", "second?", "third?"] {
+//!     conversation.append_turn([
+//!         Entry::now(EventKind::TurnStart),
+//!         Entry::now(ChatRequest::text(question)),
+//!         Entry::now(ChatResponse::message("an answer")),
+//!     ], &mut no_summarizer)?;
+//! }
+//! // Turns 0 and 1 replaced by a summary given here (a profile's summary
+//! // table is run by `jpstore_integrations::summarizer` instead).
+//! let request = CompactRequest {
+//!     to: Some(Bound::FromEnd(1)),
+//!     summary: Some("Two questions, answered.".into()),
+//!     ..Default::default()
+//! };
+//! let made = conversation.compact(&request, &mut no_summarizer)?;
+//! assert_eq!((made.compaction.from_turn, made.compaction.to_turn), (0, 1));
+//! assert_eq!(conversation.undo_compaction(None)?, 1);
+//! // The last turn as a new conversation, with its own handle.
+//! let fork = conversation.fork(Some(1), None)?;
+//! assert_eq!(fork.state().turns.turns(), 1);
+//! fork.close();
+//! conversation.close();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Close, or drop.** [`ConversationHandle::close`] writes the head cache
+//! (the folded state, so that the next open, listing or view reads nothing
+//! of the log it covers) and releases the lock; a handle dropped without
+//! being closed releases the lock and writes nothing. Appending through
+//! the handle never waits on its own lock; the `Store` methods that append
+//! in a handle of their own ([`Store::append_turn`], [`Store::compact`])
+//! wait for it like any other writer, so a caller holding a handle appends
+//! through it.
 //!
 //! The crate's `examples/check_store.rs` checks and repairs a store with
 //! fsck; the `jpstore-integrations` crate's examples run an agent's loop
@@ -109,6 +222,7 @@ pub mod event;
 pub mod export;
 pub mod fsck;
 pub mod gc;
+pub mod handle;
 pub mod import;
 pub mod json_text;
 // The framing layer: public for the fuzz targets, the crash tests and the
@@ -125,6 +239,7 @@ pub mod timestamp;
 pub mod upgrade;
 
 pub use append::{AppendReport, AutoCompaction};
+pub use handle::ConversationHandle;
 pub use log::{CutTail, LogOptions};
 pub use parallel::cores;
 pub use store::{NewConversation, Store, StoreOptions};

@@ -174,18 +174,18 @@ struct WorkspaceFile {
 
 /// A fork read and cut but not published yet ([`Store::draft_fork`]).
 /// Holds the shared gc lock while it lives.
-pub struct ForkDraft {
+pub(crate) struct ForkDraft {
     _gc: Box<dyn LockGuard>,
     id: ConversationId,
     /// The conversation forked.
-    pub source: Conversation,
+    pub(crate) source: Conversation,
     /// The entries the fork will hold, in order; a caller may add some
     /// (a compaction) before [`Store::publish_fork`].
-    pub entries: Vec<crate::event::Entry>,
+    pub(crate) entries: Vec<crate::event::Entry>,
     /// The settings in effect at the end of the source, which are those at
     /// the end of the fork too (its base config is the source's config where
     /// it starts, and it keeps every later delta).
-    pub settings: Settings,
+    pub(crate) settings: Settings,
     base: Object,
     first_turn: u64,
     turns: u64,
@@ -487,8 +487,9 @@ impl Store {
         Ok(WorkspaceConfig { json, settings })
     }
 
-    /// Creates a conversation and returns its writer.
-    pub fn create(&self, new: NewConversation) -> Result<ConversationWriter<'_>> {
+    /// Creates a conversation and returns its writer (`Store::create`
+    /// returns its handle).
+    pub(crate) fn create_writer(&self, new: NewConversation) -> Result<ConversationWriter<'_>> {
         // The base config blob must not be swept before the log that
         // references it is published (format-spec.md 4.7).
         let _gc = self.gc_shared()?;
@@ -561,30 +562,11 @@ impl Store {
         })
     }
 
-    /// Creates a new conversation from `id`'s whole history, or from its
-    /// last `last` turns. Entries (and their blobs) are shared, not copied;
-    /// the new log is published whole. With `last`, the base config of the
-    /// fork is the config in effect where it starts, and compactions (whose
-    /// turn numbers would no longer fit) are left out. The metadata records
-    /// `forked_from: {id, turns}`. Returns the new writer. (A fork that is
-    /// compacted as it is made: `Store::fork_compacted`, in
-    /// `compaction.rs`.)
-    pub fn fork(
-        &self,
-        id: &ConversationId,
-        last: Option<u64>,
-        new_id: Option<ConversationId>,
-        now: Timestamp,
-    ) -> Result<ConversationWriter<'_>> {
-        let draft = self.draft_fork(id, last)?;
-        self.publish_fork(draft, new_id, now)
-    }
-
     /// The first half of a fork: reads `id` and cuts its last `last` turns
     /// (see [`Store::fork`]), holding the shared gc lock until the draft is
     /// published or dropped, so the blobs the fork shares cannot be swept
     /// in between.
-    pub fn draft_fork(&self, id: &ConversationId, last: Option<u64>) -> Result<ForkDraft> {
+    pub(crate) fn draft_fork(&self, id: &ConversationId, last: Option<u64>) -> Result<ForkDraft> {
         let gc = self.gc_shared()?;
         let conv = self.read(id)?;
         let workspace = &self.workspace_config()?.settings;
@@ -633,7 +615,7 @@ impl Store {
 
     /// The second half of a fork: publishes `draft` (with whatever entries
     /// were added to it) as a new conversation, `new_id` or a fresh id.
-    pub fn publish_fork(
+    pub(crate) fn publish_fork(
         &self,
         draft: ForkDraft,
         new_id: Option<ConversationId>,

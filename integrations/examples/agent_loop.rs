@@ -25,9 +25,8 @@ use jpstore_engine::event::{
     ChatRequest, ChatResponse, Entry, EventKind, Payload, ToolCallRequest, ToolCallResponse,
 };
 use jpstore_engine::stats::tokens;
-use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::{AutoCompaction, CutTail, NewConversation, Store, StoreOptions};
-use jpstore_integrations::provider::{provider_request, Provider};
+use jpstore_engine::{AutoCompaction, ConversationHandle, NewConversation, Store, StoreOptions};
+use jpstore_integrations::provider::{provider_request_view, Provider};
 use serde_json::json;
 
 /// Turns the loop runs.
@@ -111,16 +110,17 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
             "system_prompt": "You are a coding agent. Read files before explaining them.",
         }
     });
-    let writer = store.create(NewConversation {
+    // `create` returns the conversation's handle, which the agent holds
+    // for the whole loop: its lock (another writer waits; readers never
+    // do), its state and its settings. (`Store::conversation` opens an
+    // existing one, and says through `cut_tail` whether it cut an
+    // incomplete record a crash left at the end of the log.)
+    let mut conversation = store.create(NewConversation {
         title: Some("explain the modules".into()),
         base_config: config.as_object().cloned(),
         ..Default::default()
     })?;
-    let id = writer.id().clone();
-    // `create` returns the conversation's writer, which holds its lock:
-    // drop it before `append_turn` opens its own, or that would wait for
-    // this one forever.
-    drop(writer);
+    let id = conversation.id().clone();
     writeln!(out, "created conversation {id}")?;
 
     let mut compactions = Vec::new();
@@ -130,8 +130,7 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
 
         // 1. The user asks: a new turn.
         append(
-            &store,
-            &id,
+            &mut conversation,
             vec![
                 Entry::now(EventKind::TurnStart),
                 Entry::now(ChatRequest::text(format!("What does {path} do?"))),
@@ -140,11 +139,10 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         )?;
 
         // 2. The model is asked, and answers with a tool call (canned).
-        request_within_budget(&store, &id, &mut compactions, out)?;
+        request_within_budget(&store, &mut conversation, &mut compactions, out)?;
         let call_id = format!("call_{turn}");
         append(
-            &store,
-            &id,
+            &mut conversation,
             vec![Entry::now(ToolCallRequest::new(
                 &call_id,
                 "fs_read_file",
@@ -157,8 +155,7 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         //    (tool output, attached files) is stored once in the blob store
         //    and the log keeps a reference, however often it is sent.
         append(
-            &store,
-            &id,
+            &mut conversation,
             vec![Entry::now(ToolCallResponse::text(
                 &call_id,
                 read_file(&path),
@@ -168,10 +165,10 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
 
         // 4. The model is asked again, with the tool's output, and answers
         //    in text: this completes the turn.
-        last_request_tokens = request_within_budget(&store, &id, &mut compactions, out)?;
+        last_request_tokens =
+            request_within_budget(&store, &mut conversation, &mut compactions, out)?;
         append(
-            &store,
-            &id,
+            &mut conversation,
             vec![Entry::now(ChatResponse::message(format!(
                 "{path} defines `step_{turn}`, which adds its argument to a counter."
             )))],
@@ -183,7 +180,10 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         )?;
     }
 
-    let turns = store.read(&id)?.state.turns.turns();
+    let turns = conversation.state().turns.turns();
+    // The head cache written, the lock released (dropping the handle only
+    // releases the lock).
+    conversation.close();
     Ok(Summary {
         created_store,
         conversation: id,
@@ -195,24 +195,12 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
 
 /// Appends `entries` as one durable record, as `jp-store append` does.
 fn append(
-    store: &Store,
-    id: &ConversationId,
+    conversation: &mut ConversationHandle<'_>,
     entries: Vec<Entry<Payload>>,
     out: &mut dyn Write,
 ) -> Result<(), Box<dyn Error>> {
-    // Told of an incomplete record that an earlier append left at the end
-    // of the log (a crash) and that the writer cut before this append.
-    let mut on_cut = |cut: &CutTail| {
-        eprintln!(
-            "note: cut {} bytes of an incomplete record at offset {}",
-            cut.len, cut.offset
-        );
-    };
-    let report = store.append_turn(
-        id,
+    let report = conversation.append_turn(
         entries,
-        Timestamp::now(),
-        &mut on_cut,
         // A compaction whose profile summarizes needs a summarizer;
         // `jpstore_integrations::summarizer::profile_summarizer(store)`
         // runs the profile's command or endpoint. This loop's compactions
@@ -222,8 +210,9 @@ fn append(
     // After a batch that completes a turn, `append_turn` runs the automatic
     // compaction the conversation's settings ask for
     // (`conversation.compaction.auto`: `enabled`, `context_window`,
-    // `trigger_ratio`, `min_turns`). It is off here, as this loop compacts
-    // by its own budget; the append is durable whatever happens to it.
+    // `trigger_ratio`, `min_turns`), decided from the state and settings
+    // the handle holds. It is off here, as this loop compacts by its own
+    // budget; the append is durable whatever happens to it.
     match report.auto_compaction {
         AutoCompaction::NotDue => {}
         AutoCompaction::Made(made) => writeln!(
@@ -240,11 +229,11 @@ fn append(
 /// if it is over the budget. Returns its estimated tokens.
 fn request_within_budget(
     store: &Store,
-    id: &ConversationId,
+    conversation: &mut ConversationHandle<'_>,
     compactions: &mut Vec<Compacted>,
     out: &mut dyn Write,
 ) -> Result<u64, Box<dyn Error>> {
-    let before = request_tokens(store, id)?;
+    let before = request_tokens(store, conversation)?;
     if before <= BUDGET_TOKENS {
         return Ok(before);
     }
@@ -252,13 +241,13 @@ fn request_within_budget(
     // `KEEP_LAST_TURNS` before the last. The conversation's default
     // profile (none is configured here: the built-in one) strips tool calls
     // and reasoning; nothing is deleted, the compaction is an entry of the
-    // log that the view applies (and `Store::undo_compaction` revokes).
+    // log that the view applies (and `undo_compaction` revokes).
     let request = CompactRequest {
         from: Some(Bound::AfterLastCompaction),
         keep_last: Some(KEEP_LAST_TURNS),
         ..Default::default()
     };
-    let made = match store.compact(id, &request, Timestamp::now(), &mut no_summarizer) {
+    let made = match conversation.compact(&request, &mut no_summarizer) {
         Ok(made) => made,
         // Every turn but the kept ones is compacted already: the request
         // stays over the budget (a summarizing profile, or fewer kept
@@ -272,7 +261,7 @@ fn request_within_budget(
         }
         Err(e) => return Err(e.into()),
     };
-    let after = request_tokens(store, id)?;
+    let after = request_tokens(store, conversation)?;
     let turns = (made.compaction.from_turn, made.compaction.to_turn);
     writeln!(
         out,
@@ -289,13 +278,15 @@ fn request_within_budget(
 /// Estimated tokens of the Anthropic Messages request body for the
 /// conversation as it is now (characters / 4, the estimate the engine's
 /// compaction uses).
-fn request_tokens(store: &Store, id: &ConversationId) -> Result<u64, Box<dyn Error>> {
-    let conversation = store.read(id)?;
+fn request_tokens(
+    store: &Store,
+    conversation: &mut ConversationHandle<'_>,
+) -> Result<u64, Box<dyn Error>> {
     // The view (compactions applied, repeated resources deduplicated), as
     // Anthropic's request body: model, max_tokens and system prompt from
-    // the conversation's config, content read from the blob store. This is
-    // what an agent would POST to https://api.anthropic.com/v1/messages.
-    let body = provider_request(store, &conversation, Provider::Anthropic)?;
+    // the conversation's settings, content read from the blob store. This
+    // is what an agent would POST to https://api.anthropic.com/v1/messages.
+    let body = provider_request_view(store, conversation.view()?, Provider::Anthropic)?;
     let chars = serde_json::to_string(&body)?.chars().count();
     Ok(tokens(chars as u64))
 }

@@ -68,13 +68,14 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<Summary, Box<dyn Error>> {
     let (store, _created) = Store::init_new_dir(store_dir, StoreOptions::default())?;
-    let writer = store.create(NewConversation {
+    let conversation = store.create(NewConversation {
         title: Some(format!("review of {}", tree.display())),
         ..Default::default()
     })?;
-    let id = writer.id().clone();
-    // The writer holds the conversation's lock: `attach` takes it again.
-    drop(writer);
+    let id = conversation.id().clone();
+    // The handle holds the conversation's lock, which `attach` takes: it
+    // is closed first.
+    conversation.close();
 
     // Which files: the paths given (here `.`) are taken from the directory
     // the user is in (the second argument, absolute), which the files'

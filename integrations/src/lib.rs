@@ -43,12 +43,12 @@
 //! let (store, _made) = Store::init_new_dir(&dir, StoreOptions::default())?;
 //! // The conversation's config: the model its requests name.
 //! let config = serde_json::json!({"assistant": {"model": {"id": "anthropic/claude-sonnet-4-5"}}});
-//! let writer = store.create(NewConversation {
+//! let conversation = store.create(NewConversation {
 //!     base_config: config.as_object().cloned(),
 //!     ..Default::default()
 //! })?;
-//! let id = writer.id().clone();
-//! drop(writer); // it holds the conversation's lock, which `attach` takes
+//! let id = conversation.id().clone();
+//! conversation.close(); // it holds the conversation's lock, which `attach` takes
 //!
 //! // The files of the directory (walked honouring `.gitignore`, names
 //! // relative to the second argument), stored as one pack and appended as

@@ -7,13 +7,13 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jpstore_engine::conversation::writer::ConversationWriter;
+use jpstore_engine::compaction::no_summarizer;
 use jpstore_engine::conversation::{ConversationId, CONVERSATIONS_DIR};
 use jpstore_engine::event::json::{parse_entry, ParseMode};
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Object, Payload};
 use jpstore_engine::export::{into_view, render_view, ContentMode};
 use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::{NewConversation, Store, StoreOptions};
+use jpstore_engine::{ConversationHandle, NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -82,8 +82,8 @@ pub fn put_contents(store: &Store, entries: &[Value]) {
 
 /// Creates conversation `id` holding `entries` (whose content is already in
 /// the store, see [`put_contents`]), one record per agent step, and returns
-/// its writer.
-pub fn build<'s>(store: &'s Store, id: &str, entries: &[Value]) -> ConversationWriter<'s> {
+/// its handle.
+pub fn build<'s>(store: &'s Store, id: &str, entries: &[Value]) -> ConversationHandle<'s> {
     let mut w = store
         .create(NewConversation {
             id: Some(ConversationId::parse(id).expect("a valid id")),
@@ -144,7 +144,7 @@ pub struct Rolling<'s> {
     reset_every: u64,
     made: u64,
     appended: u64,
-    writer: Option<ConversationWriter<'s>>,
+    writer: Option<ConversationHandle<'s>>,
     unsynced: Option<PathBuf>,
 }
 
@@ -179,7 +179,7 @@ impl<'s> Rolling<'s> {
     }
 
     /// The writer to append to next (counts one append).
-    pub fn writer(&mut self) -> &mut ConversationWriter<'s> {
+    pub fn writer(&mut self) -> &mut ConversationHandle<'s> {
         if self.writer.is_none() || self.appended >= self.reset_every {
             if let Some(w) = self.writer.take() {
                 w.close();
@@ -196,7 +196,7 @@ impl<'s> Rolling<'s> {
                     let id = ConversationId::parse(&id).expect("a valid id");
                     sync_tree(&dir.join(id.dir()));
                     sync_tree_entry(&dir.join(CONVERSATIONS_DIR));
-                    self.store.writer(&id).expect("open the writer")
+                    self.store.conversation(&id).expect("open the conversation")
                 }
             });
         }
@@ -206,7 +206,7 @@ impl<'s> Rolling<'s> {
 }
 
 /// One durable append of `batch` to `writer`: its time.
-pub fn timed_append(writer: &mut ConversationWriter<'_>, batch: Vec<Entry<Payload>>) -> Duration {
+pub fn timed_append(writer: &mut ConversationHandle<'_>, batch: Vec<Entry<Payload>>) -> Duration {
     let t = Instant::now();
     black_box(writer.append(batch).expect("append"));
     t.elapsed()
@@ -219,7 +219,7 @@ pub struct AppendBench<'s> {
     /// The short conversations.
     pub short: Rolling<'s>,
     /// The long conversation's writer (it grows by every append).
-    pub long: ConversationWriter<'s>,
+    pub long: ConversationHandle<'s>,
     floor: File,
     event: Entry<Payload>,
 }
@@ -231,7 +231,7 @@ impl<'s> AppendBench<'s> {
         store: &'s Store,
         dir: &Path,
         short: Vec<Value>,
-        long: ConversationWriter<'s>,
+        long: ConversationHandle<'s>,
     ) -> Self {
         AppendBench {
             short: Rolling::new(store, "short", short, ROLL_EVERY),
@@ -251,6 +251,20 @@ impl<'s> AppendBench<'s> {
         timed_append(&mut self.long, vec![self.event.clone()])
     }
 
+    /// One append to the long conversation of the same event as a turn
+    /// (it completes one: the assistant's message), with the automatic
+    /// compaction it may call for decided (off: the default), as
+    /// `jp-store append` and an agent append a turn.
+    pub fn append_long_turn(&mut self) -> Duration {
+        let t = Instant::now();
+        let report = self
+            .long
+            .append_turn(vec![self.event.clone()], &mut no_summarizer)
+            .expect("append");
+        black_box(report);
+        t.elapsed()
+    }
+
     /// One floor: a 150-byte write and `fdatasync`.
     pub fn fdatasync(&mut self) -> Duration {
         let t = Instant::now();
@@ -258,7 +272,8 @@ impl<'s> AppendBench<'s> {
         t.elapsed()
     }
 
-    /// The three interleaved (see [`interleaved`]): short, long, floor.
+    /// The four interleaved (see [`interleaved`]): short, long, floor, and
+    /// long as a turn.
     pub fn interleaved(
         &mut self,
         min_rounds: usize,
@@ -276,6 +291,9 @@ impl<'s> AppendBench<'s> {
                 (&short, &mut || this.borrow_mut().append_short()),
                 (&long, &mut || this.borrow_mut().append_long()),
                 ("fdatasync", &mut || this.borrow_mut().fdatasync()),
+                ("turn-ending, long", &mut || {
+                    this.borrow_mut().append_long_turn()
+                }),
             ],
         )
     }

@@ -4,7 +4,6 @@ use super::{open_store, parse_id};
 use anyhow::{bail, Result};
 use clap::Args;
 use jpstore_engine::compaction::{Bound, CompactReport, CompactRequest, UndoReport};
-use jpstore_engine::timestamp::Timestamp;
 use jpstore_integrations::summarizer::profile_summarizer_for;
 use jpstore_integrations::user_file::{self, LastLink};
 use std::path::PathBuf;
@@ -73,7 +72,9 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
     let id = parse_id(&args.id)?;
     if let Some(n) = args.undo {
         let n = (n > 0).then_some(n);
-        let undone = store.undo_compaction(&id, n, Timestamp::now())?;
+        let mut conversation = store.conversation(&id)?;
+        let undone = conversation.undo_compaction(n)?;
+        conversation.close();
         if args.json {
             crate::jsonln!("{}", serde_json::to_string(&UndoReport { id, undone })?);
         } else {
@@ -120,7 +121,11 @@ pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode
         source: None,
     };
     let mut summarize = profile_summarizer_for(&store, args.profile.as_deref());
-    let out = store.compact(&id, &request, Timestamp::now(), &mut summarize)?;
+    // The conversation held from before the range is resolved until the
+    // compaction is appended: the turns it names are those it appends to.
+    let mut conversation = store.conversation(&id)?;
+    let out = conversation.compact(&request, &mut summarize)?;
+    conversation.close();
     let report = CompactReport::new(id, out);
     if args.json {
         crate::jsonln!("{}", serde_json::to_string_pretty(&report)?);

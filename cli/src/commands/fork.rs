@@ -51,10 +51,10 @@ pub fn fork(dir: &super::StoreLocation, args: ForkArgs) -> Result<ExitCode> {
     let compact = request
         .as_ref()
         .map(|r| (r, &mut summarize as &mut Summarizer<'_>));
-    let (writer, compacted) =
+    let (fork, compacted) =
         store.fork_compacted(&id, args.last, new_id, Timestamp::now(), compact)?;
-    let report = ForkReport::new(&id, &writer, compacted.as_ref());
-    drop(writer);
+    let report = ForkReport::new(&id, fork.id(), fork.state(), compacted.as_ref());
+    fork.close();
     if args.json {
         crate::jsonln!("{}", serde_json::to_string(&report)?);
     } else {

@@ -35,19 +35,19 @@ fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
 pub fn new(dir: &super::StoreLocation, args: NewArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let id = args.id.as_deref().map(parse_id).transpose()?;
-    let writer = store.create(NewConversation {
+    let conversation = store.create(NewConversation {
         id,
         title: args.title,
         labels: args.labels,
         ..Default::default()
     })?;
+    let id = conversation.id().clone();
+    // Published with its head: closing writes nothing more.
+    conversation.close();
     if args.json {
-        let report = CreateReport {
-            id: writer.id().clone(),
-        };
-        crate::jsonln!("{}", serde_json::to_string(&report)?);
+        crate::jsonln!("{}", serde_json::to_string(&CreateReport { id })?);
     } else {
-        crate::outln!("{}", writer.id());
+        crate::outln!("{id}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{CompactOutcome, TurnChange};
-use crate::conversation::writer::ConversationWriter;
+use crate::conversation::state::ConversationState;
 use crate::conversation::ConversationId;
 
 /// A compaction that was made, as the reports of other operations name it:
@@ -112,17 +112,19 @@ pub struct ForkReport {
 }
 
 impl ForkReport {
-    /// The report of the fork of `forked_from` whose writer is `fork`, with
-    /// the compaction `compacted` (as `Store::fork_compacted` returns them).
+    /// The report of the fork `fork` of `forked_from`, whose state is
+    /// `state`, with the compaction `compacted` (as `Store::fork_compacted`
+    /// returns them: `ConversationHandle::id` and `state` of the fork).
     pub fn new(
         forked_from: &ConversationId,
-        fork: &ConversationWriter<'_>,
+        fork: &ConversationId,
+        state: &ConversationState,
         compacted: Option<&CompactOutcome>,
     ) -> ForkReport {
         ForkReport {
-            id: fork.id().clone(),
+            id: fork.clone(),
             forked_from: forked_from.clone(),
-            entries: fork.state().entries,
+            entries: state.entries,
             compacted: compacted.map(CompactOutcome::made),
         }
     }

@@ -508,18 +508,26 @@ fn summaries_read_raw_events_of_the_grown_range_and_undo_restores_the_view() {
     );
 }
 
+/// The automatic compaction after a completed turn, in a handle of its own:
+/// decided from its state and settings.
+fn auto_compact(
+    store: &Store,
+    id: &ConversationId,
+    summarize: &mut Summarizer<'_>,
+) -> Result<Option<CompactOutcome>, CompactionError> {
+    let mut conversation = store.conversation(id).expect("open");
+    let out = conversation.auto_compact(Timestamp::now(), summarize);
+    conversation.close();
+    out
+}
+
 #[test]
 fn automatic_compaction_fires_only_past_the_threshold() {
     let (_d, store, id) = store_with_turns(6);
     let mut never =
         |_: &SummaryTable, _: &[Entry]| -> Result<String, SummaryFailure> { panic!("no summary") };
     // Disabled by default.
-    assert_eq!(
-        store
-            .auto_compact(&id, Timestamp::now(), &mut never)
-            .expect("auto"),
-        None
-    );
+    assert_eq!(auto_compact(&store, &id, &mut never).expect("auto"), None);
     let set = |cfg: Value| {
         let mut w = store.writer(&id).expect("writer");
         let text = json!({"type": "config_delta", "delta": cfg}).to_string();
@@ -539,34 +547,18 @@ fn automatic_compaction_fires_only_past_the_threshold() {
     set(
         json!({"conversation": {"compaction": {"keep_last": 1, "auto": {"enabled": true, "context_window": 100_000}}}}),
     );
-    assert_eq!(
-        store
-            .auto_compact(&id, Timestamp::now(), &mut never)
-            .expect("auto"),
-        None
-    );
+    assert_eq!(auto_compact(&store, &id, &mut never).expect("auto"), None);
     // Over the threshold, but not more than min_turns turns.
     set(json!({"conversation": {"compaction": {"auto": {"context_window": 200, "min_turns": 6}}}}));
-    assert_eq!(
-        store
-            .auto_compact(&id, Timestamp::now(), &mut never)
-            .expect("auto"),
-        None
-    );
+    assert_eq!(auto_compact(&store, &id, &mut never).expect("auto"), None);
     set(json!({"conversation": {"compaction": {"auto": {"min_turns": 2}}}}));
-    let out = store
-        .auto_compact(&id, Timestamp::now(), &mut never)
+    let out = auto_compact(&store, &id, &mut never)
         .expect("auto")
         .expect("fired");
     assert_eq!((out.compaction.from_turn, out.compaction.to_turn), (0, 4));
     assert_eq!(out.compaction.source, Some(CompactionSource::Auto));
     // Everything up to keep_last is compacted: a second call does nothing.
-    assert_eq!(
-        store
-            .auto_compact(&id, Timestamp::now(), &mut never)
-            .expect("auto"),
-        None
-    );
+    assert_eq!(auto_compact(&store, &id, &mut never).expect("auto"), None);
 }
 
 #[test]

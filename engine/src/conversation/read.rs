@@ -7,7 +7,7 @@ use super::head::{self, Head};
 use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
-use crate::event::Entry;
+use crate::event::{Entry, EventKind, Object};
 use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, TornTail, FIRST_RECORD};
 
 /// A conversation as read from its log.
@@ -368,7 +368,15 @@ pub fn read_conversation(
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<Conversation> {
-    let mut reader = open_reader(backend, id, options)?;
+    read_conversation_from(open_reader(backend, id, options)?, id)
+}
+
+/// [`read_conversation`] of the log `reader` opened (a writer's own handle:
+/// no other open of the log).
+pub(crate) fn read_conversation_from(
+    mut reader: LogReader,
+    id: &ConversationId,
+) -> Result<Conversation> {
     if reader.format().framing == Framing::V2 {
         // Read whole into memory, every body checked as it is decoded.
         let image = super::image::LogImage::read(&mut reader, id)?;
@@ -468,6 +476,37 @@ pub fn read_conversation(
         log_end,
         torn_tail,
     })
+}
+
+/// The config deltas of the records of `reader` at `offsets` (record
+/// boundaries, in the log's order), in order: each of those records read
+/// alone, checked, and decoded; no other record is read. A writer learns
+/// which records hold config deltas as it opens the log, so that the
+/// settings in effect need no other read of it.
+pub(crate) fn config_deltas_at(reader: &LogReader, offsets: &[u64]) -> Result<Vec<Object>> {
+    let mut deltas = Vec::new();
+    for &offset in offsets {
+        let mut records = reader.records_from(offset)?;
+        let record = match records.next_ref() {
+            Some(record) => record?,
+            None => {
+                return Err(Error::Corrupt {
+                    path: reader.path().to_path_buf(),
+                    offset,
+                    expected: "a record holding config deltas".into(),
+                    found: "the end of the log".into(),
+                })
+            }
+        };
+        for (_, entry) in decode_records(reader, &[record])? {
+            if let LogEntry::Event(Entry::Event(event)) = entry {
+                if let EventKind::ConfigDelta(d) = event.kind {
+                    deltas.push(d.delta);
+                }
+            }
+        }
+    }
+    Ok(deltas)
 }
 
 /// Reads only the state of a conversation (metadata and counts), without

@@ -237,6 +237,21 @@ impl<'a> OpenHeads<'a> {
     }
 }
 
+/// Whether the version 2 record whose heads section is `heads` (its body
+/// section `body_len` bytes) holds an entry of kind `kind`, from the kind
+/// bytes of its entry heads alone (a compressed section decompressed, at
+/// most `max` bytes): what a writer learns of a record as it walks the log
+/// (the records that hold config deltas).
+pub(crate) fn holds_kind(
+    heads: &[u8],
+    body_len: u32,
+    max: u32,
+    kind: Kind,
+) -> Result<bool, String> {
+    let open = OpenHeads::open(heads, body_len, max)?;
+    Ok((0..open.count()).any(|i| kind_byte(&open.plain, i) == Some(kind.to_byte())))
+}
+
 /// Entry head `i` of a record whose section header is `section` and whose
 /// decoded entry heads and aux are `plain`, read and checked.
 pub fn raw_head<'p>(

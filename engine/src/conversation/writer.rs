@@ -23,10 +23,11 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::binary::encode::RecordBuilder;
+use crate::event::binary::Kind;
 use crate::event::{BlobRef, Entry, Payload};
 use crate::log::{
-    payload_len, FramedRecord, Framing, LogFormat, LogOptions, LogWriter, FIRST_RECORD,
-    FLAG_PACKED, HEADS_SECTION_HEADER_LEN,
+    payload_len, ContentRef, FramedRecord, Framing, LogFormat, LogOptions, LogReader, LogWriter,
+    FIRST_RECORD, FLAG_PACKED, HEADS_SECTION_HEADER_LEN,
 };
 
 /// Batches with more new blobs than this store them as one pack (four
@@ -76,8 +77,53 @@ pub struct ConversationWriter<'s> {
     options: LogOptions,
     /// End of the log prefix the head cache on disk covers (0: none).
     head_end: u64,
-    /// The settings cache of that head, written back with the next one.
+    /// The settings cache of that head, written back with the next one
+    /// (or the one a conversation handle computed, [`Self::set_settings_cache`]).
     settings: Option<head::SettingsCache>,
+    /// The end of the part of the log proven whole when it was opened.
+    proven_end: u64,
+    /// The offsets of the records that hold config deltas, in order
+    /// (`None`: not known, for a version 1 log, whose framing does not say
+    /// the kinds of its entries).
+    delta_records: Option<Vec<u64>>,
+}
+
+/// The records of a log that hold config deltas, as a writer's walk sees
+/// them ([`ConversationWriter::open`]).
+struct DeltaRecords {
+    max: u32,
+    offsets: Option<Vec<u64>>,
+}
+
+impl DeltaRecords {
+    fn new(max: u32) -> DeltaRecords {
+        DeltaRecords {
+            max,
+            offsets: Some(Vec::new()),
+        }
+    }
+
+    /// Notes the record at `offset` if it holds a config delta.
+    fn see(&mut self, offset: u64, content: ContentRef<'_>) {
+        let Some(offsets) = &mut self.offsets else {
+            return;
+        };
+        let holds = match content {
+            ContentRef::Split { heads, body, .. } => u32::try_from(body.len())
+                .map_err(|_| String::new())
+                .and_then(|body_len| {
+                    sections::holds_kind(heads, body_len, self.max, Kind::ConfigDelta)
+                }),
+            // Version 1: the kinds are inside the entries.
+            ContentRef::Batch(_) => Err(String::new()),
+        };
+        match holds {
+            Ok(true) => offsets.push(offset),
+            Ok(false) => {}
+            // Not known: whoever needs the deltas reads the log.
+            Err(_) => self.offsets = None,
+        }
+    }
 }
 
 impl<'s> ConversationWriter<'s> {
@@ -173,6 +219,10 @@ impl<'s> ConversationWriter<'s> {
             }
             other => other?,
         };
+        // Which of the published records hold config deltas is not kept
+        // (a fork may carry some): none is known for a log without any.
+        let delta_records =
+            (framing == Framing::V2 && !entries.iter().any(is_config_delta)).then(Vec::new);
         Ok(ConversationWriter {
             blobs,
             id,
@@ -181,6 +231,8 @@ impl<'s> ConversationWriter<'s> {
             options,
             head_end,
             settings,
+            proven_end: head_end,
+            delta_records,
         })
     }
 
@@ -303,8 +355,19 @@ impl<'s> ConversationWriter<'s> {
             copy_dir: std::path::Path::new(super::QUARANTINE_DIR).join("conversations"),
             copy_prefix: id.to_string(),
         };
-        let log = LogWriter::open_file_under_lock(backend, &path, options, lock, file, &recovery)
-            .map_err(|e| super::removed_while_waiting(&id, e))?;
+        // The records that hold config deltas, seen as the walk checks
+        // them: the settings in effect then need no other read of the log.
+        let mut deltas = DeltaRecords::new(options.max_record_size);
+        let log = LogWriter::open_file_under_lock(
+            backend,
+            &path,
+            options,
+            lock,
+            file,
+            &recovery,
+            &mut |offset, content| deltas.see(offset, content),
+        )
+        .map_err(|e| super::removed_while_waiting(&id, e))?;
         let cached = head::load_with(backend, &id, log.file());
         head::remove_stale_temps(backend, &id);
         let (mut state, from, settings) = match cached {
@@ -330,6 +393,8 @@ impl<'s> ConversationWriter<'s> {
             options,
             head_end: from,
             settings,
+            proven_end,
+            delta_records: deltas.offsets,
         })
     }
 
@@ -351,6 +416,50 @@ impl<'s> ConversationWriter<'s> {
     /// The torn tail cut when the log was opened, if any.
     pub fn cut_tail(&self) -> Option<&crate::log::CutTail> {
         self.log.cut_tail()
+    }
+
+    /// The settings cache it holds: the head's, or the one given it
+    /// ([`Self::set_settings_cache`]); written with the head on
+    /// [`close`](Self::close).
+    pub(crate) fn settings_cache(&self) -> Option<&head::SettingsCache> {
+        self.settings.as_ref()
+    }
+
+    /// Replaces the settings cache written with the head on close (a
+    /// conversation handle that computed the settings anew).
+    pub(crate) fn set_settings_cache(&mut self, cache: head::SettingsCache) {
+        self.settings = Some(cache);
+    }
+
+    /// A reader of the log through this writer's own handle (on an object
+    /// store, no other listing), what it appended included: every record it
+    /// walked when it opened the log, or appended and synced since, is
+    /// whole.
+    pub(crate) fn reader(&self) -> Result<LogReader> {
+        let proven = self.proven_end.max(self.log.synced_end());
+        self.log.reader(self.options, proven)
+    }
+
+    /// The config deltas of the log, in order: read from the records the
+    /// writer knows to hold them (none read when there are none), or, where
+    /// it does not know (a version 1 log), from the whole log.
+    pub(crate) fn config_deltas(&self) -> Result<Vec<crate::event::Object>> {
+        let reader = self.reader()?;
+        if let Some(offsets) = &self.delta_records {
+            return super::read::config_deltas_at(&reader, offsets);
+        }
+        let conversation = super::read::read_conversation_from(reader, &self.id)?;
+        Ok(conversation
+            .entries
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Event(crate::event::Event {
+                    kind: crate::event::EventKind::ConfigDelta(d),
+                    ..
+                }) => Some(d.delta),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Appends a batch of entries; content given inline goes to the blob
@@ -637,6 +746,11 @@ impl<'s> ConversationWriter<'s> {
         for e in batch {
             self.state.apply_entry(e);
         }
+        if let Some(offsets) = &mut self.delta_records {
+            if batch.iter().any(is_config_delta) {
+                offsets.push(offset);
+            }
+        }
         Ok(offset)
     }
 
@@ -691,6 +805,14 @@ impl<'s> ConversationWriter<'s> {
         }
         Ok(())
     }
+}
+
+/// Whether `entry` is a config delta.
+fn is_config_delta<C>(entry: &Entry<C>) -> bool {
+    matches!(
+        entry.event().map(|e| &e.kind),
+        Some(crate::event::EventKind::ConfigDelta(_))
+    )
 }
 
 /// What storing the new content of a batch did.

@@ -10,7 +10,7 @@ use jpstore_blobstore::backend::{
     Backend, BackendError, LockGuard, LockKind, LogObject, ObjectReader, Put,
 };
 
-use super::reader::{check_header, LogReader};
+use super::reader::{check_header, content_ref, ContentRef, LogReader};
 use super::record::{encode_file_header, FramedRecord, LogFormat, FILE_HEADER_LEN};
 use super::scan::{LogEnd, Step, Walker};
 use super::LogOptions;
@@ -223,22 +223,25 @@ impl LogWriter {
         abandon: &mut dyn FnMut(),
     ) -> Result<Self> {
         let (bytes, published) = Self::file_bytes(format, records, &backend.display(path))?;
+        let absent = || match backend.head(path) {
+            Ok(_) => Err(Error::AlreadyExists {
+                path: backend.display(path),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(Error::Io {
+                op: "stat",
+                path: backend.display(path),
+                source,
+            }),
+        };
+        // A log that exists is refused before its lock is waited for: its
+        // writer may be this very thread (a conversation handle held while
+        // another conversation is made, whose id from the time is taken
+        // first by the held one). Again under the lock: another creator
+        // may have published meanwhile.
+        absent()?;
         let lock = lock_new(backend, path)?;
-        match backend.head(path) {
-            Ok(_) => {
-                return Err(Error::AlreadyExists {
-                    path: backend.display(path),
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(Error::Io {
-                    op: "stat",
-                    path: backend.display(path),
-                    source,
-                })
-            }
-        }
+        absent()?;
         let put = before_publish(&published).and_then(|()| {
             backend
                 .put_if_absent(path, &bytes, &temp_path(path))
@@ -329,13 +332,15 @@ impl LogWriter {
             path: backend.display(path),
             source,
         })?;
-        Self::open_file_under_lock(backend, path, options, lock, file, recovery)
+        Self::open_file_under_lock(backend, path, options, lock, file, recovery, &mut |_, _| {})
     }
 
     /// Like [`LogWriter::open_under_lock`], of the log `file` the caller
     /// opened holding `lock` ([`Backend::open_log`]): so that the evidence
     /// in `recovery` is checked against the file the writer appends to, and
-    /// a log on an object store is listed once.
+    /// a log on an object store is listed once. `on_record` sees the offset
+    /// and the content of every whole record the walk checks (below a torn
+    /// tail), in order: what a caller learns of them costs no second read.
     pub fn open_file_under_lock(
         backend: &dyn Backend,
         path: &Path,
@@ -343,6 +348,7 @@ impl LogWriter {
         lock: Box<dyn LockGuard>,
         file: Box<dyn LogObject>,
         recovery: &Recovery,
+        on_record: &mut dyn FnMut(u64, ContentRef<'_>),
     ) -> Result<Self> {
         let display = backend.display(path);
         let io = |op, source| Error::Io {
@@ -364,7 +370,18 @@ impl LogWriter {
         let mut last = None;
         let end = loop {
             match walker.step(pos).map_err(|e| io("read", e))? {
-                Step::Record { header, .. } => {
+                Step::Record {
+                    header,
+                    body_checked,
+                    ..
+                } => {
+                    // The record's bytes are still in the walker's buffer.
+                    if let Some(content) = walker
+                        .get(pos + header.header_len(), header.content_len())
+                        .map_err(|e| io("read", e))?
+                    {
+                        on_record(pos, content_ref(&header, content, body_checked));
+                    }
                     last = Some((pos, header.record_crc()));
                     pos += header.record_len();
                 }

@@ -296,16 +296,20 @@ fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operati
     assert_eq!(
         seen,
         [
+            // A decoded conversation's settings, computed from its configs.
             ("view", 1),
             ("view and settings", 1),
-            ("compact", 1),
+            // A conversation handle's settings: from the head cache, made
+            // when the conversation was (no config parsed).
+            ("compact", 0),
             ("fork --compact", 1),
             // One read for each conversation's view; the size of the one
             // blob they share is looked up once more for the totals.
             ("stats of three conversations", 4),
-            // One read to decide on the compaction, one under the writer
-            // lock to make it (entries may have been appended meanwhile).
-            ("append with an automatic compaction", 2),
+            // Decided and made in one handle, from the head cache (it read
+            // the base config twice, before the handle: to decide, then
+            // under the writer lock to make it).
+            ("append with an automatic compaction", 0),
             ("new", 0),
         ]
     );
@@ -607,4 +611,71 @@ fn a_view_and_a_listing_write_nothing() {
         assert_eq!(listed[1].state.turns.turns(), 5, "the tail is folded");
         assert_eq!(counting.writes(), Vec::<String>::new(), "round {round}");
     }
+}
+
+/// A turn-ending append decides on the automatic compaction from the state
+/// and settings in memory: with it off (the default), the log is opened
+/// once (the writer's own open) and no config parsed (the head caches the
+/// settings at the start; the config delta comes from its record, read
+/// through that open). It opened and decoded the whole log again, and
+/// parsed the base config, to learn that automatic compaction was off.
+#[test]
+fn a_turn_ending_append_opens_the_log_once_and_parses_no_config() {
+    let (counting, store, _) = counted_store();
+    let id = ConversationId::parse("plain").expect("id");
+    let mut conversation = store
+        .create(NewConversation {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .expect("create");
+    let text = format!(
+        "{}{{\"type\":\"config_delta\",\"delta\":{{\"assistant\":{{\"system_prompt\":\"hi\"}}}}}}\n{}",
+        turns(3),
+        turns(2)
+    );
+    conversation
+        .append(
+            parse_input(&text, ParseMode::Strict { now: now() })
+                .expect("input")
+                .entries,
+        )
+        .expect("append");
+    conversation.close();
+    let is_log = |p: &Path| p == id.log_path();
+    let base = store
+        .read(&id)
+        .expect("read")
+        .state
+        .metadata
+        .base_config
+        .expect("a base config")
+        .id
+        .to_string();
+    let is_base =
+        |p: &Path| p.starts_with("blobs") && p.to_string_lossy().replace('/', "").ends_with(&base);
+    for round in 0..2 {
+        let store = reopen(&counting);
+        counting.reset();
+        let batch = parse_input(&turns(1), ParseMode::Strict { now: now() }).expect("input");
+        let report = store
+            .append_turn(&id, batch.entries, now(), &mut |_| {}, &mut no_summarizer)
+            .expect("append");
+        assert!(
+            matches!(report.auto_compaction, crate::AutoCompaction::NotDue),
+            "{:?}",
+            report.auto_compaction
+        );
+        assert_eq!(
+            counting.opens_of(is_log),
+            1,
+            "round {round}: the writer's open"
+        );
+        assert_eq!(counting.opens_of(is_base), 0, "round {round}");
+    }
+    // The settings it decided from: the delta's, from its record.
+    let store = reopen(&counting);
+    let mut conversation = store.conversation(&id).expect("open");
+    let settings = conversation.settings().expect("settings");
+    assert_eq!(settings.end.assistant.system_prompt.as_deref(), Some("hi"));
 }

@@ -30,14 +30,16 @@ fn store(dir: &Path, framing: Framing) -> Store {
 /// with a signature, a compaction and a metadata change.
 fn v1_conversation(store: &Store) -> ConversationId {
     let id = ConversationId::parse("old").expect("id");
-    let mut w = store
+    store
         .create(NewConversation {
             id: Some(id.clone()),
             title: Some("old one".into()),
             base_config: Some(Object::new()),
             ..NewConversation::default()
         })
-        .expect("create");
+        .expect("create")
+        .close();
+    let mut w = store.writer(&id).expect("writer");
     let signature = "QUJD".repeat(30);
     w.append(events(&format!(
         "{}\n{}\n{}\n",

@@ -12,7 +12,6 @@ use std::io;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
 use jpstore_blobstore::storage::Storage;
-use jpstore_engine::conversation::writer::ConversationWriter;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
@@ -165,9 +164,9 @@ fn check_recovered(sim: &SimStorage, acked: &Acked, what: &str) {
 
     // A new append after recovery (creating the conversation again if its
     // creation was lost).
-    let mut w: ConversationWriter<'_> = match events {
+    let mut w = match events {
         Some(_) => store
-            .writer(&id())
+            .conversation(&id())
             .unwrap_or_else(|e| panic!("{what}: writer after recovery failed: {e}")),
         None => store
             .create(new_conversation())

@@ -626,13 +626,15 @@ fn the_record_size_limit_is_exact_and_a_refusal_leaves_the_writer_usable() {
     let mut options = StoreOptions::default();
     options.log.max_record_size = LIMIT;
     let store = Store::init_dir(dir.path(), options.clone()).expect("init");
-    let mut w = store
+    store
         .create(NewConversation {
             id: Some(id.clone()),
             base_config: Some(Object::new()),
             ..Default::default()
         })
-        .expect("create");
+        .expect("create")
+        .close();
+    let mut w = store.writer(&id).expect("writer");
     // The size the limit is checked against of a request of 900 bytes of
     // content (the sections decoded, before any compression: the limit
     // applies to them); content lengths from 128 to 16,383 have the same

@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "upgrade",
         ],
     ),
+    ("the conversation handle, over the features", &["handle"]),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;

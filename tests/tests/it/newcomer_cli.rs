@@ -799,3 +799,39 @@ fn progress_counts_each_thing_in_its_own_unit() {
         fsck.stdout
     );
 }
+
+/// The README's example of embedding is the engine front page's first
+/// example, which runs as a doc test: the lines of its Rust block are the
+/// example's lines that rustdoc shows (those not hidden with `#`).
+#[test]
+fn the_readme_embedding_example_is_the_front_page_doc_test() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let section = readme
+        .split("## Embedding the engine")
+        .nth(1)
+        .expect("the embedding section");
+    let block = |text: &str, fence: &str| -> Vec<String> {
+        let start = text.find(fence).expect("a rust block") + fence.len();
+        text[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.trim() != "```")
+            .map(str::to_owned)
+            .collect()
+    };
+    let shown = block(section, "```rust");
+    let front = std::fs::read_to_string(root.join("engine/src/lib.rs")).expect("lib.rs");
+    let doc: String = front
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let example: Vec<String> = block(&doc, "```rust")
+        .into_iter()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("use ") && !l.is_empty())
+        .collect();
+    assert!(shown.len() < 15, "{} lines", shown.len());
+    assert_eq!(shown, example);
+}

@@ -45,6 +45,7 @@
 //!
 //! Run: `cargo bench -p jpstore-benches --bench conversation -- --warm-up-time 1 --measurement-time 3`
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -62,11 +63,11 @@ use jpstore_benches::timing::{interleaved, median};
 use jpstore_benches::workload::code;
 use jpstore_benches::workload::conversation::tool_response_sizes;
 use jpstore_benches::{ConversationShape, Rng};
-use jpstore_engine::conversation::codec;
-use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Payload};
 use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::conversation::codec;
+use jpstore_engine::internal::conversation::read::Conversation;
 use serde_json::{json, Value};
 
 /// Seed of every generated workload.
@@ -357,7 +358,7 @@ fn benches(c: &mut Criterion) {
     {
         let conv = store.read(&on_id).expect("read");
         let base = store.conversation_settings(&conv).expect("settings").base;
-        let traced = jpstore_engine::projection::view_traced(&conv.entries, &base);
+        let traced = jpstore_engine::internal::projection::view_traced(&conv.entries, &base);
         let resources = with_resources
             .iter()
             .filter(|e| e["type"] == "tool_call_response" && e["content"].is_array())
@@ -382,11 +383,11 @@ fn benches(c: &mut Criterion) {
     let conv = store.read(&on_id).expect("read");
     let base = store.conversation_settings(&conv).expect("settings").base;
     g.bench_function(BenchmarkId::new("projection_only", LONG), |b| {
-        b.iter_with_large_drop(|| jpstore_engine::projection::view(&conv.entries));
+        b.iter_with_large_drop(|| jpstore_engine::internal::projection::view(&conv.entries));
     });
     g.bench_function(BenchmarkId::new("projection_and_dedup", LONG), |b| {
         b.iter_with_large_drop(|| {
-            jpstore_engine::projection::view_with_config(&conv.entries, &base)
+            jpstore_engine::internal::projection::view_with_config(&conv.entries, &base)
         });
     });
     g.finish();

@@ -34,6 +34,7 @@
 //! needed; needs `rg` on the PATH). `JPSTORE_GREP_CONVERSATIONS` and
 //! `JPSTORE_GREP_EVENTS` change the store's size.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,7 +46,7 @@ use jpstore_benches::timing::{human, interleaved, three_digits, Op};
 use jpstore_benches::workload::conversation::ConversationShape;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::import::Prepared;
-use jpstore_engine::search::{walk, Text};
+use jpstore_engine::internal::search::{walk, Text};
 use jpstore_engine::{Store, StoreOptions};
 use serde_json::{json, Map, Value};
 
@@ -213,7 +214,7 @@ fn build(run: &Path, conversations: usize, events: usize) {
                 }
             })
             .collect();
-        store.import(batch, false, &mut |_| {}).expect("the import");
+        jpstore_engine::import::run(&store, batch, false, &mut |_| {}).expect("the import");
     }
     eprintln!(
         "store: {conversations} conversations of {events} events, {} MB, built in {}",

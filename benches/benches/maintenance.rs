@@ -24,6 +24,7 @@
 //!
 //! Run: `cargo bench -p jpstore-benches --bench maintenance -- --warm-up-time 1 --measurement-time 5`
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -77,15 +78,15 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
     // One real gc at the end: it removes the unreferenced objects.
-    let r = store
-        .gc(
-            GcOptions {
-                grace: Duration::ZERO,
-                ..GcOptions::default()
-            },
-            &mut |_| {},
-        )
-        .expect("gc");
+    let r = jpstore_engine::gc::run(
+        &store,
+        GcOptions {
+            grace: Duration::ZERO,
+            ..GcOptions::default()
+        },
+        &mut |_| {},
+    )
+    .expect("gc");
     eprintln!(
         "maintenance: gc removed {} objects, {} bytes",
         r.objects_freed(),

@@ -18,6 +18,7 @@
 //! Not criterion: interleaved loops, as the quick bench. Output: one line
 //! per setting, then one JSON object as the last line of stdout.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -48,6 +48,7 @@
 //! minutes), or `JP_STORE_TEST_S3_ENDPOINT=http://host:port` with the
 //! bucket made and `AWS_*`-free test credentials (`jpstore-test`) accepted.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -511,16 +512,16 @@ fn run_gc(
 ) -> (Result<GcReport, String>, RequestCounts) {
     let backend = process_backend_with(server, location, None, settings);
     let store = open(&backend);
-    let report = store
-        .gc(
-            GcOptions {
-                grace: Duration::ZERO,
-                dry_run,
-                ..GcOptions::default()
-            },
-            &mut |_| {},
-        )
-        .map_err(|e| e.to_string());
+    let report = jpstore_engine::gc::run(
+        &store,
+        GcOptions {
+            grace: Duration::ZERO,
+            dry_run,
+            ..GcOptions::default()
+        },
+        &mut |_| {},
+    )
+    .map_err(|e| e.to_string());
     drop(store);
     (report, backend.requests())
 }

@@ -43,6 +43,7 @@
 //!
 //! Run: `cargo bench --bench scaling` (about two minutes of run time).
 
+use jpstore_engine::internal::ConversationIdInterior as _;
 use std::fs::File;
 use std::hint::black_box;
 use std::io::{BufWriter, Write};

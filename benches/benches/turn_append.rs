@@ -20,6 +20,7 @@
 //! printed. Stores live below `JPSTORE_BENCH_DIR` if set, else below
 //! cargo's `CARGO_TARGET_TMPDIR`.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,8 +32,9 @@ use jpstore_benches::ConversationShape;
 use jpstore_engine::compaction::no_summarizer;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{Entry, Payload};
+use jpstore_engine::internal::log::CutTail;
 use jpstore_engine::timestamp::Timestamp;
-use jpstore_engine::{ConversationHandle, CutTail, Store, StoreOptions};
+use jpstore_engine::{ConversationHandle, Store, StoreOptions};
 use serde_json::json;
 
 /// Seed of the conversation (the conversation bench's).

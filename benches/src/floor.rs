@@ -377,7 +377,7 @@ pub fn strings_of(value: &serde_json::Value) -> Vec<String> {
 pub fn escape_strings(strings: &[String], out: &mut Vec<u8>) {
     out.clear();
     for s in strings {
-        jpstore_engine::event::binary::value::push_json_str(out, s);
+        jpstore_engine::internal::event::binary::value::push_json_str(out, s);
     }
 }
 

@@ -573,7 +573,9 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 fn append_conflict(cause: &(dyn std::error::Error + 'static)) -> bool {
     use jpstore_engine::compaction::CompactionError;
     use jpstore_engine::error::Error;
+    use jpstore_engine::import::ImportError;
     use jpstore_integrations::attach::AttachError;
+    use jpstore_integrations::jp::import::JpImportError;
     let engine =
         cause
             .downcast_ref::<Error>()
@@ -581,7 +583,16 @@ fn append_conflict(cause: &(dyn std::error::Error + 'static)) -> bool {
                 Some(CompactionError::Store(e)) => Some(e),
                 _ => match cause.downcast_ref::<AttachError>() {
                     Some(AttachError::Store(e)) => Some(e),
-                    _ => None,
+                    _ => match cause.downcast_ref::<ImportError>() {
+                        Some(ImportError::Store(e)) => Some(e),
+                        _ => match cause.downcast_ref::<JpImportError>() {
+                            Some(
+                                JpImportError::Store(e)
+                                | JpImportError::Import(ImportError::Store(e)),
+                            ) => Some(e),
+                            _ => None,
+                        },
+                    },
                 },
             });
     matches!(engine, Some(Error::AppendConflict { .. }))

@@ -16,6 +16,7 @@
 //! deleted), and fsck finding the store clean afterwards. `cargo test` runs this demonstration (see the test at the
 //! end).
 
+use std::collections::HashMap;
 use std::error::Error;
 use std::io::Write;
 use std::path::Path;
@@ -71,7 +72,7 @@ pub fn check(
     // command line would draw a bar. (`Store::fsck_interruptible` also
     // takes a flag a Ctrl-C handler sets, to stop between steps.)
     let mut progress = |_: FsckProgress| {};
-    let report = store.fsck(options, &mut progress)?;
+    let report = jpstore_engine::fsck::run(store, options, &mut progress)?;
     writeln!(
         out,
         "checked {} conversations ({} records, {} entries), {} blob references, {} blobs read ({} bytes)",
@@ -93,9 +94,7 @@ pub fn check(
         writeln!(
             out,
             "  {} {}{place}: {}",
-            finding.severity.as_str(),
-            finding.kind,
-            finding.message
+            finding.severity, finding.kind, finding.message
         )?;
     }
     // `is_clean`: nothing worse than a warning (a torn tail is one: what a
@@ -123,6 +122,11 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
     }
     // Three conversations of a turn or two, each with a tool's output (in
     // the blob store, referenced from the log).
+    // Where each record starts in its log (the log's length before the
+    // append), for the damage done below. The layout of a store is in
+    // format-spec.md 4.1: `conversations/<id>/events.log`.
+    let log_of = |name: &str| dir.join("conversations").join(name).join("events.log");
+    let mut records: HashMap<&str, Vec<usize>> = HashMap::new();
     for (name, turns) in [("kept", 1), ("crashed", 2), ("damaged", 1)] {
         let id = ConversationId::parse(name)?;
         let mut conversation = store.create(NewConversation {
@@ -148,6 +152,11 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
             // The durable write alone (one record, one fdatasync);
             // `append_turn` adds the automatic compaction a conversation's
             // settings may ask for.
+            let start = std::fs::metadata(log_of(name))?.len();
+            records
+                .entry(name)
+                .or_default()
+                .push(usize::try_from(start)?);
             conversation.append(events)?;
         }
         // Closing writes the head cache, the proof that these records were
@@ -170,10 +179,9 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
     // A crash in the middle of an append: the first half of a record at the
     // end of the log, after the last whole one. (The demonstration reaches
     // into the store's files; the layout is in format-spec.md.)
-    let crashed = store.read(&ConversationId::parse("crashed")?)?;
-    let log = dir.join(crashed.id.log_path());
+    let log = log_of("crashed");
     let bytes = std::fs::read(&log)?;
-    let last_record = crashed.entry_records.last().copied().unwrap_or(0) as usize;
+    let last_record = records["crashed"].last().copied().unwrap_or(0);
     let record = bytes
         .get(last_record..)
         .ok_or("the log is shorter than read")?;
@@ -182,10 +190,9 @@ pub fn demonstrate(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn E
     std::fs::write(&log, torn)?;
     // A bad disk: one byte in the middle of the (one) record of a turn
     // changed.
-    let damaged = store.read(&ConversationId::parse("damaged")?)?;
-    let log = dir.join(damaged.id.log_path());
+    let log = log_of("damaged");
     let mut bytes = std::fs::read(&log)?;
-    let record = damaged.entry_records.first().copied().unwrap_or(0) as usize;
+    let record = records["damaged"].first().copied().unwrap_or(0);
     let middle = (record + bytes.len()) / 2;
     *bytes
         .get_mut(middle)

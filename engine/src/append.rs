@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// What an append of a turn did
 /// ([`ConversationHandle::append_turn`](crate::ConversationHandle::append_turn),
-/// [`Store::append_turn`](crate::Store::append_turn)). Its `Serialize` is what `jp-store
+/// `Store::append_turn`). Its `Serialize` is what `jp-store
 /// append --json` prints: the id, the automatic compaction (or `null`) and
 /// the fields of the append.
 #[derive(Debug, Serialize)]
@@ -48,7 +48,7 @@ pub enum AutoCompaction {
 
 impl AutoCompaction {
     /// The compaction made, if one was.
-    pub fn made(&self) -> Option<CompactionMade> {
+    pub(crate) fn made(&self) -> Option<CompactionMade> {
         match self {
             AutoCompaction::Made(outcome) => Some(outcome.made()),
             AutoCompaction::NotDue | AutoCompaction::Failed(_) => None,
@@ -57,7 +57,7 @@ impl AutoCompaction {
 }
 
 impl Serialize for AutoCompaction {
-    /// Serializes as [`AutoCompaction::made`]: the range and profile of the
+    /// Serializes as `AutoCompaction::made`: the range and profile of the
     /// compaction made, else `null` (a failure is a warning, told apart).
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         self.made().serialize(serializer)
@@ -72,7 +72,7 @@ pub const CONFLICT_ATTEMPTS: u32 = 12;
 /// (two processes, or two machines, appending to one conversation on an
 /// object store, where appends are ordered by conditional creates and not
 /// by a lock). Each attempt must open the log again and check its batch
-/// against what is there then, as [`Store::append_turn`](crate::Store::append_turn) does: the retry is
+/// against what is there then, as `Store::append_turn` does: the retry is
 /// only right for a batch that does not depend on what its caller read
 /// (a batch of new events, an attach), not for one computed from the
 /// conversation (a compaction of its turns), whose caller must read again.
@@ -114,8 +114,9 @@ mod tests {
     use crate::compaction::no_summarizer;
     use crate::conversation::ConversationId;
     use crate::event::input::entries_now as entries;
+    use crate::log::CutTail;
     use crate::timestamp::Timestamp;
-    use crate::{CutTail, NewConversation, Store, StoreOptions};
+    use crate::{NewConversation, Store, StoreOptions};
 
     fn conflict() -> Error {
         Error::AppendConflict {

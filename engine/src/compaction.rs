@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use crate::config::settings::SummaryTable;
 use crate::config::settings::{
-    CompactionSettings, ReasoningPolicy, SummaryTable, ToolCallsPolicy, ToolCallsPreset,
-    ToolCallsSetting, ToolFieldHint,
+    CompactionSettings, ReasoningPolicy, ToolCallsPolicy, ToolCallsPreset, ToolCallsSetting,
+    ToolFieldHint,
 };
 use crate::config::Settings;
 use crate::event::turns::TurnCounter;
@@ -83,9 +84,18 @@ pub enum Bound {
     AfterLastCompaction,
 }
 
+impl std::str::FromStr for Bound {
+    type Err = CompactionError;
+
+    /// Parses `3`, `-2`, `5h`/`30m`/`2d 4h`, or `last`.
+    fn from_str(s: &str) -> Result<Bound, CompactionError> {
+        Bound::parse(s)
+    }
+}
+
 impl Bound {
     /// Parses `3`, `-2`, `5h`/`30m`/`2d 4h`, or `last`.
-    pub fn parse(s: &str) -> Result<Bound, CompactionError> {
+    pub(crate) fn parse(s: &str) -> Result<Bound, CompactionError> {
         let bad = || CompactionError::BadBound { input: s.into() };
         let t = s.trim();
         if t == "last" {
@@ -105,7 +115,7 @@ impl Bound {
 
 /// What a profile does to the turns it covers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// Its name.
     pub name: String,
     /// Strip reasoning.
@@ -119,7 +129,7 @@ pub struct Profile {
 impl Profile {
     /// The built-in profile used when the config defines none: strips
     /// reasoning and tool calls (requests and responses).
-    pub fn builtin_default() -> Profile {
+    pub(crate) fn builtin_default() -> Profile {
         Profile {
             name: "default".into(),
             strip_reasoning: true,
@@ -142,7 +152,7 @@ impl Profile {
     /// `default` that the config does not define is
     /// [`Profile::builtin_default`]; any other name it does not define is an
     /// error listing those it does.
-    pub fn from_settings(
+    pub(crate) fn from_settings(
         settings: &CompactionSettings,
         name: Option<&str>,
     ) -> Result<Profile, CompactionError> {
@@ -199,7 +209,7 @@ impl Profile {
 
 /// The per-tool hints of `settings` (`conversation.tools.<name>.compaction`),
 /// of the tools that set one.
-pub fn tool_hints(settings: &Settings) -> BTreeMap<String, ToolOverride> {
+pub(crate) fn tool_hints(settings: &Settings) -> BTreeMap<String, ToolOverride> {
     let mode = |hint: ToolFieldHint| match hint {
         ToolFieldHint::Keep => FieldMode::Keep,
         ToolFieldHint::Strip => FieldMode::Strip,
@@ -241,7 +251,7 @@ fn turn_starts<C>(entries: &[Entry<C>]) -> (Vec<Timestamp>, Vec<u64>) {
 
 /// The compactions of a conversation that are in effect (not undone):
 /// `(ordinal, compaction)`.
-pub fn active_compactions<C>(entries: &[Entry<C>]) -> Vec<(u64, &Compaction)> {
+pub(crate) fn active_compactions<C>(entries: &[Entry<C>]) -> Vec<(u64, &Compaction)> {
     let revoked = revoked_compactions(entries);
     let mut out = Vec::new();
     let mut ordinal = 0;
@@ -263,7 +273,7 @@ const KEEP_LAST: &str = "--keep-last";
 /// Resolves `from` and `to` (jp-format.md section 5) to absolute turns.
 /// `to` defaults to `keep_last` turns before the last (`FromEnd(keep_last)`);
 /// `from` defaults to turn 0.
-pub fn resolve_range<C>(
+pub(crate) fn resolve_range<C>(
     entries: &[Entry<C>],
     from: Option<Bound>,
     to: Option<Bound>,
@@ -367,7 +377,11 @@ pub fn resolve_range<C>(
 
 /// Grows `[from, to]` to the union with every summary compaction in effect
 /// that it intersects, until stable (jp-format.md section 5).
-pub fn extend_over_summaries<C>(entries: &[Entry<C>], mut from: u64, mut to: u64) -> (u64, u64) {
+pub(crate) fn extend_over_summaries<C>(
+    entries: &[Entry<C>],
+    mut from: u64,
+    mut to: u64,
+) -> (u64, u64) {
     let summaries: Vec<(u64, u64)> = active_compactions(entries)
         .iter()
         .filter(|(_, c)| c.summary.is_some())
@@ -389,7 +403,7 @@ pub fn extend_over_summaries<C>(entries: &[Entry<C>], mut from: u64, mut to: u64
 }
 
 /// The raw entries of turns `from..=to` (for a summarizer: never a view).
-pub fn raw_range<C: Clone>(entries: &[Entry<C>], from: u64, to: u64) -> Vec<Entry<C>> {
+pub(crate) fn raw_range<C: Clone>(entries: &[Entry<C>], from: u64, to: u64) -> Vec<Entry<C>> {
     let (_, turn_of) = turn_starts(entries);
     entries
         .iter()
@@ -408,7 +422,7 @@ pub fn raw_range<C: Clone>(entries: &[Entry<C>], from: u64, to: u64) -> Vec<Entr
 
 /// The compaction entry for `profile` over `[from, to]`, with the per-tool
 /// hints frozen into it.
-pub fn build(
+pub(crate) fn build(
     profile: &Profile,
     from: u64,
     to: u64,
@@ -436,7 +450,7 @@ pub fn build(
 
 /// Characters an entry puts into a request (approximately: text lengths,
 /// content sizes, JSON of arguments and data).
-pub fn entry_chars(e: &Entry<Payload>) -> u64 {
+pub(crate) fn entry_chars(e: &Entry<Payload>) -> u64 {
     let Some(ev) = e.event() else { return 0 };
     let mut n = 0u64;
     e.for_each_content(&mut |p| n += p.len());
@@ -479,7 +493,7 @@ pub struct TurnChange {
 /// Per turn of the compaction's range, what it changes; and the estimated
 /// tokens (characters / 4, content counted by size, no blob read) of the
 /// whole view before and after appending it.
-pub fn dry_run(
+pub(crate) fn dry_run(
     entries: &[Entry<BlobRef>],
     compaction: &Compaction,
     now: Timestamp,
@@ -631,7 +645,7 @@ pub fn no_summarizer(
 /// summaries and the text (`request.summary`, else `summarize` with the
 /// raw entries of the range), and what changes. Writes nothing; the
 /// outcome's `offset` is `None`.
-pub fn plan(
+pub(crate) fn plan(
     entries: &[Entry<BlobRef>],
     settings: &Settings,
     request: &CompactRequest,
@@ -695,7 +709,7 @@ pub fn plan(
 }
 
 /// The log entry of `compaction`, made at `now`.
-pub fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
+pub(crate) fn compaction_entry(compaction: &Compaction, now: Timestamp) -> Entry {
     Entry::Event(crate::event::Event {
         timestamp: now,
         kind: EventKind::Compaction(compaction.clone()),
@@ -751,7 +765,7 @@ pub(crate) fn undo_entry(ordinal: u64, now: Timestamp) -> Entry {
 
 /// Automatic compaction settings (D17), `conversation.compaction.auto`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AutoSettings {
+pub(crate) struct AutoSettings {
     /// `enabled` (default false).
     pub enabled: bool,
     /// `trigger_ratio` (default 0.75).
@@ -768,7 +782,7 @@ pub struct AutoSettings {
 
 impl AutoSettings {
     /// The automatic compaction settings of `settings`, defaults filled in.
-    pub fn from_settings(settings: &Settings) -> AutoSettings {
+    pub(crate) fn from_settings(settings: &Settings) -> AutoSettings {
         let auto = &settings.conversation.compaction.auto;
         AutoSettings {
             enabled: auto.enabled.unwrap_or(false),
@@ -784,7 +798,7 @@ impl AutoSettings {
 
 /// Whether a batch completes a turn: its last conversation event is the
 /// assistant's message.
-pub fn completes_turn<C>(batch: &[Entry<C>]) -> bool {
+pub(crate) fn completes_turn<C>(batch: &[Entry<C>]) -> bool {
     batch
         .iter()
         .rev()

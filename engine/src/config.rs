@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
-pub mod settings;
+pub(crate) mod settings;
 
-pub use settings::{BadSetting, SettingPlace, Settings, SETTINGS_VERSION};
+pub(crate) use settings::SETTINGS_VERSION;
+pub use settings::{BadSetting, SettingPlace, Settings};
 
 /// Why a config could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +85,7 @@ pub enum ConfigError {
 /// value replaces (format-spec.md 4.5).
 ///
 /// Keys new to `base` are appended after its existing keys.
-pub fn merge(base: &mut Map<String, Value>, delta: &Map<String, Value>) {
+pub(crate) fn merge(base: &mut Map<String, Value>, delta: &Map<String, Value>) {
     merge_in(base, delta, Table::Top);
 }
 
@@ -120,7 +121,7 @@ fn merge_in(base: &mut Map<String, Value>, delta: &Map<String, Value>, table: Ta
 
 /// The config in effect after `deltas`, applied in order over `base` (a
 /// copy).
-pub fn config_after<'a>(
+pub(crate) fn config_after<'a>(
     base: &Map<String, Value>,
     deltas: impl IntoIterator<Item = &'a Map<String, Value>>,
 ) -> Map<String, Value> {
@@ -137,7 +138,10 @@ pub fn config_after<'a>(
 ///
 /// Key order follows the file. A NaN or infinite float is an error, since
 /// JSON cannot hold it.
-pub fn parse_workspace_toml(text: &str, path: &Path) -> Result<Map<String, Value>, ConfigError> {
+pub(crate) fn parse_workspace_toml(
+    text: &str,
+    path: &Path,
+) -> Result<Map<String, Value>, ConfigError> {
     let table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
         let message = err.message().to_string();
         match err.span() {
@@ -165,7 +169,7 @@ pub fn parse_workspace_toml(text: &str, path: &Path) -> Result<Map<String, Value
 /// every level, so two equal configs give identical bytes (and so one blob).
 ///
 /// Keys sort by their UTF-8 bytes; array order is kept.
-pub fn canonical_bytes(config: &Map<String, Value>) -> Vec<u8> {
+pub(crate) fn canonical_bytes(config: &Map<String, Value>) -> Vec<u8> {
     // `Value`'s `Display` is the same compact JSON as `serde_json::to_vec`,
     // without a `Result` that cannot fail.
     Value::Object(sorted_object(config))
@@ -176,7 +180,10 @@ pub fn canonical_bytes(config: &Map<String, Value>) -> Vec<u8> {
 /// Parses bytes written by [`canonical_bytes`] (or any JSON object). Errors
 /// say what was found when it is not a JSON object. `what` names the bytes
 /// in errors.
-pub fn parse_config_json(bytes: &[u8], what: &str) -> Result<Map<String, Value>, ConfigError> {
+pub(crate) fn parse_config_json(
+    bytes: &[u8],
+    what: &str,
+) -> Result<Map<String, Value>, ConfigError> {
     // A key given twice is refused (which value was meant is unknown), as
     // TOML refuses it in config.toml.
     let value = crate::json_text::parse(bytes).map_err(|err| ConfigError::Json {
@@ -204,7 +211,7 @@ pub fn parse_config_json(bytes: &[u8], what: &str) -> Result<Map<String, Value>,
 /// The text `jp-store init` writes as the store's `config.toml`: a short
 /// commented template documenting the keys the engine reads. Every setting
 /// is commented out, so the effective config is empty.
-pub const WORKSPACE_CONFIG_TEMPLATE: &str = r#"# jp-store workspace configuration.
+pub(crate) const WORKSPACE_CONFIG_TEMPLATE: &str = r#"# jp-store workspace configuration.
 #
 # Every setting below is commented out, so none is in effect. Uncomment a
 # line to set it. Keys jp-store does not know are kept as they are.
@@ -252,7 +259,7 @@ pub const WORKSPACE_CONFIG_TEMPLATE: &str = r#"# jp-store workspace configuratio
 /// The 1-based line of `text` (valid TOML) where the key `path` (one
 /// segment per table) is written, for errors about its value. `None` when
 /// the text does not parse or holds no such key.
-pub fn toml_key_line(text: &str, path: &[String]) -> Option<usize> {
+pub(crate) fn toml_key_line(text: &str, path: &[String]) -> Option<usize> {
     let table = toml::de::DeTable::parse(text).ok()?;
     let mut table = table.get_ref();
     let mut span = None;
@@ -351,7 +358,7 @@ fn sorted_value(value: &Value) -> Value {
 }
 
 /// The kind of a JSON value with its article ("an object"), for errors.
-pub fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -158,7 +158,7 @@ enum Plan {
 /// is; new or empty, made a store with `src`'s `config.toml` (so copied
 /// conversations keep their settings). Anything else is
 /// [`Error::NotEmpty`]. Returns the store and whether it was made.
-pub fn open_or_init_like(
+pub(crate) fn open_or_init_like(
     src: &Store,
     backend: Arc<dyn Backend>,
     root: PathBuf,
@@ -235,7 +235,7 @@ impl Store {
 /// whole cannot be read or written (listing, blobs), after which some
 /// conversations may be copied and others not (running the copy again
 /// completes it).
-pub fn copy(
+pub fn run(
     src: &Store,
     dst: &Store,
     ids: &[ConversationId],

@@ -1,6 +1,8 @@
 //! Errors of the engine.
 
 use std::io;
+
+pub use crate::config::{BadSetting, ConfigError, SettingPlace};
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the engine.
@@ -53,16 +55,6 @@ pub enum Error {
     Poisoned {
         /// The file whose write or sync failed.
         path: PathBuf,
-    },
-    /// gc found a log it cannot read at all: what it references is unknown,
-    /// so nothing is swept.
-    #[error("gc swept nothing: it cannot read the log {}, which may reference any blob (make it a readable log file again; `jp-store fsck --repair` moves aside what is not a regular file): {source}", path.display())]
-    GcUnreadableLog {
-        /// The log (or quarantine directory) that cannot be read.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: Box<Error>,
     },
     /// Bytes on disk are not what the format requires.
     #[error("corrupt {} at offset {offset}: expected {expected}, found {found}", path.display())]
@@ -163,14 +155,6 @@ pub enum Error {
         /// The id.
         id: String,
     },
-    /// A batch to import holds two conversations with one id; nothing of
-    /// it was stored (an importer sends a conversation given twice in a
-    /// later batch, or leaves it out).
-    #[error("the batch to import holds conversation {id} twice; nothing of it was stored")]
-    ImportedTwice {
-        /// The id.
-        id: String,
-    },
     /// An entry of a batch to append is not acceptable; nothing was
     /// appended.
     #[error("entry {} of the batch: {}{message}", index + 1, if field.is_empty() { String::new() } else { format!("field `{field}`: ") })]
@@ -190,17 +174,6 @@ pub enum Error {
         path: PathBuf,
         /// Some of the names in it.
         found: String,
-    },
-    /// `fsck --repair` could not finish moving a conversation into
-    /// quarantine (its note, or the records it keeps, could not be written).
-    #[error("fsck --repair could not quarantine conversation {id}: {failed}; {left}")]
-    RepairNotDone {
-        /// The conversation.
-        id: String,
-        /// What failed.
-        failed: Box<Error>,
-        /// Where the conversation is now.
-        left: String,
     },
     /// A fork of the last 0 turns: it would hold nothing.
     #[error("the range is empty: from turn {from} to turn {to}")]
@@ -222,52 +195,6 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
         /// What is missing.
-        reason: String,
-    },
-    /// gc asked to delete on a store whose locks do not exclude writers on
-    /// other machines and whose backend has no writers' clock
-    /// (format-spec.md 5.5): a sweep could delete a blob that a writer
-    /// elsewhere is about to reference.
-    #[error("gc cannot delete in {}: its locks do not exclude writers on other machines and its storage has no writers' clock to bound them (format-spec.md 5.5); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
-    GcUnsafe {
-        /// The store.
-        store: PathBuf,
-    },
-    /// Another gc holds the lock of a shared store, and keeps it alive.
-    #[error("another gc is running: {} is held by run {run} and was renewed {renewed} while this run watched it; nothing was deleted", lock.display())]
-    GcRunning {
-        /// The lock object (its URL names the store).
-        lock: PathBuf,
-        /// The run that holds it (as its lock says).
-        run: String,
-        /// When it was seen renewed ("after 2 s", say).
-        renewed: String,
-    },
-    /// gc lost the lock of a shared store during its run (it could not
-    /// renew it, or another gc took it over): it stopped moving objects and
-    /// put back what it had moved.
-    #[error("gc lost its lock {}: {reason}; it stopped, and put back the {restored} objects it had moved to its trash", lock.display())]
-    GcLockLost {
-        /// The lock object (its URL names the store).
-        lock: PathBuf,
-        /// The run, and what happened.
-        reason: String,
-        /// Objects copied back from the run's trash.
-        restored: usize,
-    },
-    /// `upgrade` would replace conversation logs on a backend whose locks
-    /// do not exclude writers on other machines (format-spec.md 4.9, 5.5).
-    #[error("upgrade cannot rewrite the logs of {}: its locks do not exclude writers on other machines, so an append there could be lost under the new log; nothing was changed (upgrade the store on a file system, then copy it; --dry-run reports what would change)", store.display())]
-    UpgradeUnsafe {
-        /// The store.
-        store: PathBuf,
-    },
-    /// A file to import is not valid JP data.
-    #[error("{}: not valid JP data: {reason}", path.display())]
-    NotJp {
-        /// The file or directory.
-        path: PathBuf,
-        /// What is wrong.
         reason: String,
     },
     /// A config file or config blob is not valid.
@@ -298,29 +225,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// The error of a failed `publish_new_file`/`publish_synced`, naming the
-    /// file as `storage` displays it.
-    pub fn from_publish(
-        storage: &dyn jpstore_blobstore::storage::Storage,
-        e: jpstore_blobstore::storage::PublishError,
-    ) -> Error {
-        use jpstore_blobstore::storage::PublishError;
-        match e {
-            PublishError::Io(op, p, source) => Error::Io {
-                op,
-                path: storage.display_path(&p),
-                source,
-            },
-            PublishError::Sync(p, source) => Error::SyncFailed {
-                path: storage.display_path(&p),
-                source,
-            },
-        }
-    }
-
     /// The error of a failed write of the store's backend, naming the key
     /// as `backend` displays it; a failed sync is [`Error::SyncFailed`].
-    pub fn from_backend(
+    pub(crate) fn from_backend(
         backend: &dyn jpstore_blobstore::backend::Backend,
         e: jpstore_blobstore::backend::BackendError,
     ) -> Error {
@@ -359,21 +266,11 @@ impl Error {
     /// else could have been done: a read-only file system, or no
     /// permission (another user's store). A check that only reads (`fsck`,
     /// `gc --dry-run`) goes on without the lock it could not take.
-    pub fn is_read_only(&self) -> bool {
+    pub(crate) fn is_read_only(&self) -> bool {
         matches!(self, Error::Io { source, .. } if matches!(
             source.kind(),
             std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
         ))
-    }
-
-    /// Whether the error reports a file of a newer format than this build
-    /// reads (a log, or a file of the blob store): not damage.
-    pub fn is_unsupported(&self) -> bool {
-        match self {
-            Error::Unsupported { .. } => true,
-            Error::Blob(b) => b.is_unsupported(),
-            _ => false,
-        }
     }
 
     /// Whether the error reports damaged data on disk (as opposed to I/O

@@ -6,12 +6,12 @@
 //! straight from its entry heads (`export/refs.rs`), with the settings from
 //! the head cache when they are current.
 
-mod events;
+pub(crate) mod entries;
+pub(crate) mod events;
 mod refs;
 
-pub use events::{
-    find_signature, Arguments, TextRefs, ToolContent, ViewEvent, ViewEvents, SIGNATURE_KEY,
-};
+pub(crate) use entries::ConversationEntries;
+pub(crate) use events::ViewEvents;
 
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
@@ -44,7 +44,7 @@ pub enum ContentMode {
 }
 
 /// Renders one entry.
-pub fn entry_json(store: &Store, entry: &Entry, mode: ContentMode) -> Result<Value> {
+pub(crate) fn entry_json(store: &Store, entry: &Entry, mode: ContentMode) -> Result<Value> {
     render_entry(entry, &mut |r: &BlobRef, kind: PayloadKind| match mode {
         ContentMode::Refs => Ok(blob_ref_json(r)),
         ContentMode::Inline => {
@@ -57,7 +57,7 @@ pub fn entry_json(store: &Store, entry: &Entry, mode: ContentMode) -> Result<Val
 /// Renders a whole conversation: `{"id", "metadata", "base_config",
 /// "events"}`. The metadata holds every field set (title, created, labels,
 /// and any others).
-pub fn conversation_json(
+pub(crate) fn conversation_json(
     store: &Store,
     conversation: &Conversation,
     mode: ContentMode,
@@ -88,7 +88,7 @@ pub fn conversation_json(
 /// ([`Store::conversation_settings`],
 /// [`crate::projection::view_with_config`]). Tool response content is always
 /// a list of blocks. Reads the base config, no content.
-pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
+pub(crate) fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {
     let settings = store.conversation_settings(conversation)?;
     let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base);
     as_blocks(&mut view);
@@ -97,7 +97,7 @@ pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payl
 
 /// [`view`] of a conversation the caller gives up: the entries of the view
 /// are moved out of it, not copied.
-pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<Payload>>> {
+pub(crate) fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<Payload>>> {
     let settings = store.conversation_settings(&conversation)?;
     let mut view =
         crate::projection::view_traced_owned(conversation.entries, &settings.base).entries;
@@ -108,7 +108,7 @@ pub fn into_view(store: &Store, conversation: Conversation) -> Result<Vec<Entry<
 /// [`view`] and the settings in effect at the end of the conversation
 /// (what a request for it is sent with: model, system prompt), from one
 /// read of the base config.
-pub fn view_and_settings(
+pub(crate) fn view_and_settings(
     store: &Store,
     conversation: &Conversation,
 ) -> Result<(Vec<Entry<Payload>>, Settings)> {
@@ -139,7 +139,7 @@ enum ViewSource {
 impl Store {
     /// Reads conversation `id` for its view: its log (a version 2 log into
     /// memory, its bodies checked only when they are used: format-spec.md 3,
-    /// "Reading") and the settings in effect ([`Store::settings_cached`]),
+    /// "Reading") and the settings in effect (`Store::settings_cached`),
     /// from the head cache when they are current (4.6): then neither
     /// `config.toml` nor the base config is parsed. Nothing is written: a
     /// view reads (settings computed anew are cached in the head by the
@@ -214,136 +214,11 @@ pub(crate) fn view_of<'s>(
     })
 }
 
-/// A conversation read for a part of it ([`Store::open_entries`]): the
-/// heads of all its entries, each entry decoded only when asked for, the
-/// settings computed only when asked for.
-#[derive(Debug)]
-pub struct ConversationEntries<'s> {
-    store: &'s Store,
-    source: ViewSource,
-    /// The head cache's settings, if it holds some for this log.
-    cached: Option<head::SettingsCache>,
-}
-
-impl Store {
-    /// Reads conversation `id` for a part of it (a page of `jp-store
-    /// serve`): its log as [`Store::open_view`] reads it (a version 2 log
-    /// into memory with nothing decoded; a version 1 log decoded), without
-    /// computing its settings ([`ConversationEntries::settings`] does, so
-    /// that a conversation whose config cannot be read still reads as
-    /// logged). Nothing is written, not even the head cache.
-    pub fn open_entries(&self, id: &ConversationId) -> Result<ConversationEntries<'_>> {
-        let backend = &**self.backend();
-        let (reader, for_log) = head::open_judged(
-            backend,
-            id,
-            || open_reader_once(backend, id, self.options().log),
-            crate::log::LogReader::file,
-            &|key| self.remembered_settings(key),
-        )?;
-        let mut reader = reader.with_proven_end(for_log.proven_end);
-        let source = match reader.format().framing {
-            Framing::V1 => {
-                drop(reader);
-                ViewSource::Decoded(read_conversation(backend, id, self.options().log)?)
-            }
-            Framing::V2 => ViewSource::Image(LogImage::read(&mut reader, id)?),
-        };
-        Ok(ConversationEntries {
-            store: self,
-            source,
-            cached: for_log.settings,
-        })
-    }
-}
-
-impl ConversationEntries<'_> {
-    /// The number of entries (events and entries of unknown types).
-    pub fn len(&self) -> usize {
-        match &self.source {
-            ViewSource::Decoded(conv) => conv.entries.len(),
-            ViewSource::Image(image) => image.len(),
-        }
-    }
-
-    /// Whether there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The heads of every entry, in order (of a version 2 log, read from
-    /// the records' heads: nothing is decoded but config deltas).
-    pub fn heads(&self) -> Result<Vec<EntryHead<'_>>> {
-        match &self.source {
-            ViewSource::Decoded(conv) => Ok(conv.entries.iter().map(EntryHead::of).collect()),
-            ViewSource::Image(image) => image.heads(),
-        }
-    }
-
-    /// Entry `i`, decoded.
-    pub fn entry(&self, i: usize) -> Result<Entry> {
-        match &self.source {
-            ViewSource::Decoded(conv) => {
-                conv.entries.get(i).cloned().ok_or_else(|| Error::Corrupt {
-                    path: self.store.display(&conv.id.log_path()),
-                    offset: conv.log_end,
-                    expected: format!("entry {i}"),
-                    found: format!("{} entries", conv.entries.len()),
-                })
-            }
-            ViewSource::Image(image) => image.entry(i),
-        }
-    }
-
-    /// The state the log folds to (metadata, counts, turns), from `heads`
-    /// ([`Self::heads`] of this conversation).
-    pub fn state(&self, heads: &[EntryHead<'_>]) -> Result<ConversationState> {
-        match &self.source {
-            ViewSource::Decoded(conv) => Ok(conv.state.clone()),
-            ViewSource::Image(image) => image.state(heads),
-        }
-    }
-
-    /// The settings in effect ([`Store::settings_cached`]: from the head
-    /// cache when they are current), the config deltas read from `heads`
-    /// ([`Self::heads`] of this conversation). Not written back.
-    pub fn settings(&self, heads: &[EntryHead<'_>]) -> Result<ConversationSettings> {
-        let base_config = match &self.source {
-            ViewSource::Decoded(conv) => conv.state.metadata.base_config,
-            ViewSource::Image(image) => image.base_config()?,
-        };
-        let deltas = heads.iter().filter_map(|h| match &h.kind {
-            HeadKind::ConfigDelta(d) => Some(&**d),
-            _ => None,
-        });
-        Ok(self
-            .store
-            .settings_cached(base_config, deltas, self.cached.as_ref())?
-            .0)
-    }
-
-    /// Where the records read end.
-    pub fn log_end(&self) -> u64 {
-        match &self.source {
-            ViewSource::Decoded(conv) => conv.log_end,
-            ViewSource::Image(image) => image.log_end(),
-        }
-    }
-
-    /// What the read of the log left out after its last whole record.
-    pub fn torn_tail(&self) -> Option<TornTail> {
-        match &self.source {
-            ViewSource::Decoded(conv) => conv.torn_tail,
-            ViewSource::Image(image) => image.torn_tail(),
-        }
-    }
-}
-
 impl ConversationView<'_> {
     /// The settings in effect: at the start of the conversation (what the
     /// view's deduplication starts from) and at its end (what a request for
     /// it is sent with).
-    pub fn settings(&self) -> &ConversationSettings {
+    pub(crate) fn settings(&self) -> &ConversationSettings {
         &self.settings
     }
 
@@ -357,14 +232,14 @@ impl ConversationView<'_> {
     }
 
     /// The framing version of the conversation's log.
-    pub fn log_version(&self) -> u16 {
+    pub(crate) fn log_version(&self) -> u16 {
         match self.source {
             ViewSource::Decoded(_) => Framing::V1.version(),
             ViewSource::Image(_) => Framing::V2.version(),
         }
     }
 
-    /// The view's entries, owned ([`view`]: tool response content always a
+    /// The view's entries, owned (`view`: tool response content always a
     /// list of blocks), content as references.
     pub fn into_entries(self) -> Result<Vec<Entry<Payload>>> {
         let entries = match self.source {
@@ -381,7 +256,7 @@ impl ConversationView<'_> {
     /// borrowed from the records' bodies, nothing decoded but entries of
     /// rarer shapes), planned from entry heads as [`Self::render`] plans
     /// them; for a version 1 log, [`Self::into_entries`].
-    pub fn into_events(self) -> Result<ViewEvents> {
+    pub(crate) fn into_events(self) -> Result<ViewEvents> {
         let image = match self.source {
             ViewSource::Image(image) => image,
             ViewSource::Decoded(_) => return Ok(ViewEvents::of_entries(self.into_entries()?)),
@@ -444,7 +319,7 @@ fn as_blocks(view: &mut [Entry<Payload>]) {
 /// [`Rendered::take_error`] after serializing). With [`ContentMode::Refs`]
 /// no content blob is read: content stays `{"$blob", "size"}` references
 /// (the text the projection and deduplication create is inline).
-pub fn render_view<'a>(
+pub(crate) fn render_view<'a>(
     store: &'a Store,
     view: &'a [Entry<Payload>],
     mode: ContentMode,

@@ -43,9 +43,9 @@ mod layout;
 
 use known::KnownBlobs;
 
-pub use crate::conversation::QUARANTINE_DIR;
+pub(crate) use crate::conversation::QUARANTINE_DIR;
 
-/// How bad a finding is (serialized as [`Severity::as_str`]).
+/// How bad a finding is (serialized as `Severity::as_str`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -63,9 +63,16 @@ pub enum Severity {
     Unsupported,
 }
 
+impl std::fmt::Display for Severity {
+    /// The lowercase name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Severity {
     /// The lowercase name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",
             Severity::Warning => "warning",
@@ -266,13 +273,69 @@ struct LogsChecked {
     kept_for_recovery: usize,
 }
 
+/// Why fsck stopped before the end ([`run`]). A check writes nothing; a
+/// repair is made of whole steps, so what was repaired stays repaired.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsckError {
+    /// Reading or writing the store failed, or the run was interrupted
+    /// ([`Error::Interrupted`]).
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// `fsck --repair` could not finish moving a conversation into
+    /// quarantine (its note, or the records it keeps, could not be written).
+    #[error("fsck --repair could not quarantine conversation {id}: {failed}; {left}")]
+    RepairNotDone {
+        /// The conversation.
+        id: String,
+        /// What failed.
+        failed: Box<Error>,
+        /// Where the conversation is now.
+        left: String,
+    },
+}
+
+impl From<jpstore_blobstore::Error> for FsckError {
+    fn from(e: jpstore_blobstore::Error) -> FsckError {
+        FsckError::Store(e.into())
+    }
+}
+
+/// Checks `store` (and with [`FsckOptions::repair`] repairs it), as
+/// `jp-store fsck` does; see the module documentation for what is checked
+/// and how damage is set aside. `progress` hears of each phase and
+/// conversation.
+pub fn run(
+    store: &Store,
+    options: FsckOptions,
+    progress: &mut dyn FnMut(FsckProgress),
+) -> Result<FsckReport, FsckError> {
+    store.fsck(options, progress)
+}
+
+/// [`run`] that stops with [`Error::Interrupted`] soon after `interrupt`
+/// is set (by a signal handler, or another thread): inside the check of
+/// one log, between conversations, and inside blob checks. A check is
+/// read-only, so stopping loses nothing; with `repair`, the flag is looked
+/// at before each phase and each repair is a whole step (format-spec.md
+/// 4.8), so what was repaired stays repaired and the next run goes on from
+/// there.
+pub fn run_interruptible(
+    store: &Store,
+    options: FsckOptions,
+    progress: &mut dyn FnMut(FsckProgress),
+    interrupt: &AtomicBool,
+) -> Result<FsckReport, FsckError> {
+    store.fsck_interruptible(options, progress, interrupt)
+}
+
 impl Store {
     /// Runs fsck (see the module documentation).
-    pub fn fsck(
+    pub(crate) fn fsck(
         &self,
         options: FsckOptions,
         progress: &mut dyn FnMut(FsckProgress),
-    ) -> Result<FsckReport> {
+    ) -> Result<FsckReport, FsckError> {
         self.fsck_interruptible(options, progress, &AtomicBool::new(false))
     }
 
@@ -284,12 +347,12 @@ impl Store {
     /// stopping loses nothing; with `repair`, the flag is looked at before
     /// each phase and each repair is a whole step (format-spec.md 4.8), so
     /// what was repaired stays repaired and the next run goes on from there.
-    pub fn fsck_interruptible(
+    pub(crate) fn fsck_interruptible(
         &self,
         options: FsckOptions,
         progress: &mut dyn FnMut(FsckProgress),
         interrupt: &AtomicBool,
-    ) -> Result<FsckReport> {
+    ) -> Result<FsckReport, FsckError> {
         let stop = || {
             if interrupt.load(Ordering::Relaxed) {
                 Err(Error::Interrupted)
@@ -384,7 +447,7 @@ impl Store {
         progress: &mut dyn FnMut(FsckProgress),
         interrupt: &AtomicBool,
         loose: Option<Vec<BlobId>>,
-    ) -> Result<()> {
+    ) -> Result<(), FsckError> {
         let ids = self.ids()?;
         report.conversations = ids.len();
         // Blob damage found by reading data, to tie conversations to it.
@@ -561,7 +624,7 @@ impl Store {
             for (id, why, keep) in to_quarantine {
                 let to = match self.quarantine_conversation(&id, &why, keep) {
                     Ok(to) => to,
-                    Err(e) if e.is_no_conversation() => {
+                    Err(FsckError::Store(e)) if e.is_no_conversation() => {
                         report.repairs.push(format!(
                             "left conversation {id} alone: it was removed since it was checked"
                         ));
@@ -675,7 +738,9 @@ impl Store {
         }
         // A quarantined log that cannot be read makes gc refuse to sweep;
         // fsck only informs, so what it marked before that is counted.
-        if let Err(Error::Interrupted) = self.mark_quarantined(interrupt, &mut recoverable) {
+        if let Err(crate::gc::GcError::Store(Error::Interrupted)) =
+            self.mark_quarantined(interrupt, &mut recoverable)
+        {
             return Err(Error::Interrupted);
         }
         let kept_for_recovery = if recoverable.is_empty() {
@@ -1153,7 +1218,7 @@ impl Store {
     fn write_note(&self, at: &Path, why: &str) -> Result<()> {
         let note = format!(
             "moved aside by jp-store fsck --repair at {} UTC\nwhy: {why}\n",
-            Timestamp::now().to_jp_string()
+            Timestamp::now()
         );
         let tmp = PathBuf::from(format!("{}.tmp.{}", at.display(), std::process::id()));
         self.backend()
@@ -1406,7 +1471,7 @@ impl Store {
         id: &ConversationId,
         why: &str,
         keep: Option<u64>,
-    ) -> Result<PathBuf> {
+    ) -> Result<PathBuf, FsckError> {
         let lock = crate::conversation::writer_lock(&**self.backend(), id)?;
         let dir = self.quarantine_dir("conversations")?;
         let done_name = format!("{id}.{}", Self::stamp());
@@ -1443,7 +1508,7 @@ impl Store {
             Ok(()) => return Ok(to),
             // The id is another conversation's now (created since the
             // move): this one stays in quarantine, with its note.
-            Err(e @ Error::ConversationExists { .. }) => return Err(e),
+            Err(e @ Error::ConversationExists { .. }) => return Err(e.into()),
             Err(e) => e,
         };
         // Undone in reverse: the new directory (a failed restore removed
@@ -1453,7 +1518,7 @@ impl Store {
         let _ = backend.remove_prefix(&id.dir());
         let _ = backend.delete(&[to.join("NOTE")]);
         let undone = self.move_aside(&to, &id.dir());
-        Err(Error::RepairNotDone {
+        Err(FsckError::RepairNotDone {
             id: id.to_string(),
             failed: Box::new(failed),
             left: match undone {

@@ -14,7 +14,7 @@
 //! outside that protocol (`jp-store blob put`) and is not needed for safety.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
@@ -80,7 +80,7 @@ pub struct GcReport {
     pub temp_removed: usize,
     /// Leftovers of writers that failed or were stopped, outside the blob
     /// store, removed (dry: that would be): conversation directories
-    /// without a log, stopped removals, temp files ([`leftovers`]).
+    /// without a log, stopped removals, temp files (`leftovers`).
     pub leftovers_removed: usize,
     /// Their bytes.
     pub leftover_bytes: u64,
@@ -211,6 +211,77 @@ pub(crate) fn young(modified: SystemTime, now: SystemTime, grace: Duration) -> b
     now.duration_since(modified).map_or(true, |age| age < grace)
 }
 
+/// Why gc stopped without finishing ([`run`]). Nothing is lost when it
+/// does: a sweep either did not start, or put back what it had moved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GcError {
+    /// Reading or writing the store failed.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// gc found a log it cannot read at all: what it references is unknown,
+    /// so nothing is swept.
+    #[error("gc swept nothing: it cannot read the log {}, which may reference any blob (make it a readable log file again; `jp-store fsck --repair` moves aside what is not a regular file): {source}", path.display())]
+    UnreadableLog {
+        /// The log (or quarantine directory) that cannot be read.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
+    /// gc asked to delete on a store whose locks do not exclude writers on
+    /// other machines and whose backend has no writers' clock
+    /// (format-spec.md 5.5): a sweep could delete a blob that a writer
+    /// elsewhere is about to reference.
+    #[error("gc cannot delete in {}: its locks do not exclude writers on other machines and its storage has no writers' clock to bound them (format-spec.md 5.5); nothing was deleted (--dry-run reports what gc would delete)", store.display())]
+    Unsafe {
+        /// The store.
+        store: PathBuf,
+    },
+    /// Another gc holds the lock of a shared store, and keeps it alive.
+    #[error("another gc is running: {} is held by run {run} and was renewed {renewed} while this run watched it; nothing was deleted", lock.display())]
+    Running {
+        /// The lock object (its URL names the store).
+        lock: PathBuf,
+        /// The run that holds it (as its lock says).
+        run: String,
+        /// When it was seen renewed ("after 2 s", say).
+        renewed: String,
+    },
+    /// gc lost the lock of a shared store during its run (it could not
+    /// renew it, or another gc took it over): it stopped moving objects and
+    /// put back what it had moved.
+    #[error("gc lost its lock {}: {reason}; it stopped, and put back the {restored} objects it had moved to its trash", lock.display())]
+    LockLost {
+        /// The lock object (its URL names the store).
+        lock: PathBuf,
+        /// The run, and what happened.
+        reason: String,
+        /// Objects copied back from the run's trash.
+        restored: usize,
+    },
+}
+
+impl From<jpstore_blobstore::Error> for GcError {
+    fn from(e: jpstore_blobstore::Error) -> GcError {
+        GcError::Store(e.into())
+    }
+}
+
+/// Removes from `store` the blobs no conversation references, and the
+/// leftovers of interrupted writes, as `jp-store gc` does (see the module
+/// documentation); with [`GcOptions::dry_run`], reports what it would
+/// remove and removes nothing. On a store whose locks do not exclude
+/// writers on other machines (S3), a run that deletes follows the protocol
+/// of format-spec.md 5.5.
+pub fn run(
+    store: &Store,
+    options: GcOptions,
+    progress: &mut dyn FnMut(GcProgress),
+) -> Result<GcReport, GcError> {
+    store.gc(options, progress)
+}
+
 impl Store {
     /// Every blob any conversation references or may reference, from the
     /// logs alone (no blob content is read): format-spec.md 4.7, "Marking".
@@ -219,14 +290,14 @@ impl Store {
     /// is marked too; so are the logs and tail copies in
     /// `quarantine/conversations/`. A log that cannot be read at all (an I/O
     /// error, no permission, not a regular file, a format this build does
-    /// not know) is an error ([`Error::GcUnreadableLog`]): sweeping without
+    /// not know) is an error ([`GcError::UnreadableLog`]): sweeping without
     /// its references could lose them. A conversation whose log is gone
     /// (removed after it was listed, or never published) is not live.
     /// Returns the marks and the number of conversations marked.
-    pub fn referenced_blobs(
+    pub(crate) fn referenced_blobs(
         &self,
         progress: &mut dyn FnMut(GcProgress),
-    ) -> Result<(HashSet<BlobId>, usize)> {
+    ) -> Result<(HashSet<BlobId>, usize), GcError> {
         let backend = &**self.backend();
         let options = self.options().log;
         let ids = self.conversation_dirs()?;
@@ -274,8 +345,8 @@ impl Store {
     }
 
     /// gc's refusal to sweep, naming the log it cannot read.
-    fn unreadable(&self, path: &Path, source: Error) -> Error {
-        Error::GcUnreadableLog {
+    fn unreadable(&self, path: &Path, source: Error) -> GcError {
+        GcError::UnreadableLog {
             path: self.backend().display(path),
             source: Box::new(source),
         }
@@ -289,7 +360,7 @@ impl Store {
         &self,
         interrupt: &AtomicBool,
         live: &mut HashSet<BlobId>,
-    ) -> Result<()> {
+    ) -> Result<(), GcError> {
         let backend = &**self.backend();
         let options = self.options().log;
         let dir = Path::new(crate::conversation::QUARANTINE_DIR).join("conversations");
@@ -313,13 +384,13 @@ impl Store {
                     Ok(_) => {}
                     // A directory moved aside before its log was published.
                     Err(Error::Io { ref source, .. }) if is_absent(source) => {}
-                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    Err(Error::Interrupted) => return Err(Error::Interrupted.into()),
                     Err(e) => return Err(self.unreadable(&log, e)),
                 }
             } else if is_tail_copy(&e.name) {
                 match mark::mark_log(backend, &path, Holds::Part, options, interrupt, live) {
                     Ok(_) => {}
-                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    Err(Error::Interrupted) => return Err(Error::Interrupted.into()),
                     Err(e) => return Err(self.unreadable(&path, e)),
                 }
             }
@@ -332,7 +403,11 @@ impl Store {
     /// follows the protocol of format-spec.md 5.5 ([`shared`]): it moves
     /// what it would delete to a trash, waits out the writers that may have
     /// seen it, reads the logs again and restores what they now reference.
-    pub fn gc(&self, options: GcOptions, progress: &mut dyn FnMut(GcProgress)) -> Result<GcReport> {
+    pub(crate) fn gc(
+        &self,
+        options: GcOptions,
+        progress: &mut dyn FnMut(GcProgress),
+    ) -> Result<GcReport, GcError> {
         if !options.dry_run && !self.backend().locks_span_writers() {
             return shared::gc_shared(self, options, progress);
         }
@@ -353,7 +428,7 @@ impl Store {
                 ));
                 None
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let now = SystemTime::now();
         let (live, conversations) = self.referenced_blobs(progress)?;
@@ -485,11 +560,11 @@ impl Store {
     }
 }
 
-pub mod leftovers;
+pub(crate) mod leftovers;
 pub(crate) mod mark;
-pub mod shared;
+pub(crate) mod shared;
 
-pub use mark::mark_log;
+pub(crate) use mark::mark_log;
 
 #[cfg(test)]
 mod tests;

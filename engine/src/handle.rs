@@ -1,6 +1,6 @@
 //! The conversation handle: what an embedder holds while it works on one
 //! conversation ([`Store::conversation`] opens one, [`Store::create`] and
-//! [`Store::fork`] make one).
+//! [`ConversationHandle::fork`] make one).
 //!
 //! A [`ConversationHandle`] holds, while it lives, the conversation's
 //! writer lock (other writers wait; readers never do), its folded state
@@ -43,9 +43,9 @@ use crate::store::{ConversationSettings, NewConversation, Store};
 use crate::timestamp::Timestamp;
 
 /// An open conversation: its lock, its state and its settings, held while
-/// the handle lives (see the [module](self)). Made by [`Store::conversation`]
-/// (an existing conversation), [`Store::create`] and [`Store::fork`] (a new
-/// one); [`close`](Self::close) it when done.
+/// the handle lives (see the module). Made by [`Store::conversation`]
+/// (an existing conversation), [`Store::create`] and
+/// [`fork`](Self::fork) (a new one); [`close`](Self::close) it when done.
 #[derive(Debug)]
 pub struct ConversationHandle<'s> {
     store: &'s Store,
@@ -60,7 +60,7 @@ impl Store {
     /// (another writer of it, in this process or another, holds it until it
     /// closes), checks the framing of its whole log (damage anywhere is an
     /// error; a torn tail left by a crash is cut, after a copy:
-    /// [`ConversationHandle::cut_tail`]) and folds its state from the head
+    /// `ConversationHandle::cut_tail`) and folds its state from the head
     /// cache on. An unknown id is [`Error::NotFound`](crate::error::Error::NotFound).
     pub fn conversation(&self, id: &ConversationId) -> Result<ConversationHandle<'_>> {
         Ok(ConversationHandle::new(self, self.writer(id)?))
@@ -81,7 +81,7 @@ impl Store {
     /// and compactions (whose turn numbers would no longer fit) are left
     /// out. The metadata records `forked_from: {id, turns}`. Reads `id`
     /// without its lock: a handle of it may be open.
-    pub fn fork(
+    pub(crate) fn fork(
         &self,
         id: &ConversationId,
         last: Option<u64>,
@@ -103,7 +103,7 @@ impl Store {
     /// a bad range or a failed summary leaves nothing behind. (A dry-run
     /// request plans and reports the compaction without adding it.) Returns
     /// the new conversation's handle and the compaction made.
-    pub fn fork_compacted(
+    pub(crate) fn fork_compacted(
         &self,
         id: &ConversationId,
         last: Option<u64>,
@@ -147,7 +147,7 @@ impl Store {
     /// the write is then unknown (the batch may be in the log, whole, or
     /// not). Once the append is durable, what happens to the compaction is
     /// in the report.
-    pub fn append_turn(
+    pub(crate) fn append_turn(
         &self,
         id: &ConversationId,
         entries: Vec<Entry<Payload>>,
@@ -180,7 +180,7 @@ impl Store {
 
     /// [`ConversationHandle::compact`] of conversation `id` in a handle of
     /// its own, the compaction's entry made at `now`.
-    pub fn compact(
+    pub(crate) fn compact(
         &self,
         id: &ConversationId,
         request: &CompactRequest,
@@ -195,7 +195,7 @@ impl Store {
 
     /// [`ConversationHandle::undo_compaction`] of conversation `id` in a
     /// handle of its own, the undo made at `now`.
-    pub fn undo_compaction(
+    pub(crate) fn undo_compaction(
         &self,
         id: &ConversationId,
         n: Option<u64>,
@@ -228,13 +228,13 @@ impl<'s> ConversationHandle<'s> {
     }
 
     /// The length of its log: where the next record goes.
-    pub fn log_end(&self) -> u64 {
+    pub(crate) fn log_end(&self) -> u64 {
         self.writer.log_end()
     }
 
     /// The torn tail (a record a crash left incomplete) cut when the log
     /// was opened, if any: its bytes were copied into `quarantine/` first.
-    pub fn cut_tail(&self) -> Option<&CutTail> {
+    pub(crate) fn cut_tail(&self) -> Option<&CutTail> {
         self.writer.cut_tail()
     }
 
@@ -245,7 +245,7 @@ impl<'s> ConversationHandle<'s> {
     /// read). Computed the first time they are needed (from the head cache
     /// when it is current, and the config deltas of the records that hold
     /// them), then kept.
-    pub fn settings(&mut self) -> Result<&ConversationSettings> {
+    pub(crate) fn settings(&mut self) -> Result<&ConversationSettings> {
         let settings = match self.settings.take() {
             Some(settings) => settings,
             None => self.compute_settings()?,
@@ -401,7 +401,7 @@ impl<'s> ConversationHandle<'s> {
         )
     }
 
-    /// Creates a compaction ([`plan`]: the profile, the range, the summary
+    /// Creates a compaction (`plan`: the profile, the range, the summary
     /// made by `summarize` when the profile has a summary table) of the
     /// conversation as it is, under the settings in effect at its end, and
     /// appends it (unless `request.dry_run`). Nothing is written unless the
@@ -461,8 +461,7 @@ impl<'s> ConversationHandle<'s> {
     }
 
     /// A new conversation from this one's whole history, or from its last
-    /// `last` turns, as [`Store::fork`] makes it (`id` or a fresh id), and
-    /// its handle. This one is left as it is.
+    /// `last` turns (`id`, or a fresh id), and its handle. This one is left as it is.
     pub fn fork(
         &self,
         last: Option<u64>,

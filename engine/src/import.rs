@@ -13,7 +13,7 @@ use crate::config;
 use crate::conversation::meta::MetaPatch;
 use crate::conversation::writer::ConversationWriter;
 use crate::conversation::ConversationId;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::event::{BlobRef, Entry, Object, Payload};
 use crate::store::Store;
 
@@ -41,7 +41,7 @@ pub struct Prepared {
     pub source_bytes: u64,
 }
 
-/// What [`Store::rewrite`] did.
+/// What `Store::rewrite` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rewritten {
     /// Bytes of the new log.
@@ -74,20 +74,66 @@ pub enum Imported {
     },
 }
 
+/// Why an import stored nothing of a batch ([`run`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// Reading or writing the store failed.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The batch holds two conversations with one id; nothing of it was
+    /// stored (an importer sends a conversation given twice in a later
+    /// batch, or leaves it out).
+    #[error("the batch to import holds conversation {id} twice; nothing of it was stored")]
+    ImportedTwice {
+        /// The id.
+        id: String,
+    },
+}
+
+impl From<jpstore_blobstore::Error> for ImportError {
+    fn from(e: jpstore_blobstore::Error) -> ImportError {
+        ImportError::Store(e.into())
+    }
+}
+
+/// Imports prepared conversations into `store`, as `jp-store import`
+/// does: all their content (and base configs) goes into the blob store
+/// first, as one pack when there are more than a few new blobs; then each
+/// conversation's log is published whole. A conversation whose id exists
+/// is skipped, or with `force` replaced. A batch that holds one id twice is
+/// refused, nothing of it stored.
+pub fn run(
+    store: &Store,
+    batch: Vec<Prepared>,
+    force: bool,
+    progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
+) -> Result<(Vec<Imported>, BlobTotals), ImportError> {
+    store.import(batch, force, progress)
+}
+
 impl Store {
     /// Imports prepared conversations: all their content (and base configs)
     /// goes into the blob store first, as one pack when there are more than a
     /// few new blobs; then each conversation's log is published whole. A
     /// conversation whose id exists is skipped, or with `force` replaced.
     /// A batch that holds one id twice is refused
-    /// ([`Error::ImportedTwice`](crate::error::Error::ImportedTwice)),
+    /// ([`ImportError::ImportedTwice`]),
     /// nothing of it stored.
-    pub fn import(
+    pub(crate) fn import(
         &self,
         batch: Vec<Prepared>,
         force: bool,
         progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
-    ) -> Result<(Vec<Imported>, BlobTotals)> {
+    ) -> Result<(Vec<Imported>, BlobTotals), ImportError> {
+        // Two conversations with one id would be written one over the
+        // other, the second failing half way: refused before anything is.
+        let mut ids = std::collections::HashSet::with_capacity(batch.len());
+        if let Some(p) = batch.iter().find(|p| !ids.insert(&p.id)) {
+            return Err(ImportError::ImportedTwice {
+                id: p.id.to_string(),
+            });
+        }
         let (imported, totals, _) = self.store_prepared(batch, force, None, progress)?;
         Ok((imported, totals))
     }
@@ -101,7 +147,7 @@ impl Store {
     /// place (JP's storage backend: a compaction removed, turns trimmed),
     /// so that nothing it replaced is lost. Returns the new log's length
     /// and where the old one was kept.
-    pub fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Rewritten> {
+    pub(crate) fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Rewritten> {
         let id = prepared.id.clone();
         if !self.exists(&id)? {
             return Err(crate::error::Error::NotFound { id: id.to_string() });
@@ -129,14 +175,6 @@ impl Store {
         keep: Option<&str>,
         progress: &mut dyn FnMut(jpstore_blobstore::BatchProgress),
     ) -> Result<(Vec<Imported>, BlobTotals, Vec<Option<std::path::PathBuf>>)> {
-        // Two conversations with one id would be written one over the
-        // other, the second failing half way: refused before anything is.
-        let mut ids = std::collections::HashSet::with_capacity(batch.len());
-        if let Some(p) = batch.iter().find(|p| !ids.insert(&p.id)) {
-            return Err(crate::error::Error::ImportedTwice {
-                id: p.id.to_string(),
-            });
-        }
         // Blobs are stored before the logs that reference them: gc must not
         // run in between (format-spec.md 4.7).
         let _gc = self.gc_shared()?;
@@ -375,7 +413,7 @@ mod tests {
         ];
         for force in [false, true] {
             match store.import(batch.clone(), force, &mut |_| {}) {
-                Err(crate::error::Error::ImportedTwice { id }) => assert_eq!(id, "c1"),
+                Err(ImportError::ImportedTwice { id }) => assert_eq!(id, "c1"),
                 other => panic!("{other:?}"),
             }
             assert!(store.ids().expect("ids").is_empty(), "nothing stored");

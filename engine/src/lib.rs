@@ -35,32 +35,31 @@
 //! # }
 //! ```
 //!
-//! The modules:
+//! The face of the crate, all an embedder needs:
 //!
-//! - [`handle`]: the conversation handle; [`store`]: a store (blob store,
-//!   conversations, workspace config) and the operations on it.
-//! - [`append`]: what an append of a turn reports, and how an append that
-//!   another writer beat (on S3) is tried again.
-//! - [`conversation`]: one conversation's log of entries, its metadata, and
-//!   the single writer with the append protocol.
-//! - [`event`]: the event model, its constructors, its JSON form and turn
-//!   numbering.
-//! - [`copy`]: conversations and their blobs from a store to another.
-//! - [`export`]: the view ([`export::ConversationView`]) and the plain JSON
-//!   form of a conversation; [`import`]: whole conversations stored in bulk
-//!   (one pack, then each log published whole); [`stream`]: a store as one
-//!   NDJSON stream, a conversation a line.
-//! - [`projection`], [`compaction`], [`dedup`]: the view an LLM is sent.
-//! - [`fsck`], [`gc`]: checking and repairing a store; removing unreferenced
-//!   blobs safely while others write.
-//! - [`search`]: a regular expression over the text of conversations
-//!   (`jp-store grep`).
-//! - [`stats`]: counts and context sizes of conversations (`jp-store
-//!   stats`).
-//! - [`upgrade`]: a conversation's version 1 log rewritten as version 2
-//!   ([`Store::upgrade_log`]).
-//! - [`config`], [`timestamp`]: config objects and the typed settings
-//!   jp-store reads from them; JP's timestamps.
+//! - [`Store`] (open or create a store: a directory, or through the
+//!   `jpstore-remote` crate a bucket on S3), and [`ConversationHandle`]:
+//!   append, view, compact and undo, fork, close.
+//! - [`event`]: the entries of a log and their typed constructors;
+//!   [`conversation`]: a conversation's id, metadata and folded state;
+//!   [`timestamp`]: JP's timestamps.
+//! - [`export`]: the view an LLM is sent ([`export::ConversationView`]),
+//!   rendered with content as references or inline; [`compaction`]: what
+//!   to compact, the summarizer it may call, what it reports.
+//! - The operations on a store, each a function with its own options,
+//!   report and error: [`fsck::run`] (check and repair), [`gc::run`]
+//!   (remove unreferenced blobs while others write), [`copy::run`]
+//!   (conversations and their blobs to another store), [`upgrade::run`]
+//!   (older formats rewritten), [`import::run`] (whole conversations in
+//!   bulk), [`search`] (a regular expression over conversations' text) and
+//!   [`stats`] (counts and context sizes).
+//! - [`error`]: the store's error, which names no operation (the
+//!   operations' own errors wrap it).
+//!
+//! Below the face, the `internal` module (hidden from this documentation,
+//! outside the API's promise) is what the workspace's other crates, fuzz
+//! targets, benches and tests reach: the framing layer, the codecs, the
+//! projection's plan, the log writer.
 //!
 //! Every byte on disk is specified in `format-spec.md`. All I/O inside a
 //! store goes through the storage seam, `jpstore_blobstore::backend::Backend`:
@@ -199,10 +198,9 @@
 //! (the folded state, so that the next open, listing or view reads nothing
 //! of the log it covers) and releases the lock; a handle dropped without
 //! being closed releases the lock and writes nothing. Appending through
-//! the handle never waits on its own lock; the `Store` methods that append
-//! in a handle of their own ([`Store::append_turn`], [`Store::compact`])
-//! wait for it like any other writer, so a caller holding a handle appends
-//! through it.
+//! the handle never waits on its own lock; another handle of the same
+//! conversation (in this process or another) waits for it like any other
+//! writer.
 //!
 //! The crate's `examples/check_store.rs` checks and repairs a store with
 //! fsck; the `jpstore-integrations` crate's examples run an agent's loop
@@ -211,35 +209,35 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod append;
+mod append;
 pub mod compaction;
-pub mod config;
+mod config;
 pub mod conversation;
 pub mod copy;
-pub mod dedup;
+mod dedup;
 pub mod error;
 pub mod event;
 pub mod export;
 pub mod fsck;
 pub mod gc;
-pub mod handle;
+mod handle;
 pub mod import;
-pub mod json_text;
-// The framing layer: public for the fuzz targets, the crash tests and the
-// benches, which reach below the store; not part of the API.
 #[doc(hidden)]
-pub mod log;
+pub mod internal;
+mod json_text;
+mod log;
 mod parallel;
-pub mod projection;
+mod projection;
 pub mod search;
 pub mod stats;
-pub mod store;
-pub mod stream;
+mod store;
+mod stream;
 pub mod timestamp;
 pub mod upgrade;
 
 pub use append::{AppendReport, AutoCompaction};
+pub use conversation::ConversationId;
+pub use error::{Error, Result};
 pub use handle::ConversationHandle;
-pub use log::{CutTail, LogOptions};
-pub use parallel::cores;
-pub use store::{NewConversation, Store, StoreOptions};
+pub use log::LogOptions;
+pub use store::{Listing, NewConversation, Store, StoreOptions};

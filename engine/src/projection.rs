@@ -40,7 +40,6 @@ use std::collections::HashMap;
 use crate::config::Settings;
 use crate::dedup::{deduplicate, Replaced, Report, Streamed};
 use crate::event::head::{EntryHead, HeadKind, Resources, TurnRole};
-pub use crate::event::in_view;
 use crate::event::turns::TurnCounter;
 use crate::event::{
     BlobRef, Block, ChatRequest, ChatResponse, Compaction, Entry, Event, EventKind, FieldMode,
@@ -840,7 +839,7 @@ pub fn view(entries: &[Entry<BlobRef>]) -> Vec<Entry<Payload>> {
 }
 
 /// The view that is sent: [`view`] with resource deduplication
-/// ([`crate::dedup`]) applied, under `base` (the settings at the start of
+/// (`crate::dedup`) applied, under `base` (the settings at the start of
 /// the conversation: `Store::conversation_settings`'s `base`) with the
 /// conversation's config deltas merged over them as they come.
 pub fn view_with_config(entries: &[Entry<BlobRef>], base: &Settings) -> Vec<Entry<Payload>> {

@@ -1,11 +1,11 @@
 //! Statistics of conversations and of the store: what `jp-store stats`
 //! prints, computed from the logs alone (no blob content is read), and
-//! their plot ([`plot`]).
+//! their plot (`plot`).
 //!
 //! Context sizes are in characters of the JSON text an entry carries
-//! ([`entry_chars`]), tokens estimated as characters / 4 ([`tokens`]).
+//! (`entry_chars`), tokens estimated as characters / 4 (`tokens`).
 
-pub mod plot;
+pub(crate) mod plot;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -70,7 +70,7 @@ pub struct Saved {
 
 impl Saved {
     /// From `before` to `after` characters.
-    pub fn between(before: u64, after: u64) -> Saved {
+    pub(crate) fn between(before: u64, after: u64) -> Saved {
         Saved {
             bytes: before as i64 - after as i64,
             tokens: tokens(before) as i64 - tokens(after) as i64,
@@ -133,7 +133,7 @@ pub struct StoreStats {
     /// lists left empty).
     pub context: ContextSizes,
     /// The blob store's objects: for stats of the whole store, filled from
-    /// [`Store::blob_store_stats`] (`None` from [`Store::stats`]).
+    /// [`of_blob_store`] (`None` from [`of_conversations`]).
     pub blob_store: Option<BlobStoreStats>,
 }
 
@@ -218,10 +218,31 @@ impl Serialize for StoreStats {
     }
 }
 
+/// Counts the conversations `ids` of `store` (as [`Store::ids`] lists
+/// them), as `jp-store stats` does. One that cannot be read (or whose
+/// config holds a bad setting) is put in [`StoreStats::failed`] and the
+/// others are counted; one removed since it was listed is left out.
+pub fn of_conversations(store: &Store, ids: &[ConversationId]) -> Result<StoreStats> {
+    store.stats(ids)
+}
+
+/// [`of_conversations`] of conversation `id` alone, as `jp-store stats ID`
+/// counts it: [`Error::NotFound`] if there is no such conversation, and the
+/// error that kept it from being counted if one did.
+pub fn of_conversation(store: &Store, id: &ConversationId) -> Result<StoreStats> {
+    store.conversation_stats(id)
+}
+
+/// The objects of `store`'s blob store, loose and packed, and their bytes
+/// on disk.
+pub fn of_blob_store(store: &Store) -> Result<BlobStoreStats> {
+    store.blob_store_stats()
+}
+
 impl Store {
     /// [`ContextSizes`] of one conversation (reads its base config, no
     /// content).
-    pub fn context_sizes(&self, conv: &Conversation) -> Result<ContextSizes> {
+    pub(crate) fn context_sizes(&self, conv: &Conversation) -> Result<ContextSizes> {
         let turns = conv.state.turns.turns() as usize;
         let turn_of = turn_indices(&conv.entries);
         let mut s = ContextSizes {
@@ -259,7 +280,7 @@ impl Store {
     /// that cannot be read (or whose config holds a bad setting) is put in
     /// [`StoreStats::failed`] and the others are counted; one that is not
     /// there (removed since it was listed) is left out.
-    pub fn stats(&self, ids: &[ConversationId]) -> Result<StoreStats> {
+    pub(crate) fn stats(&self, ids: &[ConversationId]) -> Result<StoreStats> {
         let mut out = StoreStats::default();
         let mut distinct = HashSet::new();
         for id in ids {
@@ -322,7 +343,7 @@ impl Store {
     /// [`Store::stats`] of conversation `id` alone, as `jp-store stats ID`
     /// counts it: [`Error::NotFound`] if there is no such conversation, and
     /// the error that kept it from being counted if one did.
-    pub fn conversation_stats(&self, id: &ConversationId) -> Result<StoreStats> {
+    pub(crate) fn conversation_stats(&self, id: &ConversationId) -> Result<StoreStats> {
         if !self.exists(id)? {
             return Err(Error::NotFound { id: id.to_string() });
         }
@@ -335,7 +356,7 @@ impl Store {
 
     /// The objects of the blob store, loose and packed, and their bytes on
     /// disk.
-    pub fn blob_store_stats(&self) -> Result<BlobStoreStats> {
+    pub(crate) fn blob_store_stats(&self) -> Result<BlobStoreStats> {
         let loose = self.blobs().loose_objects()?;
         let packs = self.blobs().packs()?;
         Ok(BlobStoreStats {

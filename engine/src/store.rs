@@ -90,7 +90,7 @@ pub struct Listing {
     pub log_bytes: u64,
 }
 
-/// The workspace config as a [`Store`] reads it ([`Store::workspace_config`]).
+/// The workspace config as a `Store` reads it (`Store::workspace_config`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceConfig {
     /// The config as a JSON object (empty when there is no `config.toml`):
@@ -101,7 +101,7 @@ pub struct WorkspaceConfig {
 }
 
 /// What jp-store reads of a conversation's config (format-spec.md 4.5),
-/// every layer checked ([`Store::conversation_settings`]).
+/// every layer checked (`Store::conversation_settings`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConversationSettings {
     /// At its start: the workspace config with the conversation's base
@@ -136,8 +136,8 @@ impl serde::Serialize for Listing {
         Shape {
             id: &self.id,
             title: meta.title(),
-            created: meta.created().map(|t| t.to_jp_string()),
-            last_activity: self.state.last_activity().map(|t| t.to_jp_string()),
+            created: meta.created().map(|t| t.to_string()),
+            last_activity: self.state.last_activity().map(|t| t.to_string()),
             labels: meta.labels().into_iter().collect(),
             turns: self.state.turns.turns(),
             events: self.state.entries,
@@ -232,7 +232,7 @@ impl Store {
     /// `jp-store init` in `backend` (a directory, a prefix of a bucket):
     /// as [`Store::init_new_dir`], with `root` the store's location as a
     /// person should see it in messages.
-    pub fn init_new(
+    pub(crate) fn init_new(
         backend: Arc<dyn Backend>,
         root: PathBuf,
         options: StoreOptions,
@@ -350,19 +350,19 @@ impl Store {
     }
 
     /// The blob store.
-    pub fn blobs(&self) -> &BlobStore {
+    pub(crate) fn blobs(&self) -> &BlobStore {
         &self.blobs
     }
 
     /// The backend everything is read and written through (the storage
     /// seam: `jpstore_blobstore::backend`).
-    pub fn backend(&self) -> &Arc<dyn Backend> {
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
     /// The name of `key` (a path relative to the store) as a person should
     /// see it in messages.
-    pub fn display(&self, key: &Path) -> PathBuf {
+    pub(crate) fn display(&self, key: &Path) -> PathBuf {
         self.backend.display(key)
     }
 
@@ -381,7 +381,7 @@ impl Store {
     /// edit of the file is seen by the stores
     /// opened after it. A failed read is not kept: the next call reads the
     /// file again.
-    pub fn workspace_config(&self) -> Result<&WorkspaceConfig> {
+    pub(crate) fn workspace_config(&self) -> Result<&WorkspaceConfig> {
         if let Some(parsed) = self.workspace.get() {
             return Ok(parsed);
         }
@@ -408,7 +408,7 @@ impl Store {
     /// none), as this open store read it (once, like
     /// [`Store::workspace_config`], without parsing it): what settings
     /// cached in a conversation's head are keyed by (format-spec.md 4.6).
-    pub fn workspace_digest(&self) -> Result<jpstore_blobstore::BlobId> {
+    pub(crate) fn workspace_digest(&self) -> Result<jpstore_blobstore::BlobId> {
         Ok(self.workspace_file()?.digest)
     }
 
@@ -511,7 +511,7 @@ impl Store {
         if let Some(t) = new.title {
             fields.insert("title".into(), Value::String(t));
         }
-        fields.insert("created".into(), Value::String(created.to_jp_string()));
+        fields.insert("created".into(), Value::String(created.to_string()));
         if !new.labels.is_empty() {
             let labels: Object = new
                 .labels
@@ -624,7 +624,7 @@ impl Store {
         let base_ref = self.put_config(&draft.base)?;
         let mut fields = draft.source.state.metadata.fields.clone();
         fields.remove(crate::conversation::meta::JP_FIELD);
-        fields.insert("created".into(), Value::String(now.to_jp_string()));
+        fields.insert("created".into(), Value::String(now.to_string()));
         fields.insert(
             "forked_from".into(),
             serde_json::json!({"id": draft.id.as_str(), "turns": draft.turns - draft.first_turn, "from_turn": draft.first_turn}),
@@ -679,13 +679,13 @@ impl Store {
 
     /// Holds the gc lock shared (writers; format-spec.md 4.7) until the
     /// returned handle is dropped.
-    pub fn gc_shared(&self) -> Result<Box<dyn LockGuard>> {
+    pub(crate) fn gc_shared(&self) -> Result<Box<dyn LockGuard>> {
         crate::conversation::gc_lock(&*self.backend, jpstore_blobstore::backend::LockKind::Shared)
     }
 
     /// Stores a config object as a blob (canonical bytes, so equal configs
     /// are one blob).
-    pub fn put_config(&self, config: &Object) -> Result<BlobRef> {
+    pub(crate) fn put_config(&self, config: &Object) -> Result<BlobRef> {
         let bytes = config::canonical_bytes(config);
         // What is stored must read back (serde_json refuses nesting deeper
         // than 128 levels).
@@ -698,12 +698,12 @@ impl Store {
     }
 
     /// Opens a conversation for appending (waits for its writer lock).
-    pub fn writer(&self, id: &ConversationId) -> Result<ConversationWriter<'_>> {
+    pub(crate) fn writer(&self, id: &ConversationId) -> Result<ConversationWriter<'_>> {
         ConversationWriter::open(&self.blobs, id.clone(), self.options.log)
     }
 
     /// Reads a whole conversation (no lock).
-    pub fn read(&self, id: &ConversationId) -> Result<Conversation> {
+    pub(crate) fn read(&self, id: &ConversationId) -> Result<Conversation> {
         read_conversation(&*self.backend, id, self.options.log)
     }
 
@@ -745,7 +745,7 @@ impl Store {
     /// `conversations/.removed-<id>-*` and then deletes its objects, so
     /// meanwhile its log may not read). Such a conversation is left out, as
     /// a listing taken a moment later would leave it out.
-    pub fn gone_since_listed(&self, id: &ConversationId, e: &Error) -> bool {
+    pub(crate) fn gone_since_listed(&self, id: &ConversationId, e: &Error) -> bool {
         e.is_no_conversation() || self.removal_under_way(id)
     }
 
@@ -833,7 +833,9 @@ impl Store {
 
     /// Like [`Store::list`], but a conversation that cannot be read does not
     /// hide the others: it is returned with its error.
-    pub fn list_each(&self) -> Result<Vec<std::result::Result<Listing, (ConversationId, Error)>>> {
+    pub(crate) fn list_each(
+        &self,
+    ) -> Result<Vec<std::result::Result<Listing, (ConversationId, Error)>>> {
         Ok(self
             .ids()?
             .into_iter()
@@ -871,7 +873,7 @@ impl Store {
     /// the base config or in a config delta (a config another tool wrote,
     /// imported as it is) is not applied: the settings keep what they held
     /// before it (format-spec.md 4.5).
-    pub fn conversation_settings(
+    pub(crate) fn conversation_settings(
         &self,
         conversation: &Conversation,
     ) -> Result<ConversationSettings> {
@@ -890,7 +892,7 @@ impl Store {
     /// they are computed as `conversation_settings` does. When
     /// they did not come from `cache`, the cache to keep for them is
     /// returned too.
-    pub fn settings_cached<'d>(
+    pub(crate) fn settings_cached<'d>(
         &self,
         base_config: Option<BlobRef>,
         deltas: impl IntoIterator<Item = &'d Object>,
@@ -946,7 +948,7 @@ impl Store {
     /// for a settings cache's `key`, if it has them: a key of this
     /// `config.toml` and of this build's settings version. A head cache of
     /// that key need not be parsed (format-spec.md 4.6).
-    pub fn remembered_settings(
+    pub(crate) fn remembered_settings(
         &self,
         key: crate::conversation::head::SettingsKey<'_>,
     ) -> Option<Settings> {
@@ -961,7 +963,7 @@ impl Store {
     }
 
     /// The base config of a conversation (empty if it has none).
-    pub fn base_config(&self, conversation: &Conversation) -> Result<Object> {
+    pub(crate) fn base_config(&self, conversation: &Conversation) -> Result<Object> {
         self.base_config_blob(conversation.state.metadata.base_config)
     }
 
@@ -981,7 +983,7 @@ impl Store {
 
     /// The config in effect at entry `index` of `conversation`: its base
     /// with every config delta before `index` merged over it.
-    pub fn config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
+    pub(crate) fn config_at(&self, conversation: &Conversation, index: usize) -> Result<Object> {
         let base = self.base_config(conversation)?;
         Ok(config::config_after(
             &base,

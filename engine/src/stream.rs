@@ -155,7 +155,7 @@ pub fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>, max: u64) -> std::
 }
 
 /// Parses line number `line` of a stream (its bytes, without the `\n`)
-/// into a conversation ready to import ([`Store::import`]).
+/// into a conversation ready to import ([`crate::import::run`]).
 pub fn parse_conversation_line(
     bytes: &[u8],
     line: usize,

@@ -98,7 +98,7 @@ impl Timestamp {
     }
 
     /// The Unix epoch, 1970-01-01 00:00:00 UTC.
-    pub const EPOCH: Timestamp = Timestamp { secs: 0, nanos: 0 };
+    pub(crate) const EPOCH: Timestamp = Timestamp { secs: 0, nanos: 0 };
 
     /// The instant `secs` seconds and `nanos` nanoseconds after the Unix
     /// epoch; `None` if `nanos >= 1_000_000_000` or the instant lies outside
@@ -130,13 +130,7 @@ impl Timestamp {
         Parser { text, pos: 0 }.timestamp()
     }
 
-    /// The JP form `YYYY-MM-DD HH:MM:SS.f` in UTC, with trailing zeros of
-    /// the fraction trimmed and `.0` when the fraction is zero.
-    pub fn to_jp_string(&self) -> String {
-        self.to_string()
-    }
-
-    /// [`Timestamp::to_jp_string`] into a buffer (rendering thousands of
+    /// The JP form (the `Display` form) into a buffer (rendering thousands of
     /// events allocates nothing for their timestamps): the bytes and how
     /// many are used.
     fn jp_bytes(&self) -> ([u8; 29], usize) {
@@ -194,15 +188,15 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 impl Timestamp {
-    /// Appends the JP form ([`Timestamp::to_jp_string`]) to `out`.
-    pub fn write_jp(&self, out: &mut Vec<u8>) {
+    /// Appends the JP form (the `Display` form) to `out`.
+    pub(crate) fn write_jp(&self, out: &mut Vec<u8>) {
         let (buf, len) = self.jp_bytes();
         out.extend_from_slice(&buf[..len]);
     }
 
-    /// Hands the JP form ([`Timestamp::to_jp_string`]) to `f`, built on the
+    /// Hands the JP form (the `Display` form) to `f`, built on the
     /// stack (for serializers: no formatting machinery, no allocation).
-    pub fn with_jp_str<T>(&self, f: impl FnOnce(&str) -> T) -> T {
+    pub(crate) fn with_jp_str<T>(&self, f: impl FnOnce(&str) -> T) -> T {
         let (buf, len) = self.jp_bytes();
         // Digits, `-`, ` `, `:` and `.` only: always UTF-8.
         f(std::str::from_utf8(&buf[..len]).unwrap_or_default())
@@ -210,7 +204,8 @@ impl Timestamp {
 }
 
 impl fmt::Display for Timestamp {
-    /// Writes the JP form ([`Timestamp::to_jp_string`]).
+    /// Writes the JP form `YYYY-MM-DD HH:MM:SS.f` in UTC, with trailing zeros
+    /// of the fraction trimmed and `.0` when the fraction is zero.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.with_jp_str(|text| f.write_str(text))
     }
@@ -482,7 +477,7 @@ mod tests {
         let at = |nanos| {
             Timestamp::from_unix(1_780_083_756, nanos)
                 .expect("in range")
-                .to_jp_string()
+                .to_string()
         };
         assert_eq!(at(467_320_000), "2026-05-29 19:42:36.46732");
         assert_eq!(at(0), "2026-05-29 19:42:36.0");
@@ -505,7 +500,7 @@ mod tests {
             "2024-02-29 12:00:00.1",
             "1900-03-01 01:02:03.04",
         ] {
-            assert_eq!(ts(text).to_jp_string(), text);
+            assert_eq!(ts(text).to_string(), text);
             assert_eq!(
                 text.parse::<Timestamp>()
                     .expect("valid timestamp")
@@ -518,23 +513,23 @@ mod tests {
     #[test]
     fn rfc3339_is_converted_to_utc() {
         assert_eq!(
-            ts("2026-05-29T19:42:36.467Z").to_jp_string(),
+            ts("2026-05-29T19:42:36.467Z").to_string(),
             "2026-05-29 19:42:36.467"
         );
         assert_eq!(
-            ts("2026-05-29t19:42:36z").to_jp_string(),
+            ts("2026-05-29t19:42:36z").to_string(),
             "2026-05-29 19:42:36.0"
         );
         assert_eq!(
-            ts("2026-05-29T21:42:36.5+02:00").to_jp_string(),
+            ts("2026-05-29T21:42:36.5+02:00").to_string(),
             "2026-05-29 19:42:36.5"
         );
         assert_eq!(
-            ts("2026-05-29T19:42:36-05:30").to_jp_string(),
+            ts("2026-05-29T19:42:36-05:30").to_string(),
             "2026-05-30 01:12:36.0"
         );
         assert_eq!(
-            ts("2026-01-01T00:30:00+01:00").to_jp_string(),
+            ts("2026-01-01T00:30:00+01:00").to_string(),
             "2025-12-31 23:30:00.0"
         );
         assert_eq!(ts("2026-05-29T19:42:36-00:00"), ts("2026-05-29 19:42:36"));
@@ -612,13 +607,13 @@ mod tests {
         assert_eq!(
             Timestamp::from_unix(MIN_SECS, 0)
                 .expect("in range")
-                .to_jp_string(),
+                .to_string(),
             "0000-01-01 00:00:00.0"
         );
         assert_eq!(
             Timestamp::from_unix(MAX_SECS, 0)
                 .expect("in range")
-                .to_jp_string(),
+                .to_string(),
             "9999-12-31 23:59:59.0"
         );
     }
@@ -628,7 +623,7 @@ mod tests {
         let now = Timestamp::now();
         assert!(now.unix_secs() > 1_700_000_000);
         assert_eq!(
-            Timestamp::parse(&now.to_jp_string()).expect("valid timestamp"),
+            Timestamp::parse(&now.to_string()).expect("valid timestamp"),
             now
         );
     }
@@ -678,7 +673,7 @@ mod tests {
         #[test]
         fn any_valid_instant_round_trips(secs in MIN_SECS..=MAX_SECS, nanos in 0..NANOS_PER_SEC) {
             let t = Timestamp::from_unix(secs, nanos).expect("in range");
-            let text = t.to_jp_string();
+            let text = t.to_string();
             prop_assert_eq!(Timestamp::parse(&text).expect("valid timestamp"), t);
             let bytes = rmp_serde::to_vec(&t).expect("serialize");
             prop_assert_eq!(rmp_serde::from_slice::<Timestamp>(&bytes).expect("deserialize"), t);

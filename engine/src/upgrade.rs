@@ -1,5 +1,5 @@
 //! Upgrading a conversation's log from version 1 to version 2
-//! ([`Store::upgrade_log`], format-spec.md 4.9): the same entries in the same
+//! ([`conversation`], format-spec.md 4.9): the same entries in the same
 //! records, written as version 2, verified before they are published; the
 //! version 1 log kept in quarantine. Crash-safe at every sync point: the
 //! log's name always holds the old log or the new one, whole.
@@ -23,7 +23,7 @@ use crate::log::{
 };
 use crate::store::Store;
 
-/// What [`Store::upgrade_log`] did, or would do (serialized as its
+/// What [`conversation`] did, or would do (serialized as its
 /// fields, paths as their lossy UTF-8 form).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -55,7 +55,7 @@ pub struct UpgradeReport {
     pub cut_tail: Option<CutTail>,
 }
 
-/// What [`Store::upgrade`] did, or, dry, would do (the `--json` output of
+/// What [`run`] did, or, dry, would do (the `--json` output of
 /// `jp-store upgrade`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -72,7 +72,7 @@ pub struct StoreUpgradeReport {
     pub conversations: Vec<UpgradeReport>,
 }
 
-/// A step of [`Store::upgrade`], for progress lines.
+/// A step of [`run`], for progress lines.
 #[derive(Debug, Clone, Copy)]
 pub enum UpgradeStep<'a> {
     /// A pack was rewritten (the blob store's progress).
@@ -88,6 +88,58 @@ pub enum UpgradeStep<'a> {
     },
 }
 
+/// Why an upgrade stopped ([`run`], [`conversation`]). What was upgraded
+/// before it stays upgraded; running it again continues.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpgradeError {
+    /// Reading or writing the store failed.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The upgrade would replace conversation logs on a backend whose
+    /// locks do not exclude writers on other machines (format-spec.md 4.9,
+    /// 5.5).
+    #[error("upgrade cannot rewrite the logs of {}: its locks do not exclude writers on other machines, so an append there could be lost under the new log; nothing was changed (upgrade the store on a file system, then copy it; --dry-run reports what would change)", store.display())]
+    Unsafe {
+        /// The store.
+        store: std::path::PathBuf,
+    },
+}
+
+impl From<jpstore_blobstore::Error> for UpgradeError {
+    fn from(e: jpstore_blobstore::Error) -> UpgradeError {
+        UpgradeError::Store(e.into())
+    }
+}
+
+/// Upgrades `store` to the formats this build writes, as `jp-store
+/// upgrade` does (format-spec.md 4.9): every pack of version 1 rewritten as
+/// version 2, then every conversation's log of version 1 rewritten as
+/// version 2 ([`conversation`]). Stops at the first failure (what was done
+/// before it stays done, and running it again continues); a store that is
+/// current is left as it is. With `dry_run`, nothing is written: the
+/// report says what would be.
+pub fn run(
+    store: &Store,
+    dry_run: bool,
+    progress: &mut dyn FnMut(UpgradeStep<'_>),
+) -> Result<StoreUpgradeReport, UpgradeError> {
+    store.upgrade(dry_run, progress)
+}
+
+/// Rewrites the version 1 log of conversation `id` as version 2, holding
+/// its writer lock, the version 1 log kept in quarantine (format-spec.md
+/// 4.9); a version 2 log is left as it is. With `dry_run`, nothing is
+/// written and no lock taken: the log is read, encoded and verified in
+/// memory, and the report says what the upgrade would do.
+pub fn conversation(
+    store: &Store,
+    id: &ConversationId,
+    dry_run: bool,
+) -> Result<UpgradeReport, UpgradeError> {
+    store.upgrade_log(id, dry_run)
+}
+
 impl Store {
     /// Upgrades the whole store to the formats this build writes
     /// (format-spec.md 4.9): every pack of version 1 rewritten as version 2
@@ -98,11 +150,11 @@ impl Store {
     /// is current is left as it is: a second upgrade writes nothing.
     ///
     /// With `dry_run`, nothing is written: the report says what would be.
-    pub fn upgrade(
+    pub(crate) fn upgrade(
         &self,
         dry_run: bool,
         progress: &mut dyn FnMut(UpgradeStep<'_>),
-    ) -> Result<StoreUpgradeReport> {
+    ) -> Result<StoreUpgradeReport, UpgradeError> {
         self.check_upgrade_is_safe(dry_run)?;
         let compression = self.options().blobs.import_compression;
         let packs = self.blobs().upgrade_packs(dry_run, compression, &mut |p| {
@@ -120,7 +172,7 @@ impl Store {
             let done = match self.upgrade_log(id, dry_run) {
                 Ok(done) => done,
                 // Removed since the ids were listed: nothing to upgrade.
-                Err(e) if self.gone_since_listed(id, &e) => continue,
+                Err(UpgradeError::Store(e)) if self.gone_since_listed(id, &e) => continue,
                 Err(e) => return Err(e),
             };
             if done.upgraded {
@@ -168,7 +220,11 @@ impl Store {
     /// With `dry_run`, nothing is written, no lock is taken and no tail is
     /// cut: the log is read, encoded and verified in memory, and the report
     /// says what the upgrade would do. A version 2 log is left as it is.
-    pub fn upgrade_log(&self, id: &ConversationId, dry_run: bool) -> Result<UpgradeReport> {
+    pub(crate) fn upgrade_log(
+        &self,
+        id: &ConversationId,
+        dry_run: bool,
+    ) -> Result<UpgradeReport, UpgradeError> {
         let backend = &**self.backend();
         let options = self.options().log;
         self.check_upgrade_is_safe(dry_run)?;
@@ -219,12 +275,12 @@ impl Store {
         if old_end != writer.end() {
             // We hold the lock: nobody appended. The file changed in a way
             // the format does not allow.
-            return Err(Error::Corrupt {
+            return Err(UpgradeError::Store(Error::Corrupt {
                 path: writer.path().to_path_buf(),
                 offset: old_end.min(writer.end()),
                 expected: format!("the log to end at {} as its writer found", writer.end()),
                 found: format!("records ending at {old_end}"),
-            });
+            }));
         }
         let (bytes, first, last) = self.encode_v2(id, &records)?;
         let kept = self.keep_v1(id, writer.path(), old_end)?;
@@ -274,11 +330,11 @@ impl Store {
 
     /// An upgrade replaces logs under the writer lock: refused where that
     /// lock does not exclude writers on other machines.
-    fn check_upgrade_is_safe(&self, dry_run: bool) -> Result<()> {
+    fn check_upgrade_is_safe(&self, dry_run: bool) -> Result<(), UpgradeError> {
         if dry_run || self.backend().locks_span_writers() {
             return Ok(());
         }
-        Err(Error::UpgradeUnsafe {
+        Err(UpgradeError::Unsafe {
             store: self.backend().display(std::path::Path::new(".")),
         })
     }

@@ -375,8 +375,9 @@ mod tests {
         // there, and the view the model is sent is smaller than the log.
         let store =
             Store::open_dir(&dir.path().join("store"), StoreOptions::default()).expect("open");
-        let conversation = store.read(&summary.conversation).expect("read");
-        let sizes = store.context_sizes(&conversation).expect("sizes");
+        let sizes = jpstore_engine::stats::of_conversation(&store, &summary.conversation)
+            .expect("stats")
+            .context;
         assert!(sizes.view < sizes.raw, "{sizes:?}");
 
         // A second run opens the store and adds a conversation beside the

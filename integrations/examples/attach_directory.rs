@@ -22,10 +22,9 @@ use std::process::ExitCode;
 use jpstore_engine::compaction::no_summarizer;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{ChatResponse, Entry};
-use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_integrations::attach::{attach, collect, AttachOutcome, Links};
-use jpstore_integrations::provider::{provider_request, Provider};
+use jpstore_integrations::provider::{provider_request_view, Provider};
 
 /// What the program did (`main` prints it; the test checks it).
 #[derive(Debug)]
@@ -110,13 +109,9 @@ pub fn run(
     let answer = Entry::now(ChatResponse::message(
         "The project builds; the README is out of date.",
     ));
-    store.append_turn(
-        &id,
-        vec![answer],
-        Timestamp::now(),
-        &mut |_cut| {},
-        &mut no_summarizer,
-    )?;
+    let mut conversation = store.conversation(&id)?;
+    conversation.append_turn([answer], &mut no_summarizer)?;
+    conversation.close();
     if let Some(changed) = changed {
         let mut text = std::fs::read_to_string(changed)?;
         text.push_str("\nUpdated after the review.\n");
@@ -139,9 +134,10 @@ pub fn run(
     // URI, same content) are sent as a short reference to that delivery
     // (`conversation.deduplication`, on by default), so the second request
     // costs only what changed.
-    let conversation = store.read(&id)?;
-    let replaced = store.context_sizes(&conversation)?.replaced;
-    let body = provider_request(&store, &conversation, Provider::Anthropic)?;
+    let replaced = jpstore_engine::stats::of_conversation(&store, &id)?
+        .context
+        .replaced;
+    let body = provider_request_view(&store, store.open_view(&id)?, Provider::Anthropic)?;
     writeln!(
         out,
         "the Anthropic request body has {} messages and {} bytes; {replaced} resources of the second request are references",

@@ -57,6 +57,7 @@
 //!   that changes between [`collect`] and that read is stored as it is then
 //!   (its size is taken from what was read, not from `collect`).
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::HashSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -68,18 +69,18 @@ use serde_json::Value;
 use url::Url;
 
 use crate::user_file::{self, LastLink};
-use jpstore_engine::append::retry_on_conflict;
-use jpstore_engine::conversation::codec;
-use jpstore_engine::conversation::writer::{ConversationWriter, PreparedBatch};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{payload_json, render_resource};
 use jpstore_engine::event::{
     BlobRef, ChatRequest, Entry, EventKind, Payload, Resource, ResourceContent,
 };
-use jpstore_engine::log::payload_len;
-use jpstore_engine::store::Store;
+use jpstore_engine::internal::append::retry_on_conflict;
+use jpstore_engine::internal::conversation::codec;
+use jpstore_engine::internal::conversation::writer::{ConversationWriter, PreparedBatch};
+use jpstore_engine::internal::event::json::{payload_json, render_resource};
+use jpstore_engine::internal::log::payload_len;
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::Store;
 
 /// How much of the content is searched for a NUL byte.
 pub const SNIFF_LEN: usize = 8 << 10;

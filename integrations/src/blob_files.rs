@@ -3,10 +3,11 @@
 //! maximum blob size, refused before it is read otherwise), one file as a
 //! loose object, several as one pack (one sync for the batch).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use jpstore_blobstore::BlobId;
-use jpstore_engine::store::Store;
+use jpstore_engine::Store;
 
 use crate::user_file::{self, LastLink};
 

@@ -31,7 +31,7 @@
 //! ```rust
 //! use jpstore_engine::{NewConversation, Store, StoreOptions};
 //! use jpstore_integrations::attach::{attach, collect, Links};
-//! use jpstore_integrations::provider::{provider_request, Provider};
+//! use jpstore_integrations::provider::{provider_request_view, Provider};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let temporary = tempfile::tempdir()?;
@@ -59,7 +59,7 @@
 //! let attached = attach(&store, &id, &files, message, false, &mut |_progress| {})?;
 //! assert_eq!(attached.files, 1);
 //!
-//! let body = provider_request(&store, &store.read(&id)?, Provider::Anthropic)?;
+//! let body = provider_request_view(&store, store.open_view(&id)?, Provider::Anthropic)?;
 //! assert_eq!(body["model"], "claude-sonnet-4-5");
 //! // One user message: the file as a document, then the question.
 //! let content = &body["messages"][0]["content"];

@@ -1,4 +1,4 @@
-//! Rendering a view (see [`jpstore_engine::projection::view`]) as the request body of
+//! Rendering a view (see [`jpstore_engine::internal::projection::view`]) as the request body of
 //! a provider's message API: Anthropic Messages ([`anthropic_request`]) and
 //! OpenAI Chat Completions ([`openai_request`]).
 //!
@@ -39,19 +39,22 @@
 //! one message, and in a user message the `tool_result` blocks are moved
 //! before the other blocks (keeping their order), as the API requires.
 
+use jpstore_engine::internal::StoreInterior as _;
+use jpstore_engine::internal::ViewInterior as _;
 use std::borrow::Cow;
 
 use serde_json::Value;
 
 use jpstore_blobstore::Content;
-use jpstore_engine::config::settings::ModelId;
-use jpstore_engine::config::Settings;
-use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::binary::value::JsonStyle;
 use jpstore_engine::event::{BlobRef, Block, Entry, Payload, Resource, ResourceContent};
-use jpstore_engine::export::{
-    view_and_settings, Arguments, ConversationView, ToolContent, ViewEvent, ViewEvents,
+use jpstore_engine::export::ConversationView;
+use jpstore_engine::internal::config::ModelId;
+use jpstore_engine::internal::config::Settings;
+use jpstore_engine::internal::conversation::read::Conversation;
+use jpstore_engine::internal::event::binary::value::JsonStyle;
+use jpstore_engine::internal::export::{
+    view_and_settings, Arguments, ToolContent, ViewEvent, ViewEvents,
 };
 use jpstore_engine::Store;
 
@@ -68,7 +71,7 @@ pub enum Provider {
 }
 
 /// The request body of `provider`'s message API for the view of a
-/// conversation ([`jpstore_engine::export::view`]), with model and system
+/// conversation (`jpstore_engine::export::view`), with model and system
 /// prompt from the config in effect at its end; content is read from the
 /// blob store.
 pub fn provider_request(
@@ -103,7 +106,7 @@ pub fn write_provider_request_view(
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
     let options = RequestOptions::from_settings(&view.settings().end);
-    let events = view.into_events()?;
+    let events = jpstore_engine::internal::export::view_events(view)?;
     write_provider_request_events(store, &events, &options, provider, out)
 }
 
@@ -1389,7 +1392,7 @@ fn plan_in_halves<'v, P: Planner<'v>>(events: &'v ViewEvents, store: &Store) -> 
         plan_events(range.map(|i| events.event(i)), &mut read)
     };
     let n = events.len();
-    let split = (n >= PARALLEL_PLAN && jpstore_engine::cores() >= 2)
+    let split = (n >= PARALLEL_PLAN && jpstore_engine::internal::cores() >= 2)
         .then(|| events.turn_start_from(n / 2))
         .flatten()
         .filter(|&k| k > 0);

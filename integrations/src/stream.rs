@@ -1,6 +1,6 @@
 //! Importing NDJSON streams of conversations (`jp-store import FILE`, or
 //! `-` for standard input): the lines `export --format ndjson` writes, one
-//! conversation a line ([`jpstore_engine::stream`]), stored by chunks as a
+//! conversation a line ([`jpstore_engine::internal::stream`]), stored by chunks as a
 //! JP import is, with the same report.
 
 use std::collections::HashMap;
@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Result;
 use jpstore_engine::import::{Imported, Prepared};
-use jpstore_engine::stream::{parse_conversation_line, read_line, LineError, MAX_LINE};
+use jpstore_engine::internal::stream::{parse_conversation_line, read_line, LineError, MAX_LINE};
 use jpstore_engine::Store;
 
 use crate::jp::import::{
-    given_again, ImportFailure, ImportProgress, ImportReport, IMPORT_CHUNK_BYTES,
+    given_again, ImportFailure, ImportProgress, ImportReport, JpImportError, IMPORT_CHUNK_BYTES,
 };
 use crate::user_file::{self, LastLink};
 
@@ -62,7 +62,7 @@ pub fn import_streams(
     sources: &[StreamSource],
     force: bool,
     progress: &mut dyn FnMut(ImportProgress<'_>),
-) -> Result<ImportReport> {
+) -> Result<ImportReport, JpImportError> {
     let mut report = ImportReport::default();
     let total: u64 = sources
         .iter()
@@ -325,7 +325,7 @@ fn document(name: &Path, bytes: &[u8]) -> Document {
         }
         other => format!(
             "{}, not a conversation",
-            jpstore_engine::event::json::describe(&other)
+            jpstore_engine::internal::event::json::describe(&other)
         ),
     };
     Document::One(Box::new(Err(format!("{what}; {WHAT_IMPORT_READS}"))))
@@ -340,11 +340,12 @@ fn flush(
     done: &mut u64,
     total: u64,
     progress: &mut dyn FnMut(ImportProgress<'_>),
-) -> Result<()> {
+) -> Result<(), JpImportError> {
     if chunk.is_empty() {
         return Ok(());
     }
-    let (results, totals) = store.import(std::mem::take(chunk), force, &mut |_| {})?;
+    let (results, totals) =
+        jpstore_engine::import::run(store, std::mem::take(chunk), force, &mut |_| {})?;
     report.blob_bytes_stored += totals.stored_bytes;
     report.new_blobs += totals.new_blobs;
     for r in results {

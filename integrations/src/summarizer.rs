@@ -35,9 +35,10 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use jpstore_engine::compaction::SummaryFailure;
-use jpstore_engine::config::settings::SummaryTable;
 use jpstore_engine::event::Entry;
-use jpstore_engine::export::{entry_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::config::SummaryTable;
+use jpstore_engine::internal::export::entry_json;
 use jpstore_engine::Store;
 use serde_json::Value;
 
@@ -111,7 +112,7 @@ pub enum SummarySource {
 
 impl SummarySource {
     /// From a profile's `summary` table, whose value types the config's
-    /// parse checked (`jpstore_engine::config::settings`: the strings are
+    /// parse checked (`jpstore_engine::internal::config::settings`: the strings are
     /// not empty, `timeout_secs` is from 1 to a day).
     ///
     /// `command` makes a [`SummarySource::Command`]; `endpoint` (with
@@ -570,7 +571,10 @@ fn ask_endpoint(
 fn completion_content(json: &Value) -> Result<String, String> {
     let describe = |path: &str, value: Option<&Value>| match value {
         None => format!("`{path}` is missing"),
-        Some(value) => format!("`{path}` is {}", jpstore_engine::config::json_kind(value)),
+        Some(value) => format!(
+            "`{path}` is {}",
+            jpstore_engine::internal::config::json_kind(value)
+        ),
     };
     let choices = match json.get("choices") {
         Some(Value::Array(choices)) => choices,

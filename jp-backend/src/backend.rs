@@ -13,6 +13,7 @@
 //! stream last loaded or written; a history changed in place is stored
 //! whole, the log it replaces kept in the store's quarantine.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -26,8 +27,8 @@ use jp_storage::backend::{
 use jp_storage::lock::LockInfo;
 use jp_storage::LoadError as JpLoadError;
 use jpstore_blobstore::backend::ObjectMeta;
-use jpstore_engine::conversation::state::ConversationState;
 use jpstore_engine::conversation::ConversationId as StoreId;
+use jpstore_engine::conversation::ConversationState;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::JpInfo;
 use serde_json::Value;
@@ -135,7 +136,7 @@ impl JpStoreBackend {
     /// metadata batch, reads each log once.
     fn jp_conversations(&self) -> Vec<(ConversationId, Arc<Listed>)> {
         let backend = &**self.store.backend();
-        let dir = std::path::Path::new(jpstore_engine::conversation::CONVERSATIONS_DIR);
+        let dir = std::path::Path::new(jpstore_engine::internal::conversation::CONVERSATIONS_DIR);
         let Ok(names) = backend.list(dir) else {
             return Vec::new();
         };
@@ -227,7 +228,7 @@ impl JpStoreBackend {
             }
         }
         let options = self.store.options().log;
-        match jpstore_engine::conversation::read::read_state(backend, sid, options) {
+        match jpstore_engine::internal::conversation::read::read_state(backend, sid, options) {
             Ok((state, _)) => Some((log, Arc::new(Listed::of(&state)))),
             Err(_) => None,
         }
@@ -383,7 +384,7 @@ impl JpStoreBackend {
             replacing(&before, info.to_value()),
         );
         writer
-            .set_metadata(jpstore_engine::conversation::meta::MetaPatch {
+            .set_metadata(jpstore_engine::conversation::MetaPatch {
                 base_config: None,
                 fields,
             })

@@ -15,6 +15,15 @@ pub enum BackendError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] jpstore_engine::error::Error),
+    /// fsck of the store (`sanitize`) stopped.
+    #[error(transparent)]
+    Fsck(#[from] jpstore_engine::fsck::FsckError),
+    /// Storing a new conversation failed.
+    #[error(transparent)]
+    Import(#[from] jpstore_engine::import::ImportError),
+    /// JP's files of a conversation could not be read as JP data.
+    #[error(transparent)]
+    JpFiles(#[from] jpstore_integrations::jp::import::JpImportError),
     /// A conversation could not be read as JP reads it.
     #[error(transparent)]
     Load(#[from] LoadError),

@@ -11,6 +11,7 @@
 //! (`jp_files`).
 
 use jp_conversation::{Conversation, ConversationId, ConversationStream, StreamError};
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::base64::Base64;
 use jpstore_integrations::jp::export::{jp_files, jp_values, JpFiles, JpValues};
@@ -95,7 +96,7 @@ fn files(store: &Store, id: &ConversationId) -> Result<JpFiles, LoadError> {
 pub(crate) fn stream_of(
     store: &Store,
     id: &ConversationId,
-    conv: &jpstore_engine::conversation::read::Conversation,
+    conv: &jpstore_engine::internal::conversation::read::Conversation,
 ) -> Result<(ConversationStream, usize), LoadError> {
     // JP's base64 only where its loader decodes: the same stream, without
     // encoding and decoding the rest (jp-format.md: JP decodes leniently).

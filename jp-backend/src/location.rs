@@ -3,6 +3,7 @@
 //! configured as the command line's is (the `[s3]` table of the user
 //! configuration file, the environment over it; format-spec.md 5.7).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use jpstore_engine::{Store, StoreOptions};

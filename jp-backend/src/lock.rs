@@ -16,6 +16,7 @@
 //! log's conditional appends, and a write over another writer's events is
 //! refused ([`crate::error::BackendError::Conflict`]). format-spec.md 4.11.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -67,7 +68,7 @@ fn paths(conversation: &str) -> Result<(PathBuf, PathBuf), BackendError> {
 }
 
 fn store_error(backend: &dyn Backend, e: jpstore_blobstore::backend::BackendError) -> BackendError {
-    BackendError::Store(jpstore_engine::error::Error::from_backend(backend, e))
+    BackendError::Store(jpstore_engine::internal::error_from_backend(backend, e))
 }
 
 fn io_error(

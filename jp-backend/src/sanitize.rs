@@ -14,7 +14,8 @@ use crate::error::BackendError;
 
 /// Runs fsck with repair; reports the damaged conversations it moved aside.
 pub(crate) fn sanitize(b: &JpStoreBackend) -> Result<SanitizeReport, BackendError> {
-    let report = b.store.fsck(
+    let report = jpstore_engine::fsck::run(
+        &b.store,
         FsckOptions {
             read_data: false,
             repair: true,

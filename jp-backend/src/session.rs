@@ -2,6 +2,7 @@
 //! `jp/sessions/<key as hex>.json` in the store, holding the JSON JP saves
 //! (format-spec.md 4.11).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use jpstore_blobstore::backend::{Expect, ListedEntry};
@@ -57,7 +58,7 @@ pub(crate) fn save(store: &Store, key: &str, data: &Value) -> Result<(), Backend
         source,
     })?;
     backend.create_prefix(Path::new(SESSIONS)).map_err(|e| {
-        BackendError::Store(jpstore_engine::error::Error::from_backend(&**backend, e))
+        BackendError::Store(jpstore_engine::internal::error_from_backend(&**backend, e))
     })?;
     let scratch = Path::new(SESSIONS).join(format!(
         "tmp.{}.{}",
@@ -68,7 +69,9 @@ pub(crate) fn save(store: &Store, key: &str, data: &Value) -> Result<(), Backend
     ));
     backend
         .replace(&path, &bytes, &scratch, Expect::Any, true)
-        .map_err(|e| BackendError::Store(jpstore_engine::error::Error::from_backend(&**backend, e)))
+        .map_err(|e| {
+            BackendError::Store(jpstore_engine::internal::error_from_backend(&**backend, e))
+        })
 }
 
 /// Every key a mapping is saved for.

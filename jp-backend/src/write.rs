@@ -35,11 +35,12 @@
 //! would write for it, so that `jp-store export --format jp` gives them
 //! back.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 
 use jp_conversation::{Conversation, ConversationEvent, ConversationId, ConversationStream};
 use jp_storage::backend::Projection;
-use jpstore_engine::conversation::meta::MetaPatch;
+use jpstore_engine::conversation::MetaPatch;
 use jpstore_engine::event::Object;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::import::{prepare_checked, source_from_bytes, JpFileBytes};
@@ -62,7 +63,7 @@ pub(crate) struct LogVersion {
 
 impl LogVersion {
     pub(crate) fn of(
-        state: &jpstore_engine::conversation::state::ConversationState,
+        state: &jpstore_engine::conversation::ConversationState,
         end: u64,
     ) -> LogVersion {
         LogVersion {
@@ -410,7 +411,7 @@ fn prepared(
         base_config: Some(file_bytes(id, &base)?),
     };
     let dir = id.to_dirname(metadata.title.as_deref());
-    let source = source_from_bytes(Path::new(&dir), files).map_err(BackendError::Store)?;
+    let source = source_from_bytes(Path::new(&dir), files)?;
     let (mut prepared, _) = prepare_checked(source);
     if local {
         if let Some(Value::Object(info)) = prepared.fields.get_mut(JP_FIELD) {
@@ -425,7 +426,7 @@ impl JpStoreBackend {
     /// documentation). On an object store, an append beaten to the end of
     /// the log by another writer (nothing written) is planned and made
     /// again from what is there then, as the engine's appends are
-    /// (`jpstore_engine::append::retry_on_conflict`): a write that no
+    /// (`jpstore_engine::internal::append::retry_on_conflict`): a write that no
     /// longer follows the log is then refused as a conflict.
     pub(crate) fn persist(
         &self,
@@ -434,7 +435,7 @@ impl JpStoreBackend {
         events: &ConversationStream,
         projection: Projection,
     ) -> Result<(), BackendError> {
-        let outcome = jpstore_engine::append::retry_on_conflict(|_| {
+        let outcome = jpstore_engine::internal::append::retry_on_conflict(|_| {
             match self.persist_once(id, metadata, events, projection) {
                 Err(BackendError::Store(
                     e @ jpstore_engine::error::Error::AppendConflict { .. },
@@ -462,7 +463,8 @@ impl JpStoreBackend {
         loop {
             if !self.store.exists(&sid)? {
                 let (prepared, parts) = prepared(id, metadata, events, local)?;
-                let (imported, _) = self.store.import(vec![prepared], false, &mut |_| {})?;
+                let (imported, _) =
+                    jpstore_engine::import::run(&self.store, vec![prepared], false, &mut |_| {})?;
                 if let Some(jpstore_engine::import::Imported::Stored { .. }) = imported.first() {
                     let conv_state = self.store.read(&sid)?;
                     self.remember(
@@ -520,7 +522,7 @@ impl JpStoreBackend {
     fn write_over(
         &self,
         id: &ConversationId,
-        mut writer: jpstore_engine::conversation::writer::ConversationWriter<'_>,
+        mut writer: jpstore_engine::internal::conversation::writer::ConversationWriter<'_>,
         cached: Option<Known>,
         written: Written<'_>,
     ) -> Result<(), BackendError> {

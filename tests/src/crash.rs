@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{Entry, Payload};
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::StoreOptions;
 use serde_json::Value;

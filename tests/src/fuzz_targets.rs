@@ -5,14 +5,15 @@
 //! crash found) through them in an ordinary test, so CI covers them
 //! without fuzzing.
 
+use jpstore_engine::internal::{EntryInterior as _, IntoPayloadRefs as _};
 use std::path::Path;
 
 use jpstore_blobstore::backend::{Backend, Mapping, MemoryBackend};
 use jpstore_blobstore::pack::Found;
 use jpstore_blobstore::{group, object, pack, BlobId};
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::log::{scan, Holds, LogOptions, LogReader};
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::log::{scan, Holds, LogOptions, LogReader};
 use jpstore_engine::timestamp::Timestamp;
 
 /// The body of a fuzz target.
@@ -109,7 +110,7 @@ pub fn log_file(data: &[u8]) {
     // the same bytes as a tail copy (walked in both framings, from 0).
     let mut live = std::collections::HashSet::new();
     for holds in [Holds::Log, Holds::Part] {
-        let _ = jpstore_engine::gc::mark_log(
+        let _ = jpstore_engine::internal::gc::mark::mark_log(
             &backend,
             path,
             holds,
@@ -133,7 +134,9 @@ pub fn log_file(data: &[u8]) {
         LogReader::open(&backend, path, options),
         jpstore_engine::conversation::ConversationId::parse("fuzz"),
     ) {
-        if let Ok(image) = jpstore_engine::conversation::image::LogImage::read(&mut reader, &id) {
+        if let Ok(image) =
+            jpstore_engine::internal::conversation::image::LogImage::read(&mut reader, &id)
+        {
             if image.parse_entries_and_heads().is_ok() {
                 for i in 0..image.len() {
                     let _ = image.entry(i);
@@ -147,7 +150,7 @@ pub fn log_file(data: &[u8]) {
 /// batch of them), with a 1 MiB record limit.
 pub fn log_entry(data: &[u8]) {
     let mut out = Vec::new();
-    let _ = jpstore_engine::conversation::codec::decode_all(data, 1 << 20, &mut out);
+    let _ = jpstore_engine::internal::conversation::codec::decode_all(data, 1 << 20, &mut out);
 }
 
 /// The sections of a record of version 2: a `u32` (little endian) length
@@ -156,9 +159,11 @@ pub fn log_entry(data: &[u8]) {
 /// fsck checks it (`check_entry`), which must refuse exactly what decoding
 /// the entry refuses, with the same message: a difference panics.
 pub fn record_v2(data: &[u8]) {
-    use jpstore_engine::conversation::sections::{decode_meta, decode_record, OpenRecord};
-    use jpstore_engine::event::binary::decode::{check_entry, decode_entry};
-    use jpstore_engine::event::binary::Kind;
+    use jpstore_engine::internal::conversation::sections::{
+        decode_meta, decode_record, OpenRecord,
+    };
+    use jpstore_engine::internal::event::binary::decode::{check_entry, decode_entry};
+    use jpstore_engine::internal::event::binary::Kind;
 
     let Some((len, rest)) = data.split_first_chunk::<4>() else {
         return;
@@ -204,16 +209,16 @@ pub fn record_v2(data: &[u8]) {
 /// decoded: the same text, signature, arguments (written as JSON, compact
 /// and pretty) and content references.
 fn same_event(
-    raw: &jpstore_engine::event::binary::RawHead<'_>,
-    fields: &jpstore_engine::event::binary::decode::AuxFields<'_>,
+    raw: &jpstore_engine::internal::event::binary::RawHead<'_>,
+    fields: &jpstore_engine::internal::event::binary::decode::AuxFields<'_>,
     body: &[u8],
     entry: &jpstore_engine::event::Entry,
     i: usize,
 ) {
-    use jpstore_engine::event::binary::decode::{AuxFields, BlockFields};
-    use jpstore_engine::event::binary::Kind;
-    use jpstore_engine::export::ViewEvent;
-    use jpstore_engine::projection::ItemKind;
+    use jpstore_engine::internal::event::binary::decode::{AuxFields, BlockFields};
+    use jpstore_engine::internal::event::binary::Kind;
+    use jpstore_engine::internal::export::ViewEvent;
+    use jpstore_engine::internal::projection::ItemKind;
     let borrowed_shape = match (raw.kind, fields) {
         (Kind::Data, _) => false,
         (Kind::ChatRequest, AuxFields::ChatRequest { resources, .. }) => resources.count == 0,
@@ -249,10 +254,10 @@ fn same_event(
 }
 
 /// What a provider request takes of an event, as text.
-fn event_form(event: &jpstore_engine::export::ViewEvent<'_>) -> String {
-    use jpstore_engine::event::binary::value::JsonStyle;
+fn event_form(event: &jpstore_engine::internal::export::ViewEvent<'_>) -> String {
     use jpstore_engine::event::{Block, Payload};
-    use jpstore_engine::export::{ToolContent, ViewEvent};
+    use jpstore_engine::internal::event::binary::value::JsonStyle;
+    use jpstore_engine::internal::export::{ToolContent, ViewEvent};
     match event {
         ViewEvent::ToolCall {
             id,
@@ -301,7 +306,7 @@ fn event_form(event: &jpstore_engine::export::ViewEvent<'_>) -> String {
 /// a mutated file rarely gets): a body that decodes is written again and
 /// decodes to the same head.
 pub fn head_file(data: &[u8]) {
-    use jpstore_engine::conversation::head;
+    use jpstore_engine::internal::conversation::head;
     let _ = head::decode(data);
     let whole = head::decode_body(data);
     // What a view reads (evidence and settings, the state skipped) is what
@@ -336,13 +341,14 @@ pub fn head_file(data: &[u8]) {
 /// The workspace config (TOML).
 pub fn config_toml(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = jpstore_engine::config::parse_workspace_toml(text, Path::new("config.toml"));
+        let _ =
+            jpstore_engine::internal::config::parse_workspace_toml(text, Path::new("config.toml"));
     }
 }
 
 /// A base config blob (JSON).
 pub fn config_json(data: &[u8]) {
-    let _ = jpstore_engine::config::parse_config_json(data, "a config");
+    let _ = jpstore_engine::internal::config::parse_config_json(data, "a config");
 }
 
 /// Events given to `append` (a JSON array or JSON Lines), strict and

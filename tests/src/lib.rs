@@ -466,8 +466,7 @@ pub fn assert_fsck_clean(store: &jpstore_engine::Store, what: &str) {
         read_data: true,
         repair: false,
     };
-    let report = store
-        .fsck(options, &mut |_| {})
+    let report = jpstore_engine::fsck::run(store, options, &mut |_| {})
         .unwrap_or_else(|e| panic!("{what}: fsck failed: {e}"));
     assert!(
         report.is_clean(),

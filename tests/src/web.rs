@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use jpstore_blobstore::BlobId;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::store::NewConversation;
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::NewConversation;
 use jpstore_engine::{Store, StoreOptions};
 use serde_json::{json, Value};
 
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
 
 use crate::{jp_store_bin, run_jp_store};
 

@@ -1,6 +1,7 @@
 //! Generated conversations in a store, as an agent writes them, and the
 //! same conversation as JP keeps it (the baseline).
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::HashSet;
 use std::fs::File;
 use std::hint::black_box;
@@ -8,10 +9,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jpstore_engine::compaction::no_summarizer;
-use jpstore_engine::conversation::{ConversationId, CONVERSATIONS_DIR};
-use jpstore_engine::event::json::{parse_entry, ParseMode};
+use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{ChatResponse, Entry, EventKind, Object, Payload};
-use jpstore_engine::export::{into_view, render_view, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::conversation::CONVERSATIONS_DIR;
+use jpstore_engine::internal::event::json::{parse_entry, ParseMode};
+use jpstore_engine::internal::export::{into_view, render_view};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{ConversationHandle, NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};

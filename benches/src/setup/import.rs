@@ -6,6 +6,7 @@
 //! `config_delta`). The files are written as JP writes them (pretty JSON,
 //! base64 where JP applies it).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 
 use jpstore_engine::Store;
@@ -73,7 +74,8 @@ pub fn import_all(store: &Store, workspace: &Path) -> usize {
         .iter()
         .map(|d| prepare(read_source(d).expect("read")))
         .collect();
-    let (results, _) = store.import(prepared, false, &mut |_| {}).expect("import");
+    let (results, _) =
+        jpstore_engine::import::run(store, prepared, false, &mut |_| {}).expect("import");
     results.len()
 }
 
@@ -98,7 +100,8 @@ pub fn read_and_parse_jp_files(workspace: &Path) -> usize {
 /// compressed as one stream with the bulk zstd API at level 19. Returns the
 /// bytes of the JSON and of the stream.
 pub fn plain_json_zstd19(store: &Store) -> (u64, u64) {
-    use jpstore_engine::export::{conversation_json, ContentMode};
+    use jpstore_engine::export::ContentMode;
+    use jpstore_engine::internal::export::conversation_json;
     let mut all = Vec::new();
     let mut ids = store.ids().expect("list the conversations");
     ids.sort();

@@ -5,15 +5,16 @@
 //! each), all stored as packs of 10,000 blobs (as an import or attach
 //! stores them), plus `orphans` unreferenced loose objects for gc to find.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 use std::time::Duration;
 
 use jpstore_blobstore::BlobId;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::fsck::{FsckOptions, FsckReport};
 use jpstore_engine::gc::{GcOptions, GcReport};
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::json;
@@ -138,29 +139,29 @@ pub fn put_orphans(store: &Store, count: usize) {
 /// `gc --dry-run` with no grace: marks every log, decides for every object,
 /// removes nothing (so every run does the same work).
 pub fn gc_dry_run(store: &Store) -> GcReport {
-    store
-        .gc(
-            GcOptions {
-                grace: Duration::ZERO,
-                dry_run: true,
-                ..GcOptions::default()
-            },
-            &mut |_| {},
-        )
-        .expect("gc")
+    jpstore_engine::gc::run(
+        store,
+        GcOptions {
+            grace: Duration::ZERO,
+            dry_run: true,
+            ..GcOptions::default()
+        },
+        &mut |_| {},
+    )
+    .expect("gc")
 }
 
 /// `fsck` (with `--read-data` if `read_data`); asserts the store is clean.
 pub fn fsck(store: &Store, read_data: bool) -> FsckReport {
-    let r = store
-        .fsck(
-            FsckOptions {
-                read_data,
-                repair: false,
-            },
-            &mut |_| {},
-        )
-        .expect("fsck");
+    let r = jpstore_engine::fsck::run(
+        store,
+        FsckOptions {
+            read_data,
+            repair: false,
+        },
+        &mut |_| {},
+    )
+    .expect("fsck");
     assert!(r.is_clean(), "fsck of a generated store is clean");
     r
 }

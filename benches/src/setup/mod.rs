@@ -10,6 +10,7 @@ pub mod maintenance;
 pub mod s3;
 pub mod unsynced;
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 /// Bytes of the files below `path` (not following links; 0 if missing).

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use jpstore_engine::copy::{copy, open_or_init_like};
+use jpstore_engine::copy;
+use jpstore_engine::internal::copy::open_or_init_like;
 use jpstore_engine::{Store, StoreOptions};
 use jpstore_remote::testing::TestServer;
 use jpstore_remote::{
@@ -61,7 +62,7 @@ pub fn copy_store(server: &TestServer, src: &Store, location: &S3Location) -> Re
         StoreOptions::default(),
     )
     .expect("make the store on S3");
-    let report = copy(src, &dst, &[], &mut |_| {}).expect("copy to S3");
+    let report = copy::run(src, &dst, &[], &mut |_| {}).expect("copy to S3");
     assert!(report.complete, "copy to S3: {report:?}");
     backend.requests()
 }

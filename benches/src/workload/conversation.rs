@@ -173,7 +173,7 @@ impl Gen<'_> {
         self.secs += (ms / 1000) as i64 + (nanos / 1_000_000_000) as i64;
         self.nanos = (nanos % 1_000_000_000) as u32;
         let t = Timestamp::from_unix(self.secs, self.nanos).expect("a timestamp in range");
-        Value::String(t.to_jp_string())
+        Value::String(t.to_string())
     }
 
     fn turn(&mut self) -> Vec<Value> {
@@ -497,7 +497,7 @@ fn base64_leaves(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jpstore_engine::event::json::{parse_entry, ParseMode};
+    use jpstore_engine::internal::event::json::{parse_entry, ParseMode};
 
     fn median(mut v: Vec<usize>) -> usize {
         v.sort_unstable();

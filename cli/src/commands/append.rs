@@ -4,9 +4,10 @@ use super::{open_store, parse_id};
 use crate::output::{count, count_of};
 use anyhow::{bail, Context, Result};
 use jpstore_engine::error::Error as EngineError;
-use jpstore_engine::event::input::{parse_input, ParsedInput};
-use jpstore_engine::event::json::{ParseMode, EVENT_TYPES};
 use jpstore_engine::event::Entry;
+use jpstore_engine::internal::event::input::{parse_input, ParsedInput};
+use jpstore_engine::internal::event::json::{ParseMode, EVENT_TYPES};
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::AutoCompaction;
 use jpstore_integrations::user_file::{self};
@@ -111,7 +112,7 @@ pub fn append(
     for w in &unknown {
         crate::errln!("jp-store: warning: {w}; appended all the same (--strict refuses it)");
     }
-    let mut on_cut = |cut: &jpstore_engine::CutTail| {
+    let mut on_cut = |cut: &jpstore_engine::internal::log::CutTail| {
         crate::output::note(&format!(
             "note: cut an incomplete record of {} bytes at offset {}, left by an append that did not complete (a crash, or a write that failed, such as on a full disk); its bytes were copied to {}",
             cut.len,
@@ -150,7 +151,7 @@ pub fn append(
             Err(e @ EngineError::AppendConflict { .. }) => {
                 return Err(anyhow::Error::new(e).context(format!(
                     "nothing was appended: another writer appended first at each of {} attempts",
-                    jpstore_engine::append::CONFLICT_ATTEMPTS
+                    jpstore_engine::internal::append::CONFLICT_ATTEMPTS
                 )))
             }
             Err(e) => return Err(anyhow::Error::new(e).context("nothing was appended")),

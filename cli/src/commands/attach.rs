@@ -93,7 +93,7 @@ pub fn attach(dir: &super::StoreLocation, args: AttachArgs) -> Result<ExitCode> 
         Err(AttachError::Store(e @ jpstore_engine::error::Error::AppendConflict { .. })) => {
             return Err(anyhow::Error::new(e).context(format!(
                 "nothing was appended: another writer appended first at each of {} attempts",
-                jpstore_engine::append::CONFLICT_ATTEMPTS
+                jpstore_engine::internal::append::CONFLICT_ATTEMPTS
             )))
         }
         Err(e) => return Err(e.into()),

@@ -1,5 +1,6 @@
 //! `jp-store blob ...`: direct access to the blob store (plumbing).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -64,7 +64,7 @@ pub struct CompactArgs {
 }
 
 fn parse_bound(s: &str) -> std::result::Result<Bound, String> {
-    Bound::parse(s).map_err(|e| e.to_string())
+    s.parse::<Bound>().map_err(|e| e.to_string())
 }
 
 pub fn compact(dir: &super::StoreLocation, args: CompactArgs) -> Result<ExitCode> {

@@ -75,7 +75,7 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
         }
         StoreLocation::S3(location) => (super::s3_backend(location)?, None),
     };
-    let (dst, made) = jpstore_engine::copy::open_or_init_like(
+    let (dst, made) = jpstore_engine::internal::copy::open_or_init_like(
         &src,
         backend,
         PathBuf::from(args.dst.to_string()),
@@ -94,7 +94,7 @@ pub fn copy(args: CopyArgs) -> Result<ExitCode> {
     }
     let mut bar = Progress::new("copying blobs", Unit::Items("blob"));
     let json = args.json;
-    let report = jpstore_engine::copy::copy(&src, &dst, &ids, &mut |p| match p {
+    let report = jpstore_engine::copy::run(&src, &dst, &ids, &mut |p| match p {
         CopyProgress::Planned {
             conversations,
             to_send,

@@ -3,7 +3,9 @@
 use super::{open_store, parse_id, write_file_atomically};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::export::conversation_json;
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_integrations::jp::export_dir::FileWritten;
 use std::io::Write;
 use std::path::PathBuf;
@@ -234,7 +236,7 @@ fn write_jp_dir(
 /// `export --format ndjson [ID]`: one line per conversation, written as
 /// each is read (memory holds one conversation at a time).
 fn export_ndjson(store: &jpstore_engine::Store, args: ExportArgs) -> Result<ExitCode> {
-    use jpstore_engine::stream::write_conversation_line;
+    use jpstore_engine::internal::stream::write_conversation_line;
     if args.refs {
         return Err(super::usage(
             "--refs applies to --format json only: a stream holds its content, to be imported elsewhere",

@@ -34,7 +34,8 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
     } else {
         Progress::new("checking conversations", Unit::Items("conversation"))
     };
-    let report = store.fsck_interruptible(
+    let report = jpstore_engine::fsck::run_interruptible(
+        &store,
         FsckOptions {
             read_data: args.read_data,
             repair: args.repair,
@@ -50,7 +51,9 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
     );
     bar.finish();
     let report = match report {
-        Err(e) if crate::interrupt::is_interrupted(&e) => {
+        Err(jpstore_engine::fsck::FsckError::Store(ref e))
+            if crate::interrupt::is_interrupted(e) =>
+        {
             return Ok(crate::interrupt::stopped("fsck"))
         }
         other => other?,
@@ -85,7 +88,7 @@ pub fn fsck(dir: &super::StoreLocation, args: FsckArgs) -> Result<ExitCode> {
             if let Some(b) = f.blob {
                 at.push_str(&format!(" blob {b}"));
             }
-            crate::outln!("{}: {}{at}: {}", f.severity.as_str(), f.kind, f.message);
+            crate::outln!("{}: {}{at}: {}", f.severity, f.kind, f.message);
         }
         for r in &report.repairs {
             crate::outln!("repaired: {r}");

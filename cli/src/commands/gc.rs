@@ -33,7 +33,8 @@ pub fn gc(dir: &super::StoreLocation, args: GcArgs) -> Result<ExitCode> {
     let store = open_store(dir)?;
     let mut progress = Progress::new("marking", Unit::Items("conversation"));
     let mut phase = GcPhase::Marking;
-    let report = store.gc(
+    let report = jpstore_engine::gc::run(
+        &store,
         GcOptions {
             grace: args.grace,
             dry_run: args.dry_run,

@@ -3,6 +3,8 @@
 use super::{open_store_with, parse_id, warn_torn_tail};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use jpstore_engine::internal::SearcherInterior as _;
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::search::{Hit, Role, SearchOptions, Searcher};
 use std::process::ExitCode;
 
@@ -99,7 +101,7 @@ fn run(dir: &super::StoreLocation, args: &GrepArgs) -> Result<ExitCode> {
     store_options.blobs.group_cache_bytes = store_options
         .blobs
         .group_cache_bytes
-        .max(jpstore_engine::cores() as u64 * (32 << 20))
+        .max(jpstore_engine::internal::cores() as u64 * (32 << 20))
         .max(64 << 20);
     let store = open_store_with(dir, store_options)?;
     let searcher = Searcher::new(&store, &args.pattern, options)?;
@@ -188,7 +190,7 @@ pub(crate) fn hit_json(id: &str, hit: &Hit) -> serde_json::Value {
         "turn": hit.turn,
         "entry": hit.entry,
         "type": hit.entry_type,
-        "role": hit.role.name(),
+        "role": hit.role.to_string(),
         "part": hit.part,
         "line": hit.line,
         "text": hit.text,

@@ -1,6 +1,7 @@
 //! `jp-store init`: make a directory a store.
 
 use anyhow::Result;
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::{Store, StoreOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,6 +2,7 @@
 
 use super::{open_store, short_time};
 use anyhow::Result;
+use jpstore_engine::internal::StoreInterior as _;
 use std::process::ExitCode;
 
 pub fn ls(dir: &super::StoreLocation, json_out: bool) -> Result<ExitCode> {

@@ -232,13 +232,16 @@ pub const DEFAULT_STORE: &str = ".jp-store";
 /// whatever the verbosity, as records left out may be records lost.
 pub(crate) fn torn_tail_warning(
     id: &ConversationId,
-    tail: Option<jpstore_engine::log::TornTail>,
+    tail: Option<jpstore_engine::internal::log::TornTail>,
 ) -> Option<String> {
     tail.map(|t| format!("jp-store: warning: {}", t.warning(id)))
 }
 
 /// Prints [`torn_tail_warning`] on standard error.
-pub(crate) fn warn_torn_tail(id: &ConversationId, tail: Option<jpstore_engine::log::TornTail>) {
+pub(crate) fn warn_torn_tail(
+    id: &ConversationId,
+    tail: Option<jpstore_engine::internal::log::TornTail>,
+) {
     if let Some(w) = torn_tail_warning(id, tail) {
         crate::errln!("{w}");
     }
@@ -276,7 +279,7 @@ pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 pub(crate) fn short_time(t: &Timestamp) -> String {
-    let s = t.to_jp_string();
+    let s = t.to_string();
     s.split('.').next().unwrap_or(&s).to_owned()
 }
 

@@ -3,7 +3,7 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
-use jpstore_engine::store::CreateReport;
+use jpstore_engine::internal::store::CreateReport;
 use jpstore_engine::NewConversation;
 use std::process::ExitCode;
 

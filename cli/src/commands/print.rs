@@ -3,9 +3,11 @@
 use super::{excerpt, open_store, parse_id, size};
 use crate::output::shown;
 use anyhow::{Context, Result};
-use jpstore_engine::conversation::read::Conversation;
-use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{Block, ChatResponse, Entry, EventKind, Payload, ResourceContent};
+use jpstore_engine::internal::conversation::read::Conversation;
+use jpstore_engine::internal::event::turns::TurnCounter;
+use jpstore_engine::internal::IntoPayloadRefs as _;
+use jpstore_engine::internal::StoreInterior as _;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -19,7 +21,7 @@ pub fn print(dir: &super::StoreLocation, id: &str, compacted: bool) -> Result<Ex
     // What the model sees: compaction, orphan repair and deduplication
     // under the config in effect.
     let view = if compacted {
-        Some(jpstore_engine::export::view(&store, &conv)?)
+        Some(jpstore_engine::internal::export::view(&store, &conv)?)
     } else {
         None
     };
@@ -74,7 +76,7 @@ pub fn print_conversation(
         let Some(e) = entry.event() else {
             if let Entry::Unknown(o) = entry {
                 let t = o.get("type").and_then(|t| t.as_str()).unwrap_or("?");
-                match jpstore_engine::event::json::misfit(o) {
+                match jpstore_engine::internal::event::json::misfit(o) {
                     Some(why) => put(out, &format!("  [`{t}` entry that does not read as one ({why}), kept as is; not in the view]"))?,
                     None => put(out, &format!("  [unknown entry `{t}`, kept as is]"))?,
                 }

@@ -2,7 +2,7 @@
 
 use super::{open_store, parse_id, size, write_file_atomically};
 use anyhow::Result;
-use jpstore_engine::stats::plot::tokens_per_turn_svg;
+use jpstore_engine::internal::stats::plot::tokens_per_turn_svg;
 use jpstore_engine::stats::tokens;
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,8 +17,8 @@ pub fn stats(
     let mut stats = match id {
         // A conversation named by the user that cannot be counted is the
         // command's error.
-        Some(id) => store.conversation_stats(&parse_id(id)?)?,
-        None => store.stats(&store.ids()?)?,
+        Some(id) => jpstore_engine::stats::of_conversation(&store, &parse_id(id)?)?,
+        None => jpstore_engine::stats::of_conversations(&store, &store.ids()?)?,
     };
     if let Some(path) = plot {
         // The plot is of the last conversation counted (the one named).
@@ -38,7 +38,7 @@ pub fn stats(
         ExitCode::from(1)
     };
     if id.is_none() {
-        stats.blob_store = Some(store.blob_store_stats()?);
+        stats.blob_store = Some(jpstore_engine::stats::of_blob_store(&store)?);
     }
     if json_out {
         crate::jsonln!("{}", serde_json::to_string_pretty(&stats)?);

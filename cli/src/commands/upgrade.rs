@@ -5,6 +5,7 @@ use super::{open_store, size};
 use crate::output::{Progress, Unit};
 use anyhow::Result;
 use clap::Args;
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::upgrade::UpgradeStep;
 use std::process::ExitCode;
 
@@ -26,7 +27,7 @@ pub fn upgrade(dir: &super::StoreLocation, args: UpgradeArgs) -> Result<ExitCode
     } else {
         "rewrote"
     };
-    let report = store.upgrade(args.dry_run, &mut |step| match step {
+    let report = jpstore_engine::upgrade::run(&store, args.dry_run, &mut |step| match step {
         UpgradeStep::Pack(p) => bar.update(p.bytes_done, p.bytes_total),
         UpgradeStep::Log {
             done,
@@ -37,7 +38,7 @@ pub fn upgrade(dir: &super::StoreLocation, args: UpgradeArgs) -> Result<ExitCode
                 bar.println(&format!(
                     "[{done}/{total}] {would} conversation {} as log format {}: {} records, {} -> {}",
                     report.id,
-                    jpstore_engine::log::VERSION_2,
+                    jpstore_engine::internal::log::VERSION_2,
                     report.records,
                     size(report.old_bytes),
                     size(report.new_bytes),

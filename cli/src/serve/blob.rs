@@ -17,6 +17,7 @@
 //!
 //! [`BlobStore::open_stream`]: jpstore_blobstore::BlobStore::open_stream
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::io::Read;
 
 use jpstore_blobstore::{BlobId, Error};

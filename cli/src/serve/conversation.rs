@@ -16,20 +16,23 @@
 //! `<details>` whose first part the page's script fetches from the blob
 //! endpoint when it is unfolded, with links to the whole content.
 
+use jpstore_engine::internal::IntoPayloadRefs as _;
+use jpstore_engine::internal::StoreInterior as _;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use jpstore_engine::conversation::state::ConversationState;
 use jpstore_engine::conversation::ConversationId;
+use jpstore_engine::conversation::ConversationState;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::head::{EntryHead, HeadKind};
-use jpstore_engine::event::turns::TurnCounter;
 use jpstore_engine::event::{
-    in_view, Block, ChatResponse, Compaction, Entry, EventKind, Payload, Resource, ResourceContent,
-    ToolCallPolicy,
+    Block, ChatResponse, Compaction, CompactionSource, Entry, EventKind, Payload, Resource,
+    ResourceContent, ToolCallPolicy,
 };
-use jpstore_engine::projection::{plan_view, ViewPlan, SUMMARY_REQUEST};
+use jpstore_engine::internal::event::head::{EntryHead, HeadKind};
+use jpstore_engine::internal::event::in_view;
+use jpstore_engine::internal::event::turns::TurnCounter;
+use jpstore_engine::internal::projection::{plan_view, ViewPlan, SUMMARY_REQUEST};
 use jpstore_engine::Store;
 use serde_json::Value;
 
@@ -747,9 +750,7 @@ fn turn_heading(h: &mut Html, t: &TurnHeading<'_>) {
                         k + 1,
                         c.from_turn,
                         c.to_turn,
-                        c.source
-                            .map(|s| format!(" ({})", s.as_str()))
-                            .unwrap_or_default()
+                        c.source.map(|s| format!(" ({s})")).unwrap_or_default()
                     )),
                 ],
                 &format!("compaction #{}: {}", k + 1, compaction_words(c)),
@@ -889,7 +890,7 @@ impl Render<'_> {
         let Entry::Event(event) = entry else {
             if let Entry::Unknown(object) = entry {
                 let kind = object.get("type").and_then(Value::as_str).unwrap_or("?");
-                let title = match jpstore_engine::event::json::misfit(object) {
+                let title = match jpstore_engine::internal::event::json::misfit(object) {
                     Some(why) => format!(
                         "“{kind}” entry that does not read as one ({why}), kept as it is; not in the view"
                     ),
@@ -1044,9 +1045,9 @@ impl Render<'_> {
                             c.source
                                 .map(|s| format!(
                                     "; made {}",
-                                    match s.as_str() {
-                                        "auto" => "automatically",
-                                        _ => "by hand",
+                                    match s {
+                                        CompactionSource::Auto => "automatically",
+                                        CompactionSource::Manual => "by hand",
                                     }
                                 ))
                                 .unwrap_or_default()

@@ -22,15 +22,17 @@
 //! A conversation that cannot be read is not kept and is read again at each
 //! request, so that the page reports it for as long as it fails.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Mutex;
 
 use jpstore_blobstore::backend::ObjectMeta;
-use jpstore_engine::conversation::read::read_state;
-use jpstore_engine::conversation::{ConversationId, CONVERSATIONS_DIR};
+use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
+use jpstore_engine::internal::conversation::read::read_state;
+use jpstore_engine::internal::conversation::CONVERSATIONS_DIR;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::Store;
 

@@ -85,7 +85,7 @@ pub fn size(n: u64) -> String {
 /// A timestamp to the second, as `ls` shows it, in a `<time>`.
 pub fn time(h: &mut Html, t: &Timestamp) {
     // JP's form is UTC, `2025-07-19 14:30:00.123`; `datetime` wants ISO 8601.
-    let full = t.to_jp_string();
+    let full = t.to_string();
     let machine = format!("{}Z", full.replace(' ', "T"));
     let short = full.split('.').next().unwrap_or(&full);
     h.el_text(

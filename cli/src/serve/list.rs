@@ -11,6 +11,8 @@
 
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
+use jpstore_engine::internal::SearcherInterior as _;
+use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::search::{Hit, SearchOptions, Searcher};
 use jpstore_engine::Store;
 
@@ -152,7 +154,7 @@ fn search_content(store: &Store, text: &str) -> Result<ContentSearch, Error> {
     let mut shown = 0;
     searcher.each_mapped(
         &ids,
-        &|conversation| jpstore_engine::event::turns::turn_indices(&conversation.entries),
+        &|conversation| jpstore_engine::internal::event::turns::turn_indices(&conversation.entries),
         |id, outcome| {
             let (mut found, turn_of) = match outcome {
                 Ok(o) => o,

@@ -7,8 +7,10 @@
 
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
-use jpstore_engine::stats::plot::tokens_per_turn_svg;
-use jpstore_engine::stats::{tokens, ContextSizes, Saved, StoreStats};
+use jpstore_engine::internal::stats::plot::tokens_per_turn_svg;
+use jpstore_engine::internal::StoreInterior as _;
+use jpstore_engine::stats::tokens;
+use jpstore_engine::stats::{ContextSizes, Saved, StoreStats};
 use jpstore_engine::Store;
 
 use super::html::{Attr, Html, Tag, Void};
@@ -22,8 +24,8 @@ const LARGEST_PLOTTED: usize = 3;
 
 /// The statistics of the store.
 pub fn store_page(store: &Store) -> Result<String, Error> {
-    let mut stats = store.stats(&store.ids()?)?;
-    stats.blob_store = Some(store.blob_store_stats()?);
+    let mut stats = jpstore_engine::stats::of_conversations(store, &store.ids()?)?;
+    stats.blob_store = Some(jpstore_engine::stats::of_blob_store(store)?);
     let mut largest: Vec<&(ConversationId, ContextSizes)> = stats.conversations.iter().collect();
     largest.sort_by(|a, b| b.1.raw.cmp(&a.1.raw).then_with(|| a.0.cmp(&b.0)));
     largest.truncate(LARGEST_LISTED);
@@ -92,7 +94,7 @@ pub fn store_page(store: &Store) -> Result<String, Error> {
 
 /// The statistics of conversation `id`, with its plot.
 pub fn conversation_page(store: &Store, id: &ConversationId) -> Result<String, Error> {
-    let stats = store.conversation_stats(id)?;
+    let stats = jpstore_engine::stats::of_conversation(store, id)?;
     let title = format!("Statistics of {id}");
     Ok(page(&title, Section::Stats, |h| {
         h.el_text(Tag::H1, &[], &title);

@@ -22,7 +22,7 @@ pub struct CompactionMade {
 
 impl CompactOutcome {
     /// The compaction's range and profile.
-    pub fn made(&self) -> CompactionMade {
+    pub(crate) fn made(&self) -> CompactionMade {
         CompactionMade {
             from_turn: self.compaction.from_turn,
             to_turn: self.compaction.to_turn,
@@ -86,7 +86,7 @@ impl CompactReport {
     }
 }
 
-/// A compaction revoked ([`Store::undo_compaction`](crate::store::Store::undo_compaction)):
+/// A compaction revoked ([`ConversationHandle::undo_compaction`](crate::ConversationHandle::undo_compaction)):
 /// what `jp-store compact --undo --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UndoReport {
@@ -96,7 +96,7 @@ pub struct UndoReport {
     pub undone: u64,
 }
 
-/// A fork made ([`Store::fork_compacted`](crate::store::Store::fork_compacted)):
+/// A fork made ([`ConversationHandle::fork`](crate::ConversationHandle::fork)):
 /// what `jp-store fork --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]

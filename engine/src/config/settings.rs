@@ -50,11 +50,11 @@ type Object = serde_json::Map<String, Value>;
 /// it: bumped with every change of either, so that settings cached by a
 /// build of another version (in a conversation's head cache,
 /// format-spec.md 4.6) are computed again rather than used.
-pub const SETTINGS_VERSION: u32 = 2;
+pub(crate) const SETTINGS_VERSION: u32 = 2;
 
 /// Longest `timeout_secs` of a summary table (a day), as the summarizer
 /// accepts.
-pub const MAX_SUMMARY_TIMEOUT_SECS: u64 = 86_400;
+pub(crate) const MAX_SUMMARY_TIMEOUT_SECS: u64 = 86_400;
 
 /// Every setting jp-store reads from a config.
 ///
@@ -190,7 +190,7 @@ pub struct SummaryTable {
     /// `instructions`: the system prompt of the endpoint (never empty).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
-    /// `timeout_secs`: 1 to [`MAX_SUMMARY_TIMEOUT_SECS`].
+    /// `timeout_secs`: 1 to `MAX_SUMMARY_TIMEOUT_SECS`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
 }
@@ -379,7 +379,7 @@ impl Settings {
     /// config's order (profiles and tools already known come in their
     /// earlier order). On error `self` holds `layer`'s other settings:
     /// discard it.
-    pub fn merge_layer(&mut self, layer: &Object) -> Result<(), BadSetting> {
+    pub(crate) fn merge_layer(&mut self, layer: &Object) -> Result<(), BadSetting> {
         match self.merge_layer_lenient(layer).into_iter().next() {
             None => Ok(()),
             Some(bad) => Err(bad),
@@ -391,7 +391,7 @@ impl Settings {
     /// right type is merged, and those of the wrong type are returned, in
     /// the order `merge_layer` would report them, and not applied (these
     /// settings keep the value they had).
-    pub fn merge_layer_lenient(&mut self, layer: &Object) -> Vec<BadSetting> {
+    pub(crate) fn merge_layer_lenient(&mut self, layer: &Object) -> Vec<BadSetting> {
         let mut walk = parse::Walk::new();
         walk.settings(self, layer);
         walk.into_bad()
@@ -402,7 +402,7 @@ impl Settings {
     /// that the next one would drop whatever its strategy
     /// (`discard_when_merged`) is, from here on, text like any other, and
     /// one set by a table that left no text is the empty text.
-    pub fn finish_base(&mut self) {
+    pub(crate) fn finish_base(&mut self) {
         let a = &mut self.assistant;
         a.system_prompt_discarded_when_merged = false;
         if a.system_prompt_without_text {
@@ -417,7 +417,8 @@ impl Settings {
 /// index of the layer it comes from and the setting. A value that a later
 /// layer replaces is still reported, since readers see the config after
 /// every layer (deduplication follows deltas event by event).
-pub fn parse_layers<'a>(
+#[cfg(test)]
+pub(crate) fn parse_layers<'a>(
     layers: impl IntoIterator<Item = &'a Object>,
 ) -> Result<Settings, (usize, BadSetting)> {
     let mut settings = Settings::default();
@@ -430,7 +431,7 @@ pub fn parse_layers<'a>(
 /// Every setting of `layers` (merged in order, as [`parse_layers`] merges
 /// them) that is not applied, with the index of the layer that holds it:
 /// what [`Settings::merge_layer_lenient`] leaves out of each.
-pub fn settings_not_applied<'a>(
+pub(crate) fn settings_not_applied<'a>(
     layers: impl IntoIterator<Item = &'a Object>,
 ) -> Vec<(usize, BadSetting)> {
     let mut settings = Settings::default();

@@ -73,7 +73,7 @@ pub struct Head {
 /// checked), cached so that a view parses neither TOML nor JSON, and what
 /// it was made from. It is used only when its key matches: the SHA-256 of
 /// `config.toml` as the store read it, the base config blob the log names,
-/// and this build's [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION).
+/// and this build's `SETTINGS_VERSION`.
 /// Config deltas are never cached: they are merged from the log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettingsCache {
@@ -271,12 +271,12 @@ pub struct SettingsKey<'a> {
     pub workspace: &'a BlobId,
     /// The base config blob.
     pub base_config: Option<&'a BlobId>,
-    /// [`SETTINGS_VERSION`](crate::config::SETTINGS_VERSION) of the writer.
+    /// `SETTINGS_VERSION` of the writer.
     pub version: u32,
 }
 
 /// Settings the reader of a head already has for a key (a store's memo,
-/// [`Store::remembered_settings`](crate::Store::remembered_settings)):
+/// `Store::remembered_settings`):
 /// then the cached settings are not parsed.
 pub type Remembered<'a> = &'a dyn Fn(SettingsKey<'_>) -> Option<Settings>;
 

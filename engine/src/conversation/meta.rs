@@ -32,13 +32,6 @@ pub struct MetaPatch {
     pub fields: Object,
 }
 
-impl MetaPatch {
-    /// Whether the patch changes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.base_config.is_none() && self.fields.is_empty()
-    }
-}
-
 /// The metadata of a conversation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,7 +45,7 @@ pub struct Metadata {
 
 impl Metadata {
     /// Applies a patch.
-    pub fn apply(&mut self, patch: &MetaPatch) {
+    pub(crate) fn apply(&mut self, patch: &MetaPatch) {
         if let Some(b) = patch.base_config {
             self.base_config = Some(b);
         }
@@ -141,7 +134,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            m.created().map(|t| t.to_jp_string()),
+            m.created().map(|t| t.to_string()),
             Some("2026-01-02 03:04:05.0".to_string())
         );
     }

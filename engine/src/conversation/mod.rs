@@ -1,9 +1,9 @@
 //! Conversations: one directory per conversation holding its log, the
-//! encoding of log entries ([`codec`] for version 1 logs, [`sections`] for
-//! the records of version 2 logs), metadata ([`meta`]), the head cache that
-//! spares reading whole logs ([`head`]), reading ([`read`]), the single
-//! writer with its append protocol ([`writer`]) and the state that
-//! validates appends ([`state`]).
+//! encoding of log entries (`codec` for version 1 logs, `sections` for
+//! the records of version 2 logs), metadata (`meta`), the head cache that
+//! spares reading whole logs (`head`), reading (`read`), the single
+//! writer with its append protocol (`writer`) and the state that
+//! validates appends (`state`).
 //!
 //! Layout (format-spec.md section 4.1):
 //!
@@ -13,19 +13,17 @@
 //! conversations/<id>/head              a cache of the folded state (section 4.6)
 //! ```
 
-// The byte codecs of entries and of the head cache: public for the fuzz
-// targets and the tests of decoders, not part of the API.
-#[doc(hidden)]
-pub mod codec;
-#[doc(hidden)]
-pub mod head;
-pub mod image;
-pub mod meta;
-pub mod read;
-#[doc(hidden)]
-pub mod sections;
-pub mod state;
-pub mod writer;
+pub(crate) mod codec;
+pub(crate) mod head;
+pub(crate) mod image;
+pub(crate) mod meta;
+pub(crate) mod read;
+pub(crate) mod sections;
+pub(crate) mod state;
+pub(crate) mod writer;
+
+pub use meta::{MetaPatch, Metadata};
+pub use state::ConversationState;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,18 +35,18 @@ use crate::error::Error;
 use crate::timestamp::Timestamp;
 
 /// Directory of conversations inside the store.
-pub const CONVERSATIONS_DIR: &str = "conversations";
+pub(crate) const CONVERSATIONS_DIR: &str = "conversations";
 /// Directory of quarantined damage, at the store root (fsck moves damaged
 /// parts there; a writer copies a tail there before it cuts it).
-pub const QUARANTINE_DIR: &str = "quarantine";
+pub(crate) const QUARANTINE_DIR: &str = "quarantine";
 /// Name of the log inside a conversation's directory.
-pub const LOG_FILE: &str = "events.log";
+pub(crate) const LOG_FILE: &str = "events.log";
 
 /// The lock that orders writers and gc (format-spec.md 4.7): writers hold it
 /// shared from the moment they check or store a blob until the record that
 /// references it is durable; gc holds it exclusive while it marks and
 /// sweeps.
-pub const GC_LOCK: &str = "gc.lock";
+pub(crate) const GC_LOCK: &str = "gc.lock";
 
 /// Waits for the writer lock of conversation `id` (the sidecar lock of its
 /// log), proven to be the lock at the log's name: a conversation removed
@@ -90,7 +88,7 @@ pub(crate) fn keep_log(
     }
     let note = format!(
         "a log of conversation {id}, kept at {} UTC when {why}; the store's log is the conversation. Restore it by moving this events.log over conversations/{id}/events.log (and removing conversations/{id}/head).\n",
-        now.to_jp_string()
+        now
     );
     for (name, data) in [(LOG_FILE, log), ("NOTE", note.as_bytes())] {
         let to = dir.join(name);
@@ -131,7 +129,7 @@ pub(crate) fn removed_while_waiting(id: &ConversationId, e: Error) -> Error {
 /// The name prefix a removal moves a conversation's directory to before it
 /// deletes what it holds: `conversations/.removed-<id>-<pid>-<nanos>`
 /// (never an id: ids do not start with `.`).
-pub const REMOVED_PREFIX: &str = ".removed-";
+pub(crate) const REMOVED_PREFIX: &str = ".removed-";
 
 /// Deletes every file in `dir`, the directory of the log `log`, the log's
 /// lock file last, then `dir` itself; the caller holds
@@ -202,7 +200,7 @@ pub(crate) fn abandon_creation(backend: &dyn Backend, id: &ConversationId) {
 
 /// Takes the gc lock, shared (writers) or exclusive (gc), waiting for it.
 /// The lock is released when the returned guard is dropped.
-pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuard>, Error> {
+pub(crate) fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuard>, Error> {
     gc_lock_as(backend, kind, false)
 }
 
@@ -210,7 +208,7 @@ pub fn gc_lock(backend: &dyn Backend, kind: LockKind) -> Result<Box<dyn LockGuar
 /// needs no write where `gc.lock` exists ([`Backend::lock_to_read`]);
 /// where it does not and cannot be made (a read-only file system, another
 /// user's store), the error is one of [`Error::is_read_only`].
-pub fn gc_lock_to_read(backend: &dyn Backend) -> Result<Box<dyn LockGuard>, Error> {
+pub(crate) fn gc_lock_to_read(backend: &dyn Backend) -> Result<Box<dyn LockGuard>, Error> {
     gc_lock_as(backend, LockKind::Exclusive, true)
 }
 
@@ -273,7 +271,7 @@ impl LockGuard for WindowedLock {
 }
 
 /// Longest conversation id.
-pub const MAX_ID_LEN: usize = 64;
+pub(crate) const MAX_ID_LEN: usize = 64;
 
 /// A conversation id: 1 to 64 of `0-9 A-Z a-z _ -`, not starting with `-`.
 /// JP's ids (UTC deciseconds, e.g. `17738399468`) are of this form. Ids are
@@ -309,7 +307,7 @@ impl ConversationId {
 
     /// The id JP would give a conversation created at `t`: UTC deciseconds
     /// since the Unix epoch.
-    pub fn from_time(t: Timestamp) -> Self {
+    pub(crate) fn from_time(t: Timestamp) -> Self {
         let ds = t.unix_secs().max(0) * 10 + i64::from(t.subsec_nanos() / 100_000_000);
         ConversationId(ds.to_string())
     }
@@ -322,13 +320,13 @@ impl ConversationId {
     /// The id following this one numerically, for ids that are numbers (used
     /// to find a free id when two conversations are created in the same
     /// decisecond).
-    pub fn next_numeric(&self) -> Option<Self> {
+    pub(crate) fn next_numeric(&self) -> Option<Self> {
         let n: u64 = self.0.parse().ok()?;
         Some(ConversationId(n.checked_add(1)?.to_string()))
     }
 
     /// The conversation's directory, relative to the store root.
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         self.file("")
     }
 
@@ -336,7 +334,7 @@ impl ConversationId {
     /// store root (the directory itself for an empty name), made in one
     /// allocation: a view of a short conversation makes a few such paths,
     /// and each join of a path to another allocated twice.
-    pub fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         let mut path =
             String::with_capacity(CONVERSATIONS_DIR.len() + self.0.len() + name.len() + 2);
         path.push_str(CONVERSATIONS_DIR);
@@ -350,7 +348,7 @@ impl ConversationId {
     }
 
     /// The conversation's log, relative to the store root.
-    pub fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.file(LOG_FILE)
     }
 }

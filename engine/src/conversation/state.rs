@@ -52,7 +52,7 @@ pub struct Refusal {
 
 impl ConversationState {
     /// Folds one log entry in.
-    pub fn apply(&mut self, entry: &LogEntry) {
+    pub(crate) fn apply(&mut self, entry: &LogEntry) {
         match entry {
             LogEntry::Meta(p) => self.metadata.apply(p),
             LogEntry::Event(e) => self.apply_entry(e),
@@ -60,12 +60,12 @@ impl ConversationState {
     }
 
     /// Folds one event entry in.
-    pub fn apply_entry(&mut self, entry: &Entry) {
+    pub(crate) fn apply_entry(&mut self, entry: &Entry) {
         self.apply_head(&EntryHead::of(entry));
     }
 
     /// Folds one entry in from its head (all the fold reads).
-    pub fn apply_head(&mut self, head: &EntryHead<'_>) {
+    pub(crate) fn apply_head(&mut self, head: &EntryHead<'_>) {
         self.entries += 1;
         let step = self.turns.step_role(head.turn_role());
         if step.opened {
@@ -96,7 +96,7 @@ impl ConversationState {
     /// call response must answer a request of the current turn (JP refuses
     /// the same on write), and a `compaction_undo` must name a compaction
     /// before it (one named later would revoke a compaction not made yet).
-    pub fn check<C>(&self, entry: &Entry<C>) -> Result<(), Refusal> {
+    pub(crate) fn check<C>(&self, entry: &Entry<C>) -> Result<(), Refusal> {
         let Some(event) = entry.event() else {
             return Ok(());
         };
@@ -139,7 +139,7 @@ impl ConversationState {
 
     /// Like [`check`](Self::check) followed by folding the entry's turn
     /// structure in, for checking a batch entry by entry on a copy.
-    pub fn check_and_step<C>(&mut self, entry: &Entry<C>) -> Result<(), Refusal> {
+    pub(crate) fn check_and_step<C>(&mut self, entry: &Entry<C>) -> Result<(), Refusal> {
         self.check(entry)?;
         let step = self.turns.step(entry);
         if step.opened {

@@ -22,7 +22,7 @@ fn stream(lines: &[Value]) -> Vec<Entry<BlobRef>> {
             let mut v = v.clone();
             v["timestamp"] = Timestamp::from_unix(1_700_000_000 + i as i64, 0)
                 .expect("time")
-                .to_jp_string()
+                .to_string()
                 .into();
             parse_entry(&v, ParseMode::Lenient)
                 .expect("valid entry")

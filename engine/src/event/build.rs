@@ -224,7 +224,7 @@ impl ToolCallRequest {
     /// let call = ToolCallRequest::new("c1", "fs_read_file", serde_json::json!({"path": "a.rs"}))?;
     /// assert_eq!(call.arguments["path"], "a.rs");
     /// assert!(ToolCallRequest::new("c2", "ls", serde_json::json!("a.rs")).is_err());
-    /// # Ok::<(), jpstore_engine::event::json::FieldError>(())
+    /// # Ok::<(), jpstore_engine::event::FieldError>(())
     /// ```
     pub fn new(
         id: impl Into<String>,
@@ -430,7 +430,7 @@ impl ConfigDelta {
     /// assert!(delta.delta.contains_key("assistant"));
     /// let bad = ConfigDelta::new(json!({"conversation": {"compaction": {"keep_last": "two"}}}));
     /// assert_eq!(bad.expect_err("a string").field, "delta.conversation.compaction.keep_last");
-    /// # Ok::<(), jpstore_engine::event::json::FieldError>(())
+    /// # Ok::<(), jpstore_engine::event::FieldError>(())
     /// ```
     pub fn new(delta: impl Into<Value>) -> Result<ConfigDelta, FieldError> {
         let delta = object(delta.into(), "delta")?;

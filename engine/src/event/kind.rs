@@ -185,7 +185,7 @@ mod tests {
     use crate::event::json::{parse_entry, payload_json, render_entry, ParseMode, EVENT_TYPES};
     use crate::event::turns::role_of;
     use crate::event::*;
-    use crate::export::ViewEvent;
+    use crate::export::events::ViewEvent;
     use crate::timestamp::Timestamp;
 
     /// The kind bytes of format-spec.md 4.2 ("Entries of version 2"):

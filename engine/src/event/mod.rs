@@ -1,11 +1,11 @@
-//! Events: the model ([`model`]) and its constructors (`build.rs`:
+//! Events: the model (`model`) and its constructors (`build.rs`:
 //! [`Entry::at`], [`ChatRequest::text`], ...), its JSON form (parsed by
-//! [`json`], written by [`render`]) and turn numbering ([`turns`]).
+//! `json`, written by `render`) and turn numbering (`turns`).
 //!
 //! The MessagePack form stored in version 1 logs is defined by the serde
 //! derives of the model and framed by `conversation::codec`; the binary form
-//! of version 2 logs by [`binary`] (format-spec.md section 4). What the
-//! projection and deduplication decide from is an entry's [`head`], taken of
+//! of version 2 logs by `binary` (format-spec.md section 4). What the
+//! projection and deduplication decide from is an entry's `head`, taken of
 //! either.
 //!
 //! # Building entries
@@ -36,16 +36,17 @@
 //! # }
 //! ```
 
-pub mod binary;
+pub(crate) mod binary;
 mod build;
-pub mod head;
-pub mod input;
-pub mod json;
-pub mod kind;
-pub mod model;
-pub mod render;
-pub mod turns;
+pub(crate) mod head;
+pub(crate) mod input;
+pub(crate) mod json;
+pub(crate) mod kind;
+mod model;
+pub(crate) mod render;
+pub(crate) mod turns;
 
+pub use json::FieldError;
 pub use model::*;
 
 #[cfg(test)]

@@ -60,7 +60,7 @@ impl Payload {
 impl Entry<BlobRef> {
     /// The entry with each reference as a [`Payload::Ref`] (no blob is
     /// read): a logged entry in the form the view and its renderers take.
-    pub fn into_payload_refs(self) -> Entry<Payload> {
+    pub(crate) fn into_payload_refs(self) -> Entry<Payload> {
         self.try_map_content(&mut |r| Ok::<_, std::convert::Infallible>(Payload::Ref(r)))
             .unwrap_or_else(|never| match never {})
     }
@@ -161,7 +161,7 @@ impl<C> EventKind<C> {
     }
 
     /// The kind of the event (a chat response's by the field it has).
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             EventKind::TurnStart => Kind::TurnStart,
             EventKind::ChatRequest(_) => Kind::ChatRequest,
@@ -181,7 +181,7 @@ impl<C> EventKind<C> {
     /// Whether the event is a conversation event (one that makes a later
     /// `turn_start` open a new turn, jp-format.md section 3). Turn starts,
     /// config deltas and compactions are not ([`Kind::turn_role`]).
-    pub fn is_conversation_event(&self) -> bool {
+    pub(crate) fn is_conversation_event(&self) -> bool {
         self.kind().turn_role() == TurnRole::Event
     }
 }
@@ -448,9 +448,16 @@ pub enum FieldMode {
     Strip,
 }
 
+impl std::fmt::Display for FieldMode {
+    /// The JSON name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FieldMode {
     /// The JSON name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FieldMode::Keep => "keep",
             FieldMode::Strip => "strip",
@@ -468,9 +475,16 @@ pub enum CompactionSource {
     Auto,
 }
 
+impl std::fmt::Display for CompactionSource {
+    /// The JSON name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl CompactionSource {
     /// The JSON name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CompactionSource::Manual => "manual",
             CompactionSource::Auto => "auto",
@@ -487,7 +501,7 @@ fn is_false(b: &bool) -> bool {
 impl<C> Entry<C> {
     /// Converts every content payload with `f`, keeping everything else.
     /// Payloads are visited in document order.
-    pub fn try_map_content<D, E>(
+    pub(crate) fn try_map_content<D, E>(
         self,
         f: &mut impl FnMut(C) -> Result<D, E>,
     ) -> Result<Entry<D>, E> {
@@ -503,7 +517,7 @@ impl<C> Entry<C> {
     }
 
     /// Calls `f` on every content payload, in document order.
-    pub fn for_each_content(&self, f: &mut impl FnMut(&C)) {
+    pub(crate) fn for_each_content(&self, f: &mut impl FnMut(&C)) {
         let Entry::Event(e) = self else { return };
         match &e.kind {
             EventKind::ChatRequest(r) => {
@@ -527,7 +541,7 @@ impl<C> Entry<C> {
     /// Calls `f` on every content payload with whether it is text (`true`:
     /// text blocks, resource `text`, `formatted`) or binary (resource
     /// `blob`), in document order.
-    pub fn for_each_content_kind(&self, f: &mut impl FnMut(&C, bool)) {
+    pub(crate) fn for_each_content_kind(&self, f: &mut impl FnMut(&C, bool)) {
         let Entry::Event(e) = self else { return };
         let resource = |r: &Resource<C>, f: &mut dyn FnMut(&C, bool)| {
             match &r.content {
@@ -559,7 +573,7 @@ impl<C> Entry<C> {
 
     /// The kind of the entry ([`Kind::Unknown`] for an entry of unknown
     /// type).
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Entry::Event(e) => e.kind.kind(),
             Entry::Unknown(_) => Kind::Unknown,
@@ -668,6 +682,6 @@ impl<C> Resource<C> {
 /// Whether an entry of a view is part of what `view` prints: the five
 /// conversation event types (config deltas, inquiries, compactions and
 /// unknown entries are not part of a view; [`Kind::in_view`]).
-pub fn in_view<C>(entry: &Entry<C>) -> bool {
+pub(crate) fn in_view<C>(entry: &Entry<C>) -> bool {
     entry.kind().in_view()
 }

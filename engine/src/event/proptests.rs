@@ -61,7 +61,7 @@ fn object() -> impl Strategy<Value = Map<String, Value>> {
 
 fn timestamp() -> impl Strategy<Value = String> {
     (0i64..4_000_000_000, 0u32..1_000_000_000)
-        .prop_map(|(s, n)| Timestamp::from_unix(s, n).expect("in range").to_jp_string())
+        .prop_map(|(s, n)| Timestamp::from_unix(s, n).expect("in range").to_string())
 }
 
 fn resource() -> impl Strategy<Value = Value> {
@@ -380,11 +380,11 @@ proptest! {
         let mut bytes = Vec::new();
         super::binary::value::put_object(&mut bytes, &object, 0).expect("encode");
         let mut r = super::binary::wire::Reader::new(&bytes);
-        let found = super::binary::value::find_string_leaf(&mut r, crate::export::SIGNATURE_KEY)
+        let found = super::binary::value::find_string_leaf(&mut r, crate::export::events::SIGNATURE_KEY)
             .expect("checked bytes are searched");
         prop_assert_eq!(
             found.as_deref(),
-            crate::export::find_signature(&object)
+            crate::export::events::find_signature(&object)
         );
     }
 }

@@ -238,7 +238,7 @@ pub fn find_signature(metadata: &Object) -> Option<&str> {
     None
 }
 
-/// The events of a view ([`ConversationView::into_events`](super::ConversationView::into_events)),
+/// The events of a view (`ConversationView::into_events`),
 /// each read when it is asked for ([`ViewEvents::event`]).
 #[derive(Debug)]
 pub struct ViewEvents {

@@ -498,10 +498,10 @@ fn an_undo_naming_a_compaction_not_made_yet_is_damage() {
     assert!(run(&f, false, false).is_clean());
 }
 
-fn is_interrupted(e: &Error) -> bool {
+fn is_interrupted(e: &FsckError) -> bool {
     matches!(
         e,
-        Error::Interrupted | Error::Blob(jpstore_blobstore::Error::Interrupted)
+        FsckError::Store(Error::Interrupted | Error::Blob(jpstore_blobstore::Error::Interrupted))
     )
 }
 
@@ -678,7 +678,7 @@ fn a_repair_on_a_full_disk_leaves_the_conversation_in_the_store() {
             refused += 1;
             let text = e.to_string();
             assert!(
-                matches!(e, Error::RepairNotDone { .. })
+                matches!(e, FsckError::RepairNotDone { .. })
                     && text.contains("left in the store as it was"),
                 "{budget} bytes of room: {text}"
             );

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jpstore_blobstore::backend::{Backend, Expect, LockKind, Put, Version};
 
-use super::{GcOptions, GcPhase, GcProgress, GcReport};
+use super::{GcError, GcOptions, GcPhase, GcProgress, GcReport};
 use crate::conversation::gc_lock;
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -98,7 +98,7 @@ impl RunLock {
         run: &str,
         stale_after: Duration,
         progress: &mut dyn FnMut(GcProgress),
-    ) -> Result<RunLock> {
+    ) -> Result<RunLock, GcError> {
         let key = Path::new(LOCK_KEY);
         let scratch = Path::new(GC_PREFIX).join("lock.tmp");
         let body = |beat| {
@@ -117,14 +117,14 @@ impl RunLock {
                     return Ok(Self::start(backend, run, stale_after, version));
                 }
                 Ok(Put::Existed) => {}
-                Err(e) => return Err(Error::from_backend(&**backend, e)),
+                Err(e) => return Err(Error::from_backend(&**backend, e).into()),
             }
             // Held: watch it. A renewal means a live run; no change for
             // `stale_after` means a run that died.
             let seen = match backend.head(key) {
                 Ok(m) => m.version,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error(&**backend, "inspect", key, e)),
+                Err(e) => return Err(io_error(&**backend, "inspect", key, e).into()),
             };
             let holder = Self::holder(backend, key);
             let watched = Instant::now();
@@ -139,7 +139,7 @@ impl RunLock {
                 match backend.head(key) {
                     Ok(m) if m.version == seen => {}
                     Ok(_) => {
-                        return Err(Error::GcRunning {
+                        return Err(GcError::Running {
                             lock: backend.display(key),
                             run: holder,
                             renewed: format!("after {:.1} s", watched.elapsed().as_secs_f64()),
@@ -149,7 +149,7 @@ impl RunLock {
                         released = true;
                         break;
                     }
-                    Err(e) => return Err(io_error(&**backend, "inspect", key, e)),
+                    Err(e) => return Err(io_error(&**backend, "inspect", key, e).into()),
                 }
             }
             if released {
@@ -163,13 +163,13 @@ impl RunLock {
                     return Ok(Self::start(backend, run, stale_after, version));
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    return Err(Error::GcRunning {
+                    return Err(GcError::Running {
                         lock: backend.display(key),
                         run: holder,
                         renewed: "as it was taken over".into(),
                     })
                 }
-                Err(e) => return Err(Error::from_backend(&**backend, e)),
+                Err(e) => return Err(Error::from_backend(&**backend, e).into()),
             }
         }
     }
@@ -394,10 +394,10 @@ pub(crate) fn gc_shared(
     store: &Store,
     options: GcOptions,
     progress: &mut dyn FnMut(GcProgress),
-) -> Result<GcReport> {
+) -> Result<GcReport, GcError> {
     let backend = Arc::clone(store.backend());
     let Some(clock) = backend.writer_clock().cloned() else {
-        return Err(Error::GcUnsafe {
+        return Err(GcError::Unsafe {
             store: backend.display(Path::new(".")),
         });
     };
@@ -441,7 +441,7 @@ pub(crate) fn gc_shared(
             store.blobs().empty_trash(&prefix)?;
             let _ = lock.release();
             Err(match e {
-                Error::GcLockLost { reason, .. } => Error::GcLockLost {
+                GcError::LockLost { reason, .. } => GcError::LockLost {
                     lock: store.backend().display(Path::new(LOCK_KEY)),
                     reason,
                     restored,
@@ -452,8 +452,8 @@ pub(crate) fn gc_shared(
     }
 }
 
-fn lost(store: &Store, run: &str, reason: String, restored: usize) -> Error {
-    Error::GcLockLost {
+fn lost(store: &Store, run: &str, reason: String, restored: usize) -> GcError {
+    GcError::LockLost {
         lock: store.backend().display(Path::new(LOCK_KEY)),
         reason: format!("run {run}: {reason}"),
         restored,
@@ -469,7 +469,7 @@ fn run_locked(
     wait: Duration,
     report: &mut GcReport,
     progress: &mut dyn FnMut(GcProgress),
-) -> Result<()> {
+) -> Result<(), GcError> {
     let now = SystemTime::now();
     let (live, conversations) = store.referenced_blobs(progress)?;
     report.conversations = conversations;
@@ -484,7 +484,7 @@ fn run_locked(
     if let Err(e) = swept {
         return Err(match lock.check() {
             Err(why) => lost(store, run, why.to_string(), 0),
-            Ok(()) => e,
+            Ok(()) => e.into(),
         });
     }
     if moved.loose.is_empty() && moved.packs.is_empty() {

@@ -753,7 +753,7 @@ pub fn try_lock(backend: &dyn Backend, path: &Path) -> Result<Option<Box<dyn Loc
 /// (fsck's second look at a torn tail): it needs no write where the lock
 /// file exists ([`Backend::lock_to_read`]); where it does not and cannot
 /// be made (a read-only file system, another user's store), the error is
-/// one of [`Error::is_read_only`].
+/// one of `Error::is_read_only`.
 pub fn try_lock_to_read(backend: &dyn Backend, path: &Path) -> Result<Option<Box<dyn LockGuard>>> {
     lock_as(backend, path, false, true)
 }

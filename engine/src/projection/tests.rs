@@ -34,7 +34,7 @@ fn stream(lines: &[Value]) -> Vec<Entry<BlobRef>> {
             if v.get("timestamp").is_none() {
                 v["timestamp"] = Timestamp::from_unix(1_700_000_000 + i as i64, 0)
                     .expect("time")
-                    .to_jp_string()
+                    .to_string()
                     .into();
             }
             parse_entry(&v, ParseMode::Lenient)
@@ -116,7 +116,7 @@ fn compaction(from: u64, to: u64, extra: Value) -> Value {
 fn at(mut v: Value, second: i64) -> Value {
     v["timestamp"] = Timestamp::from_unix(1_800_000_000 + second, 0)
         .expect("time")
-        .to_jp_string()
+        .to_string()
         .into();
     v
 }

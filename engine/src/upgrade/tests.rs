@@ -210,7 +210,10 @@ fn damage_refuses_the_upgrade_and_a_torn_tail_is_cut_first() {
         let err = store
             .upgrade_log(&id, dry_run)
             .expect_err("damage upgraded");
-        assert!(err.is_corruption(), "{err}");
+        assert!(
+            matches!(&err, super::UpgradeError::Store(e) if e.is_corruption()),
+            "{err}"
+        );
         assert_eq!(std::fs::read(&path).expect("read"), bad, "the log changed");
     }
     // A torn tail (no head covers it) is copied aside and cut, then the log

@@ -3,7 +3,8 @@ use std::os::unix::fs::PermissionsExt;
 use tempfile::TempDir;
 
 use super::*;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::{NewConversation, StoreOptions};
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> PathBuf {

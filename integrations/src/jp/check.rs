@@ -218,7 +218,7 @@ pub fn files_problem(
     values: usize,
 ) -> Option<String> {
     let parse = |name: &str, bytes: &[u8]| {
-        jpstore_engine::json_text::parse(bytes)
+        jpstore_engine::internal::json_text::parse(bytes)
             .map_err(|e| format!("its {name} would not be JSON JP loads: {e}"))
     };
     match parse("events.json", events) {

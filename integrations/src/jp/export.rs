@@ -10,6 +10,7 @@
 //! (typed blocks other than one text block, resources on a request) is
 //! written in the closest form JP reads and reported as lossy.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -18,14 +19,14 @@ use super::base64::Base64;
 use super::check::{events_values, files_problem, info_problem};
 use super::render::{self, FileKind};
 use super::{ConfigLayout, FileText, JpInfo, JP_FIELD};
-use jpstore_engine::config::canonical_bytes;
-use jpstore_engine::conversation::meta::merge_patch;
-use jpstore_engine::conversation::read::Conversation;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{payload_json, PayloadKind};
 use jpstore_engine::event::{BlobRef, Entry, Object, Payload};
 use jpstore_engine::import::Prepared;
-use jpstore_engine::store::Store;
+use jpstore_engine::internal::config::canonical_bytes;
+use jpstore_engine::internal::conversation::meta::merge_patch;
+use jpstore_engine::internal::conversation::read::Conversation;
+use jpstore_engine::internal::event::json::{payload_json, PayloadKind};
+use jpstore_engine::Store;
 
 /// Why a conversation could not be written as JP's files.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +179,7 @@ pub fn jp_values(
     // The text of one value, read as JP's loader reads it (a key twice
     // refused, as `files_problem` refuses it).
     let read = |file: &str, key: &str, text: &str| {
-        jpstore_engine::json_text::parse(text.as_bytes()).map_err(|e| {
+        jpstore_engine::internal::json_text::parse(text.as_bytes()).map_err(|e| {
             not_json(format!(
                 "its {file} would not be JSON JP loads (value `{key}`): {e}"
             ))
@@ -331,7 +332,7 @@ fn native_metadata(conv: &Conversation) -> Object {
         }
     }
     if let Some(t) = conv.state.last_activity() {
-        metadata.insert("last_activated_at".into(), t.to_jp_string().into());
+        metadata.insert("last_activated_at".into(), t.to_string().into());
     }
     metadata
 }
@@ -488,10 +489,10 @@ fn single_file(json: &str, file: &FileText, what: &str, lossy: &mut Vec<String>)
 fn base_config_text(store: &Store, r: &BlobRef) -> Result<(String, Object)> {
     let bytes = store.blobs().get(&r.id)?;
     let what = format!("base config blob {}", r.id);
-    let value = jpstore_engine::config::parse_config_json(&bytes, &what)?;
+    let value = jpstore_engine::internal::config::parse_config_json(&bytes, &what)?;
     // Parsed as JSON, so UTF-8.
     let text = String::from_utf8(bytes).map_err(|e| {
-        Error::from(jpstore_engine::config::ConfigError::Json {
+        Error::from(jpstore_engine::internal::config::ConfigError::Json {
             what,
             line: 1,
             column: 1,

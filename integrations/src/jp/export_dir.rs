@@ -91,7 +91,7 @@ pub fn write_jp_dir(
         };
         steps.push((name, step));
     }
-    let failed = |e| Error::from_backend(&backend, e);
+    let failed = |e| jpstore_engine::internal::error_from_backend(&backend, e);
     let mut done = Vec::with_capacity(steps.len());
     for (name, step) in steps {
         let key = Path::new(name);

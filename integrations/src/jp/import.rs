@@ -12,12 +12,12 @@ use super::render::{self, Element, FileKind};
 use super::text::{self, Shape};
 use super::{ConfigLayout, JpInfo, JP_FIELD};
 use crate::user_file::{self, LastLink};
-use jpstore_engine::conversation::meta::merge_patch;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::{Error, Result};
-use jpstore_engine::event::json::{parse_entry, payload_json, ParseMode};
 use jpstore_engine::event::{Entry, EventKind, Object, Payload};
 pub use jpstore_engine::import::{Imported, Prepared};
+use jpstore_engine::internal::conversation::meta::merge_patch;
+use jpstore_engine::internal::event::json::{parse_entry, payload_json, ParseMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::Store;
 
@@ -51,8 +51,28 @@ pub struct JpSource {
     pub bytes: u64,
 }
 
-fn invalid(path: &Path, reason: impl Into<String>) -> Error {
-    Error::NotJp {
+/// Why JP files could not be read for an import.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JpImportError {
+    /// Reading the files, or the store, failed.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// Storing the conversations read failed.
+    #[error(transparent)]
+    Import(#[from] jpstore_engine::import::ImportError),
+    /// A file or directory to import is not valid JP data.
+    #[error("{}: not valid JP data: {reason}", path.display())]
+    NotJp {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn invalid(path: &Path, reason: impl Into<String>) -> JpImportError {
+    JpImportError::NotJp {
         path: path.to_path_buf(),
         reason: reason.into(),
     }
@@ -62,7 +82,7 @@ fn invalid(path: &Path, reason: impl Into<String>) -> Error {
 /// an `events.json`; else its subdirectories that do (and those of its
 /// `.archive/`); a workspace root is searched at `.jp/conversations`, and
 /// a workspace's `.jp` at `conversations`.
-pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
+pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>, JpImportError> {
     let io = |op, source| Error::Io {
         op,
         path: path.to_path_buf(),
@@ -110,27 +130,30 @@ pub fn find_sources(path: &Path) -> Result<Vec<PathBuf>> {
 /// Reads `dir/name`: a regular file of at most [`MAX_JP_FILE`] bytes (a
 /// FIFO, a device or a link there is refused without blocking:
 /// [`user_file`]); `None` if it does not exist.
-fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>> {
+fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, JpImportError> {
     let path = dir.join(name);
     match user_file::read(&path, MAX_JP_FILE, LastLink::Refuse) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::Io {
+        Err(source) => Err(JpImportError::Store(Error::Io {
             op: "read",
             path,
             source,
-        }),
+        })),
     }
 }
 
 /// Parses the bytes of `path` as JSON: the value and the text.
-fn parse_json(path: &Path, bytes: Vec<u8>) -> Result<(Value, String)> {
+fn parse_json(path: &Path, bytes: Vec<u8>) -> Result<(Value, String), JpImportError> {
     // JP's loader (serde derive) refuses a field given twice; a file with
     // a duplicate key anywhere is damaged or hand-edited, and which value
     // was meant is unknown: refused, naming the key's path.
-    let v = jpstore_engine::json_text::parse(&bytes).map_err(|e| {
+    let v = jpstore_engine::internal::json_text::parse(&bytes).map_err(|e| {
         let at = match &e.duplicate {
-            Some(path) => format!(" at `{}`", jpstore_engine::json_text::path_string(path)),
+            Some(path) => format!(
+                " at `{}`",
+                jpstore_engine::internal::json_text::path_string(path)
+            ),
             None => String::new(),
         };
         invalid(
@@ -160,7 +183,7 @@ pub struct JpFileBytes {
 }
 
 /// Reads one JP conversation directory.
-pub fn read_source(dir: &Path) -> Result<JpSource> {
+pub fn read_source(dir: &Path) -> Result<JpSource, JpImportError> {
     let events = read_file(dir, "events.json")?.ok_or_else(|| invalid(dir, "no events.json"))?;
     let files = JpFileBytes {
         events,
@@ -173,7 +196,7 @@ pub fn read_source(dir: &Path) -> Result<JpSource> {
 /// One JP conversation from the bytes of its files, as [`read_source`]
 /// reads it from directory `dir` (its name gives the id; under
 /// `.archive/`, it is archived; errors name its files).
-pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource> {
+pub fn source_from_bytes(dir: &Path, files: JpFileBytes) -> Result<JpSource, JpImportError> {
     let dir_name = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -276,7 +299,7 @@ pub fn settings_not_applied(src: &JpSource) -> Option<String> {
     let empty = Map::new();
     let layers = std::iter::once(src.base_config.as_ref().unwrap_or(&empty))
         .chain(deltas.iter().map(|(_, d)| *d));
-    let bad = jpstore_engine::config::settings::settings_not_applied(layers);
+    let bad = jpstore_engine::internal::config::settings_not_applied(layers);
     if bad.is_empty() {
         return None;
     }
@@ -390,7 +413,9 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
     // (format-spec.md 4.5); canonical bytes only if the text was not found.
     let base_text = match (&base_config, base_text) {
         (Some(_), Some(t)) => Some(t),
-        (Some(c), None) => String::from_utf8(jpstore_engine::config::canonical_bytes(c)).ok(),
+        (Some(c), None) => {
+            String::from_utf8(jpstore_engine::internal::config::canonical_bytes(c)).ok()
+        }
         (None, _) => None,
     };
     let mut raw = std::collections::BTreeMap::new();
@@ -444,7 +469,7 @@ pub fn prepare_checked(src: JpSource) -> (Prepared, ByteCheck) {
         // JP's id is the creation time in deciseconds.
         if let Ok(ds) = src.id.as_str().parse::<i64>() {
             if let Some(t) = Timestamp::from_unix(ds / 10, (ds % 10) as u32 * 100_000_000) {
-                fields.insert("created".into(), t.to_jp_string().into());
+                fields.insert("created".into(), t.to_string().into());
             }
         }
     }
@@ -682,7 +707,7 @@ fn map_ordered<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec
 type ReportList = fn(&mut ImportReport) -> &mut Vec<ImportFailure>;
 
 /// The entries of `entries` kept verbatim although their type is known
-/// ([`jpstore_engine::event::json::misfit`]), and why, for the report; at
+/// ([`jpstore_engine::internal::event::json::misfit`]), and why, for the report; at
 /// most `MISFITS_NAMED` of them named.
 pub fn misfits(entries: &[Entry<Payload>]) -> Option<String> {
     let mut named = Vec::new();
@@ -699,7 +724,7 @@ pub fn misfits(entries: &[Entry<Payload>]) -> Option<String> {
         {
             continue;
         }
-        let Some(why) = jpstore_engine::event::json::misfit(obj) else {
+        let Some(why) = jpstore_engine::internal::event::json::misfit(obj) else {
             continue;
         };
         count += 1;
@@ -888,7 +913,7 @@ pub fn import_paths(
     paths: &[PathBuf],
     force: bool,
     progress: &mut dyn FnMut(ImportProgress<'_>),
-) -> Result<ImportReport> {
+) -> Result<ImportReport, JpImportError> {
     let mut report = ImportReport::default();
     let mut sources = Vec::new();
     for p in paths {
@@ -930,11 +955,12 @@ pub fn import_paths(
                      inexact: &mut Vec<(ConversationId, ImportFailure, ReportList)>,
                      report: &mut ImportReport,
                      progress: &mut dyn FnMut(ImportProgress<'_>)|
-     -> Result<()> {
+     -> Result<(), JpImportError> {
         if chunk.is_empty() {
             return Ok(());
         }
-        let (results, totals) = store.import(std::mem::take(chunk), force, &mut |_| {})?;
+        let (results, totals) =
+            jpstore_engine::import::run(store, std::mem::take(chunk), force, &mut |_| {})?;
         report.blob_bytes_stored += totals.stored_bytes;
         report.new_blobs += totals.new_blobs;
         for r in results {

@@ -33,7 +33,7 @@ use jpstore_engine::event::Object;
 pub use order::KeyOrder;
 pub use text::{Edit, Shape};
 
-pub use jpstore_engine::conversation::meta::JP_FIELD;
+pub use jpstore_engine::internal::conversation::meta::JP_FIELD;
 
 /// The most text import keeps per conversation beside what rendering gives
 /// (gaps, edits and per-entry key orders of hand-edited files), in bytes:

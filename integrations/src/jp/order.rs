@@ -2,7 +2,7 @@
 //!
 //! jp-store renders an event's keys in one fixed order (`type`,
 //! `timestamp`, the fields of its type, `metadata`, unknown fields:
-//! `jpstore_engine::event::render`). JP's serializer is deterministic too,
+//! `jpstore_engine::internal::event::render`). JP's serializer is deterministic too,
 //! with its own order (`timestamp` before `type`, its structs' field
 //! order), and a file written by hand or by another tool may have any. So
 //! import records the order it found as cheaply as it can be said, and

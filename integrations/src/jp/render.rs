@@ -19,8 +19,8 @@ use super::base64::{encode_leaves_as, Base64};
 use super::order;
 use super::text::{self, apply, diff, pretty, Shape};
 use super::{FileText, Fix, JpInfo};
-use jpstore_engine::event::json::{render_entry, PayloadKind};
 use jpstore_engine::event::{Entry, EventKind, Object};
+use jpstore_engine::internal::event::json::{render_entry, PayloadKind};
 
 /// The key of the first entry of the legacy layout in [`FileText::fixes`]
 /// and `gaps`.
@@ -273,7 +273,7 @@ pub fn event_elements<C, E>(
 /// The indices of the entries `events.json` holds, and how many are left
 /// out: every entry but compactions an undo revoked and the undo entries.
 pub fn written_entries<C>(entries: &[Entry<C>]) -> (Vec<usize>, usize) {
-    let revoked = jpstore_engine::projection::revoked_compactions(entries);
+    let revoked = jpstore_engine::internal::projection::revoked_compactions(entries);
     let mut ordinal = 0u64;
     let mut written = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {

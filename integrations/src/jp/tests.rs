@@ -5,6 +5,7 @@
 //! written here, and generated ones (property tests). Bytes are compared,
 //! never `serde_json::Value`s (whose equality ignores key order).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
@@ -13,11 +14,11 @@ use serde_json::{json, Map, Value};
 use super::base64::{encode, Base64};
 use super::export::{jp_files, jp_values, slug, JpExportError, JpFiles, JpValues};
 use super::export_dir::write_jp_dir;
+use super::import::JpImportError;
 use super::import::{
     find_sources, prepare, prepare_checked, read_source, ByteCheck, Imported, MAX_KEPT_TEXT,
 };
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::error::Error;
 use jpstore_engine::event::{Block, Entry, EventKind};
 use jpstore_engine::{Store, StoreOptions};
 
@@ -229,7 +230,8 @@ fn import_all(store: &Store, root: &Path) -> Vec<(PathBuf, usize)> {
         }
         prepared.push(p);
     }
-    let (results, _) = store.import(prepared, false, &mut |_| {}).expect("import");
+    let (results, _) =
+        jpstore_engine::import::run(store, prepared, false, &mut |_| {}).expect("import");
     assert!(results.iter().all(|r| matches!(r, Imported::Stored { .. })));
     out
 }
@@ -337,7 +339,7 @@ fn assert_values_are_the_export(store: &Store, id: &ConversationId) {
 /// (which must come back byte for byte from the new store) and its JP
 /// files exported from the new store.
 fn through_a_stream(store: &Store, id: &ConversationId, root: &Path) -> JpFiles {
-    use jpstore_engine::stream::{parse_conversation_line, write_conversation_line};
+    use jpstore_engine::internal::stream::{parse_conversation_line, write_conversation_line};
     let line = |s: &Store| {
         let mut out = Vec::new();
         write_conversation_line(s, &s.read(id).expect("read"), &mut out).expect("line");
@@ -351,9 +353,7 @@ fn through_a_stream(store: &Store, id: &ConversationId, root: &Path) -> JpFiles 
         StoreOptions::default(),
     )
     .expect("init");
-    other
-        .import(vec![prepared], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&other, vec![prepared], false, &mut |_| {}).expect("import");
     assert!(line(&other) == first, "the line comes back byte for byte");
     export(&other, id)
 }
@@ -415,9 +415,7 @@ fn import_undoes_base64_where_jp_applies_it_and_stores_content_as_blobs() {
             .join(".jp/conversations/17738399468-separate-base-config"),
     )
     .expect("read");
-    store
-        .import(vec![prepare(src)], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&store, vec![prepare(src)], false, &mut |_| {}).expect("import");
     let conv = store
         .read(&ConversationId::parse("17738399468").expect("id"))
         .expect("read");
@@ -426,7 +424,7 @@ fn import_undoes_base64_where_jp_applies_it_and_stores_content_as_blobs() {
     let cfg = store.config_at(&conv, conv.entries.len()).expect("config");
     assert_eq!(cfg["assistant"]["model"]["id"], "m2");
     assert_eq!(cfg["assistant"]["name"], "jp");
-    let plain = jpstore_engine::export::conversation_json(
+    let plain = jpstore_engine::internal::export::conversation_json(
         &store,
         &conv,
         jpstore_engine::export::ContentMode::Inline,
@@ -523,8 +521,10 @@ fn bad_files_are_named_and_the_others_still_import() {
         messages.iter().all(|m| m.contains("not valid JP data")),
         "{messages:?}"
     );
-    assert!(errors.iter().all(|e| matches!(e, Error::NotJp { .. })));
-    let (results, _) = store.import(ok, false, &mut |_| {}).expect("import");
+    assert!(errors
+        .iter()
+        .all(|e| matches!(e, JpImportError::NotJp { .. })));
+    let (results, _) = jpstore_engine::import::run(&store, ok, false, &mut |_| {}).expect("import");
     assert_eq!(results.len(), 3);
 }
 
@@ -535,14 +535,14 @@ fn existing_conversations_are_skipped_unless_forced() {
     let store = store(tmp.path());
     let dir = tmp.path().join(".jp/conversations/17738399469-first-delta");
     let prep = || vec![prepare(read_source(&dir).expect("read"))];
-    store.import(prep(), false, &mut |_| {}).expect("import");
+    jpstore_engine::import::run(&store, prep(), false, &mut |_| {}).expect("import");
     let id = ConversationId::parse("17738399469").expect("id");
     // Append to it, then import again.
     {
         let mut w = store.writer(&id).expect("writer");
-        let entries = jpstore_engine::event::input::parse_input(
+        let entries = jpstore_engine::internal::event::input::parse_input(
             "{\"type\":\"turn_start\"}",
-            jpstore_engine::event::json::ParseMode::Strict {
+            jpstore_engine::internal::event::json::ParseMode::Strict {
                 now: jpstore_engine::timestamp::Timestamp::now(),
             },
         )
@@ -551,10 +551,10 @@ fn existing_conversations_are_skipped_unless_forced() {
         w.append(entries).expect("append");
     }
     let before = store.read(&id).expect("read").entries.len();
-    let (r, _) = store.import(prep(), false, &mut |_| {}).expect("import");
+    let (r, _) = jpstore_engine::import::run(&store, prep(), false, &mut |_| {}).expect("import");
     assert!(matches!(r[0], Imported::Skipped { .. }));
     assert_eq!(store.read(&id).expect("read").entries.len(), before);
-    let (r, _) = store.import(prep(), true, &mut |_| {}).expect("import");
+    let (r, _) = jpstore_engine::import::run(&store, prep(), true, &mut |_| {}).expect("import");
     assert!(matches!(r[0], Imported::Stored { replaced: true, .. }));
     assert_eq!(store.read(&id).expect("read").entries.len(), before - 1);
     assert_eq!(store.ids().expect("ids").len(), 1, "nothing left aside");
@@ -571,12 +571,12 @@ fn native_conversations_export_to_jp_with_lossy_content_reported() {
             ..Default::default()
         })
         .expect("create");
-    let entries = jpstore_engine::event::input::parse_input(
+    let entries = jpstore_engine::internal::event::input::parse_input(
         r#"{"type":"turn_start"}
 {"type":"chat_request","content":"see","resources":[{"uri":"file:///a.rs","text":"fn a() {}"}]}
 {"type":"tool_call_request","id":"c","name":"fs_read_file","arguments":{"path":"a.rs"}}
 {"type":"tool_call_response","id":"c","content":[{"type":"text","text":"one"},{"type":"resource","resource":{"uri":"file:///b.rs","text":"two"}}]}"#,
-        jpstore_engine::event::json::ParseMode::Strict {
+        jpstore_engine::internal::event::json::ParseMode::Strict {
             now: jpstore_engine::timestamp::Timestamp::now(),
         },
     )
@@ -637,7 +637,7 @@ fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
         .map(|s| read_source(s).map(prepare))
         .collect::<Result<Vec<_>, _>>()
         .expect("read");
-    store.import(prepared, false, &mut |_| {}).expect("import");
+    jpstore_engine::import::run(&store, prepared, false, &mut |_| {}).expect("import");
     let id = ConversationId::parse("17738399471").expect("id");
     let conv = store.read(&id).expect("read");
     let kinds: Vec<&str> = conv
@@ -655,12 +655,15 @@ fn an_undo_before_its_compaction_is_imported_verbatim_and_revokes_nothing() {
     assert_eq!(kinds, ["other", "other", "unknown", "compaction"]);
     // The compaction is in effect, and fsck finds nothing wrong.
     assert_eq!(
-        jpstore_engine::compaction::active_compactions(&conv.entries).len(),
+        jpstore_engine::internal::compaction::active_compactions(&conv.entries).len(),
         1
     );
-    let report = store
-        .fsck(jpstore_engine::fsck::FsckOptions::default(), &mut |_| {})
-        .expect("fsck");
+    let report = jpstore_engine::fsck::run(
+        &store,
+        jpstore_engine::fsck::FsckOptions::default(),
+        &mut |_| {},
+    )
+    .expect("fsck");
     assert!(report.is_clean(), "{:?}", report.findings);
     // And the file comes back as it was.
     let files = jp_files(&store, &conv).expect("export");
@@ -868,9 +871,9 @@ fn import_export_import_export_is_stable() {
 
 /// Appends a JSON Lines batch to a conversation.
 fn append(store: &Store, id: &ConversationId, lines: &str) {
-    let entries = jpstore_engine::event::input::parse_input(
+    let entries = jpstore_engine::internal::event::input::parse_input(
         lines,
-        jpstore_engine::event::json::ParseMode::Strict {
+        jpstore_engine::internal::event::json::ParseMode::Strict {
             now: jpstore_engine::timestamp::Timestamp::from_unix(1_780_100_000, 500_000_000)
                 .expect("time"),
         },
@@ -1012,9 +1015,7 @@ fn a_file_beyond_what_import_keeps_is_reported_and_exports_equal_as_json() {
     };
     assert!(reason.contains(&MAX_KEPT_TEXT.to_string()), "{reason}");
     let store = store(tmp.path());
-    store
-        .import(vec![prepared], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
     let files = export(&store, &id_of(&dir));
     let back: Value = serde_json::from_slice(&files.events).expect("json");
     let original: Value = serde_json::from_str(&text).expect("json");
@@ -1062,9 +1063,7 @@ fn a_file_indented_beyond_what_export_writes_still_comes_back() {
         .expect("jp");
     assert_eq!(info.events_text.indent, None, "JP's layout, not the unit");
     let store = store(tmp.path());
-    store
-        .import(vec![prepared], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
     assert_same_files(&dir, &export(&store, &id_of(&dir)));
 }
 
@@ -1104,9 +1103,7 @@ fn an_info_stored_by_an_earlier_build_still_exports() {
         entries: Vec::new(),
         source_bytes: 0,
     };
-    store
-        .import(vec![prepared], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
     assert_values_are_the_export(&store, &id);
     let files = export(&store, &id);
     assert_eq!(
@@ -1135,9 +1132,7 @@ fn a_jp_field_this_build_cannot_read_is_an_error_naming_the_conversation() {
         entries: Vec::new(),
         source_bytes: 0,
     };
-    store
-        .import(vec![prepared], false, &mut |_| {})
-        .expect("import");
+    jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
     let conv = store.read(&id).expect("read");
     let e = jp_files(&store, &conv).expect_err("unreadable");
     assert!(matches!(e, JpExportError::Info { .. }), "{e:?}");
@@ -1237,7 +1232,7 @@ fn values_follow_the_kept_text_of_an_entry_as_the_export_does() {
         store
             .writer(&id)
             .expect("writer")
-            .set_metadata(jpstore_engine::conversation::meta::MetaPatch {
+            .set_metadata(jpstore_engine::conversation::MetaPatch {
                 base_config: None,
                 fields,
             })
@@ -1506,7 +1501,7 @@ fn jp_conversation() -> impl Strategy<Value = String> {
                 .map(|((type_name, fields), (secs, nanos), metadata)| {
                     let ts = jpstore_engine::timestamp::Timestamp::from_unix(secs, nanos)
                         .expect("time")
-                        .to_jp_string();
+                        .to_string();
                     let mut keys: Vec<(String, Value)> = vec![
                         ("timestamp".into(), ts.into()),
                         ("type".into(), type_name.clone().into()),
@@ -1698,7 +1693,7 @@ proptest! {
             other => return Err(TestCaseError::fail(format!("{other:?}"))),
         }
         let store = store(tmp.path());
-        store.import(vec![prepared], false, &mut |_| {}).expect("import");
+        jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
         let files = export(&store, &id_of(&dir));
         prop_assert!(files.lossy.is_empty(), "{:?}", files.lossy);
         let original = dir_files(&dir);
@@ -1726,7 +1721,7 @@ proptest! {
         for e in &edits {
             text = apply_hand_edit(&text, e);
         }
-        prop_assume!(jpstore_engine::json_text::parse(text.as_bytes()).is_ok());
+        prop_assume!(jpstore_engine::internal::json_text::parse(text.as_bytes()).is_ok());
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join(".jp/conversations/17738399481-edited");
         let metadata = apply_hand_edit("{\n  \"title\": \"T\",\n  \"n\": 1\n}\n", &edits[0]);
@@ -1737,7 +1732,7 @@ proptest! {
         };
         prop_assert!(kept < 4096, "{} bytes kept", kept);
         let store = store(tmp.path());
-        store.import(vec![prepared], false, &mut |_| {}).expect("import");
+        jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
         let files = export(&store, &id_of(&dir));
         let original = dir_files(&dir);
         let exported = exported_files(&files);

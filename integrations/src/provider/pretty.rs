@@ -5,10 +5,10 @@
 
 use base64::Engine as _;
 
-use jpstore_engine::event::binary::value::{
+use jpstore_engine::internal::event::binary::value::{
     push_json_str, push_json_utf8_body, push_pretty_indent, push_u64, JsonStyle,
 };
-use jpstore_engine::export::Arguments;
+use jpstore_engine::internal::export::Arguments;
 
 /// The writer: containers are opened and closed by the caller, each
 /// member introduced by [`Pretty::key`] and each array item by
@@ -87,7 +87,7 @@ impl<'o> Pretty<'o> {
         if total < PARALLEL_WRITE
             || split == 0
             || split >= items.len()
-            || jpstore_engine::cores() < 2
+            || jpstore_engine::internal::cores() < 2
         {
             return items.iter().try_for_each(|item| write(self, item));
         }

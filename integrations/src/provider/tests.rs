@@ -11,7 +11,7 @@ use jpstore_engine::event::{
     ChatRequest, ChatResponse, Compaction, Event, EventKind, ResourceBlock, TextBlock,
     ToolCallPolicy, ToolCallRequest, ToolCallResponse,
 };
-use jpstore_engine::export::find_signature;
+use jpstore_engine::internal::export::find_signature;
 use jpstore_engine::timestamp::Timestamp;
 
 // ----- building views ------------------------------------------------------------
@@ -367,7 +367,7 @@ fn provider_compacted_and_interrupted_tool_calls_from_the_projection() {
             source: None,
         })),
     ];
-    let view = jpstore_engine::projection::view(&log);
+    let view = jpstore_engine::internal::projection::view(&log);
     assert_eq!(
         anthropic(&view, &blobs)["messages"],
         json!([
@@ -827,7 +827,8 @@ fn provider_text_that_is_not_utf8_is_an_error_naming_the_blob() {
 #[test]
 fn provider_options_from_settings() {
     let settings = |v: Value| {
-        serde_json::from_value::<jpstore_engine::config::Settings>(v).expect("good settings")
+        serde_json::from_value::<jpstore_engine::internal::config::Settings>(v)
+            .expect("good settings")
     };
     assert_eq!(
         RequestOptions::from_settings(&settings(json!({

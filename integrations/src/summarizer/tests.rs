@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use jpstore_engine::config::{BadSetting, Settings};
+use jpstore_engine::internal::config::{BadSetting, Settings};
 use serde_json::{json, Value};
 
 use super::*;
@@ -581,8 +581,9 @@ fn profile_of_the_rfd_example_is_none() {
 policy = "summarize"
 model = "anthropic/claude-haiku"
 "#;
-    let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
-        .expect("valid TOML");
+    let config =
+        jpstore_engine::internal::config::parse_workspace_toml(toml, Path::new("config.toml"))
+            .expect("valid TOML");
     let settings = Settings::parse(&config).expect("good settings");
     let summary = settings.conversation.compaction.profiles["heavy"]
         .summary
@@ -600,8 +601,9 @@ endpoint = "http://127.0.0.1:8080/v1/chat/completions"
 model = "qwen"
 timeout_secs = 600
 "#;
-    let config = jpstore_engine::config::parse_workspace_toml(toml, Path::new("config.toml"))
-        .expect("valid TOML");
+    let config =
+        jpstore_engine::internal::config::parse_workspace_toml(toml, Path::new("config.toml"))
+            .expect("valid TOML");
     let settings = Settings::parse(&config).expect("good settings");
     let summary = settings.conversation.compaction.profiles["heavy"]
         .summary

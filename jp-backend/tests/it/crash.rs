@@ -284,16 +284,15 @@ fn sigkill_during_persist_leaves_the_previous_or_the_new_state() {
                 "conversation {id} changed after its round"
             );
         }
-        let report = backend
-            .store()
-            .fsck(
-                FsckOptions {
-                    read_data: true,
-                    repair: false,
-                },
-                &mut |_| {},
-            )
-            .expect("fsck runs");
+        let report = jpstore_engine::fsck::run(
+            backend.store(),
+            FsckOptions {
+                read_data: true,
+                repair: false,
+            },
+            &mut |_| {},
+        )
+        .expect("fsck runs");
         assert!(
             report.is_clean(),
             "round {round}: fsck finds damage: {:?}",

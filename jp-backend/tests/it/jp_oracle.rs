@@ -3,6 +3,7 @@
 //! what jp-store imports and exports back loads, in JP, equal to the
 //! original; and the system prompt jp-store applies is the one JP applies.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use crate::common;

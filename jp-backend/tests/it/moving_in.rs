@@ -4,6 +4,7 @@
 //! file backend showed, and `export --format jp` gives the files back.
 
 use crate::common;
+use jpstore_engine::internal::StoreInterior as _;
 
 use jp_storage::backend::{
     ConversationFilter, FsStorageBackend, LoadBackend, PersistBackend, Projection,

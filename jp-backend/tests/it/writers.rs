@@ -6,6 +6,7 @@
 //! is released or abandoned.
 
 use crate::common;
+use jpstore_engine::internal::StoreInterior as _;
 
 use std::time::{Duration, Instant};
 

@@ -5,6 +5,7 @@
 //! (a JP import: JP's own loader reads such a config) or where they are
 //! stored already: they never stop a conversation.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 
 use jpstore_engine::conversation::ConversationId;
@@ -282,20 +283,20 @@ fn store_with_bad_settings(root: &Path) -> std::path::PathBuf {
         entries: vec![request()],
         source_bytes: 0,
     };
-    store
-        .import(
-            vec![
-                prepared(
-                    "bad_base",
-                    Some(json!({"conversation": {"deduplication": {"lookback_turns": "all"}}})),
-                ),
-                prepared("bad_delta", None),
-                prepared("good", None),
-            ],
-            false,
-            &mut |_| {},
-        )
-        .expect("import");
+    jpstore_engine::import::run(
+        &store,
+        vec![
+            prepared(
+                "bad_base",
+                Some(json!({"conversation": {"deduplication": {"lookback_turns": "all"}}})),
+            ),
+            prepared("bad_delta", None),
+            prepared("good", None),
+        ],
+        false,
+        &mut |_| {},
+    )
+    .expect("import");
     let mut writer = store
         .writer(&ConversationId::parse("bad_delta").expect("id"))
         .expect("writer");

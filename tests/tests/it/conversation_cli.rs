@@ -2,6 +2,7 @@
 //! work together, and bad input is refused with exit status 1, a message
 //! naming the problem, and nothing written.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use jpstore_tests::{assert_owner_only, events_of, log_path, run_jp_store, tree_snapshot, ts, Run};

@@ -3,13 +3,15 @@
 //! Afterwards every batch is there exactly once, whole and in one piece, and
 //! each writer's batches are in the order it appended them.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::{events_of, run_jp_store, ts};
 use serde_json::{json, Value};
@@ -317,7 +319,7 @@ fn readers_never_fail_while_a_writer_cuts_torn_tails_and_appends_over_them() {
 
 #[test]
 fn a_walk_started_before_a_cut_yields_every_record_below_the_cut() {
-    use jpstore_engine::log::{LogEnd, LogOptions, LogReader};
+    use jpstore_engine::internal::log::{LogEnd, LogOptions, LogReader};
     use std::io::Write as _;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");

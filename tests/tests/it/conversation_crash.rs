@@ -8,6 +8,7 @@
 //! that was in flight is there whole or not at all; and a new append works.
 //! A failure names the sync point and the crash mode.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::io;
 
 use jpstore_blobstore::storage::sim::{CrashMode, SimStorage};
@@ -15,8 +16,9 @@ use jpstore_blobstore::storage::Storage;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
-use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::log::Framing;
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::export::conversation_json;
+use jpstore_engine::internal::log::Framing;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::crash::{modes, options, parse, storage};
 use jpstore_tests::{events_of, ts};
@@ -515,7 +517,7 @@ fn crash_at_every_sync_of_an_upgrade() {
     let acked = setup(&sim);
     let store = Store::open(storage(&sim), options()).expect("open");
     let start = sim.sync_count();
-    let report = store.upgrade_log(&id(), false).expect("upgrade");
+    let report = jpstore_engine::upgrade::conversation(&store, &id(), false).expect("upgrade");
     assert!(report.upgraded, "{report:?}");
     let syncs = sim.sync_count() - start;
     assert_eq!(log_version(&sim), 2);
@@ -531,7 +533,7 @@ fn crash_at_every_sync_of_an_upgrade() {
             let store = Store::open(storage(&sim), options()).expect("open");
             sim.crash_at_sync(n, mode);
             assert!(
-                store.upgrade_log(&id(), false).is_err(),
+                jpstore_engine::upgrade::conversation(&store, &id(), false).is_err(),
                 "{what}: the upgrade survived its crash"
             );
             drop(store);
@@ -542,8 +544,7 @@ fn crash_at_every_sync_of_an_upgrade() {
             let version = log_version(&sim);
             seen[usize::from(version == 2)] = true;
             let store = Store::open(storage(&sim), options()).expect("open");
-            let report = store
-                .fsck(Default::default(), &mut |_| {})
+            let report = jpstore_engine::fsck::run(&store, Default::default(), &mut |_| {})
                 .unwrap_or_else(|e| panic!("{what}: fsck failed: {e}"));
             assert!(
                 report
@@ -557,8 +558,7 @@ fn crash_at_every_sync_of_an_upgrade() {
             check_recovered(&sim, &acked, &what);
             // An upgrade after the crash completes (or finds it done).
             let store = Store::open(storage(&sim), options()).expect("open");
-            store
-                .upgrade_log(&id(), false)
+            jpstore_engine::upgrade::conversation(&store, &id(), false)
                 .unwrap_or_else(|e| panic!("{what}: upgrade after the crash failed: {e}"));
             assert_eq!(log_version(&sim), 2, "{what}");
             let mut want: Vec<Value> = acked.batches.iter().flatten().cloned().collect();
@@ -612,23 +612,23 @@ fn a_creation_that_fails_on_a_full_disk_leaves_no_directory() {
 }
 
 /// `import --force` of the conversation: a new log for it, held in memory.
-fn import_replacing(store: &Store) -> Result<(), Error> {
+fn import_replacing(store: &Store) -> Result<(), jpstore_engine::import::ImportError> {
     let mut fields = Object::new();
     fields.insert("title".into(), json!("Crash"));
-    store
-        .import(
-            vec![jpstore_engine::import::Prepared {
-                id: id(),
-                fields,
-                base_config: None,
-                base_config_text: None,
-                entries: parse(&replacement()),
-                source_bytes: 0,
-            }],
-            true,
-            &mut |_| {},
-        )
-        .map(drop)
+    jpstore_engine::import::run(
+        store,
+        vec![jpstore_engine::import::Prepared {
+            id: id(),
+            fields,
+            base_config: None,
+            base_config_text: None,
+            entries: parse(&replacement()),
+            source_bytes: 0,
+        }],
+        true,
+        &mut |_| {},
+    )
+    .map(drop)
 }
 
 fn replacement() -> Vec<Value> {
@@ -670,9 +670,12 @@ fn an_import_replacing_a_conversation_stopped_at_any_sync_leaves_the_old_or_the_
                 Some(events) if events == replacement() => new_seen += 1,
                 other => panic!("{what}: neither the old conversation nor the new: {other:?}"),
             }
-            let report = store
-                .fsck(jpstore_engine::fsck::FsckOptions::default(), &mut |_| {})
-                .expect("fsck");
+            let report = jpstore_engine::fsck::run(
+                &store,
+                jpstore_engine::fsck::FsckOptions::default(),
+                &mut |_| {},
+            )
+            .expect("fsck");
             assert!(report.is_clean(), "{what}: {:?}", report.findings);
         }
     }

@@ -4,14 +4,16 @@
 //! damaged earlier record is an error naming the file and offset, and
 //! nothing is cut.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{Entry, Object, Payload};
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::{events_of, log_path, ts};
 use serde_json::{json, Value};

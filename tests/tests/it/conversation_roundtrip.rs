@@ -2,15 +2,18 @@
 //! the store dropped and reopened, and the export gives back exactly what was
 //! appended; content lives in the blob store under its SHA-256, once.
 
+use jpstore_engine::internal::EntryInterior as _;
+use jpstore_engine::internal::StoreInterior as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use base64::Engine as _;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{BlobRef, Entry, Object, Payload};
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::{events_of, ts};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! after a bad header (what tells damage from a torn tail, and where gc's
 //! tolerant walk resynchronizes) must stay linear in the bytes searched,
 //! whatever they hold; the work is counted
-//! ([`jpstore_engine::log::search_work`]), not timed. And a long log does
+//! ([`jpstore_engine::internal::log::search_work`]), not timed. And a long log does
 //! not make fsck deaf to SIGTERM while it reads it.
 
 use std::fs;
@@ -118,9 +118,9 @@ fn crafted_region(version: u16, len: usize, fill: Fill) -> Vec<u8> {
 
 /// The bytes the searches of this thread hashed while `f` ran.
 fn work(f: impl FnOnce()) -> u64 {
-    let before = jpstore_engine::log::search_work().bytes_hashed;
+    let before = jpstore_engine::internal::log::search_work().bytes_hashed;
     f();
-    jpstore_engine::log::search_work().bytes_hashed - before
+    jpstore_engine::internal::log::search_work().bytes_hashed - before
 }
 
 /// The work of fsck, a view and gc's marking of a log whose tail is a
@@ -134,9 +134,8 @@ fn work_on_region(version: u16, len: usize, fill: Fill) -> [u64; 3] {
     let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
     let id = ConversationId::parse(&id).expect("id");
     let fsck = work(|| {
-        let report = store
-            .fsck(FsckOptions::default(), &mut |_| {})
-            .expect("fsck");
+        let report =
+            jpstore_engine::fsck::run(&store, FsckOptions::default(), &mut |_| {}).expect("fsck");
         assert!(report
             .findings
             .iter()
@@ -153,7 +152,7 @@ fn work_on_region(version: u16, len: usize, fill: Fill) -> [u64; 3] {
             dry_run: true,
             ..GcOptions::default()
         };
-        store.gc(options, &mut |_| {}).expect("gc");
+        jpstore_engine::gc::run(&store, options, &mut |_| {}).expect("gc");
     });
     [fsck, view, gc]
 }

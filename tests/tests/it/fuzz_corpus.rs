@@ -4,6 +4,7 @@
 //! found interesting, without running a fuzzer. Each input must be handled
 //! without a panic.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::{Path, PathBuf};
 
 use jpstore_tests::fuzz_targets::TARGETS;
@@ -54,9 +55,9 @@ fn every_corpus_input_and_artifact_is_handled_without_a_panic() {
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_seed_corpus() {
     use jpstore_blobstore::{object, BlobId};
-    use jpstore_engine::conversation::codec;
-    use jpstore_engine::event::input::parse_input;
-    use jpstore_engine::event::json::ParseMode;
+    use jpstore_engine::internal::conversation::codec;
+    use jpstore_engine::internal::event::input::parse_input;
+    use jpstore_engine::internal::event::json::ParseMode;
     use jpstore_engine::timestamp::Timestamp;
     use jpstore_engine::{NewConversation, Store, StoreOptions};
 
@@ -169,7 +170,7 @@ fn write_seed_corpus() {
     write(
         "config_toml",
         "template.toml",
-        jpstore_engine::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
+        jpstore_engine::internal::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes(),
     );
     write(
         "config_toml",
@@ -222,10 +223,10 @@ fn write_pack_v2_seed_corpus() {
 #[test]
 #[ignore = "writes the seed corpus into the source tree"]
 fn write_record_v2_seeds() {
-    use jpstore_engine::conversation::sections::{finish, LOG_LEVEL};
-    use jpstore_engine::event::binary::encode::RecordBuilder;
-    use jpstore_engine::event::input::parse_input;
-    use jpstore_engine::event::json::ParseMode;
+    use jpstore_engine::internal::conversation::sections::{finish, LOG_LEVEL};
+    use jpstore_engine::internal::event::binary::encode::RecordBuilder;
+    use jpstore_engine::internal::event::input::parse_input;
+    use jpstore_engine::internal::event::json::ParseMode;
     use jpstore_engine::timestamp::Timestamp;
     use jpstore_engine::{NewConversation, Store, StoreOptions};
 

@@ -5,14 +5,16 @@
 //! (with `--read-data`) is clean. A bounded number of rounds, each on the
 //! same store, so later rounds recover from earlier kills too.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::assert_fsck_clean;

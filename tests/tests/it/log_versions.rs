@@ -7,12 +7,15 @@
 //! only where a body part is shown as a reference, and each reference
 //! names the field of the entry it stands for.
 
+use jpstore_engine::internal::ViewInterior as _;
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::path::Path;
 
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{Entry, EventKind, Object};
-use jpstore_engine::export::{conversation_json, ContentMode};
-use jpstore_engine::log::Framing;
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::export::conversation_json;
+use jpstore_engine::internal::log::Framing;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_integrations::provider::{
@@ -329,9 +332,12 @@ fn same_but_references(v1: &Value, v2: &Value, entries: &[Entry], key: Option<&s
                 "{reference} stands for the field it is the value of"
             );
             let entry: usize = entry.parse().expect("an entry index");
-            let json = jpstore_engine::event::json::render_entry(&entries[entry], &mut |r, _| {
-                Ok::<_, String>(jpstore_engine::event::json::blob_ref_json(r))
-            })
+            let json = jpstore_engine::internal::event::json::render_entry(
+                &entries[entry],
+                &mut |r, _| {
+                    Ok::<_, String>(jpstore_engine::internal::event::json::blob_ref_json(r))
+                },
+            )
             .expect("render");
             assert_eq!(&json[field], v1, "{reference}");
             if let Value::String(s) = v1 {

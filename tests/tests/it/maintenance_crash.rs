@@ -19,6 +19,7 @@
 //! A failure names the workload, the step, the sync point and the crash
 //! mode with its seed.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -28,8 +29,9 @@ use jpstore_engine::compaction::{Bound, CompactRequest};
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
 use jpstore_engine::gc::GcOptions;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store};
 use jpstore_tests::crash::{modes, options, parse, storage};
@@ -190,7 +192,7 @@ fn fork_workload() -> Workload {
 
 fn compaction_workload() -> Workload {
     let compact = |s: &Store, request: CompactRequest| {
-        let mut summarize = |_: &jpstore_engine::config::settings::SummaryTable,
+        let mut summarize = |_: &jpstore_engine::internal::config::SummaryTable,
                              raw: &[jpstore_engine::event::Entry]| {
             Ok(format!("a summary of {} raw entries", raw.len()))
         };
@@ -291,7 +293,7 @@ fn gc_workload() -> Workload {
         setup: garbage_setup,
         steps: vec![
             step("gc with zero grace", |s| {
-                s.gc(zero_grace(), &mut |_| {}).map(drop)
+                jpstore_engine::gc::run(s, zero_grace(), &mut |_| {}).map(drop)
             }),
             step("append content that was garbage", |s| {
                 let mut batch = vec![json!({"type": "turn_start", "timestamp": ts(20)})];
@@ -299,7 +301,9 @@ fn gc_workload() -> Workload {
                 append(s, "keeper", &batch)
             }),
             step("remove a conversation", |s| s.remove(&id("keeper"))),
-            step("gc again", |s| s.gc(zero_grace(), &mut |_| {}).map(drop)),
+            step("gc again", |s| {
+                jpstore_engine::gc::run(s, zero_grace(), &mut |_| {}).map(drop)
+            }),
         ],
         garbage: {
             let mut ids = garbage_ids();
@@ -362,8 +366,7 @@ fn check_recovered(sim: &SimStorage, w: &Workload, states: &[State], acked: usiz
     // The store goes on: a new append, then gc with zero grace.
     append(&store, SRC, &after_batch())
         .unwrap_or_else(|e| panic!("{what}: append after recovery failed: {e}"));
-    store
-        .gc(zero_grace(), &mut |_| {})
+    jpstore_engine::gc::run(&store, zero_grace(), &mut |_| {})
         .unwrap_or_else(|e| panic!("{what}: gc after recovery failed: {e}"));
     let mut want = seen;
     if let Some((_, events)) = want.get_mut(SRC) {

@@ -5,18 +5,20 @@
 //! removed, checked and collected exactly as on a file system. What the
 //! engine needs of its storage is what the seam offers.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jpstore_blobstore::backend::{Backend, MemoryBackend};
 use jpstore_engine::compaction::{no_summarizer, CompactRequest};
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
 use jpstore_engine::event::{Entry, EventKind, Payload};
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
 use jpstore_engine::fsck::FsckOptions;
 use jpstore_engine::gc::GcOptions;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use serde_json::{json, Value};
@@ -114,7 +116,8 @@ fn a_conversation_lives_its_whole_life_on_an_object_store() {
         )
         .expect("compact");
     assert_eq!((out.compaction.from_turn, out.compaction.to_turn), (0, 2));
-    let view = jpstore_engine::export::view(&other, &other.read(&id).expect("read")).expect("view");
+    let view = jpstore_engine::internal::export::view(&other, &other.read(&id).expect("read"))
+        .expect("view");
     assert!(
         !view.iter().any(|e| matches!(
             e.event().map(|e| &e.kind),
@@ -133,21 +136,20 @@ fn a_conversation_lives_its_whole_life_on_an_object_store() {
     assert_eq!(kinds(&other, &fork).len(), 12);
 
     // fsck finds nothing wrong; gc keeps what is referenced.
-    let report = other
-        .fsck(FsckOptions::default(), &mut |_| {})
-        .expect("fsck");
+    let report =
+        jpstore_engine::fsck::run(&other, FsckOptions::default(), &mut |_| {}).expect("fsck");
     assert!(report.is_clean(), "{:?}", report.findings);
     let orphan = other.blobs().put(b"nobody refers to this").expect("put").id;
     backend.set_all_modified(std::time::SystemTime::now() - Duration::from_secs(7200));
-    let gc = other
-        .gc(
-            GcOptions {
-                grace: Duration::from_secs(3600),
-                ..Default::default()
-            },
-            &mut |_| {},
-        )
-        .expect("gc");
+    let gc = jpstore_engine::gc::run(
+        &other,
+        GcOptions {
+            grace: Duration::from_secs(3600),
+            ..Default::default()
+        },
+        &mut |_| {},
+    )
+    .expect("gc");
     assert_eq!(gc.loose_removed, 1);
     assert!(!other.blobs().exists(&orphan).expect("exists"));
     assert_eq!(

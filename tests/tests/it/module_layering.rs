@@ -43,6 +43,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("the conversation handle, over the features", &["handle"]),
+    (
+        "what the other crates reach below the face, over everything",
+        &["internal"],
+    ),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;

@@ -3,6 +3,7 @@
 //! of the removed conversation must not write into the new one, and gc must
 //! take a removed conversation as simply not live.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,9 +13,10 @@ use std::time::Duration;
 
 use jpstore_blobstore::storage::LocalStorage;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::input::parse_input;
-use jpstore_engine::event::json::ParseMode;
-use jpstore_engine::export::{conversation_json, ContentMode};
+use jpstore_engine::export::ContentMode;
+use jpstore_engine::internal::event::input::parse_input;
+use jpstore_engine::internal::event::json::ParseMode;
+use jpstore_engine::internal::export::conversation_json;
 use jpstore_engine::{Store, StoreOptions};
 use jpstore_tests::{assert_fsck_clean, events_of, jp_store_bin, run_jp_store, ts};
 use serde_json::json;
@@ -114,7 +116,7 @@ fn an_append_that_waited_while_its_conversation_was_replaced_writes_nothing() {
         let storage = jpstore_blobstore::backend::FileBackend::new(std::sync::Arc::new(
             LocalStorage::open(&root).expect("storage"),
         ));
-        let old_lock = jpstore_engine::log::lock_waiting(
+        let old_lock = jpstore_engine::internal::log::lock_waiting(
             &storage,
             Path::new(&format!("conversations/{ID}/events.log")),
         )
@@ -329,7 +331,7 @@ fn stats_of_listed_ids_leaves_out_one_removed_since() {
     let store = Store::open_dir(&root, StoreOptions::default()).expect("open");
     let ids = store.ids().expect("ids");
     run_jp_store(&root, &["rm", "gone1"], b"").ok("rm");
-    let stats = store.stats(&ids).expect("stats");
+    let stats = jpstore_engine::stats::of_conversations(&store, &ids).expect("stats");
     assert!(
         stats.failed.is_empty(),
         "a conversation removed since it was listed is a failure: {:?}",
@@ -510,6 +512,6 @@ fn fsck_takes_a_removal_that_ends_while_it_looks_at_it_for_a_removal() {
         fs::remove_dir_all(&aside_gone).expect("the copy deleted");
     });
     let store = Store::open(hooked, StoreOptions::default()).expect("open");
-    let report = store.fsck(Default::default(), &mut |_| {}).expect("fsck");
+    let report = jpstore_engine::fsck::run(&store, Default::default(), &mut |_| {}).expect("fsck");
     assert!(report.is_clean(), "{:?}", report.findings);
 }

@@ -12,6 +12,7 @@
 //! clean, and the next command works. Without a server the tests say they
 //! were skipped and why.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -352,8 +353,8 @@ fn packs_and_indexes_whose_answers_are_lost_are_recognised() {
 /// Appends `texts` with the library, through the proxy, one batch each
 /// (one writer: faster than a process each).
 fn append_with_library(s: &Faulty, id: &str, texts: &[String]) {
-    use jpstore_engine::event::input::parse_input;
-    use jpstore_engine::event::json::ParseMode;
+    use jpstore_engine::internal::event::input::parse_input;
+    use jpstore_engine::internal::event::json::ParseMode;
     use jpstore_engine::timestamp::Timestamp;
     let backend = s
         .server

@@ -10,6 +10,7 @@
 //! `JP_STORE_S3_RETRY_TIMEOUT` for the command line; `ClientSettings` for the
 //! library), the same for every process on a store, as the protocol asks.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,9 +21,9 @@ use std::time::{Duration, Instant};
 use jpstore_blobstore::backend::{Backend, BackendError, LogObject, ObjectReader};
 use jpstore_blobstore::BlobId;
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::json::{parse_entry, ParseMode};
 use jpstore_engine::event::{Entry, Payload};
 use jpstore_engine::gc::GcOptions;
+use jpstore_engine::internal::event::json::{parse_entry, ParseMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_remote::testing::{cache_dir, server_or_skip, TestServer};
@@ -271,7 +272,7 @@ fn a_writer_that_saw_a_blob_before_gc_moved_it_gets_it_back() {
         StoreOptions::default(),
     )
     .expect("open");
-    let gc = std::thread::spawn(move || gc_store.gc(gc_now(), &mut |_| {}));
+    let gc = std::thread::spawn(move || jpstore_engine::gc::run(&gc_store, gc_now(), &mut |_| {}));
     let appended = writer.join().expect("writer thread");
     appended.expect("the writer's append, within B, succeeds");
     // The append is acknowledged while gc waits out the writers (B + T

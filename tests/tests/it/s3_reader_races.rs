@@ -9,13 +9,14 @@
 //! head was read first, a view or an export failed that way in 153 and 128
 //! of about 1,400 runs beside two processes appending in a loop.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::sync::Arc;
 
 use jpstore_engine::conversation::ConversationId;
-use jpstore_engine::event::json::{parse_entry, ParseMode};
 use jpstore_engine::event::{Entry, Payload};
 use jpstore_engine::export::ContentMode;
 use jpstore_engine::fsck::FsckOptions;
+use jpstore_engine::internal::event::json::{parse_entry, ParseMode};
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_remote::testing::server_or_skip;
@@ -140,9 +141,8 @@ fn an_append_between_a_listing_and_the_head_read_is_no_damage() {
         expected,
         "every acknowledged append, in order"
     );
-    let report = plain()
-        .fsck(FsckOptions::default(), &mut |_| {})
-        .expect("fsck");
+    let report =
+        jpstore_engine::fsck::run(&plain(), FsckOptions::default(), &mut |_| {}).expect("fsck");
     assert!(report.is_clean(), "{report:?}");
 }
 

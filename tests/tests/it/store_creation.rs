@@ -3,13 +3,14 @@
 //! found it, so that running it again once the cause is gone makes the
 //! store whole (format-spec.md 1).
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::io;
 use std::path::Path;
 
 use jpstore_blobstore::backend::read_all;
 use jpstore_blobstore::storage::sim::SimStorage;
 use jpstore_blobstore::storage::LocalStorage;
-use jpstore_engine::copy::open_or_init_like;
+use jpstore_engine::internal::copy::open_or_init_like;
 use jpstore_engine::Store;
 use jpstore_tests::crash::{modes, options, storage};
 
@@ -184,7 +185,7 @@ fn an_init_stopped_at_any_sync_is_completed_by_the_next() {
             );
             assert_eq!(
                 config_of(&store).as_deref(),
-                Some(jpstore_engine::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes()),
+                Some(jpstore_engine::internal::config::WORKSPACE_CONFIG_TEMPLATE.as_bytes()),
                 "{what}"
             );
         }

@@ -154,10 +154,9 @@ fn directory_names_stored_anyway_are_refused_at_export() {
         crafted["id"] = Value::from(id.as_str());
         let text = crafted.to_string();
         let prepared =
-            jpstore_engine::stream::parse_conversation_line(text.as_bytes(), 1).expect("parse");
-        store
-            .import(vec![prepared], false, &mut |_| {})
-            .expect("import");
+            jpstore_engine::internal::stream::parse_conversation_line(text.as_bytes(), 1)
+                .expect("parse");
+        jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
         ids.push(id);
     }
     drop(store);
@@ -416,17 +415,15 @@ fn layouts_stored_anyway_that_are_not_json_are_refused_at_export() {
         crafted["metadata"]["jp"]["dir"] = Value::from(format!("{id}-crafted"));
         let text = crafted.to_string();
         let prepared =
-            jpstore_engine::stream::parse_conversation_line(text.as_bytes(), 1).expect("parse");
-        store
-            .import(vec![prepared], false, &mut |_| {})
-            .expect("import");
+            jpstore_engine::internal::stream::parse_conversation_line(text.as_bytes(), 1)
+                .expect("parse");
+        jpstore_engine::import::run(&store, vec![prepared], false, &mut |_| {}).expect("import");
         ids.push(id);
     }
-    let good = jpstore_engine::stream::parse_conversation_line(line.to_string().as_bytes(), 1)
-        .expect("parse");
-    store
-        .import(vec![good], false, &mut |_| {})
-        .expect("import");
+    let good =
+        jpstore_engine::internal::stream::parse_conversation_line(line.to_string().as_bytes(), 1)
+            .expect("parse");
+    jpstore_engine::import::run(&store, vec![good], false, &mut |_| {}).expect("import");
     drop(store);
     let ws = dir.path().join("ws");
     let run = run_jp_store(

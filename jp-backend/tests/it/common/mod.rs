@@ -1,6 +1,7 @@
 //! JP conversations made by JP's own code: streams built with
 //! `jp_conversation`'s API, written by `jp_storage`'s `FsStorageBackend`.
 
+use jpstore_engine::internal::StoreInterior as _;
 use std::path::Path;
 
 use jp_config::PartialAppConfig;

@@ -92,23 +92,20 @@ fn write_seed_corpus() {
         with_id.extend_from_slice(obj);
         write("blob_object", name, &with_id);
     }
-    // A real store: its log, head, pack index and config.
+    // A real store: its log, head, pack index and config. Every time in it
+    // is this one, so that writing the corpus again writes the same bytes.
+    let now = Timestamp::parse("2026-05-29 19:40:02.123").expect("a JP timestamp");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::init_dir(dir.path(), StoreOptions::default()).expect("init");
     let mut w = store
         .create(NewConversation {
             id: Some(jpstore_engine::conversation::ConversationId::parse("c").expect("id")),
             title: Some("seed".into()),
+            created: Some(now),
             ..Default::default()
         })
         .expect("create");
-    let parsed = parse_input(
-        events,
-        ParseMode::Strict {
-            now: Timestamp::now(),
-        },
-    )
-    .expect("events");
+    let parsed = parse_input(events, ParseMode::Strict { now }).expect("events");
     for e in parsed.entries.into_iter().filter(|e| {
         !matches!(
             e.event().map(|e| &e.kind),
@@ -124,17 +121,13 @@ fn write_seed_corpus() {
         ));
     }
     w.append(
-        parse_input(
-            &text_many,
-            ParseMode::Strict {
-                now: Timestamp::now(),
-            },
-        )
-        .expect("many")
-        .entries,
+        parse_input(&text_many, ParseMode::Strict { now })
+            .expect("many")
+            .entries,
     )
     .expect("append many");
-    drop(w);
+    // Closing writes the head cache (a dropped handle writes nothing).
+    w.close();
     let conv_dir = dir.path().join("conversations/c");
     write(
         "log_file",
@@ -152,7 +145,15 @@ fn write_seed_corpus() {
     for (i, e) in conv.entries.iter().enumerate().take(8) {
         write("log_entry", &format!("entry{i}"), &codec::encode_event(e));
     }
-    let encoded: Vec<Vec<u8>> = conv.entries.iter().map(codec::encode_event).collect();
+    // A packed entry: a batch of at least `codec::PACK_MIN` bytes (the
+    // conversation's entries, over and over) packs.
+    let mut encoded: Vec<Vec<u8>> = Vec::new();
+    for e in conv.entries.iter().cycle() {
+        if encoded.iter().map(Vec::len).sum::<usize>() >= codec::PACK_MIN {
+            break;
+        }
+        encoded.push(codec::encode_event(e));
+    }
     write(
         "log_entry",
         "packed",
@@ -263,7 +264,8 @@ fn write_record_v2_seeds() {
         })
         .expect("create");
     w.append(parsed).expect("append");
-    drop(w);
+    // Closing writes the head cache (a dropped handle writes nothing).
+    w.close();
     let entries = store.read(&id).expect("read").entries;
     let mut record = RecordBuilder::new();
     // Enough of them for the sections to be worth compressing.

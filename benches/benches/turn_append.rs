@@ -32,8 +32,8 @@ use jpstore_benches::ConversationShape;
 use jpstore_engine::compaction::no_summarizer;
 use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{Entry, Payload};
-use jpstore_engine::internal::log::CutTail;
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::CutTail;
 use jpstore_engine::{ConversationHandle, Store, StoreOptions};
 use serde_json::json;
 

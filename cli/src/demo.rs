@@ -111,7 +111,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<ExitCode> {
         "appended {} events as one record at offset {}; the conversation now has {} turns",
         outcome.entries,
         outcome.offset,
-        conv.state.turns.turns()
+        conv.state.turns()
     );
     if kept {
         crate::outln!(

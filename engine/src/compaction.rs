@@ -565,11 +565,11 @@ pub(crate) fn dry_run(
     (changes.into_values().collect(), before, after)
 }
 
-mod report;
+pub(crate) mod report;
 #[cfg(test)]
 mod tests;
 
-pub use report::{CompactReport, CompactionMade, ForkReport, UndoReport};
+pub use report::{CompactionMade, UndoReport};
 
 /// What to compact, as asked on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -43,12 +43,12 @@ pub struct Prepared {
 
 /// What `Store::rewrite` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rewritten {
+pub(crate) struct Rewritten {
     /// Bytes of the new log.
-    pub log_bytes: u64,
+    pub(crate) log_bytes: u64,
     /// Where the log it replaced was kept (relative to the store root): the
     /// directory holding it as `events.log`, with a `NOTE`.
-    pub kept: Option<std::path::PathBuf>,
+    pub(crate) kept: Option<std::path::PathBuf>,
 }
 
 /// What happened to one conversation of an import.

@@ -21,7 +21,7 @@ use crate::conversation::writer::ConversationWriter;
 use crate::event::{BlobRef, Entry, Object, Payload};
 use crate::export::ConversationEntries;
 use crate::export::ConversationView;
-use crate::import::{Prepared, Rewritten};
+use crate::import::Prepared;
 use crate::log::CutTail;
 use crate::search::{ConversationHits, Searcher};
 use crate::stats::ContextSizes;
@@ -108,6 +108,8 @@ pub mod stream {
 /// Compaction below the face.
 pub mod compaction {
     use crate::event::{Compaction, Entry};
+
+    pub use crate::compaction::report::{CompactReport, ForkReport};
 
     /// The compactions of `entries` in force (not undone), with ordinals.
     pub fn active_compactions<C>(entries: &[Entry<C>]) -> Vec<(u64, &Compaction)> {
@@ -361,8 +363,10 @@ pub trait StoreInterior {
     fn config_at(&self, conversation: &Conversation, index: usize) -> Result<Object>;
     /// The entries of a conversation, heads and content.
     fn open_entries(&self, id: &ConversationId) -> Result<ConversationEntries<'_>>;
-    /// A conversation's log replaced whole by `prepared`.
-    fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Rewritten>;
+    /// A conversation's log replaced whole by `prepared`, the log it
+    /// replaces kept in quarantine with a `NOTE` saying `why`; returns where
+    /// (relative to the store's root).
+    fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Option<PathBuf>>;
     /// The blobs the store's logs reference or may reference (gc's marks),
     /// and the number of conversations marked.
     fn referenced_blobs(
@@ -479,8 +483,8 @@ impl StoreInterior for Store {
     fn open_entries(&self, id: &ConversationId) -> Result<ConversationEntries<'_>> {
         Store::open_entries(self, id)
     }
-    fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Rewritten> {
-        Store::rewrite(self, prepared, why)
+    fn rewrite(&self, prepared: Prepared, why: &str) -> Result<Option<PathBuf>> {
+        Store::rewrite(self, prepared, why).map(|r| r.kept)
     }
     fn referenced_blobs(
         &self,

@@ -110,7 +110,7 @@
 //! assert!(matches!(report.auto_compaction, AutoCompaction::NotDue));
 //! // One entry alone, or a batch without the automatic compaction.
 //! conversation.append([Entry::now(ChatRequest::text("And README.md?"))])?;
-//! assert_eq!(conversation.state().turns.turns(), 1);
+//! assert_eq!(conversation.state().turns(), 1);
 //! conversation.close();
 //! # Ok(())
 //! # }
@@ -187,7 +187,7 @@
 //! assert_eq!(conversation.undo_compaction(None)?, 1);
 //! // The last turn as a new conversation, with its own handle.
 //! let fork = conversation.fork(Some(1), None)?;
-//! assert_eq!(fork.state().turns.turns(), 1);
+//! assert_eq!(fork.state().turns(), 1);
 //! fork.close();
 //! conversation.close();
 //! # Ok(())
@@ -236,8 +236,9 @@ pub mod timestamp;
 pub mod upgrade;
 
 pub use append::{AppendReport, AutoCompaction};
+pub use conversation::AppendOutcome;
 pub use conversation::ConversationId;
 pub use error::{Error, Result};
 pub use handle::ConversationHandle;
-pub use log::LogOptions;
+pub use log::{CutTail, Framing, LogOptions, TornTail};
 pub use store::{Listing, NewConversation, Store, StoreOptions};

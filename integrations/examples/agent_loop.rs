@@ -180,7 +180,7 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<Summary, Box<dyn Error>> {
         )?;
     }
 
-    let turns = conversation.state().turns.turns();
+    let turns = conversation.state().turns();
     // The head cache written, the lock released (dropping the handle only
     // releases the lock).
     conversation.close();

@@ -751,7 +751,7 @@ pub fn attach(
             }
         };
         let offset = writer.append_prepared(batch)?;
-        let turn = writer.state().turns.current().unwrap_or(0);
+        let turn = writer.state().turns().saturating_sub(1);
         // The head cache left current for the next open.
         writer.close();
         Ok((offset, turn))

@@ -3,7 +3,8 @@
 use super::{open_store, parse_id};
 use anyhow::{bail, Result};
 use clap::Args;
-use jpstore_engine::compaction::{Bound, CompactReport, CompactRequest, UndoReport};
+use jpstore_engine::compaction::{Bound, CompactRequest, UndoReport};
+use jpstore_engine::internal::compaction::CompactReport;
 use jpstore_integrations::summarizer::profile_summarizer_for;
 use jpstore_integrations::user_file::{self, LastLink};
 use std::path::PathBuf;

@@ -3,7 +3,8 @@
 use super::{open_store, parse_id};
 use anyhow::Result;
 use clap::Args;
-use jpstore_engine::compaction::{CompactRequest, ForkReport, Summarizer};
+use jpstore_engine::compaction::{CompactRequest, Summarizer};
+use jpstore_engine::internal::compaction::ForkReport;
 use jpstore_engine::internal::StoreInterior as _;
 use jpstore_engine::timestamp::Timestamp;
 use jpstore_integrations::summarizer::profile_summarizer_for;

@@ -47,7 +47,7 @@ pub fn ls(dir: &super::StoreLocation, json_out: bool) -> Result<ExitCode> {
         crate::outln!(
             "{:<20} {:>5} {:>7}  {:<21}  {}",
             l.id,
-            l.state.turns.turns(),
+            l.state.turns(),
             l.state.entries,
             last,
             l.state.metadata.title().unwrap_or("")

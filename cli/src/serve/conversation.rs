@@ -645,7 +645,7 @@ fn summary(h: &mut Html, facts: &Facts<'_>) {
             h.el_text(Tag::Dt, &[], "last activity");
             h.el(Tag::Dd, &[], |h| time(h, &t));
         }
-        fact(h, "turns", &count(state.turns.turns()));
+        fact(h, "turns", &count(state.turns()));
         fact(h, "events", &count(state.entries));
         fact(
             h,

@@ -204,7 +204,7 @@ fn refresh(
                 let summary = Summary::new(
                     id.clone(),
                     state.metadata.title().map(str::to_owned),
-                    state.turns.turns(),
+                    state.turns(),
                     state.entries,
                     state.content_bytes.saturating_add(log_bytes),
                     state.last_activity(),

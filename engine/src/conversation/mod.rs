@@ -24,6 +24,7 @@ pub(crate) mod writer;
 
 pub use meta::{MetaPatch, Metadata};
 pub use state::ConversationState;
+pub use writer::AppendOutcome;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

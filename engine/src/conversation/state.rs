@@ -26,7 +26,7 @@ pub struct ConversationState {
     /// Number of records (batches).
     pub records: u64,
     /// Turn numbering state.
-    pub turns: TurnCounter,
+    pub(crate) turns: TurnCounter,
     /// Tool call requests of the current turn, by id (the tool's name).
     pub open_requests: BTreeMap<String, String>,
     /// Timestamp of the latest event.
@@ -51,6 +51,11 @@ pub struct Refusal {
 }
 
 impl ConversationState {
+    /// The number of turns so far.
+    pub fn turns(&self) -> u64 {
+        self.turns.turns()
+    }
+
     /// Folds one log entry in.
     pub(crate) fn apply(&mut self, entry: &LogEntry) {
         match entry {

@@ -77,7 +77,7 @@ fn one_handle_appends_views_compacts_undoes_and_forks() {
         assert!(matches!(report.auto_compaction, AutoCompaction::NotDue));
         assert_eq!(report.append.entries, 5);
     }
-    assert_eq!(conversation.state().turns.turns(), 3);
+    assert_eq!(conversation.state().turns(), 3);
 
     let refs = conversation
         .view()
@@ -128,7 +128,7 @@ fn one_handle_appends_views_compacts_undoes_and_forks() {
 
     let fork = conversation.fork(Some(1), None).expect("fork");
     assert_ne!(fork.id(), &id);
-    assert_eq!(fork.state().turns.turns(), 1);
+    assert_eq!(fork.state().turns(), 1);
     fork.close();
 
     let end = conversation.log_end();
@@ -162,7 +162,7 @@ fn a_dropped_handle_writes_nothing_and_a_closed_one_writes_the_head() {
     conversation.close();
     let head = head::load(&*memory, &id).expect("the head close wrote");
     assert_eq!(head.state, store.read(&id).expect("read").state);
-    assert_eq!(head.state.turns.turns(), 2);
+    assert_eq!(head.state.turns(), 2);
 }
 
 /// The settings a handle holds follow the config deltas appended through

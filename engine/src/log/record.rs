@@ -68,7 +68,7 @@ impl Framing {
     }
 
     /// Length of a record header of this framing.
-    pub fn record_header_len(self) -> u64 {
+    pub(crate) fn record_header_len(self) -> u64 {
         match self {
             Framing::V1 => RECORD_HEADER_LEN,
             Framing::V2 => RECORD_HEADER_LEN_V2,

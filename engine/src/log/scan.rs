@@ -84,7 +84,7 @@ pub struct TornTail {
 
 impl TornTail {
     /// The tail a walk ended at, if it ended at one.
-    pub fn of(end: Option<&LogEnd>) -> Option<TornTail> {
+    pub(crate) fn of(end: Option<&LogEnd>) -> Option<TornTail> {
         match end {
             Some(&LogEnd::TornTail { offset, len }) => Some(TornTail { offset, len }),
             _ => None,

@@ -479,7 +479,7 @@ fn import_undoes_base64_where_jp_applies_it_and_stores_content_as_blobs() {
     assert_eq!(unknown, 2);
     // Turns: the request before the first turn_start is turn 0; the empty
     // turn (two turn_starts in a row) does not open another.
-    assert_eq!(conv.state.turns.turns(), 3);
+    assert_eq!(conv.state.turns(), 3);
 }
 
 #[test]

@@ -18,7 +18,7 @@ use jpstore_engine::error::Error;
 use jpstore_engine::event::Object;
 use jpstore_engine::export::ContentMode;
 use jpstore_engine::internal::export::conversation_json;
-use jpstore_engine::internal::log::Framing;
+use jpstore_engine::Framing;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_tests::crash::{modes, options, parse, storage};
 use jpstore_tests::{events_of, ts};

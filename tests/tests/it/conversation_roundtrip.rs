@@ -322,7 +322,7 @@ fn every_entry_type_round_trips_through_the_log_and_the_blob_store() {
     assert_eq!(conv.state.entries, all.len() as u64);
     assert_eq!(conv.state.unknown_entries, 1);
     assert_eq!(conv.state.records, batches.len() as u64 + 1);
-    assert_eq!(conv.state.turns.turns(), 2);
+    assert_eq!(conv.state.turns(), 2);
     assert_eq!(conv.state.blob_refs, payloads.len() as u64);
     let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
     assert_eq!(conv.state.content_bytes, bytes);

@@ -15,8 +15,8 @@ use jpstore_engine::conversation::ConversationId;
 use jpstore_engine::event::{Entry, EventKind, Object};
 use jpstore_engine::export::ContentMode;
 use jpstore_engine::internal::export::conversation_json;
-use jpstore_engine::internal::log::Framing;
 use jpstore_engine::timestamp::Timestamp;
+use jpstore_engine::Framing;
 use jpstore_engine::{NewConversation, Store, StoreOptions};
 use jpstore_integrations::provider::{
     provider_request_view, write_provider_request_view, Provider,

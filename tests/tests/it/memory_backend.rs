@@ -91,7 +91,7 @@ fn a_conversation_lives_its_whole_life_on_an_object_store() {
     let other = Store::open(Arc::new(backend.clone()), StoreOptions::default()).expect("open");
     let conv = other.read(&id).expect("read");
     assert_eq!(conv.entries.len(), 24);
-    assert_eq!(conv.state.turns.turns(), 4);
+    assert_eq!(conv.state.turns(), 4);
     let exported = conversation_json(&other, &conv, ContentMode::Inline).expect("export");
     assert_eq!(exported["metadata"]["title"], "on objects");
     assert!(

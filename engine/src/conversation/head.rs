@@ -521,6 +521,75 @@ pub fn open_proven<R>(
     Ok((opened, for_log.proven_end))
 }
 
+/// What the head file of `id` gives a reader of the log's state (a
+/// listing): the proven end, as [`open_proven`] judges it, and the head
+/// itself when it may be used as a cache ([`load_with`]'s checks).
+#[derive(Debug)]
+pub(crate) struct ForState {
+    /// The proven end ([`ForLog::proven_end`]).
+    pub(crate) proven_end: u64,
+    /// The head, when it decodes, is of this version and matches the log
+    /// as opened (format-spec.md 4.6: the record it ends with is there,
+    /// whole).
+    pub(crate) cache: Option<Head>,
+}
+
+/// [`open_proven`] and [`load_with`] in one: the log opened with `open`
+/// (`file` gives its file) and the head file of `id` read once, judged
+/// against it both as evidence (its proven end) and as a cache, in the
+/// order [`open_judged`] reads them (the head after the log, and again
+/// before a second open of the log when it covers more than the log as
+/// first opened).
+pub(crate) fn open_for_state<R>(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    open: impl Fn() -> crate::error::Result<R>,
+    file: impl Fn(&R) -> &dyn ObjectReader,
+) -> crate::error::Result<(R, ForState)> {
+    let opened = open()?;
+    let for_state = read_for_state(read_bytes(backend, id), file(&opened));
+    if file(&opened)
+        .len()
+        .map_or(true, |len| for_state.proven_end <= len)
+    {
+        return Ok((opened, for_state));
+    }
+    drop(opened);
+    let head = read_bytes(backend, id);
+    let opened = open()?;
+    let for_state = read_for_state(head, file(&opened));
+    Ok((opened, for_state))
+}
+
+/// The head file of bytes `head` judged against the log file `log`, for
+/// its evidence and as a cache ([`open_for_state`]).
+fn read_for_state(head: Option<Vec<u8>>, log: &dyn ObjectReader) -> ForState {
+    let none = ForState {
+        proven_end: 0,
+        cache: None,
+    };
+    let Some(decoded) = head.and_then(|bytes| decode_file(&bytes, decode_body)) else {
+        return none;
+    };
+    let (evidence, head) = match decoded {
+        HeadFile::Current(head) => (
+            Evidence {
+                log_end: head.log_end,
+                first_record_crc: head.first_record_crc,
+            },
+            Some(head),
+        ),
+        HeadFile::Older(evidence) => (evidence, None),
+    };
+    if log_first_record_crc(log) != Some(evidence.first_record_crc) {
+        return none;
+    }
+    ForState {
+        proven_end: evidence.log_end,
+        cache: head.filter(|head| matches_log(log, head)),
+    }
+}
+
 /// The head file of bytes `head` judged against the log file `log` (its
 /// first record stores the head's `first_record_crc`; see [`open_judged`]
 /// for the order of the two reads). Settings cached for a key that

@@ -8,7 +8,10 @@ use super::state::ConversationState;
 use super::ConversationId;
 use crate::error::{Error, Result};
 use crate::event::{Entry, EventKind, Object};
-use crate::log::{ContentRef, Framing, LogOptions, LogReader, RecordRef, TornTail, FIRST_RECORD};
+use crate::log::{
+    content_ref, ContentRef, Framing, LogEnd, LogOptions, LogReader, RecordRef, Step, TornTail,
+    Walker, FIRST_RECORD,
+};
 
 /// A conversation as read from its log.
 #[derive(Debug, Clone, PartialEq)]
@@ -515,42 +518,145 @@ pub(crate) fn config_deltas_at(reader: &LogReader, offsets: &[u64]) -> Result<Ve
 /// trusted. Writes nothing (a head behind the log is brought up to date by
 /// the next writer that closes). Returns the state and the end of the
 /// records read.
+///
+/// The head is read once, for its evidence and as the cache; a short log is
+/// read whole in one read ([`open_reader_once`]) and everything else (the
+/// head's checks against the log, the framing of every record, the fold
+/// of those after the cache) is done from that copy. A longer log is
+/// walked once, in chunks. Damage found is confirmed by a second look at
+/// the log as it is then, as every walk confirms it.
 pub fn read_state(
     backend: &dyn Backend,
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<(ConversationState, u64)> {
-    let reader = open_reader(backend, id, options)?;
-    let (mut state, from) = match head::load_with(backend, id, reader.file()) {
+    match read_state_look(backend, id, options, Look::First) {
+        Err(e) if e.is_corruption() => read_state_look(backend, id, options, Look::Again),
+        other => other,
+    }
+}
+
+/// Which look at a log [`read_state`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// The first: a short log read whole at once.
+    First,
+    /// After damage: the file walked as it is now.
+    Again,
+}
+
+/// One look of [`read_state`].
+fn read_state_look(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    options: LogOptions,
+    look: Look,
+) -> Result<(ConversationState, u64)> {
+    let open = || match look {
+        Look::First => open_reader_once(backend, id, options),
+        Look::Again => open_reader_at(backend, id, options, 0),
+    };
+    let (reader, judged) = head::open_for_state(backend, id, open, LogReader::file)?;
+    let mut reader = reader.with_proven_end(judged.proven_end);
+    let (state, from) = match judged.cache {
         Some(h) => (h.state, h.log_end),
         None => (ConversationState::default(), FIRST_RECORD),
     };
-    // The cache spares decoding the records it covers, never the detection
-    // of damage among them: a listing must not count events that reading
-    // the log refuses (format-spec.md 4.6).
-    check_framing(&reader, from)?;
-    let fold = fold_state(&reader, from, &mut state)?;
-    Ok((state, fold.end))
-}
-
-/// Checks the framing (both checksums and the batch structure of every
-/// record, no entry decoded) of the records before `upto`, a record
-/// boundary: the part of a log a head cache covers.
-fn check_framing(reader: &LogReader, upto: u64) -> Result<()> {
-    if upto <= FIRST_RECORD {
-        return Ok(());
-    }
-    let mut walk = reader.records()?;
-    while walk.position() < upto {
-        match walk.next_ref() {
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(e),
-            // Ended before `upto`: the fold from `upto` reports the log as
-            // shorter than its head says.
-            None => break,
+    let framing = reader.format().framing;
+    let max = reader.options().max_record_size;
+    let proven_end = reader.proven_end();
+    match reader.take_copy() {
+        Some(bytes) => {
+            let walker = Walker::in_memory(&bytes, bytes.len() as u64, framing, max)
+                .with_proven_end(proven_end);
+            walk_state(&reader, walker, from, state)
+        }
+        None => {
+            let file = reader.file();
+            let len = file.len().map_err(|source| Error::Io {
+                op: "stat",
+                path: reader.path().to_path_buf(),
+                source,
+            })?;
+            let walker = Walker::new(file, framing, len, max).with_proven_end(proven_end);
+            walk_state(&reader, walker, from, state)
         }
     }
-    Ok(())
+}
+
+/// Walks every record of the log `reader` reads with `walker`, checking
+/// the framing (both checksums and the structure of every record, no entry
+/// decoded) of those before `from` (a record boundary: the part a head
+/// cache covers; the cache spares decoding them, never the detection of
+/// damage among them, so a listing never counts events that reading the
+/// log refuses) and folding those from `from` on into `state`, as
+/// [`fold_state`] folds them. Returns the state and where the whole
+/// records end.
+fn walk_state(
+    reader: &LogReader,
+    mut walker: Walker<'_>,
+    from: u64,
+    mut state: ConversationState,
+) -> Result<(ConversationState, u64)> {
+    let path = reader.path();
+    let max = reader.options().max_record_size;
+    let io = |source| crate::log::read_error("read", path.to_path_buf(), source);
+    let mut pos = FIRST_RECORD;
+    loop {
+        let header = match walker.step(pos).map_err(io)? {
+            Step::Record { header, .. } => header,
+            Step::End(LogEnd::Damaged { offset, damage }) => {
+                return Err(damage.to_error(path, offset))
+            }
+            Step::End(_) => break,
+        };
+        let offset = pos;
+        pos += header.record_len();
+        if offset < from {
+            continue;
+        }
+        let corrupt = |found: String| Error::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            expected: "a record whose heads read".into(),
+            found,
+        };
+        // The step has just read and checked these bytes (every section:
+        // the walk leaves no body unchecked).
+        let content = walker
+            .get(offset + header.header_len(), header.content_len())
+            .map_err(io)?
+            .ok_or_else(|| corrupt("a record cut short after it was read".into()))?;
+        match content_ref(&header, content, true) {
+            ContentRef::Split { heads, body, .. } if reader.format().framing == Framing::V2 => {
+                fold_sections(heads, body, max, &mut state).map_err(corrupt)?;
+                state.records += 1;
+            }
+            ContentRef::Split { .. } => {
+                return Err(corrupt("a version 2 record in a version 1 log".into()))
+            }
+            content @ ContentRef::Batch(_) => {
+                let record = RecordRef {
+                    offset,
+                    len: header.record_len(),
+                    record_crc: header.record_crc(),
+                    content,
+                };
+                let decoded = decode_records(reader, &[record])?;
+                apply_records(&[record], decoded, &mut state, &mut |_, _| {});
+            }
+        }
+    }
+    if pos < from {
+        // The log ends before the records its head covers.
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            offset: pos,
+            expected: format!("a log at least {from} bytes long (its head cache covers that much)"),
+            found: format!("its whole records end at {pos}"),
+        });
+    }
+    Ok((state, pos))
 }
 
 /// Opens the log of `id` for reading, with the proven end its head cache

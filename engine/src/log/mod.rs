@@ -70,6 +70,7 @@ pub use writer::{
     Recovery,
 };
 
+pub(crate) use reader::content_ref;
 pub(crate) use scan::{Step, Walker};
 
 use crate::error::{Error, Result};

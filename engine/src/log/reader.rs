@@ -153,6 +153,13 @@ impl LogReader {
             .map_err(|source| self.io("read", source))
     }
 
+    /// The copy of the log read whole at its open ([`LogReader::open_once`]),
+    /// moved out: `None` when none was read, or it was taken already. Walks
+    /// and [`LogReader::take_file`] read the file from then on.
+    pub(crate) fn take_copy(&mut self) -> Option<Vec<u8>> {
+        self.once.take().map(|once| once.bytes)
+    }
+
     /// All records, from the first.
     pub fn records(&self) -> Result<Records<'_>> {
         self.records_from(FILE_HEADER_LEN)

@@ -613,6 +613,45 @@ fn a_view_and_a_listing_write_nothing() {
     }
 }
 
+/// A listing reads each conversation's head once and its log once (the
+/// head judged against the log as evidence and as the cache from one read;
+/// a short log's framing checked and its tail folded from one read of it),
+/// whether the head covers the log or a writer appended past it. It opened
+/// the head twice, and the log twice when the head was behind.
+#[test]
+fn a_listing_opens_each_head_and_each_log_once() {
+    let (counting, store, ids) = counted_store();
+    // A writer that appends and never closes: the head stays behind.
+    let mut w = store.writer(&ids[1]).expect("writer");
+    w.append(
+        parse_input(&turns(1), ParseMode::Strict { now: now() })
+            .expect("input")
+            .entries,
+    )
+    .expect("append");
+    drop(w);
+    let mut w = store.writer(&ids[2]).expect("writer");
+    w.append(
+        parse_input(&turns(1), ParseMode::Strict { now: now() })
+            .expect("input")
+            .entries,
+    )
+    .expect("append");
+    w.close();
+    counting.reset();
+    let listed = store.list().expect("list");
+    let turns: Vec<u64> = listed.iter().map(|l| l.state.turns.turns()).collect();
+    assert_eq!(turns, [4, 5, 5]);
+    for id in &ids {
+        assert_eq!(counting.opens_of(|p| p == id.log_path()), 1, "{id}: log");
+        assert_eq!(
+            counting.opens_of(|p| p == crate::conversation::head::head_path(id)),
+            1,
+            "{id}: head"
+        );
+    }
+}
+
 /// A turn-ending append decides on the automatic compaction from the state
 /// and settings in memory: with it off (the default), the log is opened
 /// once (the writer's own open) and no config parsed (the head caches the

@@ -340,6 +340,9 @@ impl ObjectReader for FileReader {
     fn len(&self) -> io::Result<u64> {
         self.0.len()
     }
+    fn opened_meta(&self) -> Option<ObjectMeta> {
+        self.0.opened_metadata().map(|m| object_meta(&m))
+    }
 }
 
 /// An append-only object: a file open for writing, appended with one write

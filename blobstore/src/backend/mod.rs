@@ -248,6 +248,12 @@ pub trait ObjectReader: Send + Sync + fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// The length of the object (of an append-only object: as of now).
     fn len(&self) -> io::Result<u64>;
+    /// The object's metadata as its open found it, where the open gives it
+    /// (a file opened for reading: its `fstat` then, what
+    /// [`Backend::head`] said of it at that moment); `None` elsewhere.
+    fn opened_meta(&self) -> Option<ObjectMeta> {
+        None
+    }
 }
 
 /// An append-only object open for appending ([`Backend::open_log`]): the

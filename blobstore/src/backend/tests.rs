@@ -94,3 +94,31 @@ fn a_durable_replace_survives_a_crash_that_drops_what_was_not_synced() {
         "a replace said durable was lost by a crash"
     );
 }
+
+/// A file opened for reading on the local file system says its metadata as
+/// its open found it: what `head` said of it then, and unlike what `head`
+/// says once it was written again. A listing keeps what it read of a file
+/// by that metadata without a look of its own.
+#[test]
+fn a_local_file_opened_for_reading_has_the_metadata_head_gives() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).expect("local"));
+    let backend = FileBackend::shared(local);
+    let key = Path::new("d/log");
+    backend.create_prefix(Path::new("d")).expect("prefix");
+    backend
+        .replace(key, b"first", Path::new("d/log.tmp.1"), Expect::Any, false)
+        .expect("written");
+    let opened = backend.open(key).expect("open");
+    let meta = opened.opened_meta().expect("the metadata of the open");
+    assert_eq!(meta, backend.head(key).expect("head"));
+    let log = backend.open_log(key).expect("open to append");
+    log.append(5, b" and more").expect("appended");
+    assert_ne!(backend.head(key).expect("head"), meta);
+    assert_eq!(opened.opened_meta(), Some(meta), "as its open found it");
+    assert_eq!(
+        log.as_reader().opened_meta(),
+        None,
+        "not opened for reading only"
+    );
+}

@@ -247,12 +247,12 @@ impl LocalStorage {
     /// opened at all because of what it is (a directory opened for writing,
     /// a socket) gets the same error.
     fn open_regular(&self, path: &Path, flags: OFlags) -> io::Result<File> {
-        self.open_regular_len(path, flags).map(|(file, _)| file)
+        self.open_regular_meta(path, flags).map(|(file, _)| file)
     }
 
-    /// [`open_regular`](Self::open_regular), with the file's length as its
-    /// `fstat` gave it.
-    fn open_regular_len(&self, path: &Path, flags: OFlags) -> io::Result<(File, u64)> {
+    /// [`open_regular`](Self::open_regular), with the file's metadata as
+    /// its `fstat` gave it.
+    fn open_regular_meta(&self, path: &Path, flags: OFlags) -> io::Result<(File, Metadata)> {
         // O_NOCTTY: a terminal device planted at a store name must not become
         // the controlling terminal of a session leader that opens it.
         let flags = flags | OFlags::NONBLOCK | OFlags::NOCTTY;
@@ -285,7 +285,7 @@ impl LocalStorage {
             let status = rustix::fs::fcntl_getfl(&fd)?;
             rustix::fs::fcntl_setfl(&fd, status - OFlags::NONBLOCK)?;
         }
-        Ok((File::from(fd), meta.len))
+        Ok((File::from(fd), meta))
     }
 }
 
@@ -379,19 +379,20 @@ impl Storage for LocalStorage {
     }
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
-        let (file, len) = self.open_regular_len(path, open_flags(mode))?;
+        let (file, meta) = self.open_regular_meta(path, open_flags(mode))?;
         // A file opened only for reading answers its first `len` with the
         // length its open saw: nothing writes through this descriptor, and
         // a length read then is as current as one read a moment later (a
         // reader's view is of some moment after its open). Later calls ask
         // the kernel.
-        let opened_len = match mode {
-            OpenMode::Read => Some(len),
+        let opened = match mode {
+            OpenMode::Read => Some(meta),
             _ => None,
         };
         Ok(Box::new(LocalFile {
             file,
-            opened_len: std::sync::Mutex::new(opened_len),
+            opened_len: std::sync::Mutex::new(opened.as_ref().map(|m| m.len)),
+            opened,
         }))
     }
 
@@ -508,6 +509,8 @@ struct LocalFile {
     /// The length its open saw, for the first [`StorageFile::len`] of a
     /// file opened for reading only.
     opened_len: std::sync::Mutex<Option<u64>>,
+    /// The metadata its open saw, of a file opened for reading only.
+    opened: Option<Metadata>,
 }
 
 impl StorageFile for LocalFile {
@@ -553,6 +556,9 @@ impl StorageFile for LocalFile {
     }
     fn file_id(&self) -> io::Result<FileId> {
         Ok(file_id_of_stat(&rustix::fs::fstat(&self.file)?))
+    }
+    fn opened_metadata(&self) -> Option<Metadata> {
+        self.opened.clone()
     }
 }
 

@@ -217,6 +217,12 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// The identity of the open file (`fstat`), which stays that of the file
     /// the handle opened even after its name was removed or replaced.
     fn file_id(&self) -> io::Result<FileId>;
+    /// The file's metadata as its open found it, for a file opened for
+    /// reading only where the open looked it up (the local file system's
+    /// `fstat` of the new descriptor); `None` elsewhere.
+    fn opened_metadata(&self) -> Option<Metadata> {
+        None
+    }
 }
 
 /// Advisory lock kinds.

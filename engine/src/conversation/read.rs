@@ -530,6 +530,23 @@ pub fn read_state(
     id: &ConversationId,
     options: LogOptions,
 ) -> Result<(ConversationState, u64)> {
+    read_state_seen(backend, id, options).map(|(state, end, _)| (state, end))
+}
+
+/// [`read_state`], with the metadata of the log as the read opened it,
+/// where the backend gives it at an open (a file's `fstat` then,
+/// [`LogReader::opened_meta`]): a log written since has other metadata
+/// ([`Backend::head`]), so that a caller may keep the state for as long as
+/// the log's metadata is this.
+pub fn read_state_seen(
+    backend: &dyn Backend,
+    id: &ConversationId,
+    options: LogOptions,
+) -> Result<(
+    ConversationState,
+    u64,
+    Option<jpstore_blobstore::backend::ObjectMeta>,
+)> {
     match read_state_look(backend, id, options, Look::First) {
         Err(e) if e.is_corruption() => read_state_look(backend, id, options, Look::Again),
         other => other,
@@ -551,7 +568,11 @@ fn read_state_look(
     id: &ConversationId,
     options: LogOptions,
     look: Look,
-) -> Result<(ConversationState, u64)> {
+) -> Result<(
+    ConversationState,
+    u64,
+    Option<jpstore_blobstore::backend::ObjectMeta>,
+)> {
     let open = || match look {
         Look::First => open_reader_once(backend, id, options),
         Look::Again => open_reader_at(backend, id, options, 0),
@@ -565,7 +586,8 @@ fn read_state_look(
     let framing = reader.format().framing;
     let max = reader.options().max_record_size;
     let proven_end = reader.proven_end();
-    match reader.take_copy() {
+    let seen = reader.opened_meta();
+    let (state, end) = match reader.take_copy() {
         Some(bytes) => {
             let walker = Walker::in_memory(&bytes, bytes.len() as u64, framing, max)
                 .with_proven_end(proven_end);
@@ -581,7 +603,8 @@ fn read_state_look(
             let walker = Walker::new(file, framing, len, max).with_proven_end(proven_end);
             walk_state(&reader, walker, from, state)
         }
-    }
+    }?;
+    Ok((state, end, seen))
 }
 
 /// Walks every record of the log `reader` reads with `walker`, checking

@@ -160,6 +160,12 @@ impl LogReader {
         self.once.take().map(|once| once.bytes)
     }
 
+    /// The log's metadata as its open found it, where the open gives it
+    /// ([`ObjectReader::opened_meta`]: a file's `fstat` at its open).
+    pub fn opened_meta(&self) -> Option<jpstore_blobstore::backend::ObjectMeta> {
+        self.file.opened_meta()
+    }
+
     /// All records, from the first.
     pub fn records(&self) -> Result<Records<'_>> {
         self.records_from(FILE_HEADER_LEN)

@@ -277,7 +277,7 @@ pub fn jp_values(
 }
 
 /// The fewest entries [`jp_values`] gives a thread of its own.
-const PARALLEL_RUN: usize = 1024;
+const PARALLEL_RUN: usize = 256;
 
 /// The [`JpInfo`] a conversation is written as JP's files with, checked
 /// ([`info_problem`]), and whether it was imported from JP (else it is

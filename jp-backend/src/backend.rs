@@ -13,7 +13,6 @@
 //! stream last loaded or written; a history changed in place is stored
 //! whole, the log it replaces kept in the store's quarantine.
 
-use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,8 +26,8 @@ use jp_storage::backend::{
 use jp_storage::lock::LockInfo;
 use jp_storage::LoadError as JpLoadError;
 use jpstore_blobstore::backend::ObjectMeta;
+use jpstore_engine::internal::conversation::state::ConversationState;
 use jpstore_engine::conversation::ConversationId as StoreId;
-use jpstore_engine::conversation::ConversationState;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::JpInfo;
 use serde_json::Value;
@@ -133,29 +132,68 @@ impl JpStoreBackend {
     /// last listed it (taken before its state was read: a log written
     /// since has other metadata) keeps the state read then, and the logs
     /// are read on the machine's cores. So JP's listing, the index then the
-    /// metadata batch, reads each log once.
+    /// metadata batch ([`JpStoreBackend::jp_conversations_of`]), reads each
+    /// log once.
     fn jp_conversations(&self) -> Vec<(ConversationId, Arc<Listed>)> {
-        let backend = &**self.store.backend();
-        let dir = std::path::Path::new(jpstore_engine::internal::conversation::CONVERSATIONS_DIR);
-        let Ok(names) = backend.list(dir) else {
-            return Vec::new();
-        };
-        let mut ids: Vec<(ConversationId, StoreId)> = names
+        let mut ids: Vec<(ConversationId, StoreId)> = self
+            .conversation_names()
             .into_iter()
-            .filter_map(|e| {
-                let sid = StoreId::parse(&e.name).ok()?;
+            .filter_map(|name| {
+                let sid = StoreId::parse(&name).ok()?;
                 Some((jp_id(&sid).ok()?, sid))
             })
             .collect();
         ids.sort_by_key(|(id, _)| *id);
+        self.list_ids(&ids, Kept::Replace)
+    }
+
+    /// [`JpStoreBackend::jp_conversations`] of the conversations `ids`
+    /// only (those that are conversations of the store): what a metadata
+    /// batch needs, without listing the store again.
+    fn jp_conversations_of(&self, ids: &[ConversationId]) -> Vec<(ConversationId, Arc<Listed>)> {
+        let ids: Vec<(ConversationId, StoreId)> = ids
+            .iter()
+            .filter_map(|id| Some((*id, store_id(id).ok()?)))
+            .collect();
+        self.list_ids(&ids, Kept::Update)
+    }
+
+    /// The names in the store's `conversations` directory: on a file
+    /// system as the directory lists them (no entry looked up: a name that
+    /// is no conversation has no log, which its read finds), elsewhere as
+    /// the backend lists them.
+    fn conversation_names(&self) -> Vec<String> {
+        let backend = &**self.store.backend();
+        let dir = std::path::Path::new(jpstore_engine::internal::conversation::CONVERSATIONS_DIR);
+        if let Some(files) = backend.files() {
+            return files
+                .read_dir_kinds(dir)
+                .map(|names| names.into_iter().map(|(name, _)| name).collect())
+                .unwrap_or_default();
+        }
+        backend
+            .list(dir)
+            .map(|names| names.into_iter().map(|e| e.name).collect())
+            .unwrap_or_default()
+    }
+
+    /// The conversations `ids` as listed ([`JpStoreBackend::list_one`]),
+    /// on the machine's cores, in the order of `ids`, those that are no
+    /// conversation (or cannot be read) left out; what is kept for the
+    /// next listing is replaced by them, or updated for them.
+    fn list_ids(
+        &self,
+        ids: &[(ConversationId, StoreId)],
+        kept: Kept,
+    ) -> Vec<(ConversationId, Arc<Listed>)> {
         let before = self
             .listed
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default();
-        let list = |ids: &[(ConversationId, StoreId)]| -> Vec<ListedNow> {
+        let list = |ids: &[(ConversationId, StoreId)]| -> Vec<(ConversationId, Option<ListedNow>)> {
             ids.iter()
-                .filter_map(|(id, sid)| self.list_one(sid, before.get(id)).map(|l| (*id, l)))
+                .map(|(id, sid)| (*id, self.list_one(sid, before.get(id))))
                 .collect()
         };
         let threads = std::thread::available_parallelism()
@@ -163,8 +201,8 @@ impl JpStoreBackend {
             .clamp(1, 8)
             .min(ids.len().div_ceil(LISTED_RUN))
             .max(1);
-        let listed: Vec<ListedNow> = if threads == 1 {
-            list(&ids)
+        let listed = if threads == 1 {
+            list(ids)
         } else {
             let run = ids.len().div_ceil(threads);
             std::thread::scope(|s| {
@@ -183,44 +221,57 @@ impl JpStoreBackend {
                 out
             })
         };
-        let mut kept = HashMap::with_capacity(listed.len());
-        let out = listed
-            .into_iter()
-            .map(|(id, (log, listed))| {
-                if let Some(log) = log {
-                    kept.insert(id, (log, Arc::clone(&listed)));
-                }
-                (id, listed)
-            })
-            .collect();
+        let mut kept_now = match kept {
+            Kept::Replace => HashMap::with_capacity(listed.len()),
+            Kept::Update => before,
+        };
+        let mut out = Vec::with_capacity(listed.len());
+        for (id, now) in listed {
+            kept_now.remove(&id);
+            let Some((log, listed)) = now else {
+                continue;
+            };
+            if let Some(log) = log {
+                kept_now.insert(id, (log, Arc::clone(&listed)));
+            }
+            out.push((id, listed));
+        }
         if let Ok(mut l) = self.listed.lock() {
-            *l = kept;
+            *l = kept_now;
         }
         out
     }
 
-    /// Conversation `sid` as listed and its log's metadata (taken first;
-    /// `None` when it could not be taken): what `before` kept when the
-    /// log's metadata is what it was; `None` when there is no conversation
-    /// (no log, or gone since listed) or it cannot be read.
+    /// Conversation `sid` as listed and its log's metadata (taken before
+    /// its state was read: on a file system, as the read opened the log,
+    /// elsewhere first; `None` when it could not be taken): what `before`
+    /// kept when the log's metadata is what it was; `None` when there is no
+    /// conversation (no log, or gone since listed) or it cannot be read.
     fn list_one(
         &self,
         sid: &StoreId,
         before: Option<&(ObjectMeta, Arc<Listed>)>,
     ) -> Option<(Option<ObjectMeta>, Arc<Listed>)> {
         let backend = &**self.store.backend();
-        let log = match backend.head(&sid.log_path()) {
-            Ok(meta) => Some(meta),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return None
+        // A file's metadata comes with its open (`fstat`): a log not seen
+        // before needs no look of its own.
+        let opens_with_meta = backend.files().is_some();
+        let log = if before.is_some() || !opens_with_meta {
+            match backend.head(&sid.log_path()) {
+                Ok(meta) => Some(meta),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    return None
+                }
+                // Read: reading it says what is wrong.
+                Err(_) => None,
             }
-            // Read: reading it says what is wrong.
-            Err(_) => None,
+        } else {
+            None
         };
         if let (Some(log), Some((seen, listed))) = (&log, before) {
             if log == seen {
@@ -228,8 +279,14 @@ impl JpStoreBackend {
             }
         }
         let options = self.store.options().log;
-        match jpstore_engine::internal::conversation::read::read_state(backend, sid, options) {
-            Ok((state, _)) => Some((log, Arc::new(Listed::of(&state)))),
+        match jpstore_engine::internal::conversation::read::read_state_seen(backend, sid, options) {
+            Ok((state, _, opened)) => {
+                let log = match opens_with_meta {
+                    true => opened.or(log),
+                    false => log,
+                };
+                Some((log, Arc::new(Listed::of(&state))))
+            }
             Err(_) => None,
         }
     }
@@ -271,8 +328,17 @@ impl Listed {
     }
 }
 
-/// A conversation listed now: its id, its log's metadata, and it.
-type ListedNow = (ConversationId, (Option<ObjectMeta>, Arc<Listed>));
+/// A conversation listed now: its log's metadata, and it.
+type ListedNow = (Option<ObjectMeta>, Arc<Listed>);
+
+/// What a listing does with the conversations kept from the last one.
+#[derive(Clone, Copy)]
+enum Kept {
+    /// Replaced by those it listed (it listed every conversation).
+    Replace,
+    /// Updated for those it listed (a batch of some).
+    Update,
+}
 
 /// The fewest conversations a listing gives a thread of its own.
 const LISTED_RUN: usize = 64;
@@ -384,7 +450,7 @@ impl JpStoreBackend {
             replacing(&before, info.to_value()),
         );
         writer
-            .set_metadata(jpstore_engine::conversation::MetaPatch {
+            .set_metadata(jpstore_engine::internal::conversation::meta::MetaPatch {
                 base_config: None,
                 fields,
             })
@@ -422,7 +488,7 @@ impl LoadBackend for JpStoreBackend {
         ids: &[ConversationId],
     ) -> Vec<(ConversationId, Result<Conversation, JpLoadError>)> {
         let listed: HashMap<ConversationId, Arc<Listed>> =
-            self.jp_conversations().into_iter().collect();
+            self.jp_conversations_of(ids).into_iter().collect();
         ids.iter()
             .map(|id| {
                 let fast = listed.get(id).and_then(|l| l.metadata.clone());

@@ -103,8 +103,26 @@ pub(crate) fn load_known(
     let version = LogVersion::of(&conv.state, conv.log_end);
     let archived = jp_info(&conv.state).is_some_and(|i| i.archived);
     let (stream, parts) = crate::load::stream_of(store, id, &conv)?;
+    drop_aside(conv);
     Ok((KnownStream { stream, parts }, version, archived))
 }
+
+/// Frees a conversation as read: a long one (its entries' values, many
+/// small allocations) on a thread of its own, so that the load it served
+/// returns without waiting for it.
+fn drop_aside(conv: jpstore_engine::conversation::read::Conversation) {
+    if conv.entries.len() < DROP_ASIDE_FROM {
+        return;
+    }
+    // A thread that cannot be started: freed here.
+    let _ = std::thread::Builder::new()
+        .name("jpstore-free".into())
+        .spawn(move || drop(conv));
+}
+
+/// The fewest entries of a conversation [`drop_aside`] frees on a thread
+/// of its own.
+const DROP_ASIDE_FROM: usize = 2048;
 
 /// What a write does, found by comparing the streams.
 enum Plan {

@@ -13,6 +13,7 @@
 //! stream last loaded or written; a history changed in place is stored
 //! whole, the log it replaces kept in the store's quarantine.
 
+use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -26,8 +27,8 @@ use jp_storage::backend::{
 use jp_storage::lock::LockInfo;
 use jp_storage::LoadError as JpLoadError;
 use jpstore_blobstore::backend::ObjectMeta;
-use jpstore_engine::internal::conversation::state::ConversationState;
 use jpstore_engine::conversation::ConversationId as StoreId;
+use jpstore_engine::internal::conversation::state::ConversationState;
 use jpstore_engine::Store;
 use jpstore_integrations::jp::JpInfo;
 use serde_json::Value;

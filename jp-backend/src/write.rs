@@ -110,7 +110,7 @@ pub(crate) fn load_known(
 /// Frees a conversation as read: a long one (its entries' values, many
 /// small allocations) on a thread of its own, so that the load it served
 /// returns without waiting for it.
-fn drop_aside(conv: jpstore_engine::conversation::read::Conversation) {
+fn drop_aside(conv: jpstore_engine::internal::conversation::read::Conversation) {
     if conv.entries.len() < DROP_ASIDE_FROM {
         return;
     }

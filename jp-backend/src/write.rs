@@ -26,10 +26,11 @@
 //!   references and from where it can be restored (format-spec.md 4.8).
 //!
 //! A write made from what the backend read before another writer wrote
-//! (the log moved since this backend last loaded or wrote it) that does
-//! not follow what is stored now is refused with nothing written
-//! ([`BackendError::Conflict`]): it would take the other writer's events
-//! out of the conversation.
+//! (the log moved since this backend last loaded or wrote it, or since an
+//! attempt of the same write that another writer beat to the end of the
+//! log on S3 planned from it) that does not follow what is stored now is
+//! refused with nothing written ([`BackendError::Conflict`]): it would
+//! take the other writer's events out of the conversation.
 //!
 //! A new conversation is imported from the files JP's `FsStorageBackend`
 //! would write for it, so that `jp-store export --format jp` gives them
@@ -571,14 +572,30 @@ impl JpStoreBackend {
                         // The events and the metadata that changed with
                         // them in one record: a crash leaves both or
                         // neither.
-                        match (entries.is_empty(), patch) {
-                            (false, patch) => {
-                                writer.append_imported_with(entries, patch)?;
+                        let appended = match (entries.is_empty(), patch) {
+                            (false, patch) => writer.append_imported_with(entries, patch).map(drop),
+                            (true, Some(patch)) => writer.set_metadata(patch).map(drop),
+                            (true, None) => Ok(()),
+                        };
+                        if let Err(e) = appended {
+                            // Planned from the log as it was (`version`): a
+                            // write tried again (another writer appended
+                            // first, on S3) must find that the log moved
+                            // since, even when this backend had not loaded
+                            // the conversation before; else it would take
+                            // the stream it was handed, which does not
+                            // follow the other writer's events, for JP's
+                            // own rewrite of its history.
+                            if moved.is_none() {
+                                self.remember(
+                                    id,
+                                    Known {
+                                        version,
+                                        stream: None,
+                                    },
+                                );
                             }
-                            (true, Some(patch)) => {
-                                writer.set_metadata(patch)?;
-                            }
-                            (true, None) => {}
+                            return Err(e.into());
                         }
                         self.remember(
                             id,

@@ -329,3 +329,88 @@ fn two_machines_adding_turns_at_once_on_s3_lose_none() {
         }
     }
 }
+
+/// A backend that never loaded a conversation writes a turn to it on S3,
+/// and another machine appends first while its record is on the way (the
+/// proxy holds that request): the write, tried again, is refused as a
+/// conflict (the log moved since it was planned), and the other machine's
+/// turn stays. Before, the second attempt took the stream it was handed,
+/// which no longer follows the log, for JP's rewrite of its history, and
+/// wrote it over the other turn (kept aside, not in the conversation).
+#[test]
+fn a_write_beaten_on_s3_by_a_turn_it_never_saw_is_refused_not_written_over_it() {
+    use jpstore_tests::s3_fault_proxy::{Fault, FaultProxy, Rule};
+    let Some(location) = common::s3_location("jp_unseen_turn") else {
+        return;
+    };
+    let server = jpstore_remote::testing::server().expect("the server found before");
+    let proxy = FaultProxy::start(&server.endpoint);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lease = jpstore_jp::DEFAULT_LEASE;
+    let id = common::id(11);
+    let meta = common::metadata(Some("unseen"));
+    let base = common::stream(1, "c");
+    common::s3_backend(&location, &tmp.path().join("cache-c"), lease)
+        .write(&id, &meta, &base, Projection::Projected)
+        .expect("the conversation");
+    let stored = common::s3_backend(&location, &tmp.path().join("cache-r"), lease)
+        .load_conversation_stream(&id)
+        .expect("load");
+    let (mut with_a, mut with_b) = (stored.clone(), stored);
+    common::add_turn(&mut with_a, 1, "a");
+    common::add_turn(&mut with_b, 1, "b");
+
+    // `b` has loaded nothing; its first record is held on the way.
+    let b = common::s3_backend_via(
+        &location,
+        &tmp.path().join("cache-b"),
+        lease,
+        &proxy.endpoint(),
+    );
+    proxy.add(Rule::on(
+        "PUT",
+        "events.log.seg/",
+        Fault::Delay(Duration::from_secs(4)),
+    ));
+    let writer_b = {
+        let meta = meta.clone();
+        std::thread::spawn(move || b.write(&id, &meta, &with_b, Projection::Projected))
+    };
+    while !proxy
+        .seen()
+        .iter()
+        .any(|s| s.method == "PUT" && s.target.contains("events.log.seg/") && s.fault.is_some())
+    {
+        assert!(
+            !writer_b.is_finished(),
+            "b's write ended before its record reached the proxy: {:?}",
+            proxy.seen()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // `a` appends its turn while `b`'s record waits.
+    common::s3_backend(&location, &tmp.path().join("cache-a"), lease)
+        .write(&id, &meta, &with_a, Projection::Projected)
+        .expect("a adds its turn");
+
+    let refused = writer_b
+        .join()
+        .expect("b's thread")
+        .expect_err("b's write over a's turn");
+    assert!(
+        matches!(backend_error(&refused), Some(BackendError::Conflict { .. })),
+        "{refused:?}"
+    );
+    let now = common::s3_backend(&location, &tmp.path().join("cache-z"), lease)
+        .load_conversation_stream(&id)
+        .expect("load");
+    assert!(same(&now, &with_a), "a's turn is there, b's is not");
+    assert!(
+        proxy
+            .seen()
+            .iter()
+            .any(|s| s.fault.is_some() && s.status == Some(412)),
+        "b's held record was refused by the server: {:?}",
+        proxy.seen()
+    );
+}

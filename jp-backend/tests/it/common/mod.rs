@@ -158,9 +158,23 @@ pub fn s3_backend(
     lease: std::time::Duration,
 ) -> jpstore_jp::JpStoreBackend {
     let server = jpstore_remote::testing::server().expect("the server found before");
+    s3_backend_via(location, cache, lease, &server.endpoint)
+}
+
+/// [`s3_backend`] reaching the server at `endpoint` (a fault proxy in
+/// front of it).
+pub fn s3_backend_via(
+    location: &jpstore_remote::S3Location,
+    cache: &Path,
+    lease: std::time::Duration,
+    endpoint: &str,
+) -> jpstore_jp::JpStoreBackend {
+    let server = jpstore_remote::testing::server().expect("the server found before");
     let cache =
         jpstore_remote::DiskCache::open(cache, jpstore_remote::DEFAULT_CACHE_BYTES).expect("cache");
-    let backend = server.backend(location.clone()).with_cache(cache);
+    let backend = server
+        .backend_via(endpoint, location.clone())
+        .with_cache(cache);
     let url = location.to_string();
     let (store, _) = jpstore_engine::Store::init_new(
         backend.shared(),

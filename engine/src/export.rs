@@ -145,21 +145,10 @@ impl Store {
     /// view reads (settings computed anew are cached in the head by the
     /// next writer that closes, `ConversationWriter::close`).
     pub fn open_view(&self, id: &ConversationId) -> Result<ConversationView<'_>> {
-        let backend = &**self.backend();
-        // The head is judged against the file the reader reads.
-        let (reader, for_log) = head::open_judged(
-            backend,
-            id,
-            || open_reader_once(backend, id, self.options().log),
-            crate::log::LogReader::file,
-            &|key| self.remembered_settings(key),
-        )?;
-        let mut reader = reader.with_proven_end(for_log.proven_end);
-        let cache = for_log.settings.as_ref();
-        let (source, (settings, fresh)) = match reader.format().framing {
-            Framing::V1 => {
-                drop(reader);
-                let conv = read_conversation(backend, id, self.options().log)?;
+        let (source, cached) = self.read_view_source(id)?;
+        let cache = cached.as_ref();
+        let (settings, fresh) = match &source {
+            ViewSource::Decoded(conv) => {
                 let deltas = conv
                     .entries
                     .iter()
@@ -167,19 +156,11 @@ impl Store {
                         Some(EventKind::ConfigDelta(d)) => Some(&d.delta),
                         _ => None,
                     });
-                let settings =
-                    self.settings_cached(conv.state.metadata.base_config, deltas, cache)?;
-                (ViewSource::Decoded(conv), settings)
+                self.settings_cached(conv.state.metadata.base_config, deltas, cache)?
             }
-            Framing::V2 => {
-                let image = LogImage::read(&mut reader, id)?;
+            ViewSource::Image(image) => {
                 let deltas = image.config_deltas()?;
-                let settings = self.settings_cached(
-                    image.base_config()?,
-                    deltas.iter().map(|(_, d)| d),
-                    cache,
-                )?;
-                (ViewSource::Image(image), settings)
+                self.settings_cached(image.base_config()?, deltas.iter().map(|(_, d)| d), cache)?
             }
         };
         // Settings computed anew (`fresh`) are not written back: a read
@@ -190,6 +171,33 @@ impl Store {
             source,
             settings,
         })
+    }
+
+    /// Conversation `id`'s log as a view reads it (a version 2 log into
+    /// memory with nothing decoded, a version 1 log decoded), the head
+    /// judged against the file the reader reads, and the head cache's
+    /// settings if it holds some for this log.
+    fn read_view_source(
+        &self,
+        id: &ConversationId,
+    ) -> Result<(ViewSource, Option<head::SettingsCache>)> {
+        let backend = &**self.backend();
+        let (reader, for_log) = head::open_judged(
+            backend,
+            id,
+            || open_reader_once(backend, id, self.options().log),
+            crate::log::LogReader::file,
+            &|key| self.remembered_settings(key),
+        )?;
+        let mut reader = reader.with_proven_end(for_log.proven_end);
+        let source = match reader.format().framing {
+            Framing::V1 => {
+                drop(reader);
+                ViewSource::Decoded(read_conversation(backend, id, self.options().log)?)
+            }
+            Framing::V2 => ViewSource::Image(LogImage::read(&mut reader, id)?),
+        };
+        Ok((source, for_log.settings))
     }
 }
 

@@ -15,7 +15,6 @@ use jpstore_blobstore::backend::{Backend, LockGuard};
 use jpstore_blobstore::{BlobId, BlobStore};
 
 use crate::compaction::{CompactOutcome, CompactRequest, CompactionError, Summarizer};
-use crate::config::Settings;
 use crate::conversation::read::Conversation;
 use crate::conversation::writer::ConversationWriter;
 use crate::event::{BlobRef, Entry, Object, Payload};
@@ -327,8 +326,6 @@ pub trait StoreInterior {
     fn backend(&self) -> &Arc<dyn Backend>;
     /// A key of the store as a user reads it (a path, or an `s3://` URL).
     fn display(&self, key: &Path) -> PathBuf;
-    /// The digest of the workspace config.
-    fn workspace_digest(&self) -> Result<BlobId>;
     /// gc's lock, held shared.
     fn gc_shared(&self) -> Result<Box<dyn LockGuard>>;
     /// The single writer of a conversation.
@@ -341,22 +338,6 @@ pub trait StoreInterior {
     fn list_each(&self) -> Result<Vec<std::result::Result<Listing, (ConversationId, Error)>>>;
     /// The settings of a conversation read whole.
     fn conversation_settings(&self, conversation: &Conversation) -> Result<ConversationSettings>;
-    /// Settings from a base config and deltas, with a head's cache.
-    #[allow(clippy::type_complexity)]
-    fn settings_cached<'d>(
-        &self,
-        base_config: Option<BlobRef>,
-        deltas: impl IntoIterator<Item = &'d Object>,
-        cache: Option<&crate::conversation::head::SettingsCache>,
-    ) -> Result<(
-        ConversationSettings,
-        Option<crate::conversation::head::SettingsCache>,
-    )>;
-    /// Settings this store has already resolved for `key`.
-    fn remembered_settings(
-        &self,
-        key: crate::conversation::head::SettingsKey<'_>,
-    ) -> Option<Settings>;
     /// The config a conversation starts from.
     fn base_config(&self, conversation: &Conversation) -> Result<Object>;
     /// The config in force at entry `index`.
@@ -436,9 +417,6 @@ impl StoreInterior for Store {
     fn display(&self, key: &Path) -> PathBuf {
         Store::display(self, key)
     }
-    fn workspace_digest(&self) -> Result<BlobId> {
-        Store::workspace_digest(self)
-    }
     fn gc_shared(&self) -> Result<Box<dyn LockGuard>> {
         Store::gc_shared(self)
     }
@@ -456,23 +434,6 @@ impl StoreInterior for Store {
     }
     fn conversation_settings(&self, conversation: &Conversation) -> Result<ConversationSettings> {
         Store::conversation_settings(self, conversation)
-    }
-    fn settings_cached<'d>(
-        &self,
-        base_config: Option<BlobRef>,
-        deltas: impl IntoIterator<Item = &'d Object>,
-        cache: Option<&crate::conversation::head::SettingsCache>,
-    ) -> Result<(
-        ConversationSettings,
-        Option<crate::conversation::head::SettingsCache>,
-    )> {
-        Store::settings_cached(self, base_config, deltas, cache)
-    }
-    fn remembered_settings(
-        &self,
-        key: crate::conversation::head::SettingsKey<'_>,
-    ) -> Option<Settings> {
-        Store::remembered_settings(self, key)
     }
     fn base_config(&self, conversation: &Conversation) -> Result<Object> {
         Store::base_config(self, conversation)
@@ -620,8 +581,6 @@ impl ViewInterior for ConversationView<'_> {
 pub trait SearcherInterior {
     /// Blobs read (and searched) so far.
     fn blobs_read(&self) -> usize;
-    /// Searches a conversation read whole.
-    fn search(&self, conversation: &Conversation) -> ConversationHits;
     /// [`Searcher::each`], with `map` of each conversation read handed over
     /// beside its hits.
     fn each_mapped<T: Send>(
@@ -635,9 +594,6 @@ pub trait SearcherInterior {
 impl SearcherInterior for Searcher<'_> {
     fn blobs_read(&self) -> usize {
         Searcher::blobs_read(self)
-    }
-    fn search(&self, conversation: &Conversation) -> ConversationHits {
-        Searcher::search(self, conversation)
     }
     fn each_mapped<T: Send>(
         &self,
@@ -682,17 +638,5 @@ pub trait IntoPayloadRefs {
 impl IntoPayloadRefs for Entry<BlobRef> {
     fn into_payload_refs(self) -> Entry<Payload> {
         Entry::into_payload_refs(self)
-    }
-}
-
-/// JP's form of a timestamp, below the face.
-pub trait TimestampInterior {
-    /// Appends the JP form (the `Display` form) to `out`.
-    fn write_jp(&self, out: &mut Vec<u8>);
-}
-
-impl TimestampInterior for Timestamp {
-    fn write_jp(&self, out: &mut Vec<u8>) {
-        Timestamp::write_jp(self, out)
     }
 }

@@ -22,26 +22,11 @@ impl Store {
     /// that a conversation whose config cannot be read still reads as
     /// logged). Nothing is written, not even the head cache.
     pub(crate) fn open_entries(&self, id: &ConversationId) -> Result<ConversationEntries<'_>> {
-        let backend = &**self.backend();
-        let (reader, for_log) = head::open_judged(
-            backend,
-            id,
-            || open_reader_once(backend, id, self.options().log),
-            crate::log::LogReader::file,
-            &|key| self.remembered_settings(key),
-        )?;
-        let mut reader = reader.with_proven_end(for_log.proven_end);
-        let source = match reader.format().framing {
-            Framing::V1 => {
-                drop(reader);
-                ViewSource::Decoded(read_conversation(backend, id, self.options().log)?)
-            }
-            Framing::V2 => ViewSource::Image(LogImage::read(&mut reader, id)?),
-        };
+        let (source, cached) = self.read_view_source(id)?;
         Ok(ConversationEntries {
             store: self,
             source,
-            cached: for_log.settings,
+            cached,
         })
     }
 }

@@ -68,32 +68,52 @@ pub fn fold_records(
 /// reads: in a version 2 log the entry heads, and the body of a record only
 /// for its metadata patches.
 pub fn fold_state(reader: &LogReader, from: u64, state: &mut ConversationState) -> Result<FoldEnd> {
-    if reader.format().framing != Framing::V2 {
-        return fold_records(reader, from, state, &mut |_, _| {});
-    }
-    let max = reader.options().max_record_size;
     let mut records = reader.records_from(from)?;
     let mut last = None;
     while let Some(record) = records.next_ref() {
         let record = record?;
-        let corrupt = |found: String| Error::Corrupt {
-            path: reader.path().to_path_buf(),
-            offset: record.offset,
-            expected: "a record whose heads read".into(),
-            found,
-        };
-        let ContentRef::Split { heads, body, .. } = record.content else {
-            return Err(corrupt("a version 1 batch in a version 2 log".into()));
-        };
-        // The walk checked the body: a reader's walk checks every section.
-        fold_sections(heads, body, max, state).map_err(corrupt)?;
-        state.records += 1;
+        fold_record_ref(reader, record, state)?;
         last = Some((record.offset, record.record_crc));
     }
     Ok(FoldEnd {
         end: records.position(),
         last,
     })
+}
+
+/// Folds one record of the log `reader` reads into `state`, as
+/// [`fold_state`] folds each: a version 2 record from its entry heads (its
+/// body only for metadata patches), a version 1 batch decoded.
+fn fold_record_ref(
+    reader: &LogReader,
+    record: RecordRef<'_>,
+    state: &mut ConversationState,
+) -> Result<()> {
+    let corrupt = |found: &str| Error::Corrupt {
+        path: reader.path().to_path_buf(),
+        offset: record.offset,
+        expected: "a record whose heads read".into(),
+        found: found.into(),
+    };
+    match (record.content, reader.format().framing) {
+        // The walk checked the body: a reader's walk checks every section.
+        (ContentRef::Split { heads, body, .. }, Framing::V2) => {
+            fold_sections(heads, body, reader.options().max_record_size, state)
+                .map_err(|found| corrupt(&found))?;
+            state.records += 1;
+        }
+        (ContentRef::Split { .. }, _) => {
+            return Err(corrupt("a version 2 record in a version 1 log"))
+        }
+        (ContentRef::Batch(_), Framing::V2) => {
+            return Err(corrupt("a version 1 batch in a version 2 log"))
+        }
+        (ContentRef::Batch(_), _) => {
+            let decoded = decode_records(reader, &[record])?;
+            apply_records(&[record], decoded, state, &mut |_, _| {});
+        }
+    }
+    Ok(())
 }
 
 /// The head covering `records`, every record of a log from its first one
@@ -622,7 +642,6 @@ fn walk_state(
     mut state: ConversationState,
 ) -> Result<(ConversationState, u64)> {
     let path = reader.path();
-    let max = reader.options().max_record_size;
     let io = |source| crate::log::read_error("read", path.to_path_buf(), source);
     let mut pos = FIRST_RECORD;
     loop {
@@ -638,37 +657,24 @@ fn walk_state(
         if offset < from {
             continue;
         }
-        let corrupt = |found: String| Error::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected: "a record whose heads read".into(),
-            found,
-        };
         // The step has just read and checked these bytes (every section:
         // the walk leaves no body unchecked).
         let content = walker
             .get(offset + header.header_len(), header.content_len())
             .map_err(io)?
-            .ok_or_else(|| corrupt("a record cut short after it was read".into()))?;
-        match content_ref(&header, content, true) {
-            ContentRef::Split { heads, body, .. } if reader.format().framing == Framing::V2 => {
-                fold_sections(heads, body, max, &mut state).map_err(corrupt)?;
-                state.records += 1;
-            }
-            ContentRef::Split { .. } => {
-                return Err(corrupt("a version 2 record in a version 1 log".into()))
-            }
-            content @ ContentRef::Batch(_) => {
-                let record = RecordRef {
-                    offset,
-                    len: header.record_len(),
-                    record_crc: header.record_crc(),
-                    content,
-                };
-                let decoded = decode_records(reader, &[record])?;
-                apply_records(&[record], decoded, &mut state, &mut |_, _| {});
-            }
-        }
+            .ok_or_else(|| Error::Corrupt {
+                path: path.to_path_buf(),
+                offset,
+                expected: "a record whose heads read".into(),
+                found: "a record cut short after it was read".into(),
+            })?;
+        let record = RecordRef {
+            offset,
+            len: header.record_len(),
+            record_crc: header.record_crc(),
+            content: content_ref(&header, content, true),
+        };
+        fold_record_ref(reader, record, &mut state)?;
     }
     if pos < from {
         // The log ends before the records its head covers.

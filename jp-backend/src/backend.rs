@@ -131,7 +131,9 @@ impl JpStoreBackend {
     /// and the records after it, the framing of the rest checked), but a
     /// conversation whose log has the metadata it had when this backend
     /// last listed it (taken before its state was read: a log written
-    /// since has other metadata) keeps the state read then, and the logs
+    /// since has other metadata; on a file system the file's identity,
+    /// length and time, so a log replaced by a rewrite is read again even
+    /// at the same length and time) keeps the state read then, and the logs
     /// are read on the machine's cores. So JP's listing, the index then the
     /// metadata batch ([`JpStoreBackend::jp_conversations_of`]), reads each
     /// log once.

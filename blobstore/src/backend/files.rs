@@ -78,7 +78,11 @@ fn from_publish(e: PublishError) -> BackendError {
     }
 }
 
-/// The metadata of a file as the seam describes an object.
+/// The metadata of a file as the seam describes an object: its version is
+/// the file's identity, length and time, so that a file replaced by another
+/// one (a log rewritten, a lease taken over) is another version even when
+/// the two agree in length and in time (written within one tick of the
+/// file system's clock).
 pub(crate) fn object_meta(m: &Metadata) -> ObjectMeta {
     let nanos = m
         .modified
@@ -88,7 +92,7 @@ pub(crate) fn object_meta(m: &Metadata) -> ObjectMeta {
         len: m.len,
         modified: m.modified,
         kind: m.kind,
-        version: Version(format!("{}:{nanos}", m.len)),
+        version: Version(format!("{}:{}:{}:{nanos}", m.id.dev, m.id.ino, m.len)),
     }
 }
 

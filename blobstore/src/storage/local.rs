@@ -328,6 +328,7 @@ fn metadata_of_stat(st: &rustix::fs::Stat) -> Metadata {
         is_dir,
         is_symlink: kind == FileKind::Symlink,
         modified,
+        id: file_id_of_stat(st),
     }
 }
 

@@ -160,6 +160,9 @@ pub struct Metadata {
     pub is_symlink: bool,
     /// Last modification time.
     pub modified: SystemTime,
+    /// Which file the name refers to: a file replaced by another (a rename
+    /// over the name) has another id, even at the same length and time.
+    pub id: FileId,
 }
 
 /// The identity of a file: which file a name or an open handle refers to

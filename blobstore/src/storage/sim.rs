@@ -687,7 +687,7 @@ impl State {
     }
 }
 
-fn metadata_of(n: &Inode) -> Metadata {
+fn metadata_of(ino: Ino, n: &Inode) -> Metadata {
     let len = match &n.body {
         Body::File(f) => f.data.len() as u64,
         Body::Dir(_) => 0,
@@ -706,6 +706,7 @@ fn metadata_of(n: &Inode) -> Metadata {
         is_dir: matches!(n.body, Body::Dir(_)),
         is_symlink: matches!(n.body, Body::Symlink(_)),
         modified: n.mtime,
+        id: FileId { dev: 0, ino },
     }
 }
 
@@ -1007,7 +1008,7 @@ impl Storage for SimStorage {
         let ino = st.lookup(path)?;
         st.inodes
             .get(&ino)
-            .map(metadata_of)
+            .map(|n| metadata_of(ino, n))
             .ok_or_else(|| os(libc::ENOENT))
     }
 
@@ -1021,7 +1022,7 @@ impl Storage for SimStorage {
         let st = self.live()?;
         let dir = st.dir_of(st.lookup(path)?, path)?;
         let entry = |(name, t): (&String, &Ino)| {
-            let metadata = metadata_of(st.inodes.get(t)?);
+            let metadata = metadata_of(*t, st.inodes.get(t)?);
             let name = name.clone();
             Some(DirEntry { name, metadata })
         };

@@ -207,3 +207,54 @@ fn a_log_unchanged_since_the_last_listing_is_not_read_again() {
     drop(file);
     assert_eq!(listing(&a, &ids).0, ids[1..]);
 }
+
+#[test]
+fn a_log_replaced_by_another_file_of_its_length_and_time_is_read_again() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("store");
+    let a = open(&dir);
+    let ids: Vec<ConversationId> = (0..2).map(common::id).collect();
+    for id in &ids {
+        a.write(
+            id,
+            &common::metadata(Some("t")),
+            &common::stream(2, "u"),
+            Projection::Projected,
+        )
+        .expect("a write");
+    }
+    let before = listing(&a, &ids);
+    assert_eq!(before.0, ids);
+    // The first log replaced, as a rewrite replaces it (a new file renamed
+    // over the name), by one of the same length and time whose middle is
+    // damaged: a file system's clock may give both the same time.
+    let log = dir.join(format!(
+        "conversations/{}/events.log",
+        ids[0].as_deciseconds()
+    ));
+    let modified = std::fs::metadata(&log)
+        .expect("log")
+        .modified()
+        .expect("time");
+    let mut bytes = std::fs::read(&log).expect("log");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    let other = log.with_file_name("events.log.other");
+    std::fs::write(&other, &bytes).expect("the other file");
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&other)
+        .expect("the other file");
+    file.set_modified(modified).expect("time kept");
+    drop(file);
+    std::fs::rename(&other, &log).expect("replaced");
+    let now = std::fs::metadata(&log).expect("log");
+    assert_eq!(
+        (now.len(), now.modified().expect("time")),
+        (bytes.len() as u64, modified),
+        "the same length and time"
+    );
+    // Read again, as a new backend reads it: left out.
+    assert_eq!(listing(&open(&dir), &ids).0, ids[1..]);
+    assert_eq!(listing(&a, &ids).0, ids[1..]);
+}

@@ -252,6 +252,22 @@ pub(crate) fn holds_kind(
     Ok((0..open.count()).any(|i| kind_byte(&open.plain, i) == Some(kind.to_byte())))
 }
 
+/// [`holds_kind`] of a record whose heads section is stored plain; `None`
+/// (not looked into) when it is compressed, so that a walk that only
+/// notes the records holding a kind decompresses nothing.
+pub(crate) fn holds_kind_if_plain(
+    heads: &[u8],
+    body_len: u32,
+    max: u32,
+    kind: Kind,
+) -> Result<Option<bool>, String> {
+    let section = HeadsSection::parse(heads, body_len, max)?;
+    if section.heads_codec != CODEC_PLAIN {
+        return Ok(None);
+    }
+    holds_kind(heads, body_len, max, kind).map(Some)
+}
+
 /// Entry head `i` of a record whose section header is `section` and whose
 /// decoded entry heads and aux are `plain`, read and checked.
 pub fn raw_head<'p>(

@@ -726,3 +726,65 @@ fn entries_and_a_metadata_patch_in_one_record_read_back_whole() {
         drop(dir);
     }
 }
+
+#[test]
+fn a_writer_finds_the_config_deltas_of_records_whose_heads_are_compressed() {
+    let (_d, store) = store();
+    let id = new_conv(&store, "deltas");
+    let mut w = store.writer(&id).expect("writer");
+    let mut text = String::new();
+    for i in 0..600 {
+        text.push_str(&turn(i));
+        if i % 100 == 50 {
+            text.push_str(&format!(
+                "{{\"type\":\"config_delta\",\"delta\":{{\"step\":{i}}}}}\n"
+            ));
+        }
+    }
+    w.append(events(&text)).expect("append");
+    drop(w);
+    // A fork publishes the history as a new log, its long record's entry
+    // heads compressed.
+    let fork = store
+        .fork(
+            &id,
+            None,
+            Some(ConversationId::parse("fork").expect("id")),
+            Timestamp::now(),
+        )
+        .expect("fork");
+    drop(fork);
+    let fork = ConversationId::parse("fork").expect("id");
+    let whole = |id: &ConversationId| -> Vec<crate::event::Object> {
+        store
+            .read(id)
+            .expect("read")
+            .entries
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Event(crate::event::Event {
+                    kind: crate::event::EventKind::ConfigDelta(d),
+                    ..
+                }) => Some(d.delta),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut w = store.writer(&fork).expect("writer");
+    assert!(
+        w.unread_delta_records() > 0,
+        "the fork's record has compressed entry heads, not read at the open"
+    );
+    let deltas = w.config_deltas().expect("deltas");
+    assert_eq!(deltas.len(), 6);
+    assert_eq!(deltas, whole(&fork));
+    // One appended since is known without a look.
+    w.append(events(
+        "{\"type\":\"config_delta\",\"delta\":{\"step\":\"last\"}}",
+    ))
+    .expect("append");
+    let deltas = w.config_deltas().expect("deltas");
+    assert_eq!(deltas.len(), 7);
+    assert_eq!(deltas, whole(&fork));
+    assert_eq!(deltas[6]["step"], "last");
+}

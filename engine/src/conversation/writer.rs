@@ -82,46 +82,61 @@ pub struct ConversationWriter<'s> {
     settings: Option<head::SettingsCache>,
     /// The end of the part of the log proven whole when it was opened.
     proven_end: u64,
-    /// The offsets of the records that hold config deltas, in order
-    /// (`None`: not known, for a version 1 log, whose framing does not say
-    /// the kinds of its entries).
-    delta_records: Option<Vec<u64>>,
+    /// The records that hold config deltas, in order (`None`: not known,
+    /// for a version 1 log, whose framing does not say the kinds of its
+    /// entries).
+    delta_records: Option<Vec<DeltaRecord>>,
+}
+
+/// A record of the log that holds config deltas, or may: one whose entry
+/// heads are compressed (an import's, a fork's) is looked into only when
+/// the deltas are asked for ([`ConversationWriter::config_deltas`]), not
+/// at every open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeltaRecord {
+    /// The record at this offset holds config deltas.
+    Holds(u64),
+    /// The record at this offset has compressed entry heads, not looked
+    /// into yet.
+    Unread(u64),
 }
 
 /// The records of a log that hold config deltas, as a writer's walk sees
 /// them ([`ConversationWriter::open`]).
 struct DeltaRecords {
     max: u32,
-    offsets: Option<Vec<u64>>,
+    records: Option<Vec<DeltaRecord>>,
 }
 
 impl DeltaRecords {
     fn new(max: u32) -> DeltaRecords {
         DeltaRecords {
             max,
-            offsets: Some(Vec::new()),
+            records: Some(Vec::new()),
         }
     }
 
-    /// Notes the record at `offset` if it holds a config delta.
+    /// Notes the record at `offset` if it holds a config delta (or may: its
+    /// entry heads compressed, not decompressed here).
     fn see(&mut self, offset: u64, content: ContentRef<'_>) {
-        let Some(offsets) = &mut self.offsets else {
+        let Some(records) = &mut self.records else {
             return;
         };
         let holds = match content {
             ContentRef::Split { heads, body, .. } => u32::try_from(body.len())
                 .map_err(|_| String::new())
                 .and_then(|body_len| {
-                    sections::holds_kind(heads, body_len, self.max, Kind::ConfigDelta)
+                    sections::holds_kind_if_plain(heads, body_len, self.max, Kind::ConfigDelta)
                 }),
             // Version 1: the kinds are inside the entries.
             ContentRef::Batch(_) => Err(String::new()),
         };
         match holds {
-            Ok(true) => offsets.push(offset),
-            Ok(false) => {}
+            Ok(Some(true)) => records.push(DeltaRecord::Holds(offset)),
+            Ok(Some(false)) => {}
+            Ok(None) => records.push(DeltaRecord::Unread(offset)),
             // Not known: whoever needs the deltas reads the log.
-            Err(_) => self.offsets = None,
+            Err(_) => self.records = None,
         }
     }
 }
@@ -394,7 +409,7 @@ impl<'s> ConversationWriter<'s> {
             head_end: from,
             settings,
             proven_end,
-            delta_records: deltas.offsets,
+            delta_records: deltas.records,
         })
     }
 
@@ -445,8 +460,19 @@ impl<'s> ConversationWriter<'s> {
     /// it does not know (a version 1 log), from the whole log.
     pub(crate) fn config_deltas(&self) -> Result<Vec<crate::event::Object>> {
         let reader = self.reader()?;
-        if let Some(offsets) = &self.delta_records {
-            return super::read::config_deltas_at(&reader, offsets);
+        if let Some(records) = &self.delta_records {
+            let mut offsets = Vec::with_capacity(records.len());
+            for record in records {
+                match *record {
+                    DeltaRecord::Holds(offset) => offsets.push(offset),
+                    DeltaRecord::Unread(offset) => {
+                        if record_holds_delta(&reader, offset, self.options.max_record_size)? {
+                            offsets.push(offset);
+                        }
+                    }
+                }
+            }
+            return super::read::config_deltas_at(&reader, &offsets);
         }
         let conversation = super::read::read_conversation_from(reader, &self.id)?;
         Ok(conversation
@@ -460,6 +486,18 @@ impl<'s> ConversationWriter<'s> {
                 _ => None,
             })
             .collect())
+    }
+
+    /// How many records of the log the writer has not looked into for
+    /// config deltas (their entry heads compressed).
+    #[cfg(test)]
+    pub(crate) fn unread_delta_records(&self) -> usize {
+        self.delta_records.as_ref().map_or(0, |records| {
+            records
+                .iter()
+                .filter(|r| matches!(r, DeltaRecord::Unread(_)))
+                .count()
+        })
     }
 
     /// Appends a batch of entries; content given inline goes to the blob
@@ -746,9 +784,9 @@ impl<'s> ConversationWriter<'s> {
         for e in batch {
             self.state.apply_entry(e);
         }
-        if let Some(offsets) = &mut self.delta_records {
+        if let Some(records) = &mut self.delta_records {
             if batch.iter().any(is_config_delta) {
-                offsets.push(offset);
+                records.push(DeltaRecord::Holds(offset));
             }
         }
         Ok(offset)
@@ -804,6 +842,30 @@ impl<'s> ConversationWriter<'s> {
             });
         }
         Ok(())
+    }
+}
+
+/// Whether the record at `offset` of `reader`'s log holds a config delta,
+/// from its entry heads (decompressed when they are stored compressed).
+fn record_holds_delta(reader: &crate::log::LogReader, offset: u64, max: u32) -> Result<bool> {
+    let corrupt = |found: String| Error::Corrupt {
+        path: reader.path().to_path_buf(),
+        offset,
+        expected: "a version 2 record whose entry heads read".into(),
+        found,
+    };
+    let mut records = reader.records_from(offset)?;
+    let record = match records.next_ref() {
+        Some(record) => record?,
+        None => return Err(corrupt("the end of the log".into())),
+    };
+    match record.content {
+        ContentRef::Split { heads, body, .. } => {
+            let body_len = u32::try_from(body.len())
+                .map_err(|_| corrupt("a body section beyond 4 GiB".into()))?;
+            sections::holds_kind(heads, body_len, max, Kind::ConfigDelta).map_err(corrupt)
+        }
+        ContentRef::Batch(_) => Err(corrupt("a record of version 1".into())),
     }
 }
 

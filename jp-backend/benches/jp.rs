@@ -189,21 +189,20 @@ fn load(c: &mut Criterion, root: &Path, cases: &[Case]) {
             .expect("a write");
         let js_dir = root.join(format!("load-jpstore-{}", case.name));
         {
+            // Turn by turn, as JP persists it: one record a turn.
             let js = store(&js_dir);
-            let mut rng = workload::Rng::new(7);
-            let mut s = workload::empty();
-            for t in 0..case.turns {
-                workload::add_turn(&mut s, &mut rng, t, case.scale);
-                if s.len() >= case.base.len() {
-                    break;
-                }
+            for s in workload::prefixes(&case.base) {
                 js.write(&id, &meta, &s, Projection::Projected)
                     .expect("a write");
             }
-            // The last write is the case's very stream.
-            js.write(&id, &meta, &case.base, Projection::Projected)
-                .expect("a write");
         }
+        // Every write appended: nothing replaced was kept aside.
+        let replaced =
+            std::fs::read_dir(js_dir.join("quarantine/conversations")).map_or(0, |d| d.count());
+        assert_eq!(
+            replaced, 0,
+            "the store's conversation was written turn by turn"
+        );
         let a = fs_backend(&fs_dir)
             .load_conversation_stream(&id)
             .expect("JP loads");

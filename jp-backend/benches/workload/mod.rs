@@ -275,3 +275,23 @@ pub fn stream(seed: u64, events: usize, scale: usize) -> (ConversationStream, us
     }
     (s, t)
 }
+
+/// `base` as JP persisted it turn by turn: the stream cut before each of
+/// its turns after the first (its own events, times and config deltas, so
+/// that each is a prefix of the next), then `base` itself.
+pub fn prefixes(base: &ConversationStream) -> Vec<ConversationStream> {
+    let (config, events) = base.to_parts().expect("JP's parts");
+    let mut out: Vec<ConversationStream> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["type"] == "turn_start")
+        .skip(1)
+        .map(|(at, _)| {
+            ConversationStream::from_parts(config.clone(), events[..at].to_vec())
+                .expect("a stream")
+                .with_created_at(base.created_at)
+        })
+        .collect();
+    out.push(base.clone());
+    out
+}

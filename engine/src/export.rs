@@ -16,7 +16,6 @@ pub(crate) use events::ViewEvents;
 use jpstore_blobstore::BlobId;
 use serde_json::{Map, Value};
 
-use crate::config::Settings;
 use crate::conversation::head;
 use crate::conversation::image::LogImage;
 use crate::conversation::read::{
@@ -103,19 +102,6 @@ pub(crate) fn into_view(store: &Store, conversation: Conversation) -> Result<Vec
         crate::projection::view_traced_owned(conversation.entries, &settings.base).entries;
     as_blocks(&mut view);
     Ok(view)
-}
-
-/// [`view`] and the settings in effect at the end of the conversation
-/// (what a request for it is sent with: model, system prompt), from one
-/// read of the base config.
-pub(crate) fn view_and_settings(
-    store: &Store,
-    conversation: &Conversation,
-) -> Result<(Vec<Entry<Payload>>, Settings)> {
-    let settings = store.conversation_settings(conversation)?;
-    let mut view = crate::projection::view_with_config(&conversation.entries, &settings.base);
-    as_blocks(&mut view);
-    Ok((view, settings.end))
 }
 
 /// A conversation read for its view ([`Store::open_view`]).

@@ -188,7 +188,6 @@ pub mod config {
 pub mod export {
     use serde_json::Value;
 
-    use crate::config::Settings;
     use crate::conversation::read::Conversation;
     use crate::event::{Entry, Payload};
     use crate::export::{ContentMode, ConversationView};
@@ -208,13 +207,6 @@ pub mod export {
         mode: ContentMode,
     ) -> Result<Value> {
         crate::export::conversation_json(store, conversation, mode)
-    }
-    /// The view of a conversation read whole, and its settings at the start.
-    pub fn view_and_settings(
-        store: &Store,
-        conversation: &Conversation,
-    ) -> Result<(Vec<Entry<Payload>>, Settings)> {
-        crate::export::view_and_settings(store, conversation)
     }
     /// The view of a conversation read whole.
     pub fn view(store: &Store, conversation: &Conversation) -> Result<Vec<Entry<Payload>>> {

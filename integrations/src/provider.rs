@@ -51,17 +51,14 @@ use jpstore_engine::event::{BlobRef, Block, Entry, Payload, Resource, ResourceCo
 use jpstore_engine::export::ConversationView;
 use jpstore_engine::internal::config::ModelId;
 use jpstore_engine::internal::config::Settings;
-use jpstore_engine::internal::conversation::read::Conversation;
 use jpstore_engine::internal::event::binary::value::JsonStyle;
-use jpstore_engine::internal::export::{
-    view_and_settings, Arguments, ToolContent, ViewEvent, ViewEvents,
-};
+use jpstore_engine::internal::export::{Arguments, ToolContent, ViewEvent, ViewEvents};
 use jpstore_engine::Store;
 
 mod pretty;
 use pretty::Pretty;
 
-/// A provider whose request body [`provider_request`] renders.
+/// A provider whose request body [`provider_request_view`] renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
     /// Anthropic's Messages API.
@@ -71,22 +68,10 @@ pub enum Provider {
 }
 
 /// The request body of `provider`'s message API for the view of a
-/// conversation (`jpstore_engine::export::view`), with model and system
-/// prompt from the config in effect at its end; content is read from the
-/// blob store.
-pub fn provider_request(
-    store: &Store,
-    conversation: &Conversation,
-    provider: Provider,
-) -> Result<Value, Error> {
-    let (view, settings) = view_and_settings(store, conversation)?;
-    let options = RequestOptions::from_settings(&settings);
-    body_value(|out| write_request(store, &view, &options, provider, out))
-}
-
-/// [`provider_request`] of a conversation opened for its view
-/// ([`Store::open_view`]: the settings from the head cache when they are
-/// current), which it consumes.
+/// conversation opened for it ([`Store::open_view`]: the settings from the
+/// head cache when they are current), which it consumes: model and system
+/// prompt from the config in effect at its end, content read from the blob
+/// store.
 pub fn provider_request_view(
     store: &Store,
     view: ConversationView<'_>,
@@ -105,24 +90,9 @@ pub fn write_provider_request_view(
     provider: Provider,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
-    let options = RequestOptions::from_settings(&view.settings().end);
+    let options = RequestOptions::of_view(&view);
     let events = jpstore_engine::internal::export::view_events(view)?;
     write_provider_request_events(store, &events, &options, provider, out)
-}
-
-fn write_request(
-    store: &Store,
-    view: &[Entry<Payload>],
-    options: &RequestOptions,
-    provider: Provider,
-    out: &mut Vec<u8>,
-) -> Result<(), Error> {
-    let mut read =
-        |r: &BlobRef| -> Result<Content, Error> { Ok(store.blobs().get_content(&r.id)?) };
-    match provider {
-        Provider::Anthropic => write_anthropic_request(view, options, &mut read, out),
-        Provider::OpenAi => write_openai_request(view, options, &mut read, out),
-    }
 }
 
 /// The events of a view's entries.
@@ -133,7 +103,7 @@ fn entry_events(view: &[Entry<Payload>]) -> impl Iterator<Item = Result<ViewEven
 /// [`write_provider_request_view`] of a view's events
 /// ([`ConversationView::into_events`]): a long view planned in two halves
 /// on two cores.
-pub fn write_provider_request_events(
+fn write_provider_request_events(
     store: &Store,
     events: &ViewEvents,
     options: &RequestOptions,
@@ -178,7 +148,9 @@ impl Default for RequestOptions {
 }
 
 impl RequestOptions {
-    /// Options from a conversation's settings (JP's keys):
+    /// The options of a request for `view`'s conversation (what
+    /// [`provider_request_view`] sends), from its settings at its end
+    /// (JP's keys):
     /// - `model` from `assistant.model.id`, a string `provider/model` whose
     ///   first segment is stripped (`anthropic/claude-sonnet-4` gives
     ///   `claude-sonnet-4`), or a table `{provider, name}` whose `name` is
@@ -186,7 +158,12 @@ impl RequestOptions {
     /// - `max_tokens` from `assistant.model.parameters.max_tokens`, else
     ///   [`DEFAULT_MAX_TOKENS`];
     /// - `system` from `assistant.system_prompt`.
-    pub fn from_settings(settings: &Settings) -> Self {
+    pub fn of_view(view: &ConversationView<'_>) -> Self {
+        Self::from_settings(&view.settings().end)
+    }
+
+    /// [`RequestOptions::of_view`] from a conversation's settings.
+    pub(crate) fn from_settings(settings: &Settings) -> Self {
         let model = &settings.assistant.model;
         let name = match &model.id {
             None => None,

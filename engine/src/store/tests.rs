@@ -249,10 +249,6 @@ fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operati
         let conv = store.read(&ids[0]).expect("read");
         crate::export::into_view(&store, conv).expect("view");
     });
-    step("view and settings", &mut || {
-        let conv = store.read(&ids[0]).expect("read");
-        crate::export::view_and_settings(&store, &conv).expect("view");
-    });
     step("compact", &mut || {
         let req = CompactRequest {
             to: Some(Bound::FromEnd(1)),
@@ -298,7 +294,6 @@ fn the_workspace_config_is_read_once_per_open_and_a_base_config_once_per_operati
         [
             // A decoded conversation's settings, computed from its configs.
             ("view", 1),
-            ("view and settings", 1),
             // A conversation handle's settings: from the head cache, made
             // when the conversation was (no config parsed).
             ("compact", 0),

@@ -7,7 +7,6 @@
 //! only where a body part is shown as a reference, and each reference
 //! names the field of the entry it stands for.
 
-use jpstore_engine::internal::ViewInterior as _;
 use jpstore_engine::internal::{ConversationIdInterior as _, StoreInterior as _};
 use std::path::Path;
 
@@ -536,7 +535,7 @@ fn a_long_view_is_planned_in_halves_as_in_one_piece() {
     for framing in [Framing::V1, Framing::V2] {
         let (store, id) = conversation(&dir.path().join(format!("{framing:?}")), framing, &batches);
         let view = || store.open_view(&id).expect("view");
-        let options = RequestOptions::from_settings(&view().settings().end);
+        let options = RequestOptions::of_view(&view());
         let entries = view().into_entries().expect("entries");
         assert!(entries.len() > 2048, "{} entries", entries.len());
         let mut read = |r: &jpstore_engine::event::BlobRef| Ok(store.blobs().get_content(&r.id)?);

@@ -16,5 +16,6 @@ mod differential;
 mod jp_oracle;
 mod listing;
 mod moving_in;
+mod unwritable;
 mod workspace;
 mod writers;

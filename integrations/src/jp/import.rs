@@ -654,16 +654,48 @@ fn import_entry(v: &Value) -> (Entry<Payload>, Vec<String>) {
 /// backend over a store hands over what JP writes), converted as import
 /// converts them, for appending to a conversation imported before. `None`
 /// when one holds a string leaf JP would have encoded but that is not
-/// base64: import records such leaves for the file as a whole, which an
-/// append cannot.
+/// base64 (import records such leaves for the file as a whole, which an
+/// append cannot), or is nested deeper than JP's reader reads back from an
+/// `events.json` ([`JP_EVENT_DEPTH_MAX`]: import refuses such a file, and
+/// so must a write that appends to one).
 pub fn entries_written_by_jp(values: &[Value]) -> Option<Vec<Entry<Payload>>> {
     values
         .iter()
-        .map(|v| match import_entry(v) {
-            (entry, raw) if raw.is_empty() => Some(entry),
-            _ => None,
+        .map(|v| {
+            // Measured before anything walks the value recursively.
+            if depth(v) > JP_EVENT_DEPTH_MAX {
+                return None;
+            }
+            match import_entry(v) {
+                (entry, raw) if raw.is_empty() => Some(entry),
+                _ => None,
+            }
         })
         .collect()
+}
+
+/// The deepest nesting of arrays and objects an event of an `events.json`
+/// may have for JP to read the file back: JP reads it with `serde_json`,
+/// which refuses a text nested 128 containers deep, and the file's array
+/// of events is one of them (an event object with nothing nested in it is
+/// 1 deep).
+pub const JP_EVENT_DEPTH_MAX: usize = 126;
+
+/// How many arrays and objects `v` nests, itself included (a scalar: 0).
+fn depth(v: &Value) -> usize {
+    // Iterative: a hostile value may nest deeper than the stack allows.
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, above)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(above + 1);
+        stack.extend(children.map(|c| (c, above + 1)));
+    }
+    deepest
 }
 
 /// `items.iter().map(f).collect()`, the items handed out one by one to as

@@ -1964,3 +1964,33 @@ fn entries_of_known_types_that_do_not_read_are_named_by_the_import() {
         std::fs::read(bad.join("events.json")).expect("read")
     );
 }
+
+/// `entries_written_by_jp` refuses an event JP could not read back from an
+/// `events.json`, and only such an event: the limit is where `serde_json`
+/// (JP's reader) stops reading the file.
+#[test]
+fn an_event_nested_deeper_than_jp_reads_back_is_not_appended() {
+    let event = |depth: usize| {
+        // The event object, its `metadata` object, then arrays.
+        let inner = (0..depth - 2).fold(json!(1), |v, _| json!([v]));
+        json!({"type": "chat_response", "timestamp": "2026-01-01T00:00:00Z",
+            "reasoning": "r", "metadata": {"deep": inner}})
+    };
+    let max = super::import::JP_EVENT_DEPTH_MAX;
+    for depth in [max - 1, max, max + 1, max + 2] {
+        let e = event(depth);
+        let file = serde_json::to_string(&vec![e.clone()]).expect("text");
+        let jp_reads = serde_json::from_str::<Value>(&file).is_ok();
+        assert_eq!(jp_reads, depth <= max, "depth {depth}");
+        assert_eq!(
+            super::import::entries_written_by_jp(&[e]).is_some(),
+            jp_reads,
+            "depth {depth}"
+        );
+    }
+    // Far deeper (measured without walking it recursively; deeper still,
+    // serde_json's own recursive drop of the test's value would overflow
+    // a test thread's stack).
+    let deep = (0..600).fold(json!(1), |v, _| json!([v]));
+    assert!(super::import::entries_written_by_jp(&[json!({"type": "x", "v": deep})]).is_none());
+}

@@ -401,3 +401,109 @@ fn files_below(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// A turn whose texts, tool arguments and event metadata hold `values`
+/// and `text`.
+fn add_odd_turn(s: &mut ConversationStream, text: &str, values: &[(&str, serde_json::Value)]) {
+    use jp_conversation::event::{ChatRequest, ChatResponse, ToolCallRequest, ToolCallResponse};
+    use jp_conversation::ConversationEvent;
+    s.start_turn(ChatRequest {
+        content: text.to_owned(),
+        schema: None,
+        author: None,
+    });
+    let args: serde_json::Map<String, serde_json::Value> = values
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    let mut reasoning = ConversationEvent::now(ChatResponse::reasoning(text.to_owned()));
+    for (k, v) in values {
+        reasoning = reasoning.with_metadata_field(*k, v.clone());
+    }
+    let call = format!("call_{}", s.len());
+    s.current_turn_mut()
+        .add_event(reasoning)
+        .add_tool_call_request(ToolCallRequest::new(call.clone(), "tool".into(), args))
+        .add_tool_call_response(ToolCallResponse {
+            id: call,
+            result: Ok(text.to_owned()),
+        })
+        .add_chat_response(ChatResponse::message(text.to_owned()))
+        .build()
+        .expect("a turn");
+}
+
+/// `[[…[1]…]]`, `depth` arrays deep.
+fn nested(depth: usize) -> serde_json::Value {
+    (0..depth).fold(json!(1), |v, _| json!([v]))
+}
+
+#[test]
+fn odd_values_read_back_as_jps_files_hold_them() {
+    let mut both = Both::new();
+    both.write();
+    let odd = [
+        ("negative_zero", json!(-0.0)),
+        ("large", json!(1e300)),
+        ("smallest", json!(5e-324)),
+        ("u64_max", json!(u64::MAX)),
+        ("i64_min", json!(i64::MIN)),
+        ("tenth", json!(0.1)),
+        ("", json!("an empty key")),
+        (
+            "controls",
+            json!("nul \u{0} unit \u{1f} del \u{7f} separators \u{2028}\u{2029}"),
+        ),
+        (
+            "base64_looking",
+            json!("aGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8="),
+        ),
+        ("deep", nested(100)),
+    ];
+    let texts = [
+        "nul \u{0} and \u{2028}, a crab 🦀 and \"quotes\"".to_owned(),
+        "aGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8=".to_owned(),
+        String::new(),
+        "a line of a MiB ".repeat(1 << 16),
+    ];
+    for (n, text) in texts.iter().enumerate() {
+        add_odd_turn(&mut both.stream, text, &odd);
+        both.turns += 1;
+        both.write();
+        assert!(!both.rewritten(), "text {n}: appended");
+        both.check(&Op::Grow(1));
+        both.check_stream_from_a_new_backend(&Op::Grow(1));
+    }
+    // Deeper than JP's JSON reader goes (serde_json's limit of 128): JP
+    // writes files it cannot load again; the store refuses the write and
+    // keeps the conversation as it was.
+    let before = both.stream.clone();
+    add_odd_turn(&mut both.stream, "deep", &[("deep", nested(130))]);
+    let ours = both
+        .ours
+        .write(&both.id, &both.meta, &both.stream, Projection::Projected);
+    let e = ours.expect_err("a value JP cannot read back refused");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("recursion limit")),
+        "{e}: {cause:?}"
+    );
+    let fs = both
+        .fs
+        .write(&both.id, &both.meta, &both.stream, Projection::Projected);
+    assert!(fs.is_ok(), "JP's file backend writes it: {fs:?}");
+    assert!(
+        both.fs.load_conversation_stream(&both.id).is_err(),
+        "and cannot load it"
+    );
+    let kept = JpStoreBackend::open(both.dir.path().join("store").to_str().expect("utf-8"))
+        .expect("store")
+        .load_conversation_stream(&both.id)
+        .expect("loads");
+    assert!(
+        kept == before.with_created_at(kept.created_at),
+        "the store keeps the conversation as it was"
+    );
+}

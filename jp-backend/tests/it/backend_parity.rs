@@ -266,3 +266,74 @@ fn sessions_round_trip_overwrite_and_list() {
         assert_eq!(keys, ["beta", "sess-1"]);
     });
 }
+
+/// A conversation whose events are damaged is trashed whole by `sanitize`,
+/// on JP's file backend (its `events.json` no longer JSON) as on the store
+/// (a byte of its log's only record of events flipped): reported, gone
+/// from the index, the others as they were; the store keeps the damaged
+/// log whole in its quarantine. The store's fsck alone keeps the records
+/// before the damage (here its metadata record) in the store: JP would
+/// then list it without its events and never hear of the repair.
+#[test]
+fn sanitize_trashes_a_damaged_conversation_whole_and_reports_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ids: Vec<ConversationId> = (0..3).map(common::id).collect();
+    let fs = common::fs_backend(&tmp.path().join("ws"));
+    let store_dir = tmp.path().join("store");
+    let ours = JpStoreBackend::open(store_dir.to_str().expect("utf-8")).expect("store");
+    for (n, id) in ids.iter().enumerate() {
+        let s = common::stream(n + 2, "san");
+        let meta = common::metadata(Some("sanitize"));
+        fs.write(id, &meta, &s, Projection::Projected)
+            .expect("write");
+        ours.write(id, &meta, &s, Projection::Projected)
+            .expect("write");
+    }
+    // JP's events.json of the second conversation cut in half.
+    let events = tmp
+        .path()
+        .join("ws/.jp/conversations")
+        .join(ids[1].to_dirname(Some("sanitize")))
+        .join("events.json");
+    let text = std::fs::read(&events).expect("events.json");
+    std::fs::write(&events, &text[..text.len() / 2]).expect("damaged");
+    // The store's log of it: a byte in the middle of its events.
+    let log = store_dir.join(format!(
+        "conversations/{}/events.log",
+        ids[1].as_deciseconds()
+    ));
+    let mut bytes = std::fs::read(&log).expect("log");
+    let middle = bytes.len() * 2 / 3;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&log, &bytes).expect("damaged");
+
+    let fs = common::fs_backend(&tmp.path().join("ws"));
+    let ours = JpStoreBackend::open(store_dir.to_str().expect("utf-8")).expect("store");
+    for b in [&fs as &dyn LoadBackend, &ours] {
+        let report = b.sanitize().expect("sanitize");
+        assert_eq!(report.trashed.len(), 1, "{report:?}");
+        assert!(
+            report.trashed[0]
+                .dirname
+                .starts_with(&ids[1].as_deciseconds().to_string()),
+            "{report:?}"
+        );
+        assert_eq!(
+            b.load_conversation_ids(ConversationFilter::default()),
+            [ids[0], ids[2]],
+            "the damaged conversation left the index"
+        );
+        for id in [ids[0], ids[2]] {
+            b.load_conversation_stream(&id).expect("the others load");
+        }
+        assert!(!b.sanitize().expect("sanitize").has_repairs(), "done once");
+    }
+    // Nothing deleted: the damaged log is in the store's quarantine, whole.
+    let quarantine = store_dir.join("quarantine/conversations");
+    let kept: Vec<Vec<u8>> = std::fs::read_dir(&quarantine)
+        .expect("quarantine")
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("events.log")).ok())
+        .collect();
+    assert_eq!(kept, [bytes], "the damaged log kept whole");
+}

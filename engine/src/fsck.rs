@@ -188,6 +188,18 @@ fn lossy_path<S: serde::Serializer>(
     }
 }
 
+/// Whether a repair keeps, in the store, the whole records of a damaged log
+/// before its damage (the whole log going to quarantine either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeepPrefix {
+    /// Kept when the damage allows (format-spec.md 4.8): what `fsck
+    /// --repair` does.
+    Yes,
+    /// Never: the conversation leaves the store whole (JP's `sanitize`,
+    /// which trashes a damaged conversation whole).
+    No,
+}
+
 /// Settings of an fsck run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FsckOptions {
@@ -353,6 +365,19 @@ impl Store {
         progress: &mut dyn FnMut(FsckProgress),
         interrupt: &AtomicBool,
     ) -> Result<FsckReport, FsckError> {
+        self.fsck_keeping(options, KeepPrefix::Yes, progress, interrupt)
+    }
+
+    /// [`Store::fsck_interruptible`] whose repair, with [`KeepPrefix::No`],
+    /// moves a conversation with a damaged log aside whole instead of
+    /// putting the records before the damage back in the store.
+    pub(crate) fn fsck_keeping(
+        &self,
+        options: FsckOptions,
+        keep_prefix: KeepPrefix,
+        progress: &mut dyn FnMut(FsckProgress),
+        interrupt: &AtomicBool,
+    ) -> Result<FsckReport, FsckError> {
         let stop = || {
             if interrupt.load(Ordering::Relaxed) {
                 Err(Error::Interrupted)
@@ -377,7 +402,14 @@ impl Store {
         // The walk's listing of loose objects serves the references;
         // repairing moves damaged ones aside after it: listed again then.
         let loose = loose.filter(|_| !options.repair);
-        self.check_all(options, &mut report, progress, interrupt, loose)?;
+        self.check_all(
+            options,
+            keep_prefix,
+            &mut report,
+            progress,
+            interrupt,
+            loose,
+        )?;
         Ok(report)
     }
 
@@ -443,6 +475,7 @@ impl Store {
     fn check_all(
         &self,
         options: FsckOptions,
+        keep_prefix: KeepPrefix,
         report: &mut FsckReport,
         progress: &mut dyn FnMut(FsckProgress),
         interrupt: &AtomicBool,
@@ -548,7 +581,8 @@ impl Store {
                 .count()
                 == 1;
             let keep = check.damaged_at.filter(|&at| {
-                only_damage
+                keep_prefix == KeepPrefix::Yes
+                    && only_damage
                     && at > crate::log::FIRST_RECORD
                     && check
                         .refs

@@ -142,6 +142,26 @@ pub mod copy {
     }
 }
 
+/// fsck as JP's `sanitize` runs it.
+pub mod fsck {
+    use std::sync::atomic::AtomicBool;
+
+    use crate::fsck::{FsckError, FsckOptions, FsckProgress, FsckReport, KeepPrefix};
+    use crate::Store;
+
+    /// [`crate::fsck::run`] whose repair moves a conversation with a
+    /// damaged log aside whole, never putting the records before the
+    /// damage back in the store (JP's file backend trashes a damaged
+    /// conversation whole).
+    pub fn run_moving_damaged_whole(
+        store: &Store,
+        options: FsckOptions,
+        progress: &mut dyn FnMut(FsckProgress),
+    ) -> Result<FsckReport, FsckError> {
+        store.fsck_keeping(options, KeepPrefix::No, progress, &AtomicBool::new(false))
+    }
+}
+
 /// Config objects below the face: parsing, merging, canonical bytes.
 pub mod config {
     use serde_json::{Map, Value};

@@ -67,14 +67,44 @@ pub(crate) fn write(
     }
 }
 
-/// After a removal: the files removed.
+/// After a removal: the files removed, the archived ones too (JP's file
+/// backend removes a conversation from its live directory only, which
+/// would leave an archived conversation's files behind it).
 pub(crate) fn remove(b: &JpStoreBackend, id: &ConversationId) -> Result<(), BackendError> {
-    match files(b)? {
-        Some(fs) => fs
-            .remove(id)
-            .map_err(|e| projection_error("remove", &dir(b), e)),
-        None => Ok(()),
+    let Some(fs) = files(b)? else {
+        return Ok(());
+    };
+    fs.remove(id)
+        .map_err(|e| projection_error("remove", &dir(b), e))?;
+    // JP's archive partition: `.archive/` below its conversations.
+    let archive = dir(b).join(".archive");
+    let entries = match std::fs::read_dir(&archive) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(BackendError::Projection {
+                op: "list",
+                path: archive,
+                source,
+            })
+        }
+    };
+    for entry in entries.flatten() {
+        let of_id = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| ConversationId::try_from_dirname(name).ok())
+            .is_some_and(|found| found == *id);
+        if of_id {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path).map_err(|source| BackendError::Projection {
+                op: "remove",
+                path,
+                source,
+            })?;
+        }
     }
+    Ok(())
 }
 
 /// After an archive or unarchive: the files moved, when there are any.

@@ -507,3 +507,53 @@ fn odd_values_read_back_as_jps_files_hold_them() {
         "the store keeps the conversation as it was"
     );
 }
+
+/// Removing an archived conversation takes its workspace files with it.
+/// (JP's file backend removes a conversation from its live directory
+/// only: an archived one stays in its archive, files and all, where JP's
+/// in-memory backend and the store remove it; so only the store's side is
+/// checked here.)
+#[test]
+fn removing_an_archived_conversation_removes_its_workspace_files() {
+    let both = Both::new();
+    both.write();
+    let other = common::id(8);
+    let other_stream = common::stream(2, "o");
+    let other_meta = common::metadata(Some("other"));
+    let written = |b: &dyn PersistBackend| {
+        b.write(&other, &other_meta, &other_stream, Projection::Projected)
+            .expect("a write");
+        b.archive(&both.id).expect("archived");
+    };
+    written(&both.fs);
+    written(&both.ours);
+    let conversations =
+        |root: &str| files_below(&both.dir.path().join(root).join(".jp/conversations"));
+    let archived = conversations("ws");
+    assert!(conversations("fs") == archived, "archived as JP does");
+    assert!(
+        archived.iter().any(|(p, _)| p.starts_with(".archive")),
+        "an archive partition in the workspace"
+    );
+    both.ours.remove(&both.id).expect("removed");
+    let left = conversations("ws");
+    let dirname = both.id.to_dirname(Some("first"));
+    assert!(
+        left.iter()
+            .all(|(p, _)| !p.to_string_lossy().contains(&dirname)),
+        "no file of the removed conversation left: {left:?}"
+    );
+    let names = |files: &[(std::path::PathBuf, Vec<u8>)]| -> Vec<std::path::PathBuf> {
+        files.iter().map(|(p, _)| p.clone()).collect()
+    };
+    let expected: Vec<_> = archived
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(".archive"))
+        .collect();
+    assert!(
+        left == expected,
+        "the other conversation's files as they were: {:?}, not {:?}",
+        names(&left),
+        names(&expected)
+    );
+}

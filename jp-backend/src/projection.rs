@@ -68,43 +68,22 @@ pub(crate) fn write(
 }
 
 /// After a removal: the files removed, the archived ones too (JP's file
-/// backend removes a conversation from its live directory only, which
-/// would leave an archived conversation's files behind it).
+/// backend removes a conversation from its live directory only: an
+/// archived copy is brought back there first).
 pub(crate) fn remove(b: &JpStoreBackend, id: &ConversationId) -> Result<(), BackendError> {
     let Some(fs) = files(b)? else {
         return Ok(());
     };
-    fs.remove(id)
-        .map_err(|e| projection_error("remove", &dir(b), e))?;
-    // JP's archive partition: `.archive/` below its conversations.
-    let archive = dir(b).join(".archive");
-    let entries = match std::fs::read_dir(&archive) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(BackendError::Projection {
-                op: "list",
-                path: archive,
-                source,
-            })
-        }
+    let remove = || {
+        fs.remove(id)
+            .map_err(|e| projection_error("remove", &dir(b), e))
     };
-    for entry in entries.flatten() {
-        let of_id = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| ConversationId::try_from_dirname(name).ok())
-            .is_some_and(|found| found == *id);
-        if of_id {
-            let path = entry.path();
-            std::fs::remove_dir_all(&path).map_err(|source| BackendError::Projection {
-                op: "remove",
-                path,
-                source,
-            })?;
-        }
+    remove()?;
+    match fs.unarchive(id) {
+        Ok(()) => remove(),
+        Err(jp_storage::Error::ConversationNotFound(_)) => Ok(()),
+        Err(e) => Err(projection_error("move", &dir(b), e)),
     }
-    Ok(())
 }
 
 /// After an archive or unarchive: the files moved, when there are any.

@@ -755,20 +755,8 @@ fn a_writer_finds_the_config_deltas_of_records_whose_heads_are_compressed() {
         .expect("fork");
     drop(fork);
     let fork = ConversationId::parse("fork").expect("id");
-    let whole = |id: &ConversationId| -> Vec<crate::event::Object> {
-        store
-            .read(id)
-            .expect("read")
-            .entries
-            .into_iter()
-            .filter_map(|e| match e {
-                Entry::Event(crate::event::Event {
-                    kind: crate::event::EventKind::ConfigDelta(d),
-                    ..
-                }) => Some(d.delta),
-                _ => None,
-            })
-            .collect()
+    let whole = |id: &ConversationId| {
+        super::writer::config_deltas_of(store.read(id).expect("read").entries)
     };
     let mut w = store.writer(&fork).expect("writer");
     assert!(

@@ -475,17 +475,7 @@ impl<'s> ConversationWriter<'s> {
             return super::read::config_deltas_at(&reader, &offsets);
         }
         let conversation = super::read::read_conversation_from(reader, &self.id)?;
-        Ok(conversation
-            .entries
-            .into_iter()
-            .filter_map(|e| match e {
-                Entry::Event(crate::event::Event {
-                    kind: crate::event::EventKind::ConfigDelta(d),
-                    ..
-                }) => Some(d.delta),
-                _ => None,
-            })
-            .collect())
+        Ok(config_deltas_of(conversation.entries))
     }
 
     /// How many records of the log the writer has not looked into for
@@ -867,6 +857,20 @@ fn record_holds_delta(reader: &crate::log::LogReader, offset: u64, max: u32) -> 
         }
         ContentRef::Batch(_) => Err(corrupt("a record of version 1".into())),
     }
+}
+
+/// The config deltas of `entries`, in order.
+pub(crate) fn config_deltas_of(entries: Vec<Entry>) -> Vec<crate::event::Object> {
+    entries
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Event(crate::event::Event {
+                kind: crate::event::EventKind::ConfigDelta(d),
+                ..
+            }) => Some(d.delta),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `entry` is a config delta.

@@ -584,14 +584,7 @@ fn a_view_and_a_listing_write_nothing() {
     );
     let store = reopen(&counting);
     // A writer that appends and never closes: the head stays behind.
-    let mut w = store.writer(&ids[1]).expect("writer");
-    w.append(
-        parse_input(&turns(1), ParseMode::Strict { now: now() })
-            .expect("input")
-            .entries,
-    )
-    .expect("append");
-    drop(w);
+    append_turn(&store, &ids[1], false);
     for round in 0..2 {
         counting.reset();
         let store = reopen(&counting);
@@ -608,6 +601,21 @@ fn a_view_and_a_listing_write_nothing() {
     }
 }
 
+/// Appends a turn to `id`; the writer closed (the head made current) or
+/// dropped (the head left behind the log).
+fn append_turn(store: &Store, id: &ConversationId, close: bool) {
+    let mut w = store.writer(id).expect("writer");
+    w.append(
+        parse_input(&turns(1), ParseMode::Strict { now: now() })
+            .expect("input")
+            .entries,
+    )
+    .expect("append");
+    if close {
+        w.close();
+    }
+}
+
 /// A listing reads each conversation's head once and its log once (the
 /// head judged against the log as evidence and as the cache from one read;
 /// a short log's framing checked and its tail folded from one read of it),
@@ -617,22 +625,8 @@ fn a_view_and_a_listing_write_nothing() {
 fn a_listing_opens_each_head_and_each_log_once() {
     let (counting, store, ids) = counted_store();
     // A writer that appends and never closes: the head stays behind.
-    let mut w = store.writer(&ids[1]).expect("writer");
-    w.append(
-        parse_input(&turns(1), ParseMode::Strict { now: now() })
-            .expect("input")
-            .entries,
-    )
-    .expect("append");
-    drop(w);
-    let mut w = store.writer(&ids[2]).expect("writer");
-    w.append(
-        parse_input(&turns(1), ParseMode::Strict { now: now() })
-            .expect("input")
-            .entries,
-    )
-    .expect("append");
-    w.close();
+    append_turn(&store, &ids[1], false);
+    append_turn(&store, &ids[2], true);
     counting.reset();
     let listed = store.list().expect("list");
     let turns: Vec<u64> = listed.iter().map(|l| l.state.turns.turns()).collect();

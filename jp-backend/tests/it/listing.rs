@@ -6,21 +6,21 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jp_conversation::{Conversation, ConversationId};
 use jp_storage::backend::{ConversationFilter, LoadBackend, PersistBackend, Projection};
 use jpstore_jp::JpStoreBackend;
 
-/// What JP's `Workspace` reads at start: the index, then the metadata of
-/// every conversation of it (and of `more`, ids it may know otherwise).
-fn listing(
-    backend: &dyn LoadBackend,
-    more: &[ConversationId],
-) -> (
+/// The ids of JP's index, and the metadata of a batch.
+type Listing = (
     Vec<ConversationId>,
     Vec<(ConversationId, Option<Conversation>)>,
-) {
+);
+
+/// What JP's `Workspace` reads at start: the index, then the metadata of
+/// every conversation of it (and of `more`, ids it may know otherwise).
+fn listing(backend: &dyn LoadBackend, more: &[ConversationId]) -> Listing {
     let mut ids: Vec<ConversationId> = backend
         .load_conversation_index(ConversationFilter::default())
         .into_iter()
@@ -129,6 +129,39 @@ fn sees_what_another_wrote(
     assert_eq!(check("an archive").0, [ids[0], ids[3]]);
 }
 
+/// Two conversations written to a store at `dir` and listed by its
+/// backend: the backend, their ids and that listing.
+fn two_listed(dir: &Path) -> (JpStoreBackend, Vec<ConversationId>, Listing) {
+    let a = open(dir);
+    let ids: Vec<ConversationId> = (0..2).map(common::id).collect();
+    for id in &ids {
+        a.write(
+            id,
+            &common::metadata(Some("t")),
+            &common::stream(2, "u"),
+            Projection::Projected,
+        )
+        .expect("a write");
+    }
+    let before = listing(&a, &ids);
+    assert_eq!(before.0, ids);
+    (a, ids, before)
+}
+
+/// The log of `id` in the store at `dir`, its time, and its bytes with
+/// one in the middle flipped.
+fn damaged_copy(dir: &Path, id: &ConversationId) -> (PathBuf, std::time::SystemTime, Vec<u8>) {
+    let log = dir.join(format!("conversations/{}/events.log", id.as_deciseconds()));
+    let modified = std::fs::metadata(&log)
+        .expect("log")
+        .modified()
+        .expect("time");
+    let mut bytes = std::fs::read(&log).expect("log");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    (log, modified, bytes)
+}
+
 fn open(dir: &Path) -> JpStoreBackend {
     JpStoreBackend::open(dir.to_str().expect("utf-8")).expect("a store")
 }
@@ -160,32 +193,10 @@ fn a_listing_on_s3_sees_what_another_machine_wrote_since_the_last() {
 fn a_log_unchanged_since_the_last_listing_is_not_read_again() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
-    let a = open(&dir);
-    let ids: Vec<ConversationId> = (0..2).map(common::id).collect();
-    for id in &ids {
-        a.write(
-            id,
-            &common::metadata(Some("t")),
-            &common::stream(2, "u"),
-            Projection::Projected,
-        )
-        .expect("a write");
-    }
-    let before = listing(&a, &ids);
-    assert_eq!(before.0, ids);
+    let (a, ids, before) = two_listed(&dir);
     // The first log damaged in place, its length and time kept: its
     // metadata is what it was.
-    let log = dir.join(format!(
-        "conversations/{}/events.log",
-        ids[0].as_deciseconds()
-    ));
-    let modified = std::fs::metadata(&log)
-        .expect("log")
-        .modified()
-        .expect("time");
-    let mut bytes = std::fs::read(&log).expect("log");
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
+    let (log, modified, bytes) = damaged_copy(&dir, &ids[0]);
     std::fs::write(&log, &bytes).expect("damaged");
     let file = std::fs::File::options()
         .write(true)
@@ -212,33 +223,11 @@ fn a_log_unchanged_since_the_last_listing_is_not_read_again() {
 fn a_log_replaced_by_another_file_of_its_length_and_time_is_read_again() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
-    let a = open(&dir);
-    let ids: Vec<ConversationId> = (0..2).map(common::id).collect();
-    for id in &ids {
-        a.write(
-            id,
-            &common::metadata(Some("t")),
-            &common::stream(2, "u"),
-            Projection::Projected,
-        )
-        .expect("a write");
-    }
-    let before = listing(&a, &ids);
-    assert_eq!(before.0, ids);
+    let (a, ids, _) = two_listed(&dir);
     // The first log replaced, as a rewrite replaces it (a new file renamed
     // over the name), by one of the same length and time whose middle is
     // damaged: a file system's clock may give both the same time.
-    let log = dir.join(format!(
-        "conversations/{}/events.log",
-        ids[0].as_deciseconds()
-    ));
-    let modified = std::fs::metadata(&log)
-        .expect("log")
-        .modified()
-        .expect("time");
-    let mut bytes = std::fs::read(&log).expect("log");
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
+    let (log, modified, bytes) = damaged_copy(&dir, &ids[0]);
     let other = log.with_file_name("events.log.other");
     std::fs::write(&other, &bytes).expect("the other file");
     let file = std::fs::File::options()
